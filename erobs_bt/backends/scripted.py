@@ -1,0 +1,254 @@
+"""A deterministic, scripted motion backend for tests and dry runs of the engine.
+
+:class:`ScriptedBackend` implements :class:`~erobs_bt.backends.base.MotionBackend`
+without any robot: it records every call (so a test can count dispatches) and answers
+each one with the next queued :class:`Outcome` for that kind of call, or success when
+none is queued. An outcome can succeed, fail with any error text (``REPLAY_TIMEOUT:
+…``, ``EXECUTION_FAILED: …``), raise from the call itself, complete after a delay, or
+wait on a :class:`threading.Event` that the test sets, which holds a unit "running"
+for as long as the test needs to send pause or cancel.
+
+Plans are straight two-point joint segments to each target's resolved joints (or a
+zero-length segment when the target has none) and a tool segment per end_effector;
+executing a solution moves the recorded arm state to its final point.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict, deque
+from collections.abc import Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+
+from erobs_bt.backends.base import (
+    ArmSegment,
+    ErrorCode,
+    MotionError,
+    Segment,
+    Solution,
+    ToolSegment,
+    TrajectoryPoint,
+    as_motion_error,
+)
+from erobs_bt.script.model import EndEffector, JointPositions, MoveTo, Step, ToolExchange
+
+#: Call kinds that can be scripted: ``plan``, ``execute`` (fresh), ``replay``
+#: (execute with ``replay=True``), ``run_step`` and ``prepare``.
+CALL_KINDS = ("plan", "execute", "replay", "run_step", "prepare")
+
+_ZERO6 = (0.0,) * 6
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How one scripted call ends.
+
+    Attributes:
+        error: ``None`` for success, else the error text with its prefix.
+        raises: an exception raised by the call itself instead of returning a future.
+        fail_with: an exception (of any type) the future fails with.
+        delay: [s] before the future completes.
+        gate: when set, the future completes only after the event is set.
+    """
+
+    error: str | None = None
+    raises: BaseException | None = None
+    fail_with: BaseException | None = None
+    delay: float = 0.0
+    gate: threading.Event | None = None
+
+    @staticmethod
+    def ok(*, delay: float = 0.0, gate: threading.Event | None = None) -> Outcome:
+        """Succeed (after ``delay`` seconds and/or once ``gate`` is set)."""
+        return Outcome(delay=delay, gate=gate)
+
+    @staticmethod
+    def fail(error: str, *, delay: float = 0.0, gate: threading.Event | None = None) -> Outcome:
+        """Fail with ``error`` (e.g. ``"REPLAY_TIMEOUT: controller did not answer"``)."""
+        return Outcome(error=error, delay=delay, gate=gate)
+
+
+@dataclass(frozen=True)
+class Call:
+    """One recorded backend call: its kind and what it was given."""
+
+    kind: str
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+class ScriptedBackend:
+    """A :class:`MotionBackend` whose outcomes are queued by the test.
+
+    Args:
+        start: initial arm state [rad], or ``None`` for "unknown" (as with mock hardware).
+        gripper: the attached gripper.
+        revision_prefix: model-revision prefix.
+        cup_profile: ePick cup profile appended to the revision when the ePick is attached.
+    """
+
+    def __init__(
+        self,
+        *,
+        start: JointPositions | None = _ZERO6,  # type: ignore[assignment]
+        gripper: str = "epick",
+        revision_prefix: str = "robot_models",
+        cup_profile: str | None = "3mm_dia",
+    ) -> None:
+        self._lock = threading.Lock()
+        self._positions = start
+        self._gripper = gripper
+        self._prefix = revision_prefix
+        self._cup_profile = cup_profile
+        self._queues: dict[str, deque[Outcome]] = defaultdict(deque)
+        self.calls: list[Call] = []
+        self.gripper_states: list[tuple[str, str]] = []
+        self.stops = 0
+
+    # -- scripting ---------------------------------------------------------------
+    def script(self, kind: str, *outcomes: Outcome) -> None:
+        """Queue outcomes for the next calls of ``kind`` (one of :data:`CALL_KINDS`).
+
+        Raises:
+            ValueError: unknown kind.
+        """
+        if kind not in CALL_KINDS:
+            raise ValueError(f"unknown call kind {kind!r}; expected one of {CALL_KINDS}")
+        with self._lock:
+            self._queues[kind].extend(outcomes)
+
+    def count(self, kind: str) -> int:
+        """How many calls of ``kind`` were made (``execute`` and ``replay`` counted apart)."""
+        with self._lock:
+            return sum(1 for c in self.calls if c.kind == kind)
+
+    def dispatches(self) -> int:
+        """Trajectories sent to the robot: fresh executions plus replays."""
+        return self.count("execute") + self.count("replay")
+
+    def set_positions(self, positions: JointPositions | None) -> None:
+        """Move the recorded arm state (as if someone jogged the robot)."""
+        with self._lock:
+            self._positions = positions
+
+    # -- MotionBackend -------------------------------------------------------------
+    def joint_positions(self) -> JointPositions | None:
+        with self._lock:
+            return self._positions
+
+    def current_gripper(self) -> str:
+        with self._lock:
+            return self._gripper
+
+    def model_revision(self) -> str:
+        with self._lock:
+            return self._revision()
+
+    def prepare_goal(self, start_gripper: str) -> None:
+        outcome = self._next("prepare", {"start_gripper": start_gripper})
+        if outcome.raises is not None:
+            raise outcome.raises
+        if outcome.error is not None:
+            raise as_motion_error(RuntimeError(outcome.error), default=ErrorCode.EXECUTION_FAILED)
+        with self._lock:
+            self._gripper = start_gripper
+
+    def plan(self, steps: Sequence[Step], *, start: JointPositions | None) -> Future[Solution]:
+        outcome = self._next("plan", {"steps": [s.index for s in steps], "start": start})
+        with self._lock:
+            origin = start if start is not None else (self._positions or _ZERO6)
+            gripper = self._gripper
+            revision = self._revision()
+        solution = Solution(_straight_segments(steps, origin, gripper), revision, origin)
+        return self._complete(outcome, lambda: solution)
+
+    def execute(self, solution: Solution, *, replay: bool) -> Future[None]:
+        kind = "replay" if replay else "execute"
+        outcome = self._next(kind, {"segments": len(solution.segments), "replay": replay})
+
+        def apply() -> None:
+            final = solution.final_positions()
+            with self._lock:
+                if final is not None:
+                    self._positions = tuple(final)  # type: ignore[assignment]
+                for segment in solution.segments:
+                    if isinstance(segment, ToolSegment):
+                        self.gripper_states.append((segment.gripper, segment.command))
+
+        return self._complete(outcome, apply)
+
+    def run_step(self, step: Step) -> Future[str]:
+        outcome = self._next("run_step", {"step": step.index, "task_type": step.task_type})
+
+        def apply() -> str:
+            if isinstance(step, ToolExchange):
+                with self._lock:
+                    self._gripper = "none" if step.operation == "dock" else step.gripper
+                return f"{step.operation} {step.gripper}: done"
+            return f"{step.task_type}: done"
+
+        return self._complete(outcome, apply)
+
+    def stop(self) -> None:
+        with self._lock:
+            self.stops += 1
+
+    # -- internals -------------------------------------------------------------------
+    def _revision(self) -> str:
+        parts = [self._prefix, self._gripper]
+        if self._gripper == "epick" and self._cup_profile:
+            parts.append(self._cup_profile)
+        return "__".join(parts)
+
+    def _next(self, kind: str, detail: dict[str, Any]) -> Outcome:
+        with self._lock:
+            self.calls.append(Call(kind, detail))
+            queue = self._queues[kind]
+            return queue.popleft() if queue else Outcome()
+
+    def _complete(self, outcome: Outcome, on_success: Any) -> Future[Any]:
+        if outcome.raises is not None:
+            raise outcome.raises
+        future: Future[Any] = Future()
+        future.set_running_or_notify_cancel()
+
+        def finish() -> None:
+            if outcome.gate is not None:
+                outcome.gate.wait()
+            if outcome.delay > 0:
+                threading.Event().wait(outcome.delay)
+            if outcome.fail_with is not None:
+                future.set_exception(outcome.fail_with)
+            elif outcome.error is not None:
+                future.set_exception(
+                    as_motion_error(RuntimeError(outcome.error), default=ErrorCode.EXECUTION_FAILED)
+                )
+            else:
+                try:
+                    future.set_result(on_success())
+                except MotionError as exc:
+                    future.set_exception(exc)
+
+        if outcome.gate is None and outcome.delay <= 0:
+            finish()
+        else:
+            threading.Thread(target=finish, name="scripted-outcome", daemon=True).start()
+        return future
+
+
+def _straight_segments(steps: Sequence[Step], origin: Sequence[float], gripper: str) -> tuple[Segment, ...]:
+    segments: list[Segment] = []
+    here = tuple(float(a) for a in origin)
+    for step in steps:
+        if isinstance(step, MoveTo):
+            goal = tuple(step.target_joints) if step.target_joints is not None else here
+            points = (
+                TrajectoryPoint(here, _ZERO6, _ZERO6, 0.0),
+                TrajectoryPoint(goal, _ZERO6, _ZERO6, 1.0),
+            )
+            segments.append(ArmSegment(step.index, points))
+            here = goal
+        elif isinstance(step, EndEffector):
+            segments.append(ToolSegment(step.index, step.gripper or gripper, step.action))
+    return tuple(segments)

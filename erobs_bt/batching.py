@@ -1,0 +1,88 @@
+"""Group the expanded steps of a script into execution units.
+
+The rule is the specification's (batching-and-caches.txt, "Execution batches"): with
+batching enabled, consecutive ``moveto`` and ``end_effector`` steps form one *batched*
+unit, planned and executed as one task; every other step is a *single* unit of its
+own; step order never changes. With batching disabled every step is a single unit.
+
+There is deliberately no special break for ePick operations and no vacuum-seal check
+between a gripper step and the next move: grouping depends on the task type only.
+
+A unit is the granularity of pause and cancel: both take effect only between units.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from erobs_bt.script.model import Step
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One unit of execution.
+
+    Attributes:
+        index: 0-based position among the script's units.
+        steps: the steps, in script order (never empty).
+        batched: ``True`` for a unit formed by batching (motion steps planned and
+            executed as one task); ``False`` for a single-step unit.
+    """
+
+    index: int
+    steps: tuple[Step, ...]
+    batched: bool
+
+    @property
+    def is_motion(self) -> bool:
+        """True when every step is ``moveto``/``end_effector`` (planned, then executed)."""
+        return all(step.is_motion for step in self.steps)
+
+    @property
+    def first_step(self) -> int:
+        """Index of the unit's first step in the expanded script."""
+        return self.steps[0].index
+
+    @property
+    def label(self) -> str:
+        """The feedback ``current_action`` text: ``batch[3]: moveto, moveto, end_effector`` or
+        the single step's task type (``pause``, ``tool_exchange``, ``moveto`` …)."""
+        if self.batched:
+            types = ", ".join(_task_type(step) for step in self.steps)
+            return f"batch[{len(self.steps)}]: {types}"
+        return _task_type(self.steps[0])
+
+
+def _task_type(step: Step) -> str:
+    kind = getattr(step, "kind", None)
+    return kind if isinstance(kind, str) else step.task_type
+
+
+def group_into_batches(steps: Sequence[Step], *, enabled: bool) -> list[Unit]:
+    """Split ``steps`` into units.
+
+    Args:
+        steps: the expanded steps of a script, in order.
+        enabled: the ``enable_batching`` parameter. ``False`` makes every step a
+            single unit.
+
+    Returns:
+        The units in order; concatenating their steps gives back ``steps``.
+    """
+    units: list[Unit] = []
+    pending: list[Step] = []
+
+    def flush() -> None:
+        if pending:
+            units.append(Unit(len(units), tuple(pending), batched=True))
+            pending.clear()
+
+    for step in steps:
+        if enabled and step.is_motion:
+            pending.append(step)
+            continue
+        flush()
+        units.append(Unit(len(units), (step,), batched=False))
+    flush()
+    return units

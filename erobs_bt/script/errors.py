@@ -1,0 +1,24 @@
+"""The one script-validation error type.
+
+Every problem found in a script (or in the pose registry it resolves against) is
+raised as :class:`ScriptError`, whose message starts with the path of the offending
+value (``tasks[3].distance: must be a finite number > 0 (got -1)``), so a user can
+find it in the JSON. Nothing is executed for a script that raised it.
+"""
+
+from __future__ import annotations
+
+
+class ScriptError(ValueError):
+    """A script or pose-registry value is invalid.
+
+    Attributes:
+        path: where the problem is, in JSON-path-like form (``tasks[3].distance``,
+            ``start_gripper``, ``poses.home[2]``); ``""`` for the whole document.
+        reason: what is wrong, for people.
+    """
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"{path}: {reason}" if path else reason)

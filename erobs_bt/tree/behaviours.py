@@ -1,0 +1,299 @@
+"""The leaves of a compiled tree.
+
+Every leaf that waits for the robot follows the same non-blocking pattern
+(:class:`FutureBehaviour`): ``initialise()`` starts the work and gets a
+:class:`concurrent.futures.Future` from the backend, ``update()`` polls it and returns
+RUNNING until it is done, ``terminate()`` cancels a pending future and is idempotent.
+A future's completion calls the context's ``wake`` so the orchestrator ticks again at
+once instead of on a timer. Per-type execution timeouts are enforced here: past them
+the backend is stopped and the unit fails with ``TIMEOUT:`` (``REPLAY_TIMEOUT:`` for a
+replay), which faults the orchestrator.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import Future
+from typing import Any
+
+import py_trees
+from py_trees.common import Status
+
+from erobs_bt.backends.base import ErrorCode, MotionError, Solution, as_motion_error
+from erobs_bt.batching import Unit
+from erobs_bt.tree.context import CacheStatus, FinishReason, GoalContext, Mode
+
+
+class FutureBehaviour(py_trees.behaviour.Behaviour):
+    """Base of the leaves that start backend work and poll its future.
+
+    Subclasses implement :meth:`start` (return a future, or a final status when no
+    work is needed), :meth:`on_success` and :meth:`on_error`.
+
+    Args:
+        name: behaviour name shown in the tree.
+        context: the goal context.
+        unit: the unit this leaf works for.
+        timeout: [s] after which the work is stopped and reported as ``timeout_code``;
+            ``None`` for no timeout.
+        timeout_code: error code reported on timeout.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        context: GoalContext,
+        unit: Unit,
+        *,
+        timeout: float | None,
+        timeout_code: ErrorCode = ErrorCode.TIMEOUT,
+    ) -> None:
+        super().__init__(name)
+        self.context = context
+        self.unit = unit
+        self.timeout = timeout
+        self.timeout_code = timeout_code
+        self._future: Future[Any] | None = None
+        self._immediate: Status | None = None
+        self._started = 0.0
+
+    def start(self) -> Future[Any] | Status:
+        """Start the work. Raising is the same as returning a failed future."""
+        raise NotImplementedError
+
+    def on_success(self, result: Any, seconds: float) -> Status:
+        """The future completed with ``result`` after ``seconds``."""
+        raise NotImplementedError
+
+    def on_error(self, error: MotionError, seconds: float) -> Status:
+        """The work failed (error from the future, an exception from :meth:`start`, a timeout)."""
+        raise NotImplementedError
+
+    def initialise(self) -> None:
+        self._future = None
+        self._immediate = None
+        self._started = time.monotonic()
+        try:
+            started = self.start()
+        except Exception as exc:
+            self._immediate = self.on_error(as_motion_error(exc, default=ErrorCode.EXECUTION_FAILED), 0.0)
+            return
+        if isinstance(started, Status):
+            self._immediate = started
+        else:
+            self._future = started
+            started.add_done_callback(lambda _f: self.context.wake())
+
+    def update(self) -> Status:
+        if self._immediate is not None:
+            return self._immediate
+        assert self._future is not None
+        elapsed = time.monotonic() - self._started
+        if not self._future.done():
+            if self.timeout is not None and elapsed > self.timeout:
+                self.context.backend.stop()
+                self._future.cancel()
+                self._immediate = self.on_error(
+                    MotionError(self.timeout_code, f"{self.name} exceeded its {self.timeout:.1f} s timeout"),
+                    elapsed,
+                )
+                return self._immediate
+            return Status.RUNNING
+        exc = self._future.exception()
+        if exc is not None:
+            self._immediate = self.on_error(as_motion_error(exc, default=ErrorCode.EXECUTION_FAILED), elapsed)
+        else:
+            self._immediate = self.on_success(self._future.result(), elapsed)
+        return self._immediate
+
+    def terminate(self, new_status: Status) -> None:
+        if new_status == Status.INVALID and self._future is not None and not self._future.done():
+            self._future.cancel()
+        self._future = None
+
+
+class ReplayCached(FutureBehaviour):
+    """Replay the cached solution of an eligible goal.
+
+    FAILURE at once, with no dispatch, when the goal is ineligible or the cache has no
+    entry (the selector then plans afresh). On a hit, the stored solution is executed
+    with ``replay=True``. A fatal error (``REPLAY_TIMEOUT:``/``TIMEOUT:``) is recorded
+    in the context so that the fresh branch is never entered; any other error is
+    recorded as ``replay_error`` and the selector plans the whole unit afresh, once.
+    """
+
+    def __init__(self, context: GoalContext, unit: Unit) -> None:
+        super().__init__(
+            "ReplayCached",
+            context,
+            unit,
+            timeout=context.timeout_for(unit),
+            timeout_code=ErrorCode.REPLAY_TIMEOUT,
+        )
+
+    def start(self) -> Future[None] | Status:
+        ctx = self.context
+        if ctx.mode is not Mode.EXECUTE or ctx.cache_key is None:
+            ctx.events.cache_decision(self.unit, CacheStatus.INELIGIBLE)
+            self.feedback_message = "ineligible"
+            return Status.FAILURE
+        solution = ctx.cache.get(ctx.cache_key)
+        if solution is None:
+            ctx.events.cache_decision(self.unit, CacheStatus.MISS)
+            self.feedback_message = "miss"
+            return Status.FAILURE
+        ctx.events.cache_decision(self.unit, CacheStatus.HIT)
+        ctx.events.phase(self.unit, "replay", detail=f"{solution.duration:.2f} s of motion")
+        self.feedback_message = "replaying"
+        return ctx.backend.execute(solution, replay=True)
+
+    def on_success(self, result: Any, seconds: float) -> Status:
+        self.context.events.phase(self.unit, "replay", seconds, "done")
+        self.feedback_message = "replayed"
+        return Status.SUCCESS
+
+    def on_error(self, error: MotionError, seconds: float) -> Status:
+        self.feedback_message = str(error)
+        if error.fatal:
+            self.context.fail(error)
+        else:
+            self.context.replay_error = str(error)
+            self.context.events.phase(self.unit, "replay", seconds, f"failed, planning afresh: {error}")
+        return Status.FAILURE
+
+
+class ReplayNotFatal(py_trees.behaviour.Behaviour):
+    """Guard at the head of the ``fresh`` branch: FAILURE when the replay failed fatally.
+
+    This is what guarantees "exactly one dispatch, then FAULTED": after a fatal replay
+    error the selector's next child fails here, before anything is planned or sent.
+    """
+
+    def __init__(self, context: GoalContext) -> None:
+        super().__init__("ReplayNotFatal?")
+        self.context = context
+
+    def update(self) -> Status:
+        return Status.FAILURE if self.context.fatal_error else Status.SUCCESS
+
+
+class PlanUnit(FutureBehaviour):
+    """Plan the unit's steps as one connected sequence from the live robot state.
+
+    On success the solution is kept in the context for :class:`ExecuteSolution`; in
+    preview mode it is published as the preview and, for an eligible goal, stored in
+    the plan cache (replacing an older entry). A failed plan fails the unit and leaves
+    the cache untouched.
+    """
+
+    def __init__(self, context: GoalContext, unit: Unit) -> None:
+        super().__init__(
+            "PlanUnit",
+            context,
+            unit,
+            timeout=context.timeouts["planning"],
+            timeout_code=ErrorCode.PLANNING_FAILED,
+        )
+
+    def start(self) -> Future[Solution]:
+        if self.context.mode is Mode.PREVIEW:
+            self.context.events.cache_decision(self.unit, CacheStatus.INELIGIBLE)
+        self.context.events.phase(self.unit, "plan")
+        self.feedback_message = "planning"
+        return self.context.backend.plan(self.unit.steps, start=None)
+
+    def on_success(self, result: Any, seconds: float) -> Status:
+        ctx = self.context
+        solution: Solution = result
+        ctx.solutions[self.unit.index] = solution
+        ctx.events.phase(self.unit, "plan", seconds, f"{solution.duration:.2f} s of motion")
+        if ctx.mode is Mode.PREVIEW:
+            ctx.events.preview(self.unit, solution)
+            if ctx.cache_key is not None:
+                ctx.cache.put(ctx.cache_key, solution)
+        self.feedback_message = "planned"
+        return Status.SUCCESS
+
+    def on_error(self, error: MotionError, seconds: float) -> Status:
+        self.context.fail(error)
+        self.context.events.phase(self.unit, "plan", seconds, f"failed: {error}")
+        self.feedback_message = str(error)
+        return Status.FAILURE
+
+
+class ExecuteSolution(FutureBehaviour):
+    """Execute the solution :class:`PlanUnit` produced; store it when the goal is eligible."""
+
+    def __init__(self, context: GoalContext, unit: Unit) -> None:
+        super().__init__("ExecuteSolution", context, unit, timeout=context.timeout_for(unit))
+
+    def start(self) -> Future[None]:
+        self.context.events.phase(self.unit, "execute")
+        self.feedback_message = "executing"
+        return self.context.backend.execute(self.context.solutions[self.unit.index], replay=False)
+
+    def on_success(self, result: Any, seconds: float) -> Status:
+        ctx = self.context
+        if ctx.cache_key is not None:
+            ctx.cache.put(ctx.cache_key, ctx.solutions[self.unit.index])
+        ctx.events.phase(self.unit, "execute", seconds, "done")
+        self.feedback_message = "executed"
+        return Status.SUCCESS
+
+    def on_error(self, error: MotionError, seconds: float) -> Status:
+        self.context.fail(error)
+        self.context.events.phase(self.unit, "execute", seconds, f"failed: {error}")
+        self.feedback_message = str(error)
+        return Status.FAILURE
+
+
+class RunSingleStep(FutureBehaviour):
+    """Run a non-batched step on the backend (tool exchange, pipettor, vision, …)."""
+
+    def __init__(self, context: GoalContext, unit: Unit) -> None:
+        super().__init__(f"Run {unit.label}", context, unit, timeout=context.timeout_for(unit))
+
+    def start(self) -> Future[str]:
+        self.context.events.phase(self.unit, "run")
+        self.feedback_message = "running"
+        return self.context.backend.run_step(self.unit.steps[0])
+
+    def on_success(self, result: Any, seconds: float) -> Status:
+        self.context.events.phase(self.unit, "run", seconds, str(result))
+        self.feedback_message = str(result)
+        return Status.SUCCESS
+
+    def on_error(self, error: MotionError, seconds: float) -> Status:
+        self.context.fail(error)
+        self.context.events.phase(self.unit, "run", seconds, f"failed: {error}")
+        self.feedback_message = str(error)
+        return Status.FAILURE
+
+
+class PauseStep(py_trees.behaviour.Behaviour):
+    """A script ``pause`` step: RUNNING until Resume; a cancel ends the goal.
+
+    There is no timer. The orchestrator reports PAUSED while this leaf runs.
+    """
+
+    def __init__(self, context: GoalContext, unit: Unit) -> None:
+        super().__init__("PauseStep")
+        self.context = context
+        self.unit = unit
+
+    def initialise(self) -> None:
+        self.context.controls.take_resume()
+        self.context.events.paused(f"pause step {self.unit.first_step + 1}: waiting for Resume")
+        self.feedback_message = "waiting for Resume"
+
+    def update(self) -> Status:
+        ctx = self.context
+        if ctx.controls.cancel_requested:
+            ctx.finish_reason = FinishReason.CANCELED
+            ctx.cancel_message = "cancelled while paused"
+            return Status.FAILURE
+        if ctx.controls.take_resume():
+            ctx.events.resumed()
+            self.feedback_message = "resumed"
+            return Status.SUCCESS
+        return Status.RUNNING

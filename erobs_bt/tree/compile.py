@@ -1,0 +1,187 @@
+"""Compile a script's units into a py_trees behaviour tree.
+
+The shape (DESIGN.md §2)::
+
+    Sequence "script" (memory)
+    ├── UnitBoundary "before unit 1"
+    ├── Sequence "unit 1: batch[3]: moveto, moveto, end_effector" (memory)
+    │   └── FaultOnFatalReplay
+    │       └── Selector "ReplayOrPlan" (memory)
+    │           ├── ReplayCached          miss / ineligible → FAILURE, no dispatch
+    │           └── Sequence "fresh" (memory)
+    │               ├── ReplayNotFatal?   a fatal replay error never reaches planning
+    │               ├── PlanUnit
+    │               └── ExecuteSolution
+    ├── UnitBoundary "before unit 2"
+    ├── Sequence "unit 2: pause"          └── PauseStep
+    ├── UnitBoundary "before unit 3"
+    ├── Sequence "unit 3: tool_exchange"  └── FaultOnFatal └── Run tool_exchange
+    └── UnitBoundary "after last unit"
+
+Why the unit boundaries are nodes: pause and cancel take effect only between units,
+so the places where they can take effect are visible in every rendering and snapshot
+of the tree, and the orchestrator needs no separate bookkeeping of "between units".
+
+Preview compiles the same shape with ``PlanUnit`` as the only leaf of a motion unit:
+preview never replays and never executes.
+
+Ticking cost: the root is a :class:`UnitSequence`, a memory sequence that resumes at
+its running child by position. py_trees' ``Sequence`` finds the running child with
+``list.index`` on every tick, which is linear in the number of units; here a tick
+visits only the active path.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+
+import py_trees
+from py_trees.common import Status
+
+from erobs_bt.batching import Unit
+from erobs_bt.script.model import MOTION_TASK_TYPES, Script
+from erobs_bt.tree.behaviours import (
+    ExecuteSolution,
+    PauseStep,
+    PlanUnit,
+    ReplayCached,
+    ReplayNotFatal,
+    RunSingleStep,
+)
+from erobs_bt.tree.boundary import UnitBoundary
+from erobs_bt.tree.context import GoalContext, Mode
+from erobs_bt.tree.decorators import FaultOnFatal
+
+
+class NotPreviewableError(ValueError):
+    """A preview was requested for a script with steps other than moveto/end_effector."""
+
+
+def check_previewable(script: Script) -> None:
+    """Raise when ``script`` cannot be previewed.
+
+    Preview supports only ``moveto`` and ``end_effector`` (batching-and-caches.txt).
+
+    Raises:
+        NotPreviewableError: naming every offending step, e.g.
+            ``Preview supports only moveto and end_effector steps; not previewable:
+            step 4 tool_exchange (tasks[3]), step 9 pause (tasks[8])``.
+    """
+    offending = [s for s in script.steps if s.task_type not in MOTION_TASK_TYPES]
+    if offending:
+        listed = ", ".join(
+            f"step {s.index + 1} {getattr(s, 'kind', s.task_type)} ({s.path})" for s in offending
+        )
+        raise NotPreviewableError(
+            f"Preview supports only moveto and end_effector steps; not previewable: {listed}"
+        )
+
+
+class UnitSequence(py_trees.composites.Sequence):
+    """A memory sequence that resumes its running child in O(1).
+
+    Same semantics as ``py_trees.composites.Sequence(memory=True)``; it keeps the
+    index of the current child instead of searching for it on every tick.
+    """
+
+    def __init__(self, name: str, children: list[py_trees.behaviour.Behaviour]) -> None:
+        super().__init__(name, memory=True, children=children)
+        self._index = 0
+
+    def tick(self) -> Iterator[py_trees.behaviour.Behaviour]:
+        if self.status != Status.RUNNING:
+            for child in self.children:
+                if child.status != Status.INVALID:
+                    child.stop(Status.INVALID)
+            self._index = 0
+            self.initialise()
+        if not self.children:
+            self.current_child = None
+            self.stop(Status.SUCCESS)
+            yield self
+            return
+        for child in itertools.islice(self.children, self._index, None):
+            self.current_child = child
+            for node in child.tick():
+                yield node
+                if node is child and node.status != Status.SUCCESS:
+                    if node.status == Status.RUNNING:
+                        self.status = Status.RUNNING
+                    else:
+                        self.stop(node.status)
+                    yield self
+                    return
+            self._index += 1
+        self.stop(Status.SUCCESS)
+        yield self
+
+    def stop(self, new_status: Status = Status.INVALID) -> None:
+        # As Composite.stop, but only the children up to the current one can be active.
+        if new_status == Status.INVALID:
+            self.current_child = None
+            for child in itertools.islice(self.children, 0, self._index + 1):
+                if child.status != Status.INVALID:
+                    child.stop(Status.INVALID)
+            self._index = 0
+        self.terminate(new_status)
+        self.status = new_status
+        self.iterator = self.tick()
+
+
+def unit_name(unit: Unit) -> str:
+    """The name of a unit's sequence: ``unit 3: batch[2]: moveto, end_effector``."""
+    return f"unit {unit.index + 1}: {unit.label}"
+
+
+def _motion_unit(context: GoalContext, unit: Unit) -> py_trees.behaviour.Behaviour:
+    if context.mode is Mode.PREVIEW:
+        work: py_trees.behaviour.Behaviour = PlanUnit(context, unit)
+        return py_trees.composites.Sequence(unit_name(unit), memory=True, children=[work])
+    fresh = py_trees.composites.Sequence(
+        "fresh",
+        memory=True,
+        children=[ReplayNotFatal(context), PlanUnit(context, unit), ExecuteSolution(context, unit)],
+    )
+    replay_or_plan = py_trees.composites.Selector(
+        "ReplayOrPlan", memory=True, children=[ReplayCached(context, unit), fresh]
+    )
+    guarded = FaultOnFatal("FaultOnFatalReplay", replay_or_plan, context)
+    return py_trees.composites.Sequence(unit_name(unit), memory=True, children=[guarded])
+
+
+def _single_unit(context: GoalContext, unit: Unit) -> py_trees.behaviour.Behaviour:
+    step = unit.steps[0]
+    if step.task_type == "pause":
+        body: py_trees.behaviour.Behaviour = PauseStep(context, unit)
+    else:
+        body = FaultOnFatal("FaultOnFatal", RunSingleStep(context, unit), context)
+    return py_trees.composites.Sequence(unit_name(unit), memory=True, children=[body])
+
+
+def compile_tree(context: GoalContext) -> UnitSequence:
+    """Build the tree for ``context.units`` in ``context.mode``.
+
+    Args:
+        context: the goal context; its units, mode and backend are used by the leaves.
+
+    Returns:
+        The root ``script`` sequence. Tick it with ``root.tick_once()`` or iterate
+        ``root.tick()``; there is no need for ``py_trees.trees.BehaviourTree``.
+
+    Raises:
+        NotPreviewableError: preview mode and a step is not moveto/end_effector.
+    """
+    if context.mode is Mode.PREVIEW:
+        check_previewable(context.script)
+    children: list[py_trees.behaviour.Behaviour] = []
+    previous: Unit | None = None
+    for unit in context.units:
+        children.append(UnitBoundary(context, previous=previous, following=unit))
+        if unit.is_motion:
+            children.append(_motion_unit(context, unit))
+        else:
+            children.append(_single_unit(context, unit))
+        previous = unit
+    children.append(UnitBoundary(context, previous=previous, following=None))
+    return UnitSequence("script", children)

@@ -1,0 +1,153 @@
+"""Shared builders for the engine tests (no fixtures with hidden behaviour)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import py_trees
+
+from erobs_bt.script.model import EndEffector, MoveTo, Pause, Pipettor, Step, ToolExchange
+
+HOME_DEG = [0.0, -90.0, -90.0, -90.0, 90.0, 0.0]
+
+
+def moveto(index: int, target: str = "home", joints: tuple[float, ...] | None = None) -> MoveTo:
+    """A ``moveto`` step to a named pose (joints in rad, optional)."""
+    return MoveTo(
+        index=index,
+        path=f"tasks[{index}]",
+        spec={"task_type": "moveto", "target": target},
+        target=target,
+        target_joints=joints,  # type: ignore[arg-type]
+    )
+
+
+def end_effector(index: int, action: str = "vacuum_on") -> EndEffector:
+    return EndEffector(
+        index=index,
+        path=f"tasks[{index}]",
+        spec={"task_type": "end_effector", "end_effector_action": action},
+        action=action,
+    )
+
+
+def pause(index: int) -> Pause:
+    return Pause(index=index, path=f"tasks[{index}]", spec={"task_type": "pause"})
+
+
+def pipettor(index: int) -> Pipettor:
+    return Pipettor(
+        index=index,
+        path=f"tasks[{index}]",
+        spec={"task_type": "pipettor", "operation": "SUCK", "volume_pct": 0.5},
+        operation="SUCK",
+        volume_pct=0.5,
+    )
+
+
+def tool_exchange(index: int, operation: str = "dock", gripper: str = "epick") -> ToolExchange:
+    return ToolExchange(
+        index=index,
+        path=f"tasks[{index}]",
+        spec={"task_type": "tool_exchange", "operation": operation, "gripper": gripper, "dock_number": 1},
+        operation=operation,
+        gripper=gripper,
+        dock_number=1,
+    )
+
+
+def renumber(steps: list[Step]) -> list[Step]:
+    """Steps built with arbitrary indices, renumbered 0..n-1 in order."""
+    out: list[Step] = []
+    for i, step in enumerate(steps):
+        out.append(type(step)(**{**step.__dict__, "index": i, "path": f"tasks[{i}]"}))
+    return out
+
+
+def script_json(tasks: list[dict[str, Any]], *, start_gripper: str = "epick", **extra: Any) -> str:
+    """A script document with inline poses for ``home``, ``a``, ``b`` and ``c``."""
+    poses = {
+        "home": HOME_DEG,
+        "a": [10.0, -90.0, -90.0, -90.0, 90.0, 0.0],
+        "b": [20.0, -90.0, -90.0, -90.0, 90.0, 0.0],
+        "c": [30.0, -90.0, -90.0, -90.0, 90.0, 0.0],
+    }
+    return json.dumps({"start_gripper": start_gripper, "poses": poses, "tasks": tasks, **extra})
+
+
+def move(target: str) -> dict[str, Any]:
+    return {"task_type": "moveto", "target": target, "planning_type": "joint"}
+
+
+def vacuum(action: str) -> dict[str, Any]:
+    return {"task_type": "end_effector", "end_effector_type": "epick", "end_effector_action": action}
+
+
+PAUSE: dict[str, Any] = {"task_type": "pause"}
+SUCK: dict[str, Any] = {"task_type": "pipettor", "operation": "SUCK", "volume_pct": 0.5}
+
+
+def show(root: py_trees.behaviour.Behaviour | None) -> str:
+    """The tree with statuses, for assertion messages."""
+    if root is None:
+        return "<no tree>"
+    return py_trees.display.unicode_tree(root, show_status=True)
+
+
+def make_orchestrator(backend: Any, *, enable_batching: bool = True, **kwargs: Any) -> Any:
+    """An orchestrator parsing with the real parser (inline poses only)."""
+    from erobs_bt.orchestrator import Orchestrator
+    from erobs_bt.script.parse import parse_script
+
+    return Orchestrator(backend, parser=parse_script, enable_batching=enable_batching, **kwargs)
+
+
+class Recorder:
+    """An OrchestratorListener that keeps everything it is told."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.states: list[str] = []
+        self.feedbacks: list[Any] = []
+        self.events: list[dict[str, Any]] = []
+        self.previews: list[Any] = []
+        self._lock = threading.Lock()
+
+    def state_changed(self, state: Any, message: str) -> None:
+        with self._lock:
+            self.states.append(state.value)
+
+    def feedback(self, goal_id: str, feedback: Any) -> None:
+        with self._lock:
+            self.feedbacks.append(feedback)
+
+    def event(self, goal_id: str, record: Any) -> None:
+        with self._lock:
+            self.events.append(dict(record))
+
+    def preview(self, goal_id: str, solution: Any) -> None:
+        with self._lock:
+            self.previews.append(solution)
+
+    def ticked(self, goal_id: str, root: Any) -> None:
+        pass
+
+    def finished(self, goal_id: str, result: Any) -> None:
+        pass
+
+    def cache_statuses(self) -> list[str]:
+        with self._lock:
+            return [e["status"] for e in self.events if e["event"] == "cache"]
+
+
+def wait_for(predicate: Any, timeout: float = 10.0, message: str = "condition") -> None:
+    """Poll ``predicate`` until true (the engine runs on its own thread)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {message}")
+        time.sleep(0.005)

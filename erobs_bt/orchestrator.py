@@ -156,6 +156,41 @@ class OrchestratorListener:
         """The goal ended."""
 
 
+class ListenerGroup(OrchestratorListener):
+    """Forward every callback to several listeners, in order (console, run log, live view)."""
+
+    def __init__(self, *listeners: OrchestratorListener) -> None:
+        self.listeners = list(listeners)
+
+    def add(self, listener: OrchestratorListener) -> None:
+        """Append ``listener``."""
+        self.listeners.append(listener)
+
+    def state_changed(self, state: State, message: str) -> None:
+        for listener in self.listeners:
+            listener.state_changed(state, message)
+
+    def feedback(self, goal_id: str, feedback: Feedback) -> None:
+        for listener in self.listeners:
+            listener.feedback(goal_id, feedback)
+
+    def event(self, goal_id: str, record: Mapping[str, Any]) -> None:
+        for listener in self.listeners:
+            listener.event(goal_id, record)
+
+    def preview(self, goal_id: str, solution: Solution) -> None:
+        for listener in self.listeners:
+            listener.preview(goal_id, solution)
+
+    def ticked(self, goal_id: str, root: py_trees.behaviour.Behaviour) -> None:
+        for listener in self.listeners:
+            listener.ticked(goal_id, root)
+
+    def finished(self, goal_id: str, result: Result) -> None:
+        for listener in self.listeners:
+            listener.finished(goal_id, result)
+
+
 class GoalHandle:
     """A submitted goal: wait for its :class:`Result`.
 

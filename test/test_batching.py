@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import itertools
 
-from helpers import end_effector, moveto, pause, pipettor, renumber, tool_exchange
 from hypothesis import given
 from hypothesis import strategies as st
 
 from erobs_bt.batching import group_into_batches
+
+from helpers import end_effector, moveto, pause, pipettor, renumber, tool_exchange
 
 
 def test_spec_example_moveto_end_effector_pause_moveto_gives_three_units() -> None:

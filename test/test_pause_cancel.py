@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import threading
 
-from helpers import PAUSE, SUCK, Recorder, make_orchestrator, move, script_json, show, vacuum, wait_for
-
 from erobs_bt.backends.scripted import Outcome, ScriptedBackend
 from erobs_bt.orchestrator import GoalRejected, GoalStatus, State
 
-# Four units: batch[2], pipettor, batch[1], pipettor (6 steps).
+from helpers import PAUSE, SUCK, Recorder, make_orchestrator, move, script_json, show, vacuum, wait_for
+
+# Four units: batch[2], pipettor, batch[1], pipettor (5 steps).
 FOUR_UNITS = script_json([move("a"), vacuum("vacuum_on"), SUCK, move("b"), SUCK])
 
 
@@ -41,14 +41,14 @@ def test_pause_waits_for_the_running_unit_then_pauses_before_the_next() -> None:
     gate.set()
     wait_for(lambda: orchestrator.state is State.PAUSED, message="PAUSED at the boundary")
     assert backend.count("run_step") == 0, "unit 2 did not start"
-    assert recorder.feedbacks[-1].progress_percentage == 100.0 * 2 / 6
+    assert recorder.feedbacks[-1].progress_percentage == 100.0 * 2 / 5
     done = [e for e in recorder.events if e["event"] == "unit_succeeded"]
     assert done[-1]["completed_steps"] == 2
     assert not orchestrator.pause().success, "already paused"
     assert orchestrator.resume().success
     result = handle.wait(10)
     assert result.success, show(handle.root)
-    assert result.completed_steps == 6
+    assert result.completed_steps == 5
     assert recorder.states[:4] == ["RUNNING", "COMPLETING_TASK", "PAUSED", "RUNNING"]
     assert recorder.states[-1] == "IDLE"
 
@@ -86,7 +86,7 @@ def test_cancel_during_the_last_unit_ends_canceled_not_succeeded() -> None:
     gate.set()
     result = handle.wait(10)
     assert result.status is GoalStatus.CANCELED, show(handle.root)
-    assert result.completed_steps == 6
+    assert result.completed_steps == 5
 
 
 def test_pause_during_the_last_unit_lets_the_goal_finish() -> None:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from helpers import PAUSE, SUCK, Recorder, make_orchestrator, move, script_json, vacuum
-
 from erobs_bt.backends.scripted import Outcome, ScriptedBackend
 from erobs_bt.orchestrator import GoalStatus
+
+from helpers import PAUSE, SUCK, Recorder, make_orchestrator, move, script_json, vacuum
 
 TWO_MOVES = script_json([move("a"), vacuum("vacuum_on"), move("b")])
 
@@ -64,7 +64,7 @@ def test_successful_eligible_preview_stores_a_solution_that_execution_replays() 
     assert len(orchestrator.cache) == 1
     assert orchestrator.submit(TWO_MOVES, dry_run=False).wait(10).success
     assert backend.count("replay") == 1 and backend.count("plan") == 1
-    assert recorder.cache_statuses() == ["HIT"]
+    assert recorder.cache_statuses() == ["INELIGIBLE", "HIT"], "preview never replays; execution does"
 
 
 def test_failed_preview_leaves_the_older_entry_in_place() -> None:

@@ -6,10 +6,10 @@ cache), then runs the same goal again from the same start so that it replays.
 
 from __future__ import annotations
 
-from helpers import Recorder, make_orchestrator, move, script_json, show, vacuum
-
 from erobs_bt.backends.scripted import Outcome, ScriptedBackend
 from erobs_bt.orchestrator import GoalRejected, GoalStatus, State
+
+from helpers import Recorder, make_orchestrator, move, script_json, show, vacuum
 
 ELIGIBLE = script_json([move("a"), vacuum("vacuum_on"), move("b")])
 START = (0.0, -1.57, 1.57, -1.57, -1.57, 0.0)

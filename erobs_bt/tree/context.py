@@ -172,7 +172,7 @@ class GoalContext:
     cache_key: CacheKey | None
     controls: Controls
     events: GoalEvents = field(default_factory=GoalEvents)
-    timeouts: Mapping[str, float] = DEFAULT_TIMEOUTS
+    timeouts: Mapping[str, float] = field(default_factory=lambda: DEFAULT_TIMEOUTS)
     wake: Callable[[], None] = lambda: None
     solutions: dict[int, Solution] = field(default_factory=dict)
     error: str | None = None

@@ -1,0 +1,53 @@
+"""Create a motion backend by name (the ``backend`` ROS parameter, the CLI ``--backend``).
+
+Kinds:
+    ``sim`` — the embedded simulated UR5e cell (default);
+    ``scripted`` — the deterministic scripted backend (engine dry runs, tests);
+    ``moveit`` — a MoveIt-backed adapter, importable only where MoveIt is installed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from erobs_bt.backends.base import MotionBackend
+
+BACKEND_KINDS = ("sim", "scripted", "moveit")
+
+
+def create_backend(
+    kind: str,
+    *,
+    cell: Path | None = None,
+    speed: float = 1.0,
+    faults: Path | None = None,
+) -> MotionBackend:
+    """Build a backend.
+
+    Args:
+        kind: one of :data:`BACKEND_KINDS`.
+        cell: cell configuration YAML (default: the packaged ``config/cell.yaml``).
+        speed: simulated-time factor of the sim controller (1.0 = real time).
+        faults: fault-injection YAML for the sim backend, or ``None``.
+
+    Raises:
+        ValueError: unknown kind or invalid configuration (the message names the file and key).
+        ImportError: ``moveit`` requested where moveit_py is not installed.
+    """
+    if kind == "scripted":
+        from erobs_bt.backends.scripted import ScriptedBackend
+
+        return ScriptedBackend()
+    if kind == "sim":
+        from erobs_bt.backends.sim.backend import SimBackend
+        from erobs_bt.backends.sim.cell import load_cell
+        from erobs_bt.backends.sim.faults import load_faults
+        from erobs_bt.paths import config_file
+
+        cell_config = load_cell(cell if cell is not None else config_file("cell.yaml"))
+        return SimBackend(cell_config, speed=speed, faults=load_faults(faults) if faults else None)
+    if kind == "moveit":
+        from erobs_bt.backends.moveit import MoveItBackend
+
+        return MoveItBackend()
+    raise ValueError(f"backend: unknown kind {kind!r} (available: {', '.join(BACKEND_KINDS)})")

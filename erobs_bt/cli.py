@@ -21,6 +21,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from erobs_bt.backends.factory import BACKEND_KINDS
 from erobs_bt.batching import Unit, group_into_batches
 from erobs_bt.cache import is_eligible
 from erobs_bt.script.errors import ScriptError
@@ -117,3 +118,192 @@ def validate(script: Path, poses: Path | None, no_batching: bool, as_json: bool)
     console.print(f"cache eligible: {'yes' if report['cache_eligible'] else 'no (needs exactly one batch)'}")
     console.print(f"previewable:    {'yes' if report['previewable'] else 'no — ' + report['preview_error']}")
     console.print(f"key sha256:     {report['key_sha256']}")
+
+
+def _engine_options(command: Any) -> Any:
+    """The options shared by ``run`` and ``preview``."""
+    options = [
+        click.option(
+            "--poses",
+            type=click.Path(exists=True, dir_okay=False, path_type=Path),
+            help="Pose registry YAML (degrees).",
+        ),
+        click.option(
+            "--cell",
+            type=click.Path(exists=True, dir_okay=False, path_type=Path),
+            help="Cell configuration YAML (default: the packaged config/cell.yaml).",
+        ),
+        click.option(
+            "--faults",
+            type=click.Path(exists=True, dir_okay=False, path_type=Path),
+            help="Fault-injection YAML for the simulated cell.",
+        ),
+        click.option(
+            "--backend",
+            type=click.Choice(BACKEND_KINDS),
+            default="sim",
+            show_default=True,
+            help="Motion backend.",
+        ),
+        click.option("--no-batching", is_flag=True, help="One unit per step (enable_batching:=false)."),
+        click.option(
+            "--speed",
+            type=click.FloatRange(min=0.01),
+            default=1.0,
+            show_default=True,
+            help="Simulated-time factor (2 = twice real time).",
+        ),
+        click.option(
+            "--repeat",
+            type=click.IntRange(min=1),
+            default=1,
+            show_default=True,
+            help="Run the goal N times (returning to the start state in between).",
+        ),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+@main.command()
+@click.argument("script", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@_engine_options
+@click.option(
+    "--auto-resume",
+    type=float,
+    default=None,
+    is_flag=False,
+    flag_value=0.5,
+    help="Resume pause steps by themselves after SECONDS (default 0.5) instead of waiting for Enter.",
+)
+def run(script: Path, auto_resume: float | None, **options: Any) -> None:
+    """Execute SCRIPT on the simulated cell with live per-unit progress."""
+    sys.exit(_run_goals(script, dry_run=False, auto_resume=auto_resume, **options))
+
+
+@main.command()
+@click.argument("script", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@_engine_options
+def preview(script: Path, **options: Any) -> None:
+    """Plan SCRIPT without moving (moveto/end_effector steps only)."""
+    sys.exit(_run_goals(script, dry_run=True, auto_resume=None, **options))
+
+
+def _run_goals(
+    script: Path,
+    *,
+    dry_run: bool,
+    auto_resume: float | None,
+    poses: Path | None,
+    cell: Path | None,
+    faults: Path | None,
+    backend: str,
+    no_batching: bool,
+    speed: float,
+    repeat: int,
+) -> int:
+    from erobs_bt.console import ConsoleProgress
+    from erobs_bt.session import EngineConfig, build_engine
+
+    console = Console()
+    errors = Console(stderr=True)
+    config = EngineConfig(
+        backend=backend, cell=cell, poses=poses, faults=faults, speed=speed, enable_batching=not no_batching
+    )
+    progress = ConsoleProgress(console)
+    try:
+        engine = build_engine(config, listener=progress)
+    except (ScriptError, ValueError, OSError) as exc:
+        errors.print(f"[bold red]configuration error[/]: {exc}", highlight=False)
+        return EXIT_INVALID
+    try:
+        text = script.read_text()
+        try:
+            parsed = engine.parse(text)
+        except ScriptError as exc:
+            errors.print(f"[bold red]invalid[/] {script}: {exc}", highlight=False)
+            return EXIT_INVALID
+        units = group_into_batches(parsed.steps, enabled=config.enable_batching)
+        verb = "preview" if dry_run else "run"
+        console.print(
+            f"[bold]{verb}[/] {script.name}: {len(parsed.steps)} steps, {len(units)} units, "
+            f"backend {backend}, speed ×{speed:g}, "
+            f"cache {'eligible' if is_eligible(units) else 'ineligible'}",
+            highlight=False,
+        )
+        start = engine.backend.joint_positions()
+        for attempt in range(1, repeat + 1):
+            returning = attempt > 1 and not dry_run and start is not None
+            if returning and not _return_to(engine, start, progress, console):
+                return EXIT_FAILED
+            console.rule(f"{verb} {attempt}/{repeat}")
+            progress.begin(len(units))
+            handle = engine.orchestrator.submit(text, dry_run=dry_run)
+            result = _wait(engine, handle, auto_resume, console)
+            console.print(progress.summary(result, title=f"{script.name} — {verb} {attempt}/{repeat}"))
+            if not result.success:
+                return EXIT_FAILED
+        return 0
+    finally:
+        engine.close()
+
+
+def _return_to(engine: Any, start: Any, progress: Any, console: Console) -> bool:
+    """Move back to the start state with a one-step goal, so a repeat starts where the first run did."""
+    import math
+
+    document = {
+        "start_gripper": engine.backend.current_gripper(),
+        "poses": {"repeat_start": [math.degrees(a) for a in start]},
+        "tasks": [{"task_type": "moveto", "target": "repeat_start", "planning_type": "joint"}],
+    }
+    console.print("[dim]returning to the start state for the next repeat[/]")
+    progress.begin(1)
+    result = engine.orchestrator.submit(json.dumps(document), dry_run=False).wait()
+    if not result.success:
+        Console(stderr=True).print(f"[red]could not return to the start state[/]: {result.error_message}")
+    return bool(result.success)
+
+
+def _wait(engine: Any, handle: Any, auto_resume: float | None, console: Console) -> Any:
+    """Wait for a goal, resuming pause steps (keyboard or ``--auto-resume``); Ctrl-C cancels."""
+    import time
+
+    from erobs_bt.orchestrator import State
+
+    orchestrator = engine.orchestrator
+    try:
+        while not handle.done():
+            if orchestrator.state is State.PAUSED:
+                if auto_resume is not None:
+                    time.sleep(auto_resume)
+                    console.print("[yellow]auto-resume[/]", highlight=False)
+                    orchestrator.resume()
+                else:
+                    _prompt_resume(orchestrator, console)
+            time.sleep(0.02)
+    except KeyboardInterrupt:
+        console.print("[yellow]Ctrl-C: cancelling at the next unit boundary (Ctrl-C again to stop now)[/]")
+        orchestrator.cancel()
+        try:
+            return handle.wait()
+        except KeyboardInterrupt:
+            engine.backend.stop()
+            return handle.wait()
+    return handle.result
+
+
+def _prompt_resume(orchestrator: Any, console: Console) -> None:
+    try:
+        answer = console.input("[yellow]paused[/] — Enter resumes, 'c' + Enter cancels: ")
+    except EOFError:
+        console.print("[red]no keyboard (stdin closed): cancelling; use --auto-resume to run unattended[/]")
+        orchestrator.cancel()
+        return
+    reply = orchestrator.cancel() if answer.strip().lower().startswith("c") else orchestrator.resume()
+    console.print(reply.message, highlight=False)
+
+
+if __name__ == "__main__":
+    main()

@@ -73,10 +73,8 @@ class ConsoleProgress(OrchestratorListener):
         with self._lock:
             totals = self.totals
             if kind == "unit_started":
-                self.console.print(
-                    f"[bold]▶ unit {unit}/{self._units_total}[/] step {record['first_step']}: {record['label']}",
-                    highlight=False,
-                )
+                head = f"[bold]▶ unit {unit}/{self._units_total}[/]"
+                self.console.print(f"{head} step {record['first_step']}: {record['label']}", highlight=False)
             elif kind == "cache":
                 status = record["status"]
                 totals.cache[status] = totals.cache.get(status, 0) + 1

@@ -16,9 +16,14 @@ class ScriptError(ValueError):
         path: where the problem is, in JSON-path-like form (``tasks[3].distance``,
             ``start_gripper``, ``poses.home[2]``); ``""`` for the whole document.
         reason: what is wrong, for people.
+
+    The message is ``f"{path}{sep}{reason}"`` (just ``reason`` when ``path`` is empty);
+    ``sep`` is ``": "`` unless EROBS's own text reads as one sentence with the path
+    (``tasks[3].task_type must be one of: ...``, ``tasks must be a non-empty list``),
+    where it is ``" "``.
     """
 
-    def __init__(self, path: str, reason: str) -> None:
+    def __init__(self, path: str, reason: str, *, sep: str = ": ") -> None:
         self.path = path
         self.reason = reason
-        super().__init__(f"{path}: {reason}" if path else reason)
+        super().__init__(f"{path}{sep}{reason}" if path else reason)

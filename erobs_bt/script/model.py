@@ -184,6 +184,37 @@ class Vision(Step):
     ``kind`` is the script's ``task_type``; ``scan_joints`` are the resolved scan
     poses [rad] in the order they are tried; ``marker_offset`` is ``(x, y, z)`` [m]
     in the marker frame; ``params`` keeps the remaining validated fields.
+
+    The typed fields hold the values the step runs with: the script's fields with
+    the task type's preset defaults under them (EROBS ``VISION_PRESETS``), e.g.
+    ``pick_sample`` → ``detector="marker"``, terminal action ``grasp``,
+    ``pre_open=True``, retreat to the scan pose; ``place_spincoater`` →
+    ``detector="spincoater_pocket"``, ``goal_computer="j6_snap"``, scan pose
+    ``spincoater_scan``, target pose ``spincoater_place``, ``forward_distance=0.003``.
+    ``spec`` stays as written.
+
+    Additional attributes:
+        goal_computer: how the goal is computed from the detection
+            (``approach_pose``, ``j6_snap``, …).
+        gripper: the script's ``gripper`` field (``None``: the attached one).
+        use_vision: ``False`` for a hard-coded ``pick_sample``/``place_sample``
+            (approach → target, no detection).
+        pre_open: open the gripper before scanning.
+        detect_only: detect and report, no motion.
+        target_pose, target_joints: the fixed target pose (``target_pose``,
+            ``place_pose`` or ``pickup_pose``, or the preset's) and its joints [rad].
+        approach_pose, approach_joints: the approach pose of a hard-coded pick/place.
+        retreat_pose, retreat_joints: where to retreat after the terminal action.
+        offset_direction, offset_vector, offset_distance: an extra straight offset
+            after the marker offset, ``offset_distance`` [m] along the unit vector
+            ``offset_vector`` in the tool frame (same direction names as ``moveto``).
+        forward_distance: final approach along the tool's forward axis [m].
+        constraints: path constraints of the arm motion.
+
+    ``terminal_action`` is the gripper state to command last: a role (``grasp``,
+    ``release``) is resolved to the attached gripper's state (``vacuum_on`` for the
+    ePick); on a gripper without states (``none``, ``pipettor``) it stays as written
+    and the runtime makes it a no-op.
     """
 
     task_type: ClassVar[str] = "vision"
@@ -196,6 +227,22 @@ class Vision(Step):
     z_offset: float = 0.0
     terminal_action: str | None = None
     params: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    goal_computer: str = "approach_pose"
+    gripper: str | None = None
+    use_vision: bool = True
+    pre_open: bool = False
+    detect_only: bool = False
+    target_pose: str | None = None
+    target_joints: JointPositions | None = None
+    approach_pose: str | None = None
+    approach_joints: JointPositions | None = None
+    retreat_pose: str | None = None
+    retreat_joints: JointPositions | None = None
+    offset_direction: str | None = None
+    offset_vector: tuple[float, float, float] | None = None
+    offset_distance: float = 0.0
+    forward_distance: float = 0.0
+    constraints: Constraints | None = None
 
 
 @dataclass(frozen=True)

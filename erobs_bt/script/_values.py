@@ -1,0 +1,192 @@
+"""Typed readers for decoded JSON/YAML values, each raising :class:`ScriptError` with a path.
+
+The script, the pose registry and the vision-target file are all untrusted trees of
+dicts, lists, strings and numbers. Every field is read through one of these helpers
+so that the rules are the same everywhere: booleans are never numbers (``True`` is an
+``int`` in Python, not in a robot script), NaN and infinities are never numbers,
+integers too large for a float are rejected instead of overflowing later, and every
+rejection names the path of the value and shows what was found.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from erobs_bt.script.errors import ScriptError
+
+_SHOWN_CHARS = 60
+
+
+def shown(value: Any) -> str:
+    """A short rendering of ``value`` for error messages (``"got ..."``).
+
+    JSON literals for numbers, booleans and ``null``; strings quoted as in EROBS's
+    messages (``'foo'``); objects and arrays by kind only.
+    """
+    if isinstance(value, Mapping):
+        return "an object"
+    if isinstance(value, list | tuple):
+        return "an array"
+    if value is None:
+        return "null"
+    if isinstance(value, str):
+        text = repr(value)
+        return text if len(text) <= _SHOWN_CHARS else text[: _SHOWN_CHARS - 4] + "...'"
+    try:
+        text = json.dumps(value)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= _SHOWN_CHARS else text[: _SHOWN_CHARS - 3] + "..."
+
+
+def is_number(value: Any) -> bool:
+    """True for an ``int`` or ``float`` that is not a ``bool`` (finite or not)."""
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def number(
+    value: Any,
+    path: str,
+    *,
+    unit: str = "",
+    minimum: float | None = None,
+    maximum: float | None = None,
+    positive: bool = False,
+) -> float:
+    """Read a finite number.
+
+    Args:
+        value: the decoded value.
+        path: where it is, for the error.
+        unit: appended to the expectation in the message (``"m"``, ``"deg"``).
+        minimum: inclusive lower bound, if any.
+        maximum: inclusive upper bound, if any.
+        positive: require ``> 0``.
+
+    Returns:
+        The value as a float.
+
+    Raises:
+        ScriptError: not a number (booleans included), not finite, or out of range.
+    """
+    expectation = "a finite number"
+    if positive:
+        expectation += " greater than zero"
+    elif minimum is not None and maximum is not None:
+        expectation += f" in [{minimum:g}, {maximum:g}]"
+    elif minimum is not None:
+        expectation += f" >= {minimum:g}"
+    elif maximum is not None:
+        expectation += f" <= {maximum:g}"
+    if unit:
+        expectation += f" ({unit})"
+    if not is_number(value):
+        raise ScriptError(path, f"must be {expectation} (got {shown(value)})")
+    try:
+        result = float(value)
+    except OverflowError:
+        raise ScriptError(path, f"must be {expectation} (got an integer too large for a float)") from None
+    if (
+        not math.isfinite(result)
+        or (positive and result <= 0.0)
+        or (minimum is not None and result < minimum)
+        or (maximum is not None and result > maximum)
+    ):
+        raise ScriptError(path, f"must be {expectation} (got {shown(value)})")
+    return result
+
+
+def integer(value: Any, path: str, *, minimum: int | None = None) -> int:
+    """Read an integer (not a bool, not a float such as ``2.0``).
+
+    Raises:
+        ScriptError: not an integer, or below ``minimum``.
+    """
+    if isinstance(value, bool) or not isinstance(value, int):
+        bound = f" >= {minimum}" if minimum is not None else ""
+        raise ScriptError(path, f"must be an integer{bound} (got {shown(value)})")
+    if minimum is not None and value < minimum:
+        raise ScriptError(path, f"must be an integer >= {minimum} (got {shown(value)})")
+    return value
+
+
+def string(value: Any, path: str, *, allow_empty: bool = False) -> str:
+    """Read a string (non-empty unless ``allow_empty``).
+
+    Raises:
+        ScriptError: not a string, or empty/blank when that is not allowed.
+    """
+    if not isinstance(value, str):
+        raise ScriptError(path, f"must be a string (got {shown(value)})")
+    if not allow_empty and not value.strip():
+        raise ScriptError(path, "must be a non-empty string")
+    return value
+
+
+def choice(value: Any, path: str, allowed: Collection[str], *, what: str = "") -> str:
+    """Read a string that must be one of ``allowed`` (listed in the message, in order).
+
+    Raises:
+        ScriptError: not a string, or not one of ``allowed``.
+    """
+    if not isinstance(value, str) or value not in allowed:
+        label = f"{what} " if what else ""
+        raise ScriptError(path, f"unknown {label}{shown(value)} (expected one of: {', '.join(allowed)})")
+    return value
+
+
+def boolean(value: Any, path: str) -> bool:
+    """Read ``true``/``false`` (numbers and strings are not booleans).
+
+    Raises:
+        ScriptError: not a bool.
+    """
+    if not isinstance(value, bool):
+        raise ScriptError(path, f"must be true or false (got {shown(value)})")
+    return value
+
+
+def mapping(value: Any, path: str) -> Mapping[str, Any]:
+    """Read a JSON object / YAML mapping.
+
+    Raises:
+        ScriptError: anything else.
+    """
+    if not isinstance(value, Mapping):
+        raise ScriptError(path, f"must be an object (got {shown(value)})")
+    return value
+
+
+def array(value: Any, path: str, *, non_empty: bool = False) -> list[Any]:
+    """Read a JSON array / YAML sequence.
+
+    Raises:
+        ScriptError: anything else, or an empty array when ``non_empty``.
+    """
+    if not isinstance(value, list | tuple):
+        raise ScriptError(path, f"must be {'a non-empty' if non_empty else 'an'} array (got {shown(value)})")
+    if non_empty and not value:
+        raise ScriptError(path, "must be a non-empty array")
+    return list(value)
+
+
+def only_keys(value: Mapping[str, Any], path: str, allowed: Collection[str]) -> None:
+    """Reject keys of ``value`` outside ``allowed`` (for objects with a closed schema).
+
+    Raises:
+        ScriptError: naming the first unknown key and the allowed ones.
+    """
+    for key in value:
+        if key not in allowed:
+            where = f"{path}.{key}" if path else str(key)
+            raise ScriptError(where, f"unknown field (allowed: {', '.join(sorted(allowed))})")
+
+
+def join(path: str, key: str | int) -> str:
+    """``join("tasks[3]", "distance") == "tasks[3].distance"``; ints become ``[i]``."""
+    if isinstance(key, int):
+        return f"{path}[{key}]"
+    return f"{path}.{key}" if path else key

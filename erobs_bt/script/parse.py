@@ -1,0 +1,925 @@
+"""Validate an EROBS JSON task script and turn it into a :class:`~erobs_bt.script.model.Script`.
+
+Everything that can be known about a script before the robot moves is checked here,
+once, so that a rejected script moves nothing (erobs-semantics.md §1, "Validation"):
+
+1. the text: size (:class:`Limits`), UTF-8, JSON syntax, no NaN/Infinity tokens and
+   no numbers that overflow to infinity (Python's ``json`` accepts both), no
+   duplicate keys, bounded nesting;
+2. the envelope: ``start_gripper`` (a cell gripper), ``tasks`` (a non-empty list of
+   objects with a known ``task_type``), optional ``poses``; other keys (``run_name``…)
+   are ignored and are not part of the cache key;
+3. macro expansion (:mod:`erobs_bt.script.macros`), before anything else, so every
+   later rule and limit sees the expanded steps;
+4. every step, in order, while tracking the gripper that will be attached at that
+   point (``start_gripper``, changed by ``tool_exchange``): field types and ranges,
+   the ``moveto`` mode rule, gripper states, dock/load preconditions, pose names.
+
+EROBS's own error texts are kept where users and tools match on them
+(``tasks[0]: MoveTo goal must specify exactly one of target, direction/distance, or
+cartesian_target``, ``Unknown gripper: foo (available: ...)``, ``tasks must be a
+non-empty list``, ``tasks[3].task_type must be one of: ...``, ``Invalid JSON: ...``);
+every error is a :class:`ScriptError` whose message starts with the path of the
+offending value. Unlike EROBS, errors in steps after a macro keep the index the
+step has in the submitted ``tasks`` (EROBS reports the expanded index), and
+macro-generated steps are reported as ``tasks[6] (pickup_vial step 3)``.
+
+Stricter than EROBS, on purpose (each would otherwise fail later, mid-script, or
+silently do something else): booleans are never numbers; pose names in
+``approach_pose``, ``scan_pose``, ``scan_positions`` … must resolve; dock and load
+preconditions and the gripper of ``end_effector`` steps are checked against the
+tracked gripper; objects with a closed schema (``constraints``, ``led_color``, a
+macro's ``config``) reject unknown keys; ``pause`` rejects fields (it has no timer).
+Unknown keys of a task itself are ignored, as in EROBS, but stay in its ``spec``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, cast
+
+from erobs_bt.script import _values as v
+from erobs_bt.script.errors import ScriptError
+from erobs_bt.script.limits import DEFAULT_LIMITS, Limits
+from erobs_bt.script.macros import TASK_MACROS, ExpandedTask, VisionTargets, expand_macros
+from erobs_bt.script.model import (
+    JOINT_NAMES,
+    VISION_TASK_TYPES,
+    Constraints,
+    EndEffector,
+    JointConstraint,
+    MoveTo,
+    OrientationConstraint,
+    Pause,
+    Pipettor,
+    Script,
+    Step,
+    ToolExchange,
+    Vision,
+)
+from erobs_bt.script.poses import PoseRegistry, PoseResolver, inline_poses, to_radians
+
+__all__ = [
+    "DEFAULT_GRIPPERS",
+    "DIRECTION_VECTORS",
+    "GRIPPER_STATES",
+    "PIPETTOR_OPERATIONS",
+    "PLANNING_TYPES",
+    "SUPPORTED_TASK_TYPES",
+    "TASK_TYPES",
+    "VISION_PRESETS",
+    "Limits",
+    "parse_script",
+]
+
+#: The grippers of the cell, in the order EROBS's CMS configuration lists them.
+DEFAULT_GRIPPERS: tuple[str, ...] = ("none", "hande", "epick", "2fg7", "pipettor")
+
+#: Gripper -> its states, ``role -> state`` (EROBS beamline configuration). A gripper
+#: with no states has no gripper group: gripper steps are successful no-ops on it.
+GRIPPER_STATES: Mapping[str, Mapping[str, str]] = MappingProxyType(
+    {
+        "none": MappingProxyType({}),
+        "hande": MappingProxyType({"grasp": "hande_closed", "release": "hande_open"}),
+        "epick": MappingProxyType({"grasp": "vacuum_on", "release": "vacuum_off"}),
+        "2fg7": MappingProxyType({"grasp": "2fg7_closed", "release": "2fg7_open"}),
+        "pipettor": MappingProxyType({}),
+    }
+)
+
+#: Task types a step can have after expansion.
+SUPPORTED_TASK_TYPES: frozenset[str] = frozenset(
+    {"moveto", "end_effector", "tool_exchange", "pipettor", "pause", *VISION_TASK_TYPES}
+)
+
+#: Every ``task_type`` a script may use (steps and macros), sorted as in the error text.
+TASK_TYPES: tuple[str, ...] = tuple(sorted(SUPPORTED_TASK_TYPES | set(TASK_MACROS)))
+
+#: ``moveto`` direction -> unit vector in the flange frame. ``right|y`` is -Y and
+#: ``left|-y`` is +Y (erobs-semantics.md §1; EROBS's convention, kept as is).
+DIRECTION_VECTORS: Mapping[str, tuple[float, float, float]] = MappingProxyType(
+    {
+        "forward": (1.0, 0.0, 0.0),
+        "x": (1.0, 0.0, 0.0),
+        "backward": (-1.0, 0.0, 0.0),
+        "-x": (-1.0, 0.0, 0.0),
+        "right": (0.0, -1.0, 0.0),
+        "y": (0.0, -1.0, 0.0),
+        "left": (0.0, 1.0, 0.0),
+        "-y": (0.0, 1.0, 0.0),
+        "up": (0.0, 0.0, 1.0),
+        "z": (0.0, 0.0, 1.0),
+        "down": (0.0, 0.0, -1.0),
+        "-z": (0.0, 0.0, -1.0),
+    }
+)
+
+#: ``planning_type`` as written -> canonical. ``""``, ``auto`` and ``joint`` all mean
+#: EROBS's automatic chain (PTP → Pilz LIN → Cartesian path).
+PLANNING_TYPES: Mapping[str, str] = MappingProxyType(
+    {
+        "": "auto",
+        "auto": "auto",
+        "joint": "auto",
+        "cartesian": "cartesian",
+        "pilz": "pilz",
+        "pilz_ptp": "pilz_ptp",
+    }
+)
+
+#: Pipettor operations (uppercase, as EROBS's pipettor action).
+PIPETTOR_OPERATIONS: tuple[str, ...] = ("SUCK", "EXPEL", "EJECT_TIP", "SET_LED")
+
+#: Tool-exchange operations.
+TOOL_OPERATIONS: tuple[str, ...] = ("dock", "load")
+
+#: Defaults each vision task type runs with, under the fields the step gives
+#: (EROBS ``VISION_PRESETS``). ``target_pose`` is EROBS's ``default_target_pose``.
+VISION_PRESETS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
+    {
+        "vision_task": MappingProxyType({}),
+        "vision_scan": MappingProxyType({}),
+        "vision_moveto": MappingProxyType({"detector": "marker", "goal_computer": "approach_pose"}),
+        "pick_sample": MappingProxyType(
+            {
+                "detector": "marker",
+                "goal_computer": "approach_pose",
+                "terminal_action": "grasp",
+                "pre_open": True,
+                "retreat_from_scan": True,
+            }
+        ),
+        "place_sample": MappingProxyType(
+            {
+                "detector": "marker",
+                "goal_computer": "approach_pose",
+                "terminal_action": "release",
+                "retreat_from_scan": True,
+            }
+        ),
+        "pick_spincoater": MappingProxyType(
+            {
+                "detector": "spincoater_sample",
+                "goal_computer": "j6_snap",
+                "terminal_action": "vacuum_on",
+                "scan_pose": "spincoater_scan",
+                "target_pose": "spincoater_place",
+                "forward_distance": 0.003,
+            }
+        ),
+        "place_spincoater": MappingProxyType(
+            {
+                "detector": "spincoater_pocket",
+                "goal_computer": "j6_snap",
+                "terminal_action": "vacuum_off",
+                "scan_pose": "spincoater_scan",
+                "target_pose": "spincoater_place",
+                "forward_distance": 0.003,
+            }
+        ),
+    }
+)
+
+_EXACTLY_ONE = "MoveTo goal must specify exactly one of target, direction/distance, or cartesian_target"
+_JOINT_CONSTRAINT_KEYS = ("joint_name", "position", "tolerance_above", "tolerance_below", "weight")
+_ORIENTATION_CONSTRAINT_KEYS = ("link_name", "frame_id", "orientation", "tolerance", "weight")
+#: EROBS defaults for constraint tolerances [deg].
+_DEFAULT_JOINT_TOLERANCE = 1.0
+_DEFAULT_ORIENTATION_TOLERANCE = (5.0, 5.0, 5.0)
+_VISION_POSE_FIELDS = (
+    "scan_pose",
+    "target_pose",
+    "place_pose",
+    "pickup_pose",
+    "approach_pose",
+    "retreat_pose",
+)
+_VISION_STRING_FIELDS = ("detector", "detection_type", "goal_computer", "strategy")
+_VISION_BOOL_FIELDS = ("use_vision", "pre_open", "detect_only", "retreat_from_scan", "release")
+
+
+def parse_script(
+    text: str | bytes,
+    *,
+    registry: PoseRegistry | None = None,
+    limits: Limits = DEFAULT_LIMITS,
+    grippers: Collection[str] = DEFAULT_GRIPPERS,
+    named_states: Collection[str] | None = None,
+    vision_targets: VisionTargets | None = None,
+) -> Script:
+    """Validate, expand and resolve a JSON task script.
+
+    Args:
+        text: the script (the goal's ``full_json``), UTF-8 when bytes.
+        registry: the pose registry; names not in the script's ``poses`` are looked
+            up here.
+        limits: size limits (script bytes, expanded steps, poses, nesting).
+        grippers: the cell's gripper names. A mapping ``name -> {role: state}`` also
+            gives their states; otherwise the states of known names come from
+            :data:`GRIPPER_STATES` and other names have none (no gripper group).
+        named_states: the robot's named states (``moveit_home`` …). When given, a
+            ``moveto`` target that is neither a pose nor one of these is an error;
+            when ``None`` any such target is accepted as a named state.
+        vision_targets: defaults for the ``pickup_tip``/``pickup_vial`` macros;
+            ``None`` loads ``config/vision_targets.yaml`` when a macro is present.
+
+    Returns:
+        The script with macros expanded, poses resolved (joints in radians) and
+        ``poses`` holding exactly the pose names the steps use (degrees, as given).
+
+    Raises:
+        ScriptError: anything invalid; the message starts with the path
+            (``tasks[3].distance: ...``, ``""`` for the whole text).
+        TypeError: ``grippers`` is a single string (a configuration mistake).
+    """
+    if isinstance(grippers, str):
+        raise TypeError("grippers must be a collection of gripper names, not a string")
+    document = _decode(text, limits)
+    if not isinstance(document, dict):
+        raise ScriptError("", "Task script root must be an object")
+    if "start_gripper" not in document:
+        raise ScriptError("", "Task script missing 'start_gripper'")
+    if "tasks" not in document:
+        raise ScriptError("", "Task script missing 'tasks'")
+
+    parser = _Parser(grippers, registry, named_states, limits)
+    start_gripper = document["start_gripper"]
+    if not isinstance(start_gripper, str):
+        raise ScriptError("start_gripper", f"must be a string (got {v.shown(start_gripper)})", sep=" ")
+    parser.check_gripper(start_gripper, "start_gripper")
+
+    tasks = document["tasks"]
+    if not isinstance(tasks, list) or not tasks:
+        raise ScriptError("tasks", "must be a non-empty list", sep=" ")
+    poses = inline_poses(document["poses"], limits=limits) if document.get("poses") is not None else {}
+    for index, task in enumerate(tasks):
+        if not isinstance(task, dict):
+            raise ScriptError(f"tasks[{index}]", "must be an object", sep=" ")
+        task_type = task.get("task_type")
+        if not isinstance(task_type, str) or task_type not in TASK_TYPES:
+            raise ScriptError(
+                f"tasks[{index}].task_type", f"must be one of: {', '.join(TASK_TYPES)}", sep=" "
+            )
+
+    expanded = expand_macros(
+        tasks,
+        vision_targets=vision_targets if vision_targets is not None else (lambda: _default_targets(limits)),
+        limits=limits,
+    )
+    parser.begin(start_gripper, poses)
+    steps = tuple(parser.step(entry, index) for index, entry in enumerate(expanded))
+    return Script(
+        start_gripper=start_gripper,
+        steps=steps,
+        poses=MappingProxyType(parser.resolver.used),
+        task_count=len(tasks),
+    )
+
+
+def _default_targets(limits: Limits) -> VisionTargets:
+    from erobs_bt.script.macros import DEFAULT_VISION_TARGETS_PATH
+
+    try:
+        return VisionTargets.default(limits=limits)
+    except OSError as exc:
+        raise ScriptError(
+            str(DEFAULT_VISION_TARGETS_PATH), f"cannot read the default vision targets: {exc}"
+        ) from None
+
+
+# -- the text ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _NonFinite:
+    """Stands in for a ``NaN``/``Infinity`` token or a number that overflows to ±inf."""
+
+    token: str
+
+
+@dataclass(frozen=True)
+class _DuplicateKeys:
+    """Stands in for an object that repeats a key."""
+
+    keys: tuple[str, ...]
+
+
+def _parse_constant(token: str) -> _NonFinite:
+    return _NonFinite(token)
+
+
+def _parse_float(token: str) -> float | _NonFinite:
+    value = float(token)
+    return value if math.isfinite(value) else _NonFinite(token)
+
+
+def _object_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any] | _DuplicateKeys:
+    result = dict(pairs)
+    if len(result) == len(pairs):
+        return result
+    seen: set[str] = set()
+    repeated: dict[str, None] = {}
+    for key, _ in pairs:
+        if key in seen:
+            repeated[key] = None
+        seen.add(key)
+    return _DuplicateKeys(tuple(repeated))
+
+
+def _decode(text: str | bytes, limits: Limits) -> Any:
+    """Decode and JSON-parse the script text, enforcing the size, number and depth rules."""
+    if isinstance(text, bytes | bytearray | memoryview):
+        raw = bytes(text)
+        _check_size(len(raw), limits)
+        try:
+            text = raw.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise ScriptError("", f"Invalid JSON: the script is not UTF-8 text ({exc})") from None
+    elif isinstance(text, str):
+        if len(text) > limits.max_script_bytes:
+            _check_size(len(text), limits)
+        _check_size(len(text.encode("utf-8", "surrogatepass")), limits)
+    else:
+        raise ScriptError("", f"the script must be text or bytes (got {type(text).__name__})")
+    if not text.strip():
+        raise ScriptError("", "Goal missing required full_json")
+    try:
+        document = json.loads(
+            text,
+            parse_constant=_parse_constant,
+            parse_float=_parse_float,
+            object_pairs_hook=_object_pairs,
+        )
+    except RecursionError:
+        raise ScriptError(
+            "", f"nesting is deeper than {limits.max_depth} levels (Limits.max_depth)"
+        ) from None
+    except ValueError as exc:
+        raise ScriptError("", f"Invalid JSON: {exc}") from None
+    _check_tree(document, limits)
+    return document
+
+
+def _check_size(size: int, limits: Limits) -> None:
+    if size > limits.max_script_bytes:
+        raise ScriptError(
+            "",
+            f"the script is {size} bytes; the limit is {limits.max_script_bytes} bytes "
+            "(Limits.max_script_bytes)",
+        )
+
+
+def _check_tree(document: Any, limits: Limits) -> None:
+    """Reject non-finite numbers, duplicate keys and deep nesting, naming the path."""
+    stack: list[tuple[Any, str, int]] = [(document, "", 0)]
+    while stack:
+        value, path, depth = stack.pop()
+        if isinstance(value, _NonFinite):
+            raise ScriptError(path, f"{value.token} is not a finite number (NaN and infinities are rejected)")
+        if isinstance(value, _DuplicateKeys):
+            raise ScriptError(path, f"duplicate key {', '.join(map(repr, value.keys))}")
+        if isinstance(value, dict | list):
+            if depth >= limits.max_depth:
+                raise ScriptError(
+                    path, f"nesting is deeper than {limits.max_depth} levels (Limits.max_depth)"
+                )
+            items = value.items() if isinstance(value, dict) else enumerate(value)
+            stack.extend((item, v.join(path, key), depth + 1) for key, item in items)
+
+
+# -- the steps --------------------------------------------------------------------------
+def _quoted(value: Any) -> str:
+    """EROBS-style ``{value!r}`` for short strings, a short rendering otherwise."""
+    return repr(value) if isinstance(value, str) and len(value) <= 60 else v.shown(value)
+
+
+def _given(spec: Mapping[str, Any], key: str) -> bool:
+    """A field counts as given unless absent, ``null``, ``""`` or ``[]`` (EROBS: truthiness)."""
+    value = spec.get(key)
+    return value is not None and not (isinstance(value, str | list) and len(value) == 0)
+
+
+def _finite(value: Any) -> float | None:
+    if not v.is_number(value):
+        return None
+    try:
+        result = float(value)
+    except OverflowError:
+        return None
+    return result if math.isfinite(result) else None
+
+
+def quaternion_from_rpy(roll: float, pitch: float, yaw: float) -> tuple[float, float, float, float]:
+    """Quaternion ``(x, y, z, w)`` of fixed-axis roll (X), pitch (Y), yaw (Z) [rad].
+
+    ``R = Rz(yaw) · Ry(pitch) · Rx(roll)``, the ROS ``tf`` convention
+    (``quaternion_from_euler(roll, pitch, yaw)``, axes ``sxyz``) that EROBS uses for
+    orientation constraints.
+    """
+    cr, sr = math.cos(roll / 2), math.sin(roll / 2)
+    cp, sp = math.cos(pitch / 2), math.sin(pitch / 2)
+    cy, sy = math.cos(yaw / 2), math.sin(yaw / 2)
+    return (
+        sr * cp * cy - cr * sp * sy,
+        cr * sp * cy + sr * cp * sy,
+        cr * cp * sy - sr * sp * cy,
+        cr * cp * cy + sr * sp * sy,
+    )
+
+
+def _constraints(value: Any, path: str) -> Constraints | None:
+    """Parse ``constraints`` (angles in degrees, EROBS format) into radians; ``{}`` → ``None``."""
+    if value is None:
+        return None
+    spec = v.mapping(value, path)
+    v.only_keys(spec, path, ("joint_constraints", "orientation_constraints"))
+    joints: list[JointConstraint] = []
+    for k, item in enumerate(v.array(spec.get("joint_constraints", []), f"{path}.joint_constraints")):
+        where = f"{path}.joint_constraints[{k}]"
+        item = v.mapping(item, where)
+        v.only_keys(item, where, _JOINT_CONSTRAINT_KEYS)
+        name = v.choice(item.get("joint_name"), f"{where}.joint_name", JOINT_NAMES, what="joint")
+        degrees = (
+            v.number(item.get("position"), f"{where}.position", unit="deg"),
+            v.number(
+                item.get("tolerance_above", _DEFAULT_JOINT_TOLERANCE),
+                f"{where}.tolerance_above",
+                unit="deg",
+                minimum=0.0,
+            ),
+            v.number(
+                item.get("tolerance_below", _DEFAULT_JOINT_TOLERANCE),
+                f"{where}.tolerance_below",
+                unit="deg",
+                minimum=0.0,
+            ),
+        )
+        if "weight" in item:
+            v.number(item["weight"], f"{where}.weight", minimum=0.0)
+        position, above, below = to_radians(degrees)
+        joints.append(JointConstraint(name, position, above, below))
+    orientations: list[OrientationConstraint] = []
+    for k, item in enumerate(
+        v.array(spec.get("orientation_constraints", []), f"{path}.orientation_constraints")
+    ):
+        where = f"{path}.orientation_constraints[{k}]"
+        item = v.mapping(item, where)
+        v.only_keys(item, where, _ORIENTATION_CONSTRAINT_KEYS)
+        link = v.string(item.get("link_name"), f"{where}.link_name")
+        frame = v.string(item.get("frame_id", "base_link"), f"{where}.frame_id")
+        orientation: tuple[float, float, float, float] | None = None
+        if item.get("orientation") is not None:
+            roll, pitch, yaw = to_radians(_triple(item["orientation"], f"{where}.orientation", "deg"))
+            orientation = quaternion_from_rpy(roll, pitch, yaw)
+        tolerance = to_radians(
+            _triple(
+                item.get("tolerance", list(_DEFAULT_ORIENTATION_TOLERANCE)),
+                f"{where}.tolerance",
+                "deg",
+                minimum=0.0,
+            )
+        )
+        if "weight" in item:
+            v.number(item["weight"], f"{where}.weight", minimum=0.0)
+        orientations.append(OrientationConstraint(link, frame, orientation, cast(Any, tolerance)))
+    if not joints and not orientations:
+        return None
+    return Constraints(tuple(joints), tuple(orientations))
+
+
+def _triple(value: Any, path: str, unit: str, *, minimum: float | None = None) -> tuple[float, float, float]:
+    if not isinstance(value, list) or len(value) != 3:
+        raise ScriptError(path, f"must be a list of 3 numbers ({unit}) (got {v.shown(value)})")
+    x, y, z = (v.number(item, f"{path}[{i}]", unit=unit, minimum=minimum) for i, item in enumerate(value))
+    return x, y, z
+
+
+class _Parser:
+    """Per-call validation state: the cell's grippers, pose resolution, the tracked gripper."""
+
+    def __init__(
+        self,
+        grippers: Collection[str],
+        registry: PoseRegistry | None,
+        named_states: Collection[str] | None,
+        limits: Limits,
+    ) -> None:
+        if isinstance(grippers, Mapping):
+            self.states: dict[str, Mapping[str, str]] = {
+                str(name): (states if isinstance(states, Mapping) else GRIPPER_STATES.get(name, {}))
+                for name, states in grippers.items()
+            }
+        else:
+            self.states = {name: GRIPPER_STATES.get(name, {}) for name in grippers}
+        self.registry = registry
+        self.named_states = named_states
+        self.limits = limits
+        self.current = ""
+        self.resolver = PoseResolver({}, registry)
+
+    def begin(self, start_gripper: str, poses: Mapping[str, tuple[float, ...]]) -> None:
+        self.current = start_gripper
+        self.resolver = PoseResolver(poses, self.registry)
+
+    # -- grippers
+    def check_gripper(self, name: Any, path: str) -> str:
+        if not isinstance(name, str) or name not in self.states:
+            raise ScriptError(path, f"Unknown gripper: {name} (available: {', '.join(self.states)})")
+        return name
+
+    def _check_state(self, state: str, gripper: str, path: str, *, roles: bool, preset_of: str = "") -> str:
+        """Check a gripper state against ``gripper``; return the state name it means."""
+        states = self.states.get(gripper, {})
+        if not states:
+            return state
+        if roles and state in states:
+            return states[state]
+        if state in states.values():
+            return state
+        allowed = sorted(states.values()) + (sorted(states) if roles else [])
+        if preset_of:
+            raise ScriptError(
+                path,
+                f"{preset_of} ends with {state!r}, which gripper {gripper!r} does not have "
+                f"(set terminal_action to one of: {', '.join(allowed)})",
+            )
+        raise ScriptError(
+            path, f"unknown gripper state {state!r} for {gripper!r} (expected one of: {', '.join(allowed)})"
+        )
+
+    def _step_gripper(self, spec: Mapping[str, Any], key: str, path: str) -> str | None:
+        """The explicit gripper of a step (``end_effector_type``/``gripper``), which must be attached."""
+        if spec.get(key) is None:
+            return None
+        gripper = self.check_gripper(spec[key], f"{path}.{key}")
+        if gripper != self.current:
+            raise ScriptError(
+                f"{path}.{key}", f"requires gripper {gripper!r}, but the current gripper is {self.current!r}"
+            )
+        return gripper
+
+    # -- dispatch
+    def step(self, entry: ExpandedTask, index: int) -> Step:
+        spec, path = entry.spec, entry.path
+        task_type = spec["task_type"]
+        if task_type == "moveto":
+            return self.moveto(spec, path, index)
+        if task_type == "end_effector":
+            return self.end_effector(spec, path, index)
+        if task_type == "tool_exchange":
+            return self.tool_exchange(spec, path, index)
+        if task_type == "pipettor":
+            return self.pipettor(spec, path, index)
+        if task_type == "pause":
+            for key in spec:
+                if key != "task_type":
+                    raise ScriptError(
+                        f"{path}.{key}", "pause takes no fields; it waits for Resume (there is no timer)"
+                    )
+            return Pause(index=index, path=path, spec=spec)
+        return self.vision(spec, path, index)
+
+    # -- moveto
+    def moveto(self, spec: dict[str, Any], path: str, index: int) -> MoveTo:
+        planning_type = spec.get("planning_type", "")
+        if not isinstance(planning_type, str) or planning_type not in PLANNING_TYPES:
+            raise ScriptError(
+                f"{path}.planning_type",
+                f"Unknown MoveTo planning_type: {_quoted(planning_type)} "
+                f"(expected one of: {', '.join(repr(p) for p in PLANNING_TYPES)})",
+            )
+        distance = spec.get("distance")
+        named = _given(spec, "target")
+        relative = _given(spec, "direction") or (
+            distance is not None and not (v.is_number(distance) and distance == 0)
+        )
+        cartesian = _given(spec, "cartesian_target")
+        if named + relative + cartesian != 1:
+            raise ScriptError(path, _EXACTLY_ONE)
+        common: dict[str, Any] = {
+            "index": index,
+            "path": path,
+            "spec": spec,
+            "planning_type": PLANNING_TYPES[planning_type],
+            "constraints": _constraints(spec.get("constraints"), f"{path}.constraints"),
+        }
+        if named:
+            target = spec["target"]
+            if not isinstance(target, str) or not target.strip():
+                raise ScriptError(f"{path}.target", "MoveTo target must be a non-empty string")
+            joints = self.resolver.resolve(target)
+            if joints is None and self.named_states is not None and target not in self.named_states:
+                known = ", ".join(sorted(self.named_states)) or "none"
+                raise ScriptError(
+                    f"{path}.target",
+                    f"unknown pose or named state {target!r} (not in the script's poses, the pose "
+                    f"registry, or the named states: {known})",
+                )
+            return MoveTo(target=target, target_joints=joints, **common)
+        if relative:
+            direction = spec.get("direction")
+            if not isinstance(direction, str) or direction not in DIRECTION_VECTORS:
+                raise ScriptError(
+                    f"{path}.direction",
+                    f"Unknown MoveTo direction: {_quoted(direction)} "
+                    f"(expected one of: {', '.join(DIRECTION_VECTORS)})",
+                )
+            length = _finite(distance)
+            if length is None or length <= 0.0:
+                raise ScriptError(
+                    f"{path}.distance",
+                    f"MoveTo distance must be a finite number greater than zero (got {v.shown(distance)})",
+                )
+            return MoveTo(
+                direction=direction, direction_vector=DIRECTION_VECTORS[direction], distance=length, **common
+            )
+        target_xyz = spec["cartesian_target"]
+        if not isinstance(target_xyz, list) or len(target_xyz) not in (3, 6):
+            raise ScriptError(
+                f"{path}.cartesian_target",
+                "MoveTo cartesian_target must contain exactly 3 or 6 finite numbers "
+                f"(got {v.shown(target_xyz)})",
+            )
+        values = [_finite(item) for item in target_xyz]
+        for i, value in enumerate(values):
+            if value is None:
+                raise ScriptError(
+                    f"{path}.cartesian_target[{i}]",
+                    "MoveTo cartesian_target must contain exactly 3 or 6 finite numbers "
+                    f"(got {v.shown(target_xyz[i])})",
+                )
+        numbers = cast(list[float], values)
+        pose = tuple(numbers[:3]) + (to_radians(numbers[3:]) if len(numbers) == 6 else ())
+        frame_id = spec.get("frame_id")
+        frame = "base_link" if frame_id is None else v.string(frame_id, f"{path}.frame_id")
+        return MoveTo(cartesian_target=pose, frame_id=frame, **common)
+
+    # -- end_effector
+    def end_effector(self, spec: dict[str, Any], path: str, index: int) -> EndEffector:
+        action = spec.get("end_effector_action")
+        if not isinstance(action, str) or not action.strip():
+            raise ScriptError(
+                f"{path}.end_effector_action",
+                f"a gripper state is required, e.g. vacuum_on (got {v.shown(action)})",
+            )
+        gripper = self._step_gripper(spec, "end_effector_type", path)
+        self._check_state(action, gripper or self.current, f"{path}.end_effector_action", roles=False)
+        return EndEffector(index=index, path=path, spec=spec, action=action, gripper=gripper)
+
+    # -- tool_exchange
+    def tool_exchange(self, spec: dict[str, Any], path: str, index: int) -> ToolExchange:
+        operation = v.choice(spec.get("operation"), f"{path}.operation", TOOL_OPERATIONS, what="operation")
+        gripper = self.check_gripper(spec.get("gripper"), f"{path}.gripper")
+        dock_number = v.integer(spec.get("dock_number"), f"{path}.dock_number", minimum=1)
+        approach: str | None = None
+        joints = None
+        if _given(spec, "approach_pose"):
+            approach = v.string(spec["approach_pose"], f"{path}.approach_pose")
+            joints = self.resolver.require(approach, f"{path}.approach_pose")
+        if operation == "dock":
+            if self.current == "none":
+                raise ScriptError(
+                    f"{path}.operation", "cannot dock: no gripper is attached (current gripper 'none')"
+                )
+            if gripper != self.current:
+                raise ScriptError(
+                    f"{path}.gripper",
+                    f"cannot dock {gripper!r}: the current gripper is {self.current!r} "
+                    "(dock requires gripper == current gripper)",
+                )
+            self.current = "none"
+        else:
+            if gripper == "none":
+                raise ScriptError(f"{path}.gripper", "cannot load 'none'; dock the current gripper instead")
+            if self.current != "none":
+                raise ScriptError(
+                    f"{path}.gripper",
+                    f"cannot load {gripper!r}: gripper {self.current!r} is still attached "
+                    "(load requires current gripper 'none'; dock it first)",
+                )
+            self.current = gripper
+        return ToolExchange(
+            index=index,
+            path=path,
+            spec=spec,
+            operation=operation,
+            gripper=gripper,
+            dock_number=dock_number,
+            approach_pose=approach,
+            approach_joints=joints,
+        )
+
+    # -- pipettor
+    def pipettor(self, spec: dict[str, Any], path: str, index: int) -> Pipettor:
+        operation = v.choice(
+            spec.get("operation"), f"{path}.operation", PIPETTOR_OPERATIONS, what="pipettor operation"
+        )
+        volume = None
+        if spec.get("volume_pct") is not None:
+            volume = v.number(spec["volume_pct"], f"{path}.volume_pct", minimum=0.0, maximum=1.0)
+        color = None
+        if spec.get("led_color") is not None:
+            led = v.mapping(spec["led_color"], f"{path}.led_color")
+            v.only_keys(led, f"{path}.led_color", ("r", "g", "b"))
+            r, g, b = (
+                v.number(led.get(channel), f"{path}.led_color.{channel}", minimum=0.0, maximum=1.0)
+                for channel in ("r", "g", "b")
+            )
+            color = (r, g, b)
+        elif operation == "SET_LED":
+            raise ScriptError(f"{path}.led_color", "SET_LED needs led_color {r, g, b} (each in [0, 1])")
+        return Pipettor(
+            index=index, path=path, spec=spec, operation=operation, volume_pct=volume, led_color=color
+        )
+
+    # -- vision family
+    def vision(self, spec: dict[str, Any], path: str, index: int) -> Vision:
+        kind = spec["task_type"]
+        preset = VISION_PRESETS[kind]
+        given: dict[str, Any] = {}
+
+        def field_path(key: str) -> str:
+            return f"{path}.{key}"
+
+        for key in _VISION_STRING_FIELDS:
+            if spec.get(key) is not None:
+                given[key] = v.string(spec[key], field_path(key))
+        if spec.get("terminal_action") is not None:
+            given["terminal_action"] = v.string(
+                spec["terminal_action"], field_path("terminal_action"), allow_empty=True
+            )
+        for key in _VISION_BOOL_FIELDS:
+            if spec.get(key) is not None:
+                given[key] = v.boolean(spec[key], field_path(key))
+        for key in _VISION_POSE_FIELDS:
+            if _given(spec, key):
+                given[key] = v.string(spec[key], field_path(key))
+        if _given(spec, "scan_positions"):
+            names = v.array(spec["scan_positions"], field_path("scan_positions"))
+            given["scan_positions"] = [
+                v.string(name, f"{path}.scan_positions[{k}]") for k, name in enumerate(names)
+            ]
+        for key, minimum in (("tag_id", 0), ("sample_index", 1), ("scans_per_position", 1)):
+            if spec.get(key) is not None:
+                given[key] = v.integer(spec[key], field_path(key), minimum=minimum)
+        for key in ("marker_offset_x", "marker_offset_y", "marker_offset_z", "z_offset", "k_offset"):
+            if spec.get(key) is not None:
+                given[key] = v.number(spec[key], field_path(key), unit="deg" if key == "k_offset" else "m")
+        for key, unit in (("forward_distance", "m"), ("edge_inset_mm", "mm"), ("settle_time", "s")):
+            if spec.get(key) is not None:
+                given[key] = v.number(spec[key], field_path(key), unit=unit, minimum=0.0)
+        if spec.get("timeout") is not None:
+            given["timeout"] = v.number(spec["timeout"], field_path("timeout"), unit="s", positive=True)
+        offset_direction, offset_vector, offset_distance = self._flange_offset(spec, path)
+        gripper = self._step_gripper(spec, "gripper", path)
+        constraints = _constraints(spec.get("constraints"), field_path("constraints"))
+
+        config = {**preset, **given}
+        detector = given.get("detector") or given.get("detection_type") or preset.get("detector", "marker")
+        use_vision = bool(config.get("use_vision", True))
+
+        # Poses: scan positions (or the scan pose), target, approach, retreat.
+        scan_names: list[tuple[str, str, str]] = []  # (name, path, default_of)
+        if "scan_positions" in given:
+            scan_names = [
+                (name, f"{path}.scan_positions[{k}]", "") for k, name in enumerate(given["scan_positions"])
+            ]
+        elif config.get("scan_pose"):
+            scan_names = [
+                (config["scan_pose"], field_path("scan_pose"), "" if "scan_pose" in given else kind)
+            ]
+        if kind == "vision_scan" and "scan_positions" not in given:
+            raise ScriptError(
+                field_path("scan_positions"), "vision_scan needs a non-empty list of pose names"
+            )
+        scan_joints = tuple(
+            self.resolver.require(name, where, default_of=of) for name, where, of in scan_names
+        )
+
+        target_key = next((key for key in ("target_pose", "place_pose", "pickup_pose") if key in given), None)
+        target_pose = given[target_key] if target_key else preset.get("target_pose")
+        target_joints = None
+        if target_pose:
+            target_joints = self.resolver.require(
+                target_pose, field_path(target_key or "target_pose"), default_of="" if target_key else kind
+            )
+        elif not use_vision and kind in ("pick_sample", "place_sample"):
+            raise ScriptError(field_path("target_pose"), f"{kind} with use_vision false needs target_pose")
+        approach_pose = given.get("approach_pose")
+        approach_joints = (
+            self.resolver.require(approach_pose, field_path("approach_pose")) if approach_pose else None
+        )
+        if config.get("retreat_from_scan"):
+            retreat_pose = config.get("scan_pose") or None
+            retreat_where, retreat_default = field_path("scan_pose"), "" if "scan_pose" in given else kind
+        else:
+            retreat_pose = given.get("retreat_pose")
+            retreat_where, retreat_default = field_path("retreat_pose"), ""
+        retreat_joints = (
+            self.resolver.require(retreat_pose, retreat_where, default_of=retreat_default)
+            if retreat_pose
+            else None
+        )
+
+        # Gripper states the step will command.
+        acting = gripper or self.current
+        terminal = config.get("terminal_action") or None
+        if terminal is not None:
+            terminal = self._check_state(
+                terminal,
+                acting,
+                field_path("terminal_action") if "terminal_action" in given else path,
+                roles=True,
+                preset_of="" if "terminal_action" in given else kind,
+            )
+        pre_open = bool(config.get("pre_open", False))
+        if pre_open:
+            self._check_state("release", acting, field_path("pre_open"), roles=True)
+
+        typed = {
+            "detector",
+            "detection_type",
+            "goal_computer",
+            "terminal_action",
+            "use_vision",
+            "pre_open",
+            "detect_only",
+            "tag_id",
+            "scan_pose",
+            "scan_positions",
+            "target_pose",
+            "place_pose",
+            "pickup_pose",
+            "approach_pose",
+            "retreat_pose",
+            "marker_offset_x",
+            "marker_offset_y",
+            "marker_offset_z",
+            "z_offset",
+            "forward_distance",
+        }
+        return Vision(
+            index=index,
+            path=path,
+            spec=spec,
+            kind=kind,
+            detector=detector,
+            tag_id=given.get("tag_id"),
+            scan_poses=tuple(name for name, _, _ in scan_names),
+            scan_joints=scan_joints,
+            marker_offset=(
+                given.get("marker_offset_x", 0.0),
+                given.get("marker_offset_y", 0.0),
+                given.get("marker_offset_z", 0.0),
+            ),
+            z_offset=given.get("z_offset", 0.0),
+            terminal_action=terminal,
+            params=MappingProxyType({key: value for key, value in given.items() if key not in typed}),
+            goal_computer=config.get("goal_computer", "approach_pose"),
+            gripper=gripper,
+            use_vision=use_vision,
+            pre_open=pre_open,
+            detect_only=bool(config.get("detect_only", False)),
+            target_pose=target_pose,
+            target_joints=target_joints,
+            approach_pose=approach_pose,
+            approach_joints=approach_joints,
+            retreat_pose=retreat_pose,
+            retreat_joints=retreat_joints,
+            offset_direction=offset_direction,
+            offset_vector=offset_vector,
+            offset_distance=offset_distance,
+            forward_distance=float(config.get("forward_distance", 0.0)),
+            constraints=constraints,
+        )
+
+    def _flange_offset(
+        self, spec: Mapping[str, Any], path: str
+    ) -> tuple[str | None, tuple[float, float, float] | None, float]:
+        """``offset_direction`` + ``offset_distance`` (EROBS's flange-offset rules and texts)."""
+        direction = spec.get("offset_direction", "")
+        distance = spec.get("offset_distance", 0.0)
+        if not isinstance(direction, str):
+            raise ScriptError(f"{path}.offset_direction", "Flange offset direction must be a string")
+        length = _finite(distance)
+        if length is None:
+            raise ScriptError(
+                f"{path}.offset_distance",
+                f"Flange offset distance must be a finite number greater than zero (got {v.shown(distance)})",
+            )
+        if not direction and length == 0.0:
+            return None, None, 0.0
+        if direction not in DIRECTION_VECTORS:
+            raise ScriptError(
+                f"{path}.offset_direction",
+                f"Unknown flange offset direction: {_quoted(direction)} "
+                f"(expected one of: {', '.join(DIRECTION_VECTORS)})",
+            )
+        if length <= 0.0:
+            raise ScriptError(
+                f"{path}.offset_distance",
+                f"Flange offset distance must be a finite number greater than zero (got {v.shown(distance)})",
+            )
+        return direction, DIRECTION_VECTORS[direction], length

@@ -33,7 +33,6 @@ visits only the active path.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterator
 
 import py_trees
@@ -101,7 +100,9 @@ class UnitSequence(py_trees.composites.Sequence):
             self.stop(Status.SUCCESS)
             yield self
             return
-        for child in itertools.islice(self.children, self._index, None):
+        children = self.children
+        while self._index < len(children):
+            child = children[self._index]
             self.current_child = child
             for node in child.tick():
                 yield node
@@ -120,7 +121,7 @@ class UnitSequence(py_trees.composites.Sequence):
         # As Composite.stop, but only the children up to the current one can be active.
         if new_status == Status.INVALID:
             self.current_child = None
-            for child in itertools.islice(self.children, 0, self._index + 1):
+            for child in self.children[: self._index + 1]:
                 if child.status != Status.INVALID:
                     child.stop(Status.INVALID)
             self._index = 0

@@ -1,0 +1,57 @@
+"""Small helpers shared by the benchmarks: timing, statistics and table output.
+
+Benchmarks are not tests: they print figures measured side by side in one run, as
+medians over repeats and as ratios against a named baseline.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable, Sequence
+
+
+def measure(fn: Callable[[], object], *, repeats: int, inner: int = 1) -> list[float]:
+    """Run ``fn`` ``inner`` times per sample, ``repeats`` samples; seconds per call."""
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(inner):
+            fn()
+        samples.append((time.perf_counter() - start) / inner)
+    return samples
+
+
+def median(samples: Sequence[float]) -> float:
+    return statistics.median(samples)
+
+
+def p90(samples: Sequence[float]) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(round(0.9 * (len(ordered) - 1))))]
+
+
+def fmt_us(seconds: float) -> str:
+    return f"{seconds * 1e6:,.1f} µs"
+
+
+def fmt_ms(seconds: float) -> str:
+    return f"{seconds * 1e3:,.2f} ms"
+
+
+def machine() -> str:
+    """One line describing the machine the figures were measured on."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "?")
+    except OSError:
+        model = platform.processor() or "?"
+    return f"{model}, {os.cpu_count()} cores, Python {platform.python_version()}, {platform.system()} {platform.release()}"
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)

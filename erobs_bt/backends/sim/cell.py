@@ -1,0 +1,754 @@
+"""The simulated cell: what is around the UR5e, which tools it can carry, where they are docked.
+
+Why a separate, declarative file: the planning scene is data, not code. A beamline cell is
+rearranged often (a hot plate moves, a rack is added), and the same engine must run against
+several layouts in tests. Keeping the layout in YAML, loaded into frozen dataclasses that are
+validated once, lets the collision model, the tool-exchange logic, the vision simulation and
+the fault injection read one consistent description.
+
+Schema of ``config/cell.yaml`` (all poses in ``base_link`` unless a ``frame`` says otherwise;
+lengths in metres; **every angle key names its unit**: ``rpy`` is radians, ``rpy_deg`` is
+degrees, ``*_deg`` joint lists are degrees; a pose takes exactly one of ``rpy``/``rpy_deg``,
+roll-pitch-yaw about fixed x, y, z as in URDF)::
+
+    name: <str>                                 cell name, informational
+    model_revision_prefix: <str>                e.g. robot_models
+    initial_joint_state_deg: [6 numbers]        start of the simulated arm [deg]
+    named_states_deg: {<name>: [6 numbers]}     named robot states (SRDF group states) [deg]
+    collision:                                  optional; defaults shown
+      padding: 0.01                             [m] ≥ 0, added between robot/tool and obstacles
+      self_collision_samples: 10000             configurations sampled to build the ACM
+      seed: 0                                   RNG seed of that sampling
+      link_geometry: convex                     convex (mesh hulls) | mesh
+    grippers:                                   required; at least ``none``
+      <name>:
+        tip_frame: <str>                        e.g. epick_tip
+        tip: {xyz: [3], rpy_deg: [3]}           T_flange_tip: tip frame in ``flange``
+        z_offset: <m>                           optional, default 0; along tip z, see tcp()
+        actions: [<str>, ...]                   optional gripper states (end_effector_action)
+        collision: [<shape>, ...]               tool geometry in ``flange``
+        cup_profiles:                           optional (vacuum grippers)
+          <profile>: {length: <m>, collision: [<shape>, ...]}
+        default_cup_profile: <profile>          required when cup_profiles is non-empty
+    obstacles:                                  list
+      - name: <str>                             unique
+        shape: box | cylinder | sphere
+        size: [...]                             box [x, y, z]; cylinder [height, radius];
+                                                sphere [radius] (shape_msgs/SolidPrimitive)
+        frame: base_link | base                 optional, default base_link
+        pose: {xyz: [3], rpy: [3]}              centre of the shape (spec: xyz m, rpy rad)
+        touch_links: [<link>, ...]              optional robot links allowed to touch it
+    docks:                                      list (tool changer)
+      - number: <int ≥ 1>                       unique
+        gripper: <gripper> | null               tool stored there at start
+        pose: {xyz: [3], rpy_deg: [3]}          flange pose with the tool seated
+        approach: [dx, dy, dz]                  [m] seated pose → approach point, base_link
+    markers:                                    list (fiducials for the vision tasks)
+      - id: <int ≥ 0>                           unique
+        family: <str>                           optional, default aruco_4x4_50
+        size: <m>                               edge length
+        pose: {xyz: [3], rpy_deg: [3]}          marker centre, z out of the printed face
+    <anything else>:                            kept verbatim in CellConfig.extra (e.g. faults)
+
+A ``<shape>`` of a tool is ``{name, shape, size, pose: {xyz, rpy|rpy_deg}}`` in ``flange``.
+
+Errors are :class:`CellConfigError` (a :class:`ValueError`) whose message starts with the file
+and the key, e.g. ``cell.yaml: obstacles[2].size: expected 3 positive numbers``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Literal
+
+import numpy as np
+import yaml
+from numpy.typing import NDArray
+
+from erobs_bt.backends.sim.kinematics import T_BASE_LINK_BASE, pose_from_xyz_rpy
+
+#: The packaged cell description of this repository.
+DEFAULT_CELL_PATH: Path = Path(__file__).resolve().parents[3] / "config" / "cell.yaml"
+
+#: Frames an obstacle pose may be given in.
+OBSTACLE_FRAMES: tuple[str, ...] = ("base_link", "base")
+
+#: Robot links of the collision model (airo-models UR5e URDF names).
+ROBOT_LINKS: tuple[str, ...] = (
+    "base_link_inertia",
+    "shoulder_link",
+    "upper_arm_link",
+    "forearm_link",
+    "wrist_1_link",
+    "wrist_2_link",
+    "wrist_3_link",
+)
+
+ShapeKind = Literal["box", "cylinder", "sphere"]
+_SIZE_LEN: Mapping[str, int] = MappingProxyType({"box": 3, "cylinder": 2, "sphere": 1})
+_SIZE_DOC: Mapping[str, str] = MappingProxyType(
+    {"box": "[x, y, z]", "cylinder": "[height, radius]", "sphere": "[radius]"}
+)
+_KNOWN_SECTIONS = frozenset(
+    {
+        "name",
+        "model_revision_prefix",
+        "initial_joint_state_deg",
+        "named_states_deg",
+        "collision",
+        "grippers",
+        "obstacles",
+        "docks",
+        "markers",
+    }
+)
+
+
+class CellConfigError(ValueError):
+    """An invalid cell description.
+
+    Attributes:
+        file: the file the problem is in (as given to :func:`load_cell`).
+        key: where in the file, e.g. ``obstacles[2].size``.
+        reason: what is wrong.
+    """
+
+    def __init__(self, file: str, key: str, reason: str) -> None:
+        self.file = file
+        self.key = key
+        self.reason = reason
+        super().__init__(f"{file}: {key}: {reason}" if key else f"{file}: {reason}")
+
+
+@dataclass(frozen=True)
+class Pose:
+    """A rigid pose: translation [m] and roll-pitch-yaw [rad] about fixed x, y, z (URDF).
+
+    Attributes:
+        xyz: translation [m].
+        rpy: roll, pitch, yaw [rad].
+    """
+
+    xyz: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    rpy: tuple[float, float, float] = (0.0, 0.0, 0.0)
+
+    def matrix(self) -> NDArray[np.float64]:
+        """(4, 4) homogeneous transform of this pose."""
+        return pose_from_xyz_rpy(self.xyz, self.rpy, degrees=False)
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A solid primitive (``shape_msgs/SolidPrimitive`` dimension order).
+
+    Attributes:
+        kind: ``box``, ``cylinder`` (axis = local z, centred) or ``sphere``.
+        size: box ``(x, y, z)`` edge lengths; cylinder ``(height, radius)``; sphere
+            ``(radius,)``; all [m] and positive.
+    """
+
+    kind: ShapeKind
+    size: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        if self.kind not in _SIZE_LEN:
+            raise ValueError(f"shape: expected box, cylinder or sphere, got {self.kind!r}")
+        if len(self.size) != _SIZE_LEN[self.kind] or not all(math.isfinite(v) and v > 0 for v in self.size):
+            raise ValueError(
+                f"size: expected {_SIZE_LEN[self.kind]} positive numbers {_SIZE_DOC[self.kind]} "
+                f"for a {self.kind}, got {list(self.size)}"
+            )
+
+
+@dataclass(frozen=True)
+class ToolShape:
+    """One collision primitive of a tool, placed in the ``flange`` frame.
+
+    Attributes:
+        name: unique within the tool.
+        shape: the primitive.
+        pose: centre of the primitive in ``flange``.
+    """
+
+    name: str
+    shape: Shape
+    pose: Pose
+
+
+@dataclass(frozen=True)
+class CupProfile:
+    """A suction-cup profile of a vacuum gripper.
+
+    Attributes:
+        name: e.g. ``3mm_dia``; part of the model revision.
+        length: [m] cup height from the tool's tip frame to the cup lip, along tip z.
+        collision: cup geometry in ``flange``.
+    """
+
+    name: str
+    length: float
+    collision: tuple[ToolShape, ...]
+
+
+@dataclass(frozen=True)
+class GripperConfig:
+    """A tool the arm can carry.
+
+    Attributes:
+        name: ``none``, ``epick``, ``hande``, ``2fg7``, ``pipettor``, ….
+        tip_frame: name of the tip frame (e.g. ``epick_tip``).
+        tip: ``T_flange_tip`` as a pose in ``flange``.
+        z_offset: [m] along tip z, added to get the TCP (ePick: −0.007, the cup compresses).
+        actions: gripper states an ``end_effector`` step may request (empty: no group).
+        collision: tool geometry in ``flange`` (without the cup).
+        cup_profiles: profile name → cup (vacuum grippers only).
+        default_cup_profile: the profile fitted at start, or ``None``.
+    """
+
+    name: str
+    tip_frame: str
+    tip: Pose
+    z_offset: float = 0.0
+    actions: tuple[str, ...] = ()
+    collision: tuple[ToolShape, ...] = ()
+    cup_profiles: Mapping[str, CupProfile] = field(default_factory=lambda: MappingProxyType({}))
+    default_cup_profile: str | None = None
+
+    @property
+    def T_flange_tip(self) -> NDArray[np.float64]:
+        """(4, 4) pose of the tip frame in ``flange``."""
+        return self.tip.matrix()
+
+    def cup(self, cup_profile: str | None) -> CupProfile | None:
+        """The cup profile to use: ``cup_profile``, else the default, else ``None``.
+
+        Raises:
+            ValueError: the gripper has no such cup profile (message lists the available ones).
+        """
+        if cup_profile is None:
+            cup_profile = self.default_cup_profile
+        if cup_profile is None:
+            return None
+        if cup_profile not in self.cup_profiles:
+            available = ", ".join(sorted(self.cup_profiles)) or "none"
+            raise ValueError(f"Unknown cup profile for {self.name}: {cup_profile} (available: {available})")
+        return self.cup_profiles[cup_profile]
+
+    def T_flange_tcp(self, cup_profile: str | None = None) -> NDArray[np.float64]:
+        """(4, 4) tool centre point in ``flange``: ``T_flange_tip · Tz(cup length + z_offset)``.
+
+        Args:
+            cup_profile: the fitted cup (``None``: the default profile, if any).
+
+        Raises:
+            ValueError: unknown cup profile.
+        """
+        cup = self.cup(cup_profile)
+        shift = np.eye(4)
+        shift[2, 3] = (cup.length if cup is not None else 0.0) + self.z_offset
+        return self.T_flange_tip @ shift
+
+    def collision_shapes(self, cup_profile: str | None = None) -> tuple[ToolShape, ...]:
+        """Tool geometry plus the cup geometry of ``cup_profile`` (default profile if ``None``)."""
+        cup = self.cup(cup_profile)
+        return self.collision + (cup.collision if cup is not None else ())
+
+
+@dataclass(frozen=True)
+class Obstacle:
+    """A fixed object of the cell.
+
+    Attributes:
+        name: unique.
+        shape: the primitive.
+        frame: ``base_link`` or ``base`` (the frame ``pose`` is given in).
+        pose: centre of the primitive in ``frame``.
+        touch_links: robot links allowed to touch it (e.g. the base on the table).
+    """
+
+    name: str
+    shape: Shape
+    frame: str
+    pose: Pose
+    touch_links: tuple[str, ...] = ()
+
+    def T_base_link_obstacle(self) -> NDArray[np.float64]:
+        """(4, 4) pose of the obstacle centre in ``base_link``."""
+        T = self.pose.matrix()
+        return T_BASE_LINK_BASE @ T if self.frame == "base" else T
+
+
+@dataclass(frozen=True)
+class Dock:
+    """A tool-changer dock.
+
+    Attributes:
+        number: the ``dock_number`` of ``tool_exchange`` steps.
+        gripper: the tool stored there when the cell starts, or ``None``.
+        pose: flange pose in ``base_link`` with the tool seated.
+        approach: [m] offset in ``base_link`` from the seated flange position to the point
+            where the arm approaches and retreats (straight line).
+    """
+
+    number: int
+    gripper: str | None
+    pose: Pose
+    approach: tuple[float, float, float]
+
+    def approach_pose(self) -> NDArray[np.float64]:
+        """(4, 4) flange pose in ``base_link`` at the approach point (seated orientation)."""
+        T = self.pose.matrix()
+        T[:3, 3] += np.asarray(self.approach)
+        return T
+
+
+@dataclass(frozen=True)
+class Marker:
+    """A fiducial marker the vision tasks can detect.
+
+    Attributes:
+        id: marker id (``tag_id``/``marker_id`` of vision steps).
+        family: marker dictionary, e.g. ``aruco_4x4_50``.
+        size: edge length [m].
+        pose: centre in ``base_link``; z out of the printed face.
+    """
+
+    id: int
+    family: str
+    size: float
+    pose: Pose
+
+
+@dataclass(frozen=True)
+class CollisionSettings:
+    """Collision-checking settings.
+
+    Attributes:
+        padding: [m] distance kept between the robot/tool and obstacles.
+        self_collision_samples: configurations sampled to build the allowed-collision matrix.
+        seed: RNG seed of that sampling (deterministic matrix).
+        link_geometry: ``convex`` (hull of each link's collision mesh, contains the mesh) or
+            ``mesh`` (the collision mesh itself).
+    """
+
+    padding: float = 0.01
+    self_collision_samples: int = 10000
+    seed: int = 0
+    link_geometry: Literal["convex", "mesh"] = "convex"
+
+
+@dataclass(frozen=True)
+class CellConfig:
+    """The whole cell, validated (see the module docstring for the YAML schema).
+
+    Joint values are radians here (converted from the ``*_deg`` keys).
+
+    Attributes:
+        source: the file it was loaded from (``""`` when built in code).
+        name: informational.
+        model_revision_prefix: first part of the model revision.
+        initial_joint_state: [rad], six values.
+        named_states: name → six joint values [rad].
+        grippers: name → gripper.
+        obstacles: fixed objects.
+        docks: tool-changer docks, by ascending number.
+        markers: fiducials.
+        collision: collision settings.
+        extra: top-level sections this module does not interpret (e.g. ``faults``).
+    """
+
+    source: str
+    name: str
+    model_revision_prefix: str
+    initial_joint_state: tuple[float, ...]
+    named_states: Mapping[str, tuple[float, ...]]
+    grippers: Mapping[str, GripperConfig]
+    obstacles: tuple[Obstacle, ...]
+    docks: tuple[Dock, ...]
+    markers: tuple[Marker, ...]
+    collision: CollisionSettings
+    extra: Mapping[str, Any]
+
+    def gripper(self, name: str) -> GripperConfig:
+        """The gripper called ``name``.
+
+        Raises:
+            ValueError: ``Unknown gripper: <name> (available: …)``.
+        """
+        try:
+            return self.grippers[name]
+        except KeyError:
+            available = ", ".join(sorted(self.grippers))
+            raise ValueError(f"Unknown gripper: {name} (available: {available})") from None
+
+    def model_revision(self, gripper: str, cup_profile: str | None = None) -> str:
+        """The robot-model revision ``<prefix>__<gripper>[__<cup_profile>]``.
+
+        Args:
+            gripper: the attached tool.
+            cup_profile: the fitted cup; ``None`` uses the gripper's default; ignored for a
+                gripper without cup profiles.
+
+        Raises:
+            ValueError: unknown gripper or cup profile.
+        """
+        cup = self.gripper(gripper).cup(cup_profile)
+        parts = [self.model_revision_prefix, gripper] + ([cup.name] if cup is not None else [])
+        return "__".join(parts)
+
+    def dock(self, number: int) -> Dock:
+        """The dock with ``number``.
+
+        Raises:
+            ValueError: no such dock (message lists the available numbers).
+        """
+        for dock in self.docks:
+            if dock.number == number:
+                return dock
+        available = ", ".join(str(d.number) for d in self.docks) or "none"
+        raise ValueError(f"Unknown dock: {number} (available: {available})")
+
+    def marker(self, marker_id: int) -> Marker:
+        """The marker with ``marker_id``.
+
+        Raises:
+            ValueError: no such marker.
+        """
+        for marker in self.markers:
+            if marker.id == marker_id:
+                return marker
+        available = ", ".join(str(m.id) for m in self.markers) or "none"
+        raise ValueError(f"Unknown marker: {marker_id} (available: {available})")
+
+    def obstacle(self, name: str) -> Obstacle:
+        """The obstacle called ``name``.
+
+        Raises:
+            ValueError: no such obstacle.
+        """
+        for obstacle in self.obstacles:
+            if obstacle.name == name:
+                return obstacle
+        raise ValueError(f"Unknown obstacle: {name}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Reader:
+    """Typed access to the raw YAML with error messages that name file and key."""
+
+    file: str
+
+    def fail(self, key: str, reason: str) -> CellConfigError:
+        return CellConfigError(self.file, key, reason)
+
+    def mapping(self, value: Any, key: str) -> Mapping[str, Any]:
+        if not isinstance(value, dict):
+            raise self.fail(key, f"expected a mapping, got {type(value).__name__}")
+        for k in value:
+            if not isinstance(k, str):
+                raise self.fail(key, f"keys must be strings, got {k!r}")
+        return value
+
+    def sequence(self, value: Any, key: str) -> Sequence[Any]:
+        if not isinstance(value, list):
+            raise self.fail(key, f"expected a list, got {type(value).__name__}")
+        return value
+
+    def no_unknown(self, value: Mapping[str, Any], key: str, allowed: Sequence[str]) -> None:
+        unknown = sorted(set(value) - set(allowed))
+        if unknown:
+            where = f"{key}.{unknown[0]}" if key else unknown[0]
+            raise self.fail(where, f"unknown key (allowed: {', '.join(allowed)})")
+
+    def required(self, value: Mapping[str, Any], name: str, key: str) -> Any:
+        if name not in value:
+            raise self.fail(f"{key}.{name}" if key else name, "missing")
+        return value[name]
+
+    def string(self, value: Any, key: str) -> str:
+        if not isinstance(value, str) or not value:
+            raise self.fail(key, f"expected a non-empty string, got {value!r}")
+        return value
+
+    def number(self, value: Any, key: str, *, positive: bool = False, non_negative: bool = False) -> float:
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise self.fail(key, f"expected a finite number, got {value!r}")
+        if positive and value <= 0:
+            raise self.fail(key, f"expected a positive number, got {value!r}")
+        if non_negative and value < 0:
+            raise self.fail(key, f"expected a number >= 0, got {value!r}")
+        return float(value)
+
+    def integer(self, value: Any, key: str, *, minimum: int) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise self.fail(key, f"expected an integer >= {minimum}, got {value!r}")
+        return value
+
+    def numbers(self, value: Any, key: str, count: int, *, positive: bool = False) -> tuple[float, ...]:
+        what = f"{count} positive numbers" if positive else f"{count} numbers"
+        if not isinstance(value, list) or len(value) != count:
+            raise self.fail(key, f"expected {what}, got {value!r}")
+        out = []
+        for v in value:
+            if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+                raise self.fail(key, f"expected {what}, got {value!r}")
+            if positive and v <= 0:
+                raise self.fail(key, f"expected {what}, got {value!r}")
+            out.append(float(v))
+        return tuple(out)
+
+    def pose(self, value: Any, key: str) -> Pose:
+        raw = self.mapping(value, key)
+        self.no_unknown(raw, key, ("xyz", "rpy", "rpy_deg"))
+        xyz = self.numbers(self.required(raw, "xyz", key), f"{key}.xyz", 3)
+        if ("rpy" in raw) == ("rpy_deg" in raw):
+            raise self.fail(key, "expected exactly one of rpy [rad] or rpy_deg [deg]")
+        if "rpy" in raw:
+            rpy = self.numbers(raw["rpy"], f"{key}.rpy", 3)
+        else:
+            rpy = tuple(math.radians(v) for v in self.numbers(raw["rpy_deg"], f"{key}.rpy_deg", 3))
+        return Pose(xyz=(xyz[0], xyz[1], xyz[2]), rpy=(rpy[0], rpy[1], rpy[2]))
+
+    def shape(self, raw: Mapping[str, Any], key: str) -> Shape:
+        kind = self.required(raw, "shape", key)
+        if kind not in _SIZE_LEN:
+            raise self.fail(f"{key}.shape", f"expected box, cylinder or sphere, got {kind!r}")
+        count = _SIZE_LEN[kind]
+        size = self.numbers(self.required(raw, "size", key), f"{key}.size", count, positive=True)
+        return Shape(kind=kind, size=size)
+
+    def joints_deg(self, value: Any, key: str) -> tuple[float, ...]:
+        return tuple(math.radians(v) for v in self.numbers(value, key, 6))
+
+    def tool_shapes(self, value: Any, key: str) -> tuple[ToolShape, ...]:
+        shapes: list[ToolShape] = []
+        for i, item in enumerate(self.sequence(value, key)):
+            k = f"{key}[{i}]"
+            raw = self.mapping(item, k)
+            self.no_unknown(raw, k, ("name", "shape", "size", "pose"))
+            name = self.string(self.required(raw, "name", k), f"{k}.name")
+            if any(s.name == name for s in shapes):
+                raise self.fail(f"{k}.name", f"duplicate name {name!r}")
+            shapes.append(
+                ToolShape(name, self.shape(raw, k), self.pose(self.required(raw, "pose", k), f"{k}.pose"))
+            )
+        return tuple(shapes)
+
+
+def _read_grippers(r: _Reader, value: Any) -> Mapping[str, GripperConfig]:
+    raw_all = r.mapping(value, "grippers")
+    if "none" not in raw_all:
+        raise r.fail("grippers.none", "missing (the bare flange must be described)")
+    grippers: dict[str, GripperConfig] = {}
+    for name, item in raw_all.items():
+        k = f"grippers.{name}"
+        raw = r.mapping(item, k)
+        r.no_unknown(
+            raw,
+            k,
+            ("tip_frame", "tip", "z_offset", "actions", "collision", "cup_profiles", "default_cup_profile"),
+        )
+        actions_raw = r.sequence(raw.get("actions", []), f"{k}.actions")
+        actions = tuple(r.string(a, f"{k}.actions[{i}]") for i, a in enumerate(actions_raw))
+        cups: dict[str, CupProfile] = {}
+        for cup_name, cup_item in r.mapping(raw.get("cup_profiles", {}), f"{k}.cup_profiles").items():
+            ck = f"{k}.cup_profiles.{cup_name}"
+            cup_raw = r.mapping(cup_item, ck)
+            r.no_unknown(cup_raw, ck, ("length", "collision"))
+            cups[cup_name] = CupProfile(
+                name=cup_name,
+                length=r.number(r.required(cup_raw, "length", ck), f"{ck}.length", non_negative=True),
+                collision=r.tool_shapes(cup_raw.get("collision", []), f"{ck}.collision"),
+            )
+        default_cup = raw.get("default_cup_profile")
+        if cups and default_cup is None:
+            raise r.fail(f"{k}.default_cup_profile", "missing (required with cup_profiles)")
+        if default_cup is not None:
+            default_cup = r.string(default_cup, f"{k}.default_cup_profile")
+            if default_cup not in cups:
+                raise r.fail(
+                    f"{k}.default_cup_profile",
+                    f"{default_cup!r} is not a cup profile (available: {', '.join(sorted(cups)) or 'none'})",
+                )
+        grippers[name] = GripperConfig(
+            name=name,
+            tip_frame=r.string(r.required(raw, "tip_frame", k), f"{k}.tip_frame"),
+            tip=r.pose(r.required(raw, "tip", k), f"{k}.tip"),
+            z_offset=r.number(raw.get("z_offset", 0.0), f"{k}.z_offset"),
+            actions=actions,
+            collision=r.tool_shapes(raw.get("collision", []), f"{k}.collision"),
+            cup_profiles=MappingProxyType(cups),
+            default_cup_profile=default_cup,
+        )
+    return MappingProxyType(grippers)
+
+
+def _read_obstacles(r: _Reader, value: Any) -> tuple[Obstacle, ...]:
+    obstacles: list[Obstacle] = []
+    for i, item in enumerate(r.sequence(value, "obstacles")):
+        k = f"obstacles[{i}]"
+        raw = r.mapping(item, k)
+        r.no_unknown(raw, k, ("name", "shape", "size", "frame", "pose", "touch_links"))
+        name = r.string(r.required(raw, "name", k), f"{k}.name")
+        if any(o.name == name for o in obstacles):
+            raise r.fail(f"{k}.name", f"duplicate obstacle name {name!r}")
+        frame = raw.get("frame", "base_link")
+        if frame not in OBSTACLE_FRAMES:
+            raise r.fail(f"{k}.frame", f"expected one of {', '.join(OBSTACLE_FRAMES)}, got {frame!r}")
+        touch = tuple(
+            r.string(t, f"{k}.touch_links[{j}]")
+            for j, t in enumerate(r.sequence(raw.get("touch_links", []), f"{k}.touch_links"))
+        )
+        for j, link in enumerate(touch):
+            if link not in ROBOT_LINKS:
+                raise r.fail(
+                    f"{k}.touch_links[{j}]", f"unknown link {link!r} (links: {', '.join(ROBOT_LINKS)})"
+                )
+        obstacles.append(
+            Obstacle(
+                name=name,
+                shape=r.shape(raw, k),
+                frame=frame,
+                pose=r.pose(r.required(raw, "pose", k), f"{k}.pose"),
+                touch_links=touch,
+            )
+        )
+    return tuple(obstacles)
+
+
+def _read_docks(r: _Reader, value: Any, grippers: Mapping[str, GripperConfig]) -> tuple[Dock, ...]:
+    docks: list[Dock] = []
+    for i, item in enumerate(r.sequence(value, "docks")):
+        k = f"docks[{i}]"
+        raw = r.mapping(item, k)
+        r.no_unknown(raw, k, ("number", "gripper", "pose", "approach"))
+        number = r.integer(r.required(raw, "number", k), f"{k}.number", minimum=1)
+        if any(d.number == number for d in docks):
+            raise r.fail(f"{k}.number", f"duplicate dock number {number}")
+        gripper = raw.get("gripper")
+        if gripper is not None:
+            gripper = r.string(gripper, f"{k}.gripper")
+            if gripper not in grippers or gripper == "none":
+                raise r.fail(
+                    f"{k}.gripper", f"unknown gripper {gripper!r} (available: {', '.join(sorted(grippers))})"
+                )
+        approach = r.numbers(r.required(raw, "approach", k), f"{k}.approach", 3)
+        docks.append(
+            Dock(
+                number=number,
+                gripper=gripper,
+                pose=r.pose(r.required(raw, "pose", k), f"{k}.pose"),
+                approach=(approach[0], approach[1], approach[2]),
+            )
+        )
+    return tuple(sorted(docks, key=lambda d: d.number))
+
+
+def _read_markers(r: _Reader, value: Any) -> tuple[Marker, ...]:
+    markers: list[Marker] = []
+    for i, item in enumerate(r.sequence(value, "markers")):
+        k = f"markers[{i}]"
+        raw = r.mapping(item, k)
+        r.no_unknown(raw, k, ("id", "family", "size", "pose"))
+        marker_id = r.integer(r.required(raw, "id", k), f"{k}.id", minimum=0)
+        if any(m.id == marker_id for m in markers):
+            raise r.fail(f"{k}.id", f"duplicate marker id {marker_id}")
+        markers.append(
+            Marker(
+                id=marker_id,
+                family=r.string(raw.get("family", "aruco_4x4_50"), f"{k}.family"),
+                size=r.number(r.required(raw, "size", k), f"{k}.size", positive=True),
+                pose=r.pose(r.required(raw, "pose", k), f"{k}.pose"),
+            )
+        )
+    return tuple(markers)
+
+
+def _read_collision(r: _Reader, value: Any) -> CollisionSettings:
+    raw = r.mapping(value, "collision")
+    r.no_unknown(raw, "collision", ("padding", "self_collision_samples", "seed", "link_geometry"))
+    defaults = CollisionSettings()
+    link_geometry = raw.get("link_geometry", defaults.link_geometry)
+    if link_geometry not in ("convex", "mesh"):
+        raise r.fail("collision.link_geometry", f"expected convex or mesh, got {link_geometry!r}")
+    return CollisionSettings(
+        padding=r.number(raw.get("padding", defaults.padding), "collision.padding", non_negative=True),
+        self_collision_samples=r.integer(
+            raw.get("self_collision_samples", defaults.self_collision_samples),
+            "collision.self_collision_samples",
+            minimum=100,
+        ),
+        seed=r.integer(raw.get("seed", defaults.seed), "collision.seed", minimum=0),
+        link_geometry=link_geometry,
+    )
+
+
+def parse_cell(document: Any, *, source: str) -> CellConfig:
+    """Validate an already-parsed YAML document (see the module docstring for the schema).
+
+    Args:
+        document: the result of ``yaml.safe_load``.
+        source: file name used in error messages.
+
+    Returns:
+        The validated cell.
+
+    Raises:
+        CellConfigError: the first problem found, naming ``source`` and the key.
+    """
+    r = _Reader(source)
+    root = r.mapping(document, "")
+    for key in ("model_revision_prefix", "initial_joint_state_deg", "grippers"):
+        r.required(root, key, "")
+    grippers = _read_grippers(r, root["grippers"])
+    named: dict[str, tuple[float, ...]] = {}
+    for state, joints in r.mapping(root.get("named_states_deg", {}), "named_states_deg").items():
+        named[state] = r.joints_deg(joints, f"named_states_deg.{state}")
+    return CellConfig(
+        source=source,
+        name=r.string(root.get("name", Path(source).stem or "cell"), "name"),
+        model_revision_prefix=r.string(root["model_revision_prefix"], "model_revision_prefix"),
+        initial_joint_state=r.joints_deg(root["initial_joint_state_deg"], "initial_joint_state_deg"),
+        named_states=MappingProxyType(named),
+        grippers=grippers,
+        obstacles=_read_obstacles(r, root.get("obstacles", [])),
+        docks=_read_docks(r, root.get("docks", []), grippers),
+        markers=_read_markers(r, root.get("markers", [])),
+        collision=_read_collision(r, root.get("collision", {})),
+        extra=MappingProxyType({k: v for k, v in root.items() if k not in _KNOWN_SECTIONS}),
+    )
+
+
+def load_cell(path: str | Path = DEFAULT_CELL_PATH) -> CellConfig:
+    """Load and validate a cell description.
+
+    Args:
+        path: the YAML file (default: this repository's ``config/cell.yaml``).
+
+    Returns:
+        The validated, immutable cell.
+
+    Raises:
+        CellConfigError: unreadable file, invalid YAML, or an invalid value; the message
+            names the file and the key (``cell.yaml: obstacles[2].size: expected 3 positive
+            numbers, got [1, 2]``).
+    """
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise CellConfigError(source, "", f"cannot read: {exc.strerror or exc}") from exc
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise CellConfigError(source, "", f"invalid YAML: {exc}") from exc
+    return parse_cell(document, source=source)

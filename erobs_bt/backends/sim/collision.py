@@ -1,0 +1,577 @@
+"""Collision checking of the simulated UR5e cell with pinocchio and coal.
+
+Why pinocchio + coal: one C++ call (``pinocchio.computeCollisions``) does forward kinematics,
+broad phase and narrow phase for every active pair, at about 20 µs per configuration, fast
+enough for a sampling planner with a Python validity callback (``shared/notes/motion-planning.md``
+§3). The robot model is the UR5e URDF shipped by ``airo-models`` with its collision meshes,
+so the geometry is UR's and not hand-sized.
+
+The model, in ``base_link`` (the URDF root, pinocchio's universe):
+
+* **Arm links**: the convex hull of each link's collision mesh (``collision.link_geometry:
+  convex``, default) or the mesh itself (``mesh``). A hull contains its mesh, so it can only
+  report more collisions than the mesh, never fewer; it is also a closed solid, which a
+  triangle soup is not. The base uses UR's base mesh instead of the URDF's two spheres.
+  ``collision.padding`` [m] is kept between arm links and obstacles.
+* **Tool**: the primitives of the attached gripper (and its cup profile) from the cell config,
+  fixed to ``flange``. Tool and held object are checked against obstacles without padding:
+  tips are meant to come close to surfaces, and the tool geometry is authored with its own
+  clearance.
+* **Held object** (:meth:`CollisionModel.attach_object`): a primitive fixed to the tool
+  centre point.
+* **Obstacles**: the boxes, cylinders and spheres of the cell config.
+
+Self-collision pairs follow the MoveIt Setup Assistant recipe: all pairs of bodies that are
+not adjacent in the chain, minus the pairs that collided in every or in none of
+``collision.self_collision_samples`` random configurations (seeded, so deterministic). The
+matrix is computed once per tool and cup profile and kept in the instance.
+
+Threads: planning runs off the tick thread, so every thread gets its own ``pinocchio.Data``
+and ``GeometryData`` (``threading.local``). The model itself is an immutable snapshot that
+:meth:`CollisionModel.set_gripper`, :meth:`~CollisionModel.attach_object` and
+:meth:`~CollisionModel.detach_object` replace as a whole; a check that is already running
+finishes on the snapshot it started with.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import pairwise
+from pathlib import Path
+from typing import Any, Literal
+
+import coal
+import numpy as np
+import pinocchio as pin
+from numpy.typing import ArrayLike, NDArray
+
+from erobs_bt.backends.sim.cell import ROBOT_LINKS, CellConfig, Shape, ToolShape
+from erobs_bt.backends.sim.kinematics import JOINT_LIMITS
+
+#: Pairs of arm links joined by a joint (never checked), airo-models URDF names.
+ADJACENT_LINKS: tuple[tuple[str, str], ...] = tuple(pairwise(ROBOT_LINKS))
+
+#: Link that carries the tool, and the frame the tool geometry is given in.
+TOOL_LINK = "wrist_3_link"
+TOOL_FRAME = "flange"
+
+LinkGeometry = Literal["convex", "mesh"]
+
+_DRAKE_ATTRIBUTE = re.compile(r'\s+drake:[A-Za-z_]+="[^"]*"')
+_BASE_LINK_BLOCK = re.compile(r'<link name="base_link_inertia">.*?</link>', re.S)
+_COLLISION_BLOCK = re.compile(r"<collision>.*?</collision>", re.S)
+_BASE_MESH_COLLISION = (
+    '<collision><origin rpy="0 0 3.141592653589793" xyz="0 0 0"/>'
+    '<geometry><mesh filename="collision/base.obj"/></geometry></collision>'
+)
+
+
+def ur5e_urdf_path() -> Path:
+    """Path of the UR5e URDF shipped by ``airo-models`` (meshes beside it)."""
+    import airo_models
+
+    return Path(airo_models.__file__).resolve().parent / "arms" / "ur5e" / "ur5e.urdf"
+
+
+def ur5e_urdf_text(*, base_mesh: bool) -> str:
+    """The airo-models UR5e URDF, ready for pinocchio.
+
+    The ``drake:acceleration`` attributes carry no namespace declaration, which strict XML
+    parsers reject, so they are removed.
+
+    Args:
+        base_mesh: replace the two spheres the URDF uses for ``base_link_inertia`` with UR's
+            base collision mesh (shipped next to the URDF, same origin as ``ur_description``).
+    """
+    text = _DRAKE_ATTRIBUTE.sub("", ur5e_urdf_path().read_text(encoding="utf-8"))
+    if base_mesh:
+        match = _BASE_LINK_BLOCK.search(text)
+        if match is None or not _COLLISION_BLOCK.search(match.group(0)):
+            raise RuntimeError("airo-models UR5e URDF: base_link_inertia collision block not found")
+        block = _COLLISION_BLOCK.sub("", match.group(0)).replace("</link>", _BASE_MESH_COLLISION + "</link>")
+        text = text[: match.start()] + block + text[match.end() :]
+    return text
+
+
+def build_robot_model(*, base_mesh: bool = True) -> tuple[pin.Model, pin.GeometryModel]:
+    """Kinematic model and collision-mesh geometry of the UR5e (airo-models URDF).
+
+    Returns:
+        ``(model, geometry)``; joints in UR order, universe = ``base_link``; geometry objects
+        are the raw collision meshes (``BVHModelOBBRSS``), one per link.
+    """
+    text = ur5e_urdf_text(base_mesh=base_mesh)
+    model = pin.buildModelFromXML(text)
+    geometry = pin.buildGeomFromUrdfString(
+        model, text, pin.GeometryType.COLLISION, package_dirs=[str(ur5e_urdf_path().parent)]
+    )
+    return model, geometry
+
+
+def coal_shape(shape: Shape) -> coal.CollisionGeometry:
+    """The coal primitive of a cell shape (cylinder axis = local z, centred)."""
+    if shape.kind == "box":
+        return coal.Box(*shape.size)
+    if shape.kind == "cylinder":
+        height, radius = shape.size
+        return coal.Cylinder(radius, height)
+    return coal.Sphere(shape.size[0])
+
+
+@dataclass(frozen=True)
+class AttachedObject:
+    """A held object, fixed to the tool centre point.
+
+    Attributes:
+        name: unique among the scene's bodies.
+        shape: the primitive.
+        T_tip_object: (4, 4) object centre in the TCP frame (tuple of rows, immutable).
+        touch_obstacles: obstacles it may touch (e.g. the surface it was picked from).
+    """
+
+    name: str
+    shape: Shape
+    T_tip_object: tuple[tuple[float, ...], ...]
+    touch_obstacles: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class _Scene:
+    """One immutable snapshot of the collision world (shared read-only by threads)."""
+
+    model: pin.Model
+    geometry: pin.GeometryModel
+    names: tuple[str, ...]
+    pair_margins: tuple[float, ...]
+    revision: str
+    gripper: str
+    cup_profile: str | None
+    attached: AttachedObject | None
+    disabled_pairs: frozenset[tuple[str, str]]
+
+
+@dataclass
+class _ThreadState:
+    scene: _Scene
+    data: Any
+    geometry_data: Any
+
+
+class CollisionModel:
+    """Collision model of the UR5e, its tool, a held object and the cell's obstacles.
+
+    Body names used in :meth:`first_contact` and :attr:`disabled_pairs`: arm links by their
+    URDF names (``forearm_link``), tool primitives as ``<gripper>/<shape>`` (``epick/body``),
+    obstacles and the held object by their own names.
+
+    Args:
+        cell: the cell description.
+        gripper: the attached tool (a key of ``cell.grippers``).
+        cup_profile: the fitted cup (``None``: the gripper's default profile).
+
+    Raises:
+        ValueError: unknown gripper or cup profile.
+    """
+
+    def __init__(self, cell: CellConfig, *, gripper: str, cup_profile: str | None = None) -> None:
+        self._cell = cell
+        self._lock = threading.Lock()
+        self._local = threading.local()
+        self._robot_model, self._robot_geometry = build_robot_model()
+        link_geometry: LinkGeometry = cell.collision.link_geometry
+        if link_geometry == "convex":
+            for obj in self._robot_geometry.geometryObjects:
+                if isinstance(obj.geometry, coal.BVHModelBase):
+                    obj.geometry.buildConvexRepresentation(False)
+                    obj.geometry = obj.geometry.convex
+        flange = self._robot_model.getFrameId(TOOL_FRAME)
+        self._T_joint_flange: pin.SE3 = self._robot_model.frames[flange].placement
+        self._tool_joint = self._robot_model.frames[flange].parentJoint
+        self._acm_cache: dict[tuple[str, str | None], frozenset[tuple[str, str]]] = {}
+        cup = cell.gripper(gripper).cup(cup_profile)
+        self._scene: _Scene = self._build_scene(gripper, cup.name if cup is not None else None, None)
+
+    # -- configuration ---------------------------------------------------------------------
+
+    @property
+    def cell(self) -> CellConfig:
+        """The cell description this model was built from."""
+        return self._cell
+
+    @property
+    def gripper(self) -> str:
+        """The attached tool."""
+        return self._scene.gripper
+
+    @property
+    def cup_profile(self) -> str | None:
+        """The fitted cup profile (``None`` for a tool without cups)."""
+        return self._scene.cup_profile
+
+    @property
+    def model_revision(self) -> str:
+        """``<prefix>__<gripper>[__<cup_profile>]`` of the current tool."""
+        return self._scene.revision
+
+    @property
+    def attached_object(self) -> AttachedObject | None:
+        """The held object, if any."""
+        return self._scene.attached
+
+    @property
+    def T_flange_tcp(self) -> NDArray[np.float64]:
+        """(4, 4) tool centre point of the current tool in ``flange`` (cup and z offset included)."""
+        scene = self._scene
+        return self._cell.gripper(scene.gripper).T_flange_tcp(scene.cup_profile)
+
+    @property
+    def disabled_pairs(self) -> frozenset[tuple[str, str]]:
+        """Self-collision pairs of the current tool that are not checked.
+
+        Sorted name pairs: bodies of one link, adjacent links, and pairs that collided in
+        every or in none of the sampled configurations.
+        """
+        return self._scene.disabled_pairs
+
+    @property
+    def body_names(self) -> tuple[str, ...]:
+        """Names of all bodies in the current scene."""
+        return self._scene.names
+
+    def set_gripper(self, name: str, *, cup_profile: str | None = None) -> None:
+        """Change the attached tool (a tool exchange); drops any held object.
+
+        Args:
+            name: a key of ``cell.grippers``.
+            cup_profile: the fitted cup (``None``: the gripper's default).
+
+        Raises:
+            ValueError: unknown gripper or cup profile.
+        """
+        gripper = self._cell.gripper(name)
+        cup = gripper.cup(cup_profile)
+        with self._lock:
+            self._scene = self._build_scene(name, cup.name if cup is not None else None, None)
+
+    def attach_object(
+        self,
+        name: str,
+        shape: Shape,
+        T_tip_object: ArrayLike,
+        *,
+        touch_obstacles: Sequence[str] = (),
+    ) -> None:
+        """Hold an object at the tool centre point (e.g. after ``vacuum_on``).
+
+        The object is not checked against the tool or ``wrist_3_link``, nor against
+        ``touch_obstacles``; it is checked against everything else without padding.
+
+        Args:
+            name: unique among the scene's bodies.
+            shape: the primitive.
+            T_tip_object: (4, 4) object centre in the TCP frame (:attr:`T_flange_tcp`) [m].
+            touch_obstacles: obstacle names the object may touch (the surface it lies on).
+
+        Raises:
+            ValueError: name clash, unknown obstacle, or a bad transform.
+        """
+        T = np.asarray(T_tip_object, dtype=float)
+        if T.shape != (4, 4) or not np.all(np.isfinite(T)):
+            raise ValueError(f"T_tip_object: expected a finite 4x4 transform, got shape {T.shape}")
+        obstacle_names = {o.name for o in self._cell.obstacles}
+        for touched in touch_obstacles:
+            if touched not in obstacle_names:
+                raise ValueError(f"touch_obstacles: unknown obstacle {touched!r}")
+        with self._lock:
+            scene = self._scene
+            clash = set(scene.names) - ({scene.attached.name} if scene.attached else set())
+            if name in clash:
+                raise ValueError(f"attach_object: name {name!r} is already a body of the scene")
+            attached = AttachedObject(
+                name=name,
+                shape=shape,
+                T_tip_object=tuple(tuple(float(v) for v in row) for row in T),
+                touch_obstacles=tuple(touch_obstacles),
+            )
+            self._scene = self._build_scene(scene.gripper, scene.cup_profile, attached)
+
+    def detach_object(self) -> None:
+        """Release the held object (no-op when nothing is held)."""
+        with self._lock:
+            scene = self._scene
+            if scene.attached is not None:
+                self._scene = self._build_scene(scene.gripper, scene.cup_profile, None)
+
+    # -- queries ---------------------------------------------------------------------------
+
+    def in_collision(self, q: ArrayLike) -> bool:
+        """True when configuration ``q`` collides (self, tool, held object or obstacles).
+
+        Args:
+            q: six joint angles [rad], UR order.
+
+        Raises:
+            ValueError: ``q`` is not six finite numbers.
+        """
+        state = self._thread_state()
+        return bool(
+            pin.computeCollisions(
+                state.scene.model, state.data, state.scene.geometry, state.geometry_data, _as_q(q), True
+            )
+        )
+
+    def first_contact(self, q: ArrayLike) -> tuple[str, str] | None:
+        """The first colliding pair at ``q`` (for error messages), or ``None`` when free.
+
+        Returns:
+            ``(body_a, body_b)``; an arm link or tool part first when one is involved.
+        """
+        state = self._thread_state()
+        scene = state.scene
+        if not pin.computeCollisions(
+            scene.model, state.data, scene.geometry, state.geometry_data, _as_q(q), True
+        ):
+            return None
+        for k, result in enumerate(state.geometry_data.collisionResults):
+            if result.isCollision():
+                pair = scene.geometry.collisionPairs[k]
+                return scene.names[pair.first], scene.names[pair.second]
+        return None
+
+    def contacts(self, q: ArrayLike) -> list[tuple[str, str]]:
+        """All colliding pairs at ``q`` (each as in :meth:`first_contact`)."""
+        state = self._thread_state()
+        scene = state.scene
+        pin.computeCollisions(scene.model, state.data, scene.geometry, state.geometry_data, _as_q(q), False)
+        out = []
+        for k, result in enumerate(state.geometry_data.collisionResults):
+            if result.isCollision():
+                pair = scene.geometry.collisionPairs[k]
+                out.append((scene.names[pair.first], scene.names[pair.second]))
+        return out
+
+    def is_valid(self, q: ArrayLike) -> bool:
+        """True when ``q`` is within :data:`~erobs_bt.backends.sim.kinematics.JOINT_LIMITS` and free."""
+        qa = _as_q(q)
+        if np.any(qa < JOINT_LIMITS[:, 0]) or np.any(qa > JOINT_LIMITS[:, 1]):
+            return False
+        return not self.in_collision(qa)
+
+    def check_path(self, qs: ArrayLike, max_step: float = 0.01) -> int | None:
+        """Check a joint-space polyline, densified so that checks are at most ``max_step`` apart.
+
+        Args:
+            qs: (N, 6) waypoints [rad], N ≥ 1, joined by straight joint-space segments.
+            max_step: [rad] largest change of any joint between two consecutive checks.
+
+        Returns:
+            ``None`` when every waypoint and every segment is free; otherwise the smallest
+            index ``i`` such that waypoint ``i`` collides or the segment from ``i - 1`` to
+            ``i`` does (``0``: the first waypoint itself collides).
+
+        Raises:
+            ValueError: bad shape, non-finite values or ``max_step <= 0``.
+        """
+        path = np.asarray(qs, dtype=float)
+        if path.ndim != 2 or path.shape[1] != 6 or path.shape[0] == 0:
+            raise ValueError(f"qs: expected shape (N, 6) with N >= 1, got {path.shape}")
+        if not np.all(np.isfinite(path)):
+            raise ValueError("qs: joint values must be finite")
+        if not max_step > 0:
+            raise ValueError(f"max_step: expected > 0, got {max_step}")
+        state = self._thread_state()
+        scene = state.scene
+        model, geometry, data, geometry_data = scene.model, scene.geometry, state.data, state.geometry_data
+        if pin.computeCollisions(model, data, geometry, geometry_data, path[0], True):
+            return 0
+        for i in range(1, path.shape[0]):
+            delta = path[i] - path[i - 1]
+            steps = max(1, int(np.ceil(float(np.max(np.abs(delta))) / max_step - 1e-12)))
+            for s in range(1, steps + 1):
+                q = path[i - 1] + delta * (s / steps)
+                if pin.computeCollisions(model, data, geometry, geometry_data, q, True):
+                    return i
+        return None
+
+    def body_placements(self, q: ArrayLike) -> dict[str, NDArray[np.float64]]:
+        """(4, 4) pose in ``base_link`` of every body at ``q`` (for viewers and tests)."""
+        state = self._thread_state()
+        scene = state.scene
+        pin.updateGeometryPlacements(scene.model, state.data, scene.geometry, state.geometry_data, _as_q(q))
+        return {
+            name: np.asarray(state.geometry_data.oMg[i].homogeneous) for i, name in enumerate(scene.names)
+        }
+
+    def frame_pose(self, q: ArrayLike, frame: str) -> NDArray[np.float64]:
+        """(4, 4) pose of a URDF frame (``flange``, ``tool0``, ``base``, …) in ``base_link``.
+
+        Raises:
+            ValueError: unknown frame.
+        """
+        state = self._thread_state()
+        model = state.scene.model
+        if not model.existFrame(frame):
+            raise ValueError(f"unknown frame {frame!r}")
+        fid = model.getFrameId(frame)
+        pin.framesForwardKinematics(model, state.data, _as_q(q))
+        return np.asarray(state.data.oMf[fid].homogeneous)
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _thread_state(self) -> _ThreadState:
+        scene = self._scene
+        state: _ThreadState | None = getattr(self._local, "state", None)
+        if state is None or state.scene is not scene:
+            data = scene.model.createData()
+            geometry_data = pin.GeometryData(scene.geometry)
+            for k, margin in enumerate(scene.pair_margins):
+                if margin > 0:
+                    geometry_data.collisionRequests[k].security_margin = margin
+            state = _ThreadState(scene=scene, data=data, geometry_data=geometry_data)
+            self._local.state = state
+        return state
+
+    def _tool_objects(self, gripper: str, cup_profile: str | None) -> list[tuple[str, ToolShape]]:
+        shapes = self._cell.gripper(gripper).collision_shapes(cup_profile)
+        return [(f"{gripper}/{s.name}", s) for s in shapes]
+
+    def _base_geometry(self, gripper: str, cup_profile: str | None) -> tuple[pin.GeometryModel, list[str]]:
+        """Arm links plus tool primitives, no pairs."""
+        geometry = pin.GeometryModel()
+        names: list[str] = []
+        for obj in self._robot_geometry.geometryObjects:
+            link = self._robot_model.frames[obj.parentFrame].name
+            copy = pin.GeometryObject(link, obj.parentJoint, obj.parentFrame, obj.placement, obj.geometry)
+            geometry.addGeometryObject(copy)
+            names.append(link)
+        flange = self._robot_model.getFrameId(TOOL_FRAME)
+        for name, tool_shape in self._tool_objects(gripper, cup_profile):
+            placement = self._T_joint_flange * pin.SE3(tool_shape.pose.matrix())
+            geometry.addGeometryObject(
+                pin.GeometryObject(name, self._tool_joint, flange, placement, coal_shape(tool_shape.shape))
+            )
+            names.append(name)
+        return geometry, names
+
+    def _candidate_self_pairs(self, names: Sequence[str]) -> list[tuple[int, int]]:
+        adjacent = {frozenset(p) for p in ADJACENT_LINKS}
+        pairs = []
+        for i in range(len(names)):
+            for j in range(i + 1, len(names)):
+                a, b = names[i], names[j]
+                a_link = a if a in ROBOT_LINKS else TOOL_LINK
+                b_link = b if b in ROBOT_LINKS else TOOL_LINK
+                if a_link == b_link or frozenset((a_link, b_link)) in adjacent:
+                    continue
+                pairs.append((i, j))
+        return pairs
+
+    def _acm(self, gripper: str, cup_profile: str | None) -> frozenset[tuple[str, str]]:
+        """Disabled self pairs: adjacent, and always/never colliding in seeded sampling."""
+        key = (gripper, cup_profile)
+        cached = self._acm_cache.get(key)
+        if cached is not None:
+            return cached
+        geometry, names = self._base_geometry(gripper, cup_profile)
+        candidates = self._candidate_self_pairs(names)
+        for i, j in candidates:
+            geometry.addCollisionPair(pin.CollisionPair(i, j))
+        data = self._robot_model.createData()
+        geometry_data = pin.GeometryData(geometry)
+        settings = self._cell.collision
+        rng = np.random.default_rng(settings.seed)
+        samples = rng.uniform(-np.pi, np.pi, size=(settings.self_collision_samples, 6))
+        hits = np.zeros(len(candidates), dtype=np.int64)
+        results = geometry_data.collisionResults
+        for q in samples:
+            if pin.computeCollisions(self._robot_model, data, geometry, geometry_data, q, False):
+                hits += np.fromiter((r.isCollision() for r in results), dtype=bool, count=len(candidates))
+        enabled = {
+            (names[i], names[j]) for (i, j), h in zip(candidates, hits, strict=True) if 0 < h < len(samples)
+        }
+        every = {
+            tuple(sorted((names[i], names[j]))) for i in range(len(names)) for j in range(i + 1, len(names))
+        }
+        disabled = frozenset(p for p in every if p not in {tuple(sorted(e)) for e in enabled})
+        self._acm_cache[key] = disabled  # type: ignore[assignment]
+        return disabled  # type: ignore[return-value]
+
+    def _build_scene(self, gripper: str, cup_profile: str | None, attached: AttachedObject | None) -> _Scene:
+        disabled = self._acm(gripper, cup_profile)
+        geometry, names = self._base_geometry(gripper, cup_profile)
+        margins: list[float] = []
+        n_robot = len(names)
+        for i in range(n_robot):
+            for j in range(i + 1, n_robot):
+                if _pair_key(names[i], names[j]) not in disabled:
+                    geometry.addCollisionPair(pin.CollisionPair(i, j))
+                    margins.append(0.0)
+        universe = self._robot_model.getFrameId("base_link")
+        padding = self._cell.collision.padding
+        obstacle_index: dict[str, int] = {}
+        for obstacle in self._cell.obstacles:
+            index = geometry.addGeometryObject(
+                pin.GeometryObject(
+                    obstacle.name,
+                    0,
+                    universe,
+                    pin.SE3(obstacle.T_base_link_obstacle()),
+                    coal_shape(obstacle.shape),
+                )
+            )
+            names.append(obstacle.name)
+            obstacle_index[obstacle.name] = index
+            for i in range(n_robot):
+                if names[i] in obstacle.touch_links:
+                    continue
+                geometry.addCollisionPair(pin.CollisionPair(i, index))
+                margins.append(padding if names[i] in ROBOT_LINKS else 0.0)
+        if attached is not None:
+            flange = self._robot_model.getFrameId(TOOL_FRAME)
+            T_flange_object = self._cell.gripper(gripper).T_flange_tcp(cup_profile) @ np.array(
+                attached.T_tip_object
+            )
+            index = geometry.addGeometryObject(
+                pin.GeometryObject(
+                    attached.name,
+                    self._tool_joint,
+                    flange,
+                    self._T_joint_flange * pin.SE3(T_flange_object),
+                    coal_shape(attached.shape),
+                )
+            )
+            names.append(attached.name)
+            for i in range(n_robot):
+                if names[i] == TOOL_LINK or names[i] not in ROBOT_LINKS:
+                    continue
+                geometry.addCollisionPair(pin.CollisionPair(i, index))
+                margins.append(0.0)
+            for obstacle_name, k in obstacle_index.items():
+                if obstacle_name not in attached.touch_obstacles:
+                    geometry.addCollisionPair(pin.CollisionPair(k, index))
+                    margins.append(0.0)
+        return _Scene(
+            model=self._robot_model,
+            geometry=geometry,
+            names=tuple(names),
+            pair_margins=tuple(margins),
+            revision=self._cell.model_revision(gripper, cup_profile),
+            gripper=gripper,
+            cup_profile=cup_profile,
+            attached=attached,
+            disabled_pairs=disabled,
+        )
+
+
+def _pair_key(a: str, b: str) -> tuple[str, str]:
+    return (a, b) if a <= b else (b, a)
+
+
+def _as_q(q: ArrayLike) -> NDArray[np.float64]:
+    arr = np.asarray(q, dtype=float)
+    if arr.shape != (6,) or not np.all(np.isfinite(arr)):
+        raise ValueError(f"q: expected 6 finite joint values [rad], got {np.asarray(q).tolist()}")
+    return arr

@@ -1,0 +1,192 @@
+"""The ``erobs-bt`` verbs for seeing a tree: ``render``, ``export``, ``log``, ``watch``.
+
+:data:`COMMANDS` is what :mod:`erobs_bt.cli` adds to its group. This module imports
+only click at import time; each command imports what it needs when it runs, so
+``erobs-bt --help`` stays fast. Exit codes follow the CLI's: 0 success, 1 the work
+failed (the live view or the node could not be reached), 2 a script, configuration or
+input file is invalid.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+
+EXIT_FAILED = 1
+EXIT_INVALID = 2
+
+_SCRIPT = click.argument("script", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+_POSES = click.option(
+    "--poses",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Pose registry YAML (degrees).",
+)
+_NO_BATCHING = click.option("--no-batching", is_flag=True, help="One unit per step (enable_batching:=false).")
+_PREVIEW = click.option(
+    "--preview", is_flag=True, help="The preview tree (PlanUnit only) instead of execution."
+)
+
+
+def _fail(message: str, code: int) -> NoReturn:
+    from rich.console import Console
+
+    Console(stderr=True).print(f"[bold red]error[/] {message}", highlight=False, soft_wrap=True)
+    sys.exit(code)
+
+
+def _compile(script: Path, poses: Path | None, no_batching: bool, preview: bool) -> Any:
+    """Parse and compile ``script`` for display; exits 2 on an invalid script."""
+    from erobs_bt.cli import load_script
+    from erobs_bt.script.errors import ScriptError
+    from erobs_bt.tree.compile import NotPreviewableError
+    from erobs_bt.tree.context import Mode
+    from erobs_bt.viz.render import compile_for_display
+
+    try:
+        parsed = load_script(script, poses)
+        return compile_for_display(
+            parsed, enable_batching=not no_batching, mode=Mode.PREVIEW if preview else Mode.EXECUTE
+        )
+    except (ScriptError, NotPreviewableError) as exc:
+        _fail(f"{script}: {exc}", EXIT_INVALID)
+    except OSError as exc:
+        _fail(str(exc), EXIT_INVALID)
+
+
+@click.command()
+@_SCRIPT
+@click.option(
+    "-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True, help="Output file."
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["svg", "png", "dot", "txt"]),
+    help="Output format (default: from the output file's suffix).",
+)
+@_POSES
+@_NO_BATCHING
+@_PREVIEW
+@click.option("--collapse-decorators", is_flag=True, help="Draw decorators without what they decorate.")
+@click.option(
+    "--rankdir",
+    type=click.Choice(["LR", "TB"]),
+    default="LR",
+    show_default=True,
+    help="Graph direction: LR stacks the units vertically, TB is py_trees' top-down layout.",
+)
+def render(
+    script: Path,
+    output: Path,
+    fmt: str | None,
+    poses: Path | None,
+    no_batching: bool,
+    preview: bool,
+    collapse_decorators: bool,
+    rankdir: str,
+) -> None:
+    """Draw the tree SCRIPT compiles to (svg, png, dot or text).
+
+    The tree is compiled exactly as for a goal, on a scripted backend, and never
+    ticked: nothing is planned, executed or cached.
+    """
+    from erobs_bt.viz.render import format_for, render_tree
+
+    try:
+        chosen = format_for(output, fmt)
+    except ValueError as exc:
+        _fail(str(exc), EXIT_INVALID)
+    root = _compile(script, poses, no_batching, preview)
+    try:
+        render_tree(root, output, chosen, collapse_decorators=collapse_decorators, rankdir=rankdir)
+    except ValueError as exc:
+        _fail(str(exc), EXIT_INVALID)
+    except (RuntimeError, OSError) as exc:
+        _fail(str(exc), EXIT_FAILED)
+    click.echo(f"wrote {output} ({chosen})")
+
+
+@click.command()
+@_SCRIPT
+@click.option(
+    "--format", "fmt", type=click.Choice(["btcpp"]), required=True, help="btcpp: BehaviorTree.CPP v4 XML."
+)
+@click.option(
+    "-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Output file (default: stdout)."
+)
+@click.option("--tree-id", help="The BehaviorTree ID (default: from the script's file name).")
+@_POSES
+@_NO_BATCHING
+@_PREVIEW
+def export(
+    script: Path,
+    fmt: str,
+    output: Path | None,
+    tree_id: str | None,
+    poses: Path | None,
+    no_batching: bool,
+    preview: bool,
+) -> None:
+    """Export the tree SCRIPT compiles to as BehaviorTree.CPP v4 XML (for Groot2)."""
+    import xml.etree.ElementTree as ET
+
+    from erobs_bt.viz.export_btcpp import check_btcpp, to_btcpp_xml, tree_id_for
+
+    root = _compile(script, poses, no_batching, preview)
+    try:
+        text = to_btcpp_xml(root, tree_id=tree_id or tree_id_for(script.stem))
+    except ValueError as exc:
+        _fail(str(exc), EXIT_INVALID)
+    problems = check_btcpp(ET.fromstring(text))
+    if problems:
+        _fail("the export does not conform to BT.CPP v4:\n  " + "\n  ".join(problems), EXIT_FAILED)
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    output.write_text(text, encoding="utf-8")
+    click.echo(f"wrote {output} (BehaviorTree.CPP v4 XML, format {fmt})")
+
+
+@click.command(name="log")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--goal", "goal_id", help="Show only this goal (e.g. goal-2).")
+def log_command(file: Path, goal_id: str | None) -> None:
+    """Print the run log FILE (JSON Lines) as a timeline."""
+    from rich.console import Console
+
+    from erobs_bt.viz.runlog import read_run_log, timeline
+
+    try:
+        records = read_run_log(file)
+    except (ValueError, UnicodeDecodeError) as exc:
+        _fail(str(exc), EXIT_INVALID)
+    Console().print(timeline(records, goal_id=goal_id))
+
+
+@click.command()
+@click.option("--url", help="Watch a live web view (erobs-bt run --view) instead of the ROS node.")
+@click.option("--node", default="/erobs_bt", show_default=True, help="The erobs_bt node to watch over ROS.")
+@click.option("--once", is_flag=True, help="Print one picture and exit.")
+@click.option("--timeout", default=10.0, show_default=True, help="With --once over ROS: seconds to wait [s].")
+def watch(url: str | None, node: str, once: bool, timeout: float) -> None:
+    """Watch a running tree in the terminal (ROS ~/tree_snapshot, or a live view's URL)."""
+    from rich.console import Console
+
+    from erobs_bt.viz.watch import watch_ros, watch_url
+
+    console = Console()
+    try:
+        if url:
+            code = watch_url(url, console=console, once=once)
+        else:
+            code = watch_ros(node, console=console, once=once, timeout=timeout)
+    except KeyboardInterrupt:
+        code = 0
+    sys.exit(code)
+
+
+#: The commands :mod:`erobs_bt.cli` registers (``main.add_command`` for each).
+COMMANDS: list[click.Command] = [render, export, log_command, watch]

@@ -1,0 +1,233 @@
+"""Static renderings of a compiled script tree: Graphviz dot, SVG, PNG and text.
+
+A script is compiled for display exactly as the orchestrator compiles it for a goal
+(:func:`erobs_bt.tree.compile.compile_tree`), on a :class:`~erobs_bt.backends.scripted.ScriptedBackend`
+with a fresh plan cache. The tree is never ticked, so nothing is planned, executed or
+cached and every behaviour shows its initial status: the picture is the *shape* the
+goal would run with (its units, the unit boundaries where pause and cancel act, and the
+ReplayOrPlan structure of each motion unit).
+
+Text comes from :func:`py_trees.display.unicode_tree`. Graphs do not come from
+:func:`py_trees.display.dot_tree`: it uses each behaviour's name as the Graphviz node id,
+and pydot reads a ``:`` in an id as a node *port* (``"unit 1: batch[3]: …"`` becomes
+node ``unit 1`` with port ``batch[3]…``), so the unit sequences, whose names contain
+colons, come out as disconnected, mislabelled nodes. :func:`tree_to_dot` draws the
+same picture with py_trees' shapes and colours (Selector octagon/cyan, Sequence
+box/orange, Parallel parallelogram/gold, Decorator ellipse/ghostwhite, leaves
+ellipse/gray) but numbered node ids, and marks the unit boundaries (light blue) and the
+unit sequences (bold) so the pause/cancel granularity stands out.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import py_trees
+import pydot
+
+from erobs_bt.backends.scripted import ScriptedBackend
+from erobs_bt.batching import group_into_batches
+from erobs_bt.cache import PlanCache
+from erobs_bt.script.model import Script
+from erobs_bt.tree.boundary import UnitBoundary
+from erobs_bt.tree.compile import UnitSequence, compile_tree
+from erobs_bt.tree.context import Controls, GoalContext, Mode
+
+#: Output formats of :func:`render_tree`, by file suffix.
+SUFFIX_FORMATS: dict[str, str] = {".svg": "svg", ".png": "png", ".dot": "dot", ".gv": "dot", ".txt": "txt"}
+
+#: The formats :func:`render_tree` writes.
+FORMATS: tuple[str, ...] = ("svg", "png", "dot", "txt")
+
+_FONT = "DejaVu Sans"
+
+
+def compile_for_display(script: Script, *, enable_batching: bool, mode: Mode) -> UnitSequence:
+    """Compile ``script`` into the tree a goal would run, without running it.
+
+    The tree's behaviours are bound to a :class:`ScriptedBackend`, a new
+    :class:`PlanCache` and idle :class:`Controls`; nothing is ticked, so no backend call
+    is ever made and every status is ``INVALID``.
+
+    Args:
+        script: the parsed script.
+        enable_batching: group consecutive moveto/end_effector steps into one unit
+            (the ``enable_batching`` parameter).
+        mode: :attr:`Mode.EXECUTE` (ReplayOrPlan per motion unit) or
+            :attr:`Mode.PREVIEW` (PlanUnit only).
+
+    Returns:
+        The root ``script`` sequence.
+
+    Raises:
+        erobs_bt.tree.compile.NotPreviewableError: preview of a script with steps other
+            than moveto/end_effector.
+    """
+    units = group_into_batches(script.steps, enabled=enable_batching)
+    context = GoalContext(
+        script=script,
+        units=units,
+        mode=mode,
+        backend=ScriptedBackend(),
+        cache=PlanCache(),
+        cache_key=None,
+        controls=Controls(),
+    )
+    return compile_tree(context)
+
+
+def format_for(path: Path, explicit: str | None) -> str:
+    """The output format: ``explicit`` when given, else from ``path``'s suffix.
+
+    Raises:
+        ValueError: unknown explicit format, or no format given and the suffix is not
+            one of :data:`SUFFIX_FORMATS`.
+    """
+    if explicit is not None:
+        if explicit not in FORMATS:
+            raise ValueError(f"unknown format {explicit!r}; expected one of {', '.join(FORMATS)}")
+        return explicit
+    fmt = SUFFIX_FORMATS.get(path.suffix.lower())
+    if fmt is None:
+        known = ", ".join(sorted(SUFFIX_FORMATS))
+        raise ValueError(
+            f"{path}: cannot tell the format from the suffix {path.suffix!r} ({known}); use --format"
+        )
+    return fmt
+
+
+def _walk(
+    root: py_trees.behaviour.Behaviour, *, collapse_decorators: bool
+) -> Iterator[tuple[py_trees.behaviour.Behaviour, py_trees.behaviour.Behaviour | None]]:
+    """Pre-order (behaviour, parent); below a decorator nothing when collapsing."""
+    stack: list[tuple[py_trees.behaviour.Behaviour, py_trees.behaviour.Behaviour | None]] = [(root, None)]
+    while stack:
+        behaviour, parent = stack.pop()
+        yield behaviour, parent
+        if collapse_decorators and isinstance(behaviour, py_trees.decorators.Decorator):
+            continue
+        stack.extend((child, behaviour) for child in reversed(behaviour.children))
+
+
+def _quoted(text: str) -> str:
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{escaped}"'
+
+
+def _style(behaviour: py_trees.behaviour.Behaviour) -> dict[str, Any]:
+    """Graphviz attributes: py_trees' conventions plus unit boundaries and unit sequences."""
+    if isinstance(behaviour, UnitBoundary):
+        return {"shape": "cds", "fillcolor": "lightblue"}
+    if isinstance(behaviour, py_trees.composites.Selector):
+        return {"shape": "octagon", "fillcolor": "cyan"}
+    if isinstance(behaviour, py_trees.composites.Sequence):
+        style: dict[str, Any] = {"shape": "box", "fillcolor": "orange"}
+        if behaviour.name.startswith("unit "):
+            style["penwidth"] = "2"
+        return style
+    if isinstance(behaviour, py_trees.composites.Parallel):
+        return {"shape": "parallelogram", "fillcolor": "gold"}
+    if isinstance(behaviour, py_trees.decorators.Decorator):
+        return {"shape": "ellipse", "fillcolor": "ghostwhite"}
+    return {"shape": "ellipse", "fillcolor": "gray"}
+
+
+def _kind(behaviour: py_trees.behaviour.Behaviour) -> str:
+    """Second label line: the composite kind and memory, or the class of a leaf."""
+    for base in (py_trees.composites.Selector, py_trees.composites.Sequence, py_trees.composites.Parallel):
+        if isinstance(behaviour, base):
+            kind = base.__name__
+            return f"{kind} (memory)" if getattr(behaviour, "memory", False) else kind
+    return type(behaviour).__name__
+
+
+def tree_to_dot(
+    root: py_trees.behaviour.Behaviour, *, collapse_decorators: bool, rankdir: str = "LR"
+) -> pydot.Dot:
+    """The tree as a Graphviz graph.
+
+    Args:
+        root: the tree's root.
+        collapse_decorators: draw a decorator but nothing below it (as
+            ``py_trees.display.dot_tree(collapse_decorators=True)``).
+        rankdir: Graphviz ``rankdir``: ``LR`` (root on the left; a script's units stack
+            vertically, which stays readable for long scripts) or ``TB`` (root on top, as
+            py_trees draws it).
+
+    Returns:
+        A ``pydot.Dot`` whose nodes are ``n0`` (the root), ``n1``, … in pre-order, each
+        labelled with the behaviour's name and, on a second line, its kind (the
+        composite and its memory, or the leaf's class) when that differs from the name.
+
+    Raises:
+        ValueError: ``rankdir`` is not ``TB`` or ``LR``.
+    """
+    if rankdir not in ("TB", "LR"):
+        raise ValueError(f"rankdir must be TB or LR (got {rankdir!r})")
+    graph = pydot.Dot(graph_name="erobs_bt", graph_type="digraph", ordering="out", rankdir=rankdir)
+    graph.set_node_defaults(fontname=_quoted(_FONT), fontsize="9", style="filled")
+    graph.set_edge_defaults(fontname=_quoted(_FONT))
+    ids: dict[object, str] = {}
+    for behaviour, parent in _walk(root, collapse_decorators=collapse_decorators):
+        node_id = f"n{len(ids)}"
+        ids[behaviour.id] = node_id
+        kind = _kind(behaviour)
+        label = behaviour.name if behaviour.name.rstrip("?") == kind else f"{behaviour.name}\n{kind}"
+        graph.add_node(
+            pydot.Node(
+                node_id, label=_quoted(label), tooltip=_quoted(type(behaviour).__name__), **_style(behaviour)
+            )
+        )
+        if parent is not None:
+            graph.add_edge(pydot.Edge(ids[parent.id], node_id))
+    return graph
+
+
+def tree_to_text(root: py_trees.behaviour.Behaviour) -> str:
+    """The tree as text (``py_trees.display.unicode_tree``), one behaviour per line."""
+    return py_trees.display.unicode_tree(root)
+
+
+def render_tree(
+    root: py_trees.behaviour.Behaviour,
+    path: Path,
+    fmt: str,
+    *,
+    collapse_decorators: bool,
+    rankdir: str = "LR",
+) -> None:
+    """Write the tree under ``root`` to ``path``.
+
+    Args:
+        root: the tree's root.
+        path: output file (its directory must exist).
+        fmt: one of :data:`FORMATS`.
+        collapse_decorators: see :func:`tree_to_dot`; not available for ``txt``.
+        rankdir: see :func:`tree_to_dot`.
+
+    Raises:
+        ValueError: unknown format, or ``collapse_decorators`` with ``txt``.
+        RuntimeError: ``svg``/``png`` requested and Graphviz's ``dot`` program is not
+            installed (``apt-get install graphviz``).
+        OSError: the file cannot be written.
+    """
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
+    if fmt == "txt":
+        if collapse_decorators:
+            raise ValueError("collapsing decorators applies to dot, svg and png, not txt")
+        path.write_text(tree_to_text(root) + "\n", encoding="utf-8")
+        return
+    graph = tree_to_dot(root, collapse_decorators=collapse_decorators, rankdir=rankdir)
+    if fmt == "dot":
+        path.write_text(graph.to_string(), encoding="utf-8")
+        return
+    if shutil.which("dot") is None:
+        raise RuntimeError(
+            f"writing {fmt} needs Graphviz's `dot` program (apt-get install graphviz); "
+            "the dot and txt formats work without it"
+        )
+    graph.write(str(path), prog="dot", format=fmt)

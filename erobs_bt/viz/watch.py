@@ -1,0 +1,346 @@
+"""A terminal tree watcher, in the spirit of py_trees_ros' ``py-trees-tree-watcher``.
+
+Two sources, one picture (:func:`erobs_bt.viz.model.fold_tree`), drawn with rich:
+
+* ROS (:func:`watch_ros`): subscribes to the node's latched ``~/tree_snapshot``
+  (``erobs_bt_interfaces/msg/TreeSnapshot``) and ``~/execution_state`` topics. rclpy is
+  imported only here, when a ROS watch starts; discovery stays on localhost unless the
+  user chose otherwise (:func:`erobs_bt.ros.ensure_localhost_discovery`).
+* the live web view (:func:`watch_url`): long-polls its ``/api/state`` JSON, so the
+  watcher works without ROS (``erobs-bt run --view`` in one terminal, ``erobs-bt watch
+  --url …`` in another).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from rich.console import Console, Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+from rich.tree import Tree
+
+from erobs_bt.viz.model import fold_tree, nest
+
+_ICON = {"RUNNING": "●", "SUCCESS": "✓", "FAILURE": "✗", "INVALID": "·"}
+_STYLE = {"RUNNING": "bold yellow", "SUCCESS": "green", "FAILURE": "bold red", "INVALID": "dim"}
+_STATE_STYLE = {
+    "IDLE": "green",
+    "RUNNING": "bold blue",
+    "COMPLETING_TASK": "yellow",
+    "PAUSED": "bold yellow",
+    "CANCELING": "yellow",
+    "FAULTED": "bold red",
+}
+
+
+def _status_text(status: str, text: str, *, bold: bool = False) -> Text:
+    style = _STYLE.get(status, "")
+    line = Text(f"{_ICON.get(status, '?')} ", style=style)
+    line.append(text, style=f"{style} bold" if bold and "bold" not in style else style)
+    return line
+
+
+def _node_tree(parent: Tree, node: Mapping[str, Any]) -> None:
+    label = _status_text(str(node.get("status", "")), str(node.get("name", "")))
+    if node.get("message"):
+        label.append(f"  {node['message']}", style="italic dim")
+    branch = parent.add(label)
+    for child in node.get("children", ()):
+        _node_tree(branch, child)
+
+
+def _unit_label(entry: Mapping[str, Any]) -> Text:
+    label = _status_text(str(entry["status"]), str(entry["name"]), bold=bool(entry.get("current")))
+    if entry.get("current"):
+        label.append("  ◀ current", style="bold magenta")
+    if entry.get("cache"):
+        label.append(f"  [{entry['cache']}]", style="cyan")
+    seconds = entry.get("seconds") or {}
+    if seconds:
+        label.append("  " + ", ".join(f"{k} {float(v):.2f} s" for k, v in seconds.items()), style="dim")
+    if entry.get("error"):
+        label.append(f"  {entry['error']}", style="red")
+    return label
+
+
+def tree_renderable(tree: Mapping[str, Any]) -> Tree:
+    """The folded tree (``fold_tree`` output) as a rich Tree: the current, running and
+    failed units with their subtrees, every other unit or fold on one line."""
+    root = tree["root"]
+    out = Tree(_status_text(str(root["status"]), f"{root['name']} ({tree['total_units']} units)"))
+    for entry in tree["entries"]:
+        kind = entry["kind"]
+        if kind == "unit":
+            boundary = entry.get("boundary")
+            if boundary and boundary.get("status") == "RUNNING":
+                waiting = _status_text(
+                    "RUNNING", f"{boundary['name']}: {boundary.get('message') or 'waiting'}"
+                )
+                out.add(waiting)
+            branch = out.add(_unit_label(entry))
+            if entry.get("open"):
+                for child in entry.get("children", ()):
+                    _node_tree(branch, child)
+        elif kind == "fold":
+            span = (
+                f"unit {entry['first']}"
+                if entry["first"] == entry["last"]
+                else f"units {entry['first']}–{entry['last']}"
+            )
+            words = {"done": "succeeded", "pending": "pending", "mixed": ""}[entry["state"]]
+            status = {"done": "SUCCESS", "pending": "INVALID", "mixed": "RUNNING"}[entry["state"]]
+            out.add(_status_text(status, f"{span} {words} ({len(entry['units'])})".replace("  ", " ")))
+        else:
+            out.add(_status_text(str(entry.get("status", "")), str(entry.get("name", ""))))
+    return out
+
+
+def render_picture(picture: Mapping[str, Any], *, source: str) -> RenderableType:
+    """A picture (web view JSON or :func:`picture_from_ros`) as a header and the tree.
+
+    Args:
+        picture: ``state``, ``goal``, ``feedback``, ``last_error``, ``result``, ``tree``
+            (any may be missing or empty).
+        source: what is watched (a URL or a ROS node), shown in the header.
+    """
+    header = Table.grid(padding=(0, 1))
+    header.add_column(style="dim")
+    header.add_column()
+    state = str(picture.get("state", ""))
+    header.add_row("watching", source)
+    state_text = Text(state or "?", style=_STATE_STYLE.get(state, ""))
+    if picture.get("state_message"):
+        state_text.append(f"  {picture['state_message']}", style="dim")
+    header.add_row("state", state_text)
+    goal = picture.get("goal") or {}
+    if goal.get("id"):
+        header.add_row("goal", str(goal["id"]))
+    feedback = picture.get("feedback") or {}
+    if feedback:
+        percent = feedback.get("progress_percentage")
+        header.add_row(
+            "progress",
+            (f"{float(percent):.0f} % — " if percent is not None else "")
+            + f"step {feedback.get('current_step', 0)}/{feedback.get('total_steps', 0)}, "
+            f"unit {feedback.get('unit_index', 0)}: {feedback.get('current_action', '')}"
+            + (f" [cache {feedback['cache_status']}]" if feedback.get("cache_status") else ""),
+        )
+        if feedback.get("status_message"):
+            header.add_row("doing", str(feedback["status_message"]))
+    result = picture.get("result")
+    if result:
+        style = "green" if result.get("status") == "SUCCEEDED" else "bold red"
+        header.add_row(
+            "result",
+            Text(
+                f"{result.get('status')} {result.get('completed_steps')}/{result.get('total_steps')} steps",
+                style=style,
+            ),
+        )
+    if picture.get("last_error"):
+        header.add_row("last error", Text(str(picture["last_error"]), style="bold red"))
+    tree = picture.get("tree")
+    body: RenderableType = tree_renderable(tree) if tree else Text("no tree yet (no goal)", style="dim")
+    return Group(header, Text(""), body)
+
+
+# -- the web view ----------------------------------------------------------------------------
+
+
+def fetch_picture(url: str, *, after: int | None, wait: float, timeout: float) -> dict[str, Any]:
+    """One ``GET /api/state`` of a live view at ``url`` (``http://127.0.0.1:PORT/``).
+
+    Raises:
+        urllib.error.URLError, OSError: the view cannot be reached.
+        ValueError: the answer is not JSON.
+    """
+    query = f"?after={after}&wait={wait:g}" if after is not None else ""
+    with urllib.request.urlopen(url.rstrip("/") + "/api/state" + query, timeout=timeout) as response:
+        return dict(json.loads(response.read().decode("utf-8")))
+
+
+def watch_url(
+    url: str,
+    *,
+    console: Console,
+    once: bool,
+    stop: threading.Event | None = None,
+    wait: float = 10.0,
+) -> int:
+    """Draw the live view at ``url`` until interrupted (or once).
+
+    Args:
+        url: the live view's address.
+        console: where to draw.
+        once: print one picture and return.
+        stop: set it to end the watch (tests, embedding).
+        wait: long-poll wait per request [s].
+
+    Returns:
+        0, or 1 when ``once`` and the view cannot be reached.
+    """
+    from rich.live import Live
+
+    stop = stop or threading.Event()
+    if once:
+        try:
+            picture = fetch_picture(url, after=None, wait=0, timeout=10)
+        except (OSError, ValueError) as exc:
+            console.print(f"[bold red]cannot reach the live view at {url}:[/] {exc}", highlight=False)
+            return 1
+        console.print(render_picture(picture, source=url))
+        return 0
+    version: int | None = None
+    with Live(Text(f"connecting to {url} …"), console=console, refresh_per_second=8) as live:
+        while not stop.is_set():
+            try:
+                picture = fetch_picture(url, after=version, wait=wait, timeout=wait + 5)
+            except (OSError, ValueError) as exc:
+                live.update(Text(f"{url}: {exc} — retrying", style="bold red"))
+                stop.wait(1.0)
+                continue
+            if picture.get("version") != version:
+                version = picture.get("version")
+                live.update(render_picture(picture, source=url))
+    return 0
+
+
+# -- ROS ----------------------------------------------------------------------------------------
+
+
+def picture_from_ros(snapshot: Any, state: Any | None) -> dict[str, Any]:
+    """A picture from a ``TreeSnapshot`` message and the latest ``ExecutionState``.
+
+    Args:
+        snapshot: ``erobs_bt_interfaces/msg/TreeSnapshot`` (``goal_id``, ``final``,
+            ``behaviours`` with ``id``, ``parent_id``, ``name``, ``type``, ``status``,
+            ``message``), or ``None``.
+        state: ``erobs_bt_interfaces/msg/ExecutionState`` or ``None``.
+
+    Returns:
+        The picture :func:`render_picture` draws (no per-unit cache or timing notes:
+        the topics do not carry them).
+    """
+    picture: dict[str, Any] = {"state": "", "goal": {}, "tree": None}
+    if state is not None:
+        picture["state"] = state.state
+        picture["state_message"] = state.message
+        if state.total_steps:
+            picture["feedback"] = {
+                "current_step": state.current_step,
+                "total_steps": state.total_steps,
+                "unit_index": state.unit_index,
+                "current_action": "",
+            }
+    if snapshot is not None:
+        picture["goal"] = {"id": snapshot.goal_id, "final": bool(snapshot.final)}
+        root = nest(
+            {
+                "id": b.id,
+                "parent_id": b.parent_id,
+                "name": b.name,
+                "type": b.type,
+                "status": b.status,
+                "message": b.message,
+            }
+            for b in snapshot.behaviours
+        )
+        picture["tree"] = fold_tree(root, notes={}) if root is not None else None
+    return picture
+
+
+def watch_ros(
+    node: str,
+    *,
+    console: Console,
+    once: bool,
+    timeout: float = 10.0,
+    stop: threading.Event | None = None,
+) -> int:
+    """Draw the tree snapshots of the ``erobs_bt`` node ``node`` until interrupted.
+
+    Args:
+        node: the node's fully qualified name (``/erobs_bt``).
+        console: where to draw.
+        once: print the first snapshot received (latched: the last one published) and return.
+        timeout: with ``once``, how long to wait for it [s].
+        stop: set it to end the watch.
+
+    Returns:
+        0, or 1 when ``once`` and no snapshot arrived in time.
+    """
+    from erobs_bt.ros import ensure_localhost_discovery
+
+    ensure_localhost_discovery()
+    import rclpy
+    from erobs_bt_interfaces.msg import ExecutionState, TreeSnapshot
+    from rclpy.context import Context
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.node import Node
+    from rclpy.signals import SignalHandlerOptions
+    from rich.live import Live
+
+    from erobs_bt.ros.client import default_names, latched_qos
+
+    names = default_names(node)
+    stop = stop or threading.Event()
+    lock = threading.Lock()
+    latest: dict[str, Any] = {"snapshot": None, "state": None, "count": 0}
+    changed = threading.Event()
+
+    def keep(key: str) -> Callable[[Any], None]:
+        def callback(message: Any) -> None:
+            with lock:
+                latest[key] = message
+                latest["count"] += 1
+            changed.set()
+
+        return callback
+
+    context = Context()
+    rclpy.init(context=context, signal_handler_options=SignalHandlerOptions.NO)
+    ros_node = Node("erobs_bt_watch", context=context, start_parameter_services=False)
+    ros_node.create_subscription(TreeSnapshot, names["tree_snapshot"], keep("snapshot"), latched_qos())
+    ros_node.create_subscription(ExecutionState, names["execution_state"], keep("state"), latched_qos())
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(ros_node)
+    spinner = threading.Thread(target=executor.spin, name="erobs_bt-watch", daemon=True)
+    spinner.start()
+
+    def current() -> dict[str, Any]:
+        with lock:
+            return picture_from_ros(latest["snapshot"], latest["state"])
+
+    try:
+        if once:
+            deadline = time.monotonic() + timeout
+            while latest["snapshot"] is None and time.monotonic() < deadline and not stop.is_set():
+                changed.wait(0.1)
+                changed.clear()
+            if latest["snapshot"] is None:
+                console.print(
+                    f"[bold red]no tree snapshot from {names['tree_snapshot']} within {timeout:g} s[/]"
+                )
+                return 1
+            console.print(render_picture(current(), source=names["tree_snapshot"]))
+            return 0
+        with Live(
+            Text(f"waiting for {names['tree_snapshot']} …"), console=console, refresh_per_second=8
+        ) as live:
+            while not stop.is_set():
+                if changed.wait(0.25):
+                    changed.clear()
+                    live.update(render_picture(current(), source=names["tree_snapshot"]))
+        return 0
+    finally:
+        executor.shutdown()
+        spinner.join(5.0)
+        ros_node.destroy_node()
+        context.try_shutdown()

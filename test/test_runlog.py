@@ -1,0 +1,149 @@
+"""The run log keeps every orchestrator event as a JSON line, flushed as it happens, and
+reads back as a timeline with durations and errors in red."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from rich.console import Console
+
+from erobs_bt.backends.scripted import Outcome, ScriptedBackend
+from erobs_bt.orchestrator import GoalStatus, ListenerGroup, State
+from erobs_bt.viz.commands import log_command
+from erobs_bt.viz.runlog import RunLogWriter, read_run_log, timeline
+
+from helpers import SUCK, Recorder, make_orchestrator, move, script_json, vacuum, wait_for
+
+THREE_UNITS = script_json([move("a"), vacuum("vacuum_on"), SUCK, move("b")])
+
+
+def lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def render_ansi(table) -> str:
+    console = Console(force_terminal=True, color_system="standard", width=240, record=False)
+    with console.capture() as capture:
+        console.print(table)
+    return capture.get()
+
+
+def test_every_event_is_written_as_it_happens(tmp_path: Path) -> None:
+    backend = ScriptedBackend()
+    gate = threading.Event()
+    backend.script("execute", Outcome.ok(gate=gate))
+    recorder = Recorder()
+    writer = RunLogWriter(tmp_path / "logs" / "run.jsonl")
+    orchestrator = make_orchestrator(backend, listener=ListenerGroup(recorder, writer))
+    handle = orchestrator.submit(THREE_UNITS, dry_run=False)
+    wait_for(lambda: backend.count("execute") == 1, message="unit 1 executing")
+    so_far = lines(writer.path)
+    assert [r["event"] for r in so_far][-1] == "execute_started", "flushed per line, before the goal ends"
+    gate.set()
+    assert handle.wait(10).success
+    writer.close()
+    records = lines(writer.path)
+    assert len(records) == writer.lines == len(recorder.events)
+    for written, seen in zip(records, recorder.events, strict=True):
+        assert written == {"goal_id": written["goal_id"], **seen}
+        assert list(written)[:3] == ["t", "goal_id", "event"]
+    events = [r["event"] for r in records]
+    for expected in (
+        "state",
+        "goal_started",
+        "unit_started",
+        "cache",
+        "plan_started",
+        "plan_finished",
+        "execute_started",
+        "execute_finished",
+        "run_started",
+        "run_finished",
+        "unit_succeeded",
+        "goal_finished",
+    ):
+        assert expected in events, expected
+    assert [r["unit"] for r in records if r["event"] == "unit_succeeded"] == [1, 2, 3]
+    assert all(
+        isinstance(r["seconds"], float) for r in records if r["event"].endswith("_finished") and "unit" in r
+    )
+    assert {r["goal_id"] for r in records if r["event"] != "state" or r["state"] != "IDLE"} <= {"goal-1", ""}
+    assert records[-1]["event"] == "goal_finished" and records[-1]["status"] == "SUCCEEDED"
+
+
+def test_a_failed_goal_shows_its_error_in_red(tmp_path: Path) -> None:
+    backend = ScriptedBackend()
+    backend.script("execute", Outcome.fail("EXECUTION_FAILED: controller rejected the trajectory"))
+    path = tmp_path / "run.jsonl"
+    with RunLogWriter(path) as writer:
+        orchestrator = make_orchestrator(backend, listener=writer)
+        result = orchestrator.submit(THREE_UNITS, dry_run=False).wait(10)
+    assert result.status is GoalStatus.ABORTED
+    records = read_run_log(path)
+    finished = [r for r in records if r["event"] == "goal_finished"]
+    assert finished[0]["error"].startswith("EXECUTION_FAILED: controller rejected")
+    text = render_ansi(timeline(records))
+    red = [line for line in text.splitlines() if "\x1b[1;31m" in line]
+    assert any("goal_finished" in line for line in red)
+    assert any("execute_finished" in line and "failed" in line for line in red)
+    assert not any("unit_started" in line for line in red)
+
+
+def test_the_timeline_is_relative_and_has_durations(tmp_path: Path) -> None:
+    backend = ScriptedBackend()
+    backend.script("execute", Outcome.ok(delay=0.05))
+    path = tmp_path / "run.jsonl"
+    with RunLogWriter(path) as writer:
+        assert make_orchestrator(backend, listener=writer).submit(THREE_UNITS, dry_run=False).wait(10).success
+    records = read_run_log(path)
+    console = Console(width=240, color_system=None)
+    with console.capture() as capture:
+        console.print(timeline(records))
+    rows = [line for line in capture.get().splitlines() if "│" in line]
+    assert rows[0].startswith("│ +0.000 "), rows[0]
+    unit_done = next(line for line in rows if "unit_succeeded" in line)
+    seconds = float(unit_done.rsplit("│", 2)[-2].strip().removesuffix(" s"))
+    assert seconds >= 0.05, "unit 1's duration includes its 0.05 s execution"
+    assert any("execute_finished" in line and " s " in line for line in rows)
+
+
+def test_reading_a_damaged_log_names_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+    good = json.dumps({"t": 1.0, "goal_id": "goal-1", "event": "goal_started"})
+    path.write_text(good + "\n" + '{"t": 2.0, "goal_id": "goal-1", "ev')
+    assert [r["event"] for r in read_run_log(path)] == ["goal_started"], "a torn last line is ignored"
+    path.write_text(good + "\nnot json\n" + good + "\n")
+    with pytest.raises(ValueError, match=r"run.jsonl:2: not JSON"):
+        read_run_log(path)
+    path.write_text(json.dumps({"event": "x"}) + "\n")
+    with pytest.raises(ValueError, match=r"run.jsonl:1: a record needs a numeric 't'"):
+        read_run_log(path)
+
+
+def test_a_closed_writer_drops_records_without_failing_the_goal(tmp_path: Path) -> None:
+    writer = RunLogWriter(tmp_path / "run.jsonl")
+    writer.close()
+    writer.close()
+    writer.event("goal-1", {"t": 1.0, "event": "state", "state": State.RUNNING.value})
+    assert writer.lines == 0 and writer.error == "closed"
+    assert (tmp_path / "run.jsonl").read_text() == ""
+
+
+def test_log_command_prints_the_timeline_of_one_goal(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+    with RunLogWriter(path) as writer:
+        orchestrator = make_orchestrator(ScriptedBackend(), listener=writer)
+        assert orchestrator.submit(THREE_UNITS, dry_run=False).wait(10).success
+        assert orchestrator.submit(THREE_UNITS, dry_run=False).wait(10).success
+    runner = CliRunner()
+    result = runner.invoke(log_command, [str(path), "--goal", "goal-2"])
+    assert result.exit_code == 0, result.output
+    assert "goal-2" in result.output and "goal-1" not in result.output
+    assert "goal_finished" in result.output and "SUCCEEDED" in result.output
+    (tmp_path / "bad.jsonl").write_text("nope\n")
+    result = runner.invoke(log_command, [str(tmp_path / "bad.jsonl")])
+    assert result.exit_code == 2 and "bad.jsonl:1: not JSON" in result.output

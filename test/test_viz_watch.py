@@ -1,0 +1,96 @@
+"""The terminal watcher reads the node's latched tree snapshots over ROS (its topic names,
+QoS and message fields match what ``erobs_bt.ros`` publishes)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import domain_coordinator
+import pytest
+from rich.console import Console
+
+
+@pytest.fixture
+def private_ros(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    """A private domain on localhost, logs in the test's directory."""
+    with domain_coordinator.domain_id() as domain:
+        monkeypatch.setenv("ROS_DOMAIN_ID", str(domain))
+        monkeypatch.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+        monkeypatch.setenv("ROS_LOG_DIR", str(tmp_path / "ros_log"))
+        yield domain
+
+
+def test_watch_once_draws_the_latched_snapshot(private_ros: int) -> None:
+    import rclpy
+    from builtin_interfaces.msg import Time
+    from erobs_bt_interfaces.msg import BehaviourStatus, ExecutionState, TreeSnapshot
+    from rclpy.context import Context
+    from rclpy.node import Node
+    from rclpy.signals import SignalHandlerOptions
+
+    from erobs_bt.ros.client import latched_qos
+    from erobs_bt.viz.watch import watch_ros
+
+    context = Context()
+    rclpy.init(context=context, signal_handler_options=SignalHandlerOptions.NO)
+    node = Node("erobs_bt", context=context, start_parameter_services=False)
+    try:
+        snapshots = node.create_publisher(TreeSnapshot, "~/tree_snapshot", latched_qos())
+        states = node.create_publisher(ExecutionState, "~/execution_state", latched_qos())
+
+        def status(
+            id_: str, parent: str, name: str, value: str, type_: str, message: str = ""
+        ) -> BehaviourStatus:
+            return BehaviourStatus(
+                id=id_,
+                name=name,
+                type=type_,
+                parent_id=parent,
+                status=value,
+                message=message,
+                is_active=False,
+            )
+
+        snapshots.publish(
+            TreeSnapshot(
+                stamp=Time(sec=1),
+                goal_id="goal-4",
+                state="RUNNING",
+                unit_index=2,
+                final=False,
+                tip_id="x2",
+                behaviours=[
+                    status("r", "", "script", "RUNNING", "UnitSequence"),
+                    status("b1", "r", "before unit 1", "SUCCESS", "UnitBoundary"),
+                    status("u1", "r", "unit 1: pipettor", "SUCCESS", "Sequence"),
+                    status("b2", "r", "before unit 2", "SUCCESS", "UnitBoundary"),
+                    status("u2", "r", "unit 2: batch[2]: moveto, end_effector", "RUNNING", "Sequence"),
+                    status("x2", "u2", "ExecuteSolution", "RUNNING", "ExecuteSolution", "executing"),
+                    status("e", "r", "after last unit", "INVALID", "UnitBoundary"),
+                ],
+                tree_json="",
+            )
+        )
+        states.publish(
+            ExecutionState(
+                stamp=Time(sec=1),
+                state="RUNNING",
+                goal_id="goal-4",
+                current_step=2,
+                total_steps=3,
+                unit_index=2,
+                message="unit 2/2",
+            )
+        )
+        console = Console(record=True, width=160, color_system=None)
+        code = watch_ros("/erobs_bt", console=console, once=True, timeout=20.0, stop=threading.Event())
+    finally:
+        node.destroy_node()
+        context.try_shutdown()
+    text = console.export_text()
+    assert code == 0, text
+    assert "/erobs_bt/tree_snapshot" in text and "goal-4" in text
+    assert "unit 2: batch[2]: moveto, end_effector" in text and "◀ current" in text
+    assert "ExecuteSolution  executing" in text
+    assert "step 2/3, unit 2" in text, "the ExecutionState topic gives the step and unit"

@@ -177,9 +177,13 @@ def _engine_options(command: Any) -> Any:
     flag_value=0.5,
     help="Resume pause steps by themselves after SECONDS (default 0.5) instead of waiting for Enter.",
 )
-def run(script: Path, auto_resume: float | None, **options: Any) -> None:
+def run(script: Path, auto_resume: float | None, view: bool, view_port: int, **options: Any) -> None:
     """Execute SCRIPT on the simulated cell with live per-unit progress."""
-    sys.exit(_run_goals(script, dry_run=False, auto_resume=auto_resume, **options))
+    sys.exit(
+        _run_goals(
+            script, dry_run=False, auto_resume=auto_resume, view_port=view_port if view else None, **options
+        )
+    )
 
 
 @main.command()
@@ -187,7 +191,7 @@ def run(script: Path, auto_resume: float | None, **options: Any) -> None:
 @_engine_options
 def preview(script: Path, **options: Any) -> None:
     """Plan SCRIPT without moving (moveto/end_effector steps only)."""
-    sys.exit(_run_goals(script, dry_run=True, auto_resume=None, **options))
+    sys.exit(_run_goals(script, dry_run=True, auto_resume=None, view_port=None, **options))
 
 
 def _run_goals(
@@ -202,9 +206,12 @@ def _run_goals(
     no_batching: bool,
     speed: float,
     repeat: int,
+    log_file: Path | None,
+    view_port: int | None,
 ) -> int:
     from erobs_bt.console import ConsoleProgress
     from erobs_bt.session import EngineConfig, build_engine
+    from erobs_bt.viz.runlog import RunLogWriter
 
     console = Console()
     errors = Console(stderr=True)
@@ -217,6 +224,15 @@ def _run_goals(
     except (ScriptError, ValueError, OSError) as exc:
         errors.print(f"[bold red]configuration error[/]: {exc}", highlight=False)
         return EXIT_INVALID
+    log_path = log_file if log_file is not None else default_log_path(script)
+    run_log = RunLogWriter(log_path)
+    engine.orchestrator.listener.add(run_log)
+    live_view = None
+    if view_port is not None:
+        from erobs_bt.viz.web import start_live_view
+
+        live_view = start_live_view(engine.orchestrator, port=view_port)
+        console.print(f"live view: [link={live_view.url}]{live_view.url}[/link]", highlight=False)
     try:
         text = script.read_text()
         try:
@@ -246,7 +262,20 @@ def _run_goals(
                 return EXIT_FAILED
         return 0
     finally:
+        if live_view is not None:
+            live_view.close()
         engine.close()
+        run_log.close()
+        console.print(f"run log: {log_path}  (erobs-bt log {log_path})", highlight=False)
+
+
+def default_log_path(script: Path) -> Path:
+    """``$EROBS_BT_LOG_DIR`` (default ``~/.local/state/erobs_bt/runs``)/``<UTC time>_<script>.jsonl``."""
+    import os
+    import time
+
+    base = Path(os.environ.get("EROBS_BT_LOG_DIR") or Path.home() / ".local" / "state" / "erobs_bt" / "runs")
+    return base / f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}_{script.stem}.jsonl"
 
 
 def _return_to(engine: Any, start: Any, progress: Any, console: Console) -> bool:
@@ -304,6 +333,15 @@ def _prompt_resume(orchestrator: Any, console: Console) -> None:
     reply = orchestrator.cancel() if answer.strip().lower().startswith("c") else orchestrator.resume()
     console.print(reply.message, highlight=False)
 
+
+def _register_commands() -> None:
+    from erobs_bt.viz.commands import COMMANDS as VIZ_COMMANDS
+
+    for command in VIZ_COMMANDS:
+        main.add_command(command)
+
+
+_register_commands()
 
 if __name__ == "__main__":
     main()

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import enum
 import itertools
+import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -45,6 +46,8 @@ from erobs_bt.tree.context import (
     GoalEvents,
     Mode,
 )
+
+_LOG = logging.getLogger(__name__)
 
 
 class State(enum.Enum):
@@ -157,7 +160,10 @@ class OrchestratorListener:
 
 
 class ListenerGroup(OrchestratorListener):
-    """Forward every callback to several listeners, in order (console, run log, live view)."""
+    """Forward every callback to several listeners, in order (console, run log, live view).
+
+    A listener that raises is logged and skipped: an observer never fails a goal.
+    """
 
     def __init__(self, *listeners: OrchestratorListener) -> None:
         self.listeners = list(listeners)
@@ -166,29 +172,34 @@ class ListenerGroup(OrchestratorListener):
         """Append ``listener``."""
         self.listeners.append(listener)
 
+    def remove(self, listener: OrchestratorListener) -> None:
+        """Remove ``listener`` if present."""
+        self.listeners = [item for item in self.listeners if item is not listener]
+
+    def _each(self, method: str, *args: Any) -> None:
+        for listener in list(self.listeners):
+            try:
+                getattr(listener, method)(*args)
+            except Exception:
+                _LOG.exception("listener %r failed in %s()", listener, method)
+
     def state_changed(self, state: State, message: str) -> None:
-        for listener in self.listeners:
-            listener.state_changed(state, message)
+        self._each("state_changed", state, message)
 
     def feedback(self, goal_id: str, feedback: Feedback) -> None:
-        for listener in self.listeners:
-            listener.feedback(goal_id, feedback)
+        self._each("feedback", goal_id, feedback)
 
     def event(self, goal_id: str, record: Mapping[str, Any]) -> None:
-        for listener in self.listeners:
-            listener.event(goal_id, record)
+        self._each("event", goal_id, record)
 
     def preview(self, goal_id: str, solution: Solution) -> None:
-        for listener in self.listeners:
-            listener.preview(goal_id, solution)
+        self._each("preview", goal_id, solution)
 
     def ticked(self, goal_id: str, root: py_trees.behaviour.Behaviour) -> None:
-        for listener in self.listeners:
-            listener.ticked(goal_id, root)
+        self._each("ticked", goal_id, root)
 
     def finished(self, goal_id: str, result: Result) -> None:
-        for listener in self.listeners:
-            listener.finished(goal_id, result)
+        self._each("finished", goal_id, result)
 
 
 class GoalHandle:
@@ -260,7 +271,9 @@ class Orchestrator:
         enable_batching: group consecutive moveto/end_effector steps into one unit.
         cache: the plan cache (a new one of capacity 64 when ``None``).
         timeouts: per-type timeouts [s], see :data:`DEFAULT_TIMEOUTS`.
-        listener: receives state changes, feedback, run-log records and results.
+        listener: receives state changes, feedback, run-log records and results; it is
+            held in a :class:`ListenerGroup` (``orchestrator.listener``) that more
+            listeners can join.
         safety_period: [s] longest sleep between ticks when nothing happens.
     """
 
@@ -280,7 +293,11 @@ class Orchestrator:
         self.enable_batching = enable_batching
         self.cache = cache if cache is not None else PlanCache()
         self.timeouts = {**DEFAULT_TIMEOUTS, **timeouts}
-        self.listener = listener or OrchestratorListener()
+        self.listener: ListenerGroup = (
+            listener
+            if isinstance(listener, ListenerGroup)
+            else ListenerGroup(*([listener] if listener else []))
+        )
         self.safety_period = safety_period
         self._lock = threading.RLock()
         self._wake = threading.Event()

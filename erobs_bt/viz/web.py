@@ -55,7 +55,6 @@ import py_trees
 
 from erobs_bt.orchestrator import (
     Feedback,
-    ListenerGroup,
     Orchestrator,
     OrchestratorListener,
     Reply,
@@ -343,9 +342,7 @@ class LiveView:
         if self._serving.is_alive():
             self._server.shutdown()
         self._server.server_close()
-        group = self.orchestrator.listener
-        if isinstance(group, ListenerGroup) and self.listener in group.listeners:
-            group.listeners = [listener for listener in group.listeners if listener is not self.listener]
+        self.orchestrator.listener.remove(self.listener)
         if self._snapshots.is_alive():
             self._snapshots.join(5.0)
 
@@ -442,9 +439,8 @@ def start_live_view(
 ) -> LiveView:
     """Serve a live view of ``orchestrator`` and attach its listener.
 
-    The listener joins the orchestrator's listeners: when ``orchestrator.listener`` is a
-    :class:`~erobs_bt.orchestrator.ListenerGroup` it is added to it, otherwise the
-    existing listener and the view's are wrapped in a new group. A goal already running
+    The listener joins the orchestrator's :class:`~erobs_bt.orchestrator.ListenerGroup`
+    and leaves it again on :meth:`LiveView.close`. A goal already running
     is shown from its next tick (its tree at once).
 
     Args:
@@ -486,9 +482,5 @@ def start_live_view(
     view = LiveView(orchestrator, listener, server, rate=rate)
     Handler.view = view
     view.start()
-    current = orchestrator.listener
-    if isinstance(current, ListenerGroup):
-        current.add(listener)
-    else:
-        orchestrator.listener = ListenerGroup(current, listener)
+    orchestrator.listener.add(listener)
     return view

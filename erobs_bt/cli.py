@@ -160,6 +160,13 @@ def _engine_options(command: Any) -> Any:
             show_default=True,
             help="Run the goal N times (returning to the start state in between).",
         ),
+        click.option(
+            "--log",
+            "log_file",
+            type=click.Path(dir_okay=False, path_type=Path),
+            default=None,
+            help="Run log, JSON Lines (default: a new file in $EROBS_BT_LOG_DIR, else ~/.local/state/erobs_bt/runs).",
+        ),
     ]
     for option in reversed(options):
         command = option(command)
@@ -170,18 +177,34 @@ def _engine_options(command: Any) -> Any:
 @click.argument("script", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @_engine_options
 @click.option(
-    "--auto-resume",
-    type=float,
-    default=None,
-    is_flag=False,
-    flag_value=0.5,
-    help="Resume pause steps by themselves after SECONDS (default 0.5) instead of waiting for Enter.",
+    "--auto-resume", is_flag=True, help="Resume pause steps by themselves instead of waiting for Enter."
 )
-def run(script: Path, auto_resume: float | None, view: bool, view_port: int, **options: Any) -> None:
+@click.option(
+    "--resume-after",
+    type=click.FloatRange(min=0.0),
+    default=0.5,
+    show_default=True,
+    help="Seconds a pause waits before --auto-resume resumes it.",
+)
+@click.option("--view", is_flag=True, help="Serve the live web view of the tree on 127.0.0.1 while running.")
+@click.option(
+    "--view-port",
+    type=click.IntRange(0, 65535),
+    default=0,
+    show_default=True,
+    help="Port of the live view (0 picks a free one).",
+)
+def run(
+    script: Path, auto_resume: bool, resume_after: float, view: bool, view_port: int, **options: Any
+) -> None:
     """Execute SCRIPT on the simulated cell with live per-unit progress."""
     sys.exit(
         _run_goals(
-            script, dry_run=False, auto_resume=auto_resume, view_port=view_port if view else None, **options
+            script,
+            dry_run=False,
+            auto_resume=resume_after if auto_resume else None,
+            view_port=view_port if view else None,
+            **options,
         )
     )
 

@@ -1,0 +1,61 @@
+# erobs_bt developer commands. Everything goes through scripts/setup.sh (idempotent: a no-op
+# when nothing changed) and scripts/env.sh (ROS discovery on localhost, fast Fast DDS discovery,
+# throw-away ROS log directory).
+#
+#   make setup   system packages, .venv, pinned requirements, ROS interfaces, erobs_bt (-e)
+#   make test    setup, then pytest                         PYTEST_ARGS="-k cache -x" to narrow
+#   make run     setup, then run SCRIPT with POSES on the simulated cell (--auto-resume)
+#   make lint    ruff (check + format --check) and mypy
+#   make bench   setup, then bench/run_all.py
+#   make clean   remove build trees and caches (keeps .venv);  make distclean  also .venv
+
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+
+VENV ?= .venv
+SCRIPT ?= ../shared/samples/erobs/FULL_EXPERIMENT_RUN.json
+POSES ?= ../shared/samples/erobs/cms_poses.yaml
+RUN_ARGS ?= --auto-resume
+PYTEST_ARGS ?=
+LINT_PATHS ?= erobs_bt test bench setup.py
+
+ENV := scripts/env.sh
+
+.PHONY: help setup test run lint bench clean distclean
+
+help:
+	@sed -n 's/^#   make /  make /p' Makefile
+
+setup:
+	@EROBS_VENV="$(abspath $(VENV))" scripts/setup.sh
+
+# pytest exit statuses: 0 passed, 1 failures, 2 interrupted, 3 internal error, 4 usage error,
+# 5 no tests collected. 5 is a failure here: the suite exists, so collecting nothing means a
+# broken selection or collection, never success.
+test: setup
+	@status=0; EROBS_VENV="$(abspath $(VENV))" $(ENV) $(VENV)/bin/python -m pytest $(PYTEST_ARGS) || status=$$?; \
+	if [ $$status -eq 5 ]; then echo "make test: pytest collected no tests (exit 5); treating it as a failure" >&2; fi; \
+	exit $$status
+
+run: setup
+	EROBS_VENV="$(abspath $(VENV))" $(ENV) $(VENV)/bin/erobs-bt run "$(SCRIPT)" --poses "$(POSES)" $(RUN_ARGS)
+
+lint: setup
+	$(VENV)/bin/ruff check $(LINT_PATHS)
+	$(VENV)/bin/ruff format --check $(LINT_PATHS)
+	$(VENV)/bin/mypy erobs_bt
+
+bench: setup
+	@if [ -f bench/run_all.py ]; then \
+		EROBS_VENV="$(abspath $(VENV))" $(ENV) $(VENV)/bin/python bench/run_all.py; \
+	else \
+		echo "make bench: bench/run_all.py not found; nothing to run"; \
+	fi
+
+clean:
+	rm -rf interfaces/erobs_bt_interfaces/build build *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	find erobs_bt test bench -name __pycache__ -type d -prune -exec rm -rf {} +
+
+distclean: clean
+	rm -rf $(VENV)

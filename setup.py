@@ -1,0 +1,91 @@
+"""Packaging of erobs_bt: an ament_python package that plain pip can also install.
+
+* colcon / ament: ``package.xml`` declares the ROS dependencies; the ament index marker
+  (``resource/erobs_bt``) and ``package.xml`` go to ``share/``, and ``setup.cfg`` puts the
+  executables in ``lib/erobs_bt`` so ``ros2 run erobs_bt erobs_bt_node`` finds them.
+* pip (``scripts/setup.sh`` runs ``pip install -e .``): the console scripts land in the
+  venv's ``bin/``. The pins live only in ``requirements.txt``; it is read here so that a
+  plain ``pip install .[ros]`` gets the same versions. The ROS wheels are an extra, because a
+  ROS installation provides rclpy and the message packages itself.
+
+``launch/``, ``config/`` and ``trees/`` are installed under ``share/erobs_bt/`` (see
+:mod:`erobs_bt.paths`, which prefers the source checkout when there is one).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from setuptools import find_packages, setup
+
+PACKAGE_NAME = "erobs_bt"
+HERE = Path(__file__).resolve().parent
+DATA_DIRECTORIES = ("launch", "config", "trees")
+
+
+def read_requirements(path: Path) -> tuple[list[str], list[str]]:
+    """Split a pinned requirements file into (general, ROS wheel) requirement lines.
+
+    Args:
+        path: a pip requirements file holding only ``name==version`` lines and comments.
+
+    Returns:
+        The non-ROS requirements and the ``ros-*`` ones, each in file order.
+    """
+    general: list[str] = []
+    ros: list[str] = []
+    for raw in path.read_text(encoding="utf-8").splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        (ros if line.lower().startswith("ros-") else general).append(line)
+    return general, ros
+
+
+def data_files(directories: tuple[str, ...]) -> list[tuple[str, list[str]]]:
+    """``data_files`` entries copying each directory tree under ``share/erobs_bt/``.
+
+    Args:
+        directories: directories relative to the repository root; missing ones are skipped.
+
+    Returns:
+        ``(install directory, [source files])`` pairs, including the ament index marker and
+        ``package.xml``.
+    """
+    entries: list[tuple[str, list[str]]] = [
+        ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE_NAME}"]),
+        (f"share/{PACKAGE_NAME}", ["package.xml"]),
+    ]
+    for directory in directories:
+        for root, subdirs, files in os.walk(HERE / directory):
+            subdirs[:] = sorted(d for d in subdirs if d != "__pycache__" and not d.startswith("."))
+            relative = Path(root).relative_to(HERE)
+            sources = [str(relative / name) for name in sorted(files) if not name.endswith(".pyc")]
+            if sources:
+                entries.append((f"share/{PACKAGE_NAME}/{relative.as_posix()}", sources))
+    return entries
+
+
+INSTALL_REQUIRES, ROS_REQUIRES = read_requirements(HERE / "requirements.txt")
+
+setup(
+    name=PACKAGE_NAME,
+    version="0.1.0",
+    description="Execution engine for EROBS lab-robot JSON task scripts (UR5e) on py_trees and ROS 2",
+    license="Apache-2.0",
+    python_requires=">=3.11",
+    packages=find_packages(exclude=["test", "test.*", "tests", "tests.*"]),
+    package_data={PACKAGE_NAME: ["py.typed", "viz/static/*"]},
+    include_package_data=False,
+    data_files=data_files(DATA_DIRECTORIES),
+    install_requires=INSTALL_REQUIRES,
+    extras_require={"ros": ROS_REQUIRES},
+    zip_safe=False,
+    entry_points={
+        "console_scripts": [
+            "erobs-bt = erobs_bt.cli:main",
+            "erobs_bt_node = erobs_bt.ros.node:main",
+        ],
+    },
+)

@@ -165,7 +165,7 @@ def _engine_options(command: Any) -> Any:
             "log_file",
             type=click.Path(dir_okay=False, path_type=Path),
             default=None,
-            help="Run log, JSON Lines (default: a new file in $EROBS_BT_LOG_DIR, else ~/.local/state/erobs_bt/runs).",
+            help="Run log, JSON Lines (default: a new file under $EROBS_BT_LOG_DIR).",
         ),
     ]
     for option in reversed(options):

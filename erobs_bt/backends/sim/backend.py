@@ -1,0 +1,635 @@
+"""The embedded simulated UR5e cell as a :class:`~erobs_bt.backends.base.MotionBackend`.
+
+:class:`SimBackend` ties the cell together: the cell config (:mod:`.cell`), the collision
+model kept in step with the attached tool (:class:`.tools.RobotModel`), the motion
+planner (:mod:`.planner`), the controller that plays trajectories in simulated time
+(:mod:`.controller`), the tools (:mod:`.tools`), vision (:mod:`.vision`) and fault
+injection (:mod:`.faults`).
+
+Threads: the tree's tick thread only ever receives futures. Planning runs in one worker
+thread (``sim-plan``), executions and single steps in another (``sim-action``), and the
+controller in its own. The collision model is shared: planning holds the model's lock
+for a whole unit (it temporarily attaches the parts a planned ``vacuum_on`` would pick
+up, so later moves of the unit are checked with them) and restores the live state at
+the end; tool commands during execution take the same lock. The live tool state has its
+own lock. Every public method is thread-safe.
+
+Planning a unit (:meth:`SimBackend.plan`): ``moveto`` and ``end_effector`` steps are
+planned as ONE connected sequence from ``start`` (or the live state), carrying the
+planned joint and tool state forward from step to step (batching-and-caches.txt,
+"Preview start states"). The solution records the model revision it was planned with;
+executing a solution planned for another revision fails (``EXECUTION_FAILED``) instead
+of moving with the wrong tool model.
+
+Start gripper: the simulated cell starts with the one tool that the cell config stores
+in no dock (``epick`` in the packaged cell), or ``none``. A goal's ``start_gripper`` is
+the tool the operator mounted (:meth:`SimBackend.prepare_goal`): when it differs, the
+sim mounts it by hand (logged), which changes the model revision, unless a part is held.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from typing import TypeVar
+
+import numpy as np
+from numpy.typing import NDArray
+
+from erobs_bt.backends.base import (
+    ArmSegment,
+    ErrorCode,
+    MotionError,
+    Segment,
+    Solution,
+    ToolSegment,
+    as_motion_error,
+)
+from erobs_bt.backends.sim.cell import CellConfig
+from erobs_bt.backends.sim.controller import DEFAULT_CONTROL_RATE, JointStateListener, SimController
+from erobs_bt.backends.sim.faults import FaultInjector, FaultSpec, parse_fault_section
+from erobs_bt.backends.sim.kinematics import T_BASE_LINK_BASE
+from erobs_bt.backends.sim.planner import MotionPlanner, PlannerConfig
+from erobs_bt.backends.sim.tools import (
+    DEFAULT_CONTACT_TOLERANCE,
+    PipettorState,
+    RobotModel,
+    ToolState,
+    after_motion,
+    gripper_command,
+    initial_tool_state,
+    mount_tool,
+    pipettor_command,
+    planning_tip,
+    resolve_end_effector,
+    run_tool_exchange,
+)
+from erobs_bt.backends.sim.vision import camera_from_cell, detector_markers, run_vision
+from erobs_bt.script.model import (
+    EndEffector,
+    JointPositions,
+    MoveTo,
+    Pause,
+    Pipettor,
+    Step,
+    ToolExchange,
+    Vision,
+)
+
+_LOG = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+
+#: The simulated action servers, for messages (EROBS/MoveIt names).
+_SERVERS = {
+    "execute": "execute_task_solution",
+    "replay": "execute_task_solution",
+    "tool_exchange": "tool_exchange",
+    "pipettor": "pipettor",
+    "vision": "vision_task",
+}
+#: Fault outcomes that fail before anything moves.
+_BEFORE_MOTION = frozenset({"goal_rejected", "acceptance_timeout", "server_unavailable", "replay_error"})
+
+
+def mounted_at_start(cell: CellConfig) -> str:
+    """The tool on the arm when the cell starts: the one tool stored in no dock, else ``none``."""
+    docked = {d.gripper for d in cell.docks if d.gripper is not None}
+    loose = [name for name in cell.grippers if name != "none" and name not in docked]
+    return loose[0] if len(loose) == 1 else "none"
+
+
+@dataclass
+class _Dispatch:
+    """One execution (a solution, or the motions of a single step) and its injected fault."""
+
+    fault: FaultSpec | None
+    error: MotionError | None
+    stop_generation: int
+    fired: bool = False
+    cut_placed: bool = False
+
+
+class SimBackend:
+    """The simulated UR5e cell behind the :class:`~erobs_bt.backends.base.MotionBackend` protocol.
+
+    Args:
+        cell: the cell description (:func:`erobs_bt.backends.sim.cell.load_cell`).
+        speed: simulated seconds per wall second of the controller (1.0 = real time,
+            e.g. 10.0 in tests; ``math.inf`` = no waiting).
+        faults: fault injection: an injector, fault specs, or ``None`` for the
+            ``faults`` section of the cell YAML (none when it is absent or empty).
+        seed: seed of the sampling planner (OMPL's process-wide RNG; only the first
+            seed of a process takes effect). ``None`` keeps the planner's default.
+        gripper: the tool mounted at start (default :func:`mounted_at_start`).
+        planner_config: planner settings (``seed`` overrides its ``ompl_seed``).
+        control_rate: controller rate [Hz of simulated time].
+        contact_tolerance: [m] TCP-to-part distance that counts as touching.
+
+    Raises:
+        ValueError: invalid configuration (the message names the file and key).
+    """
+
+    def __init__(
+        self,
+        cell: CellConfig,
+        *,
+        speed: float = 1.0,
+        faults: FaultInjector | Iterable[FaultSpec] | None = None,
+        seed: int | None = None,
+        gripper: str | None = None,
+        planner_config: PlannerConfig | None = None,
+        control_rate: float = DEFAULT_CONTROL_RATE,
+        contact_tolerance: float = DEFAULT_CONTACT_TOLERANCE,
+    ) -> None:
+        self._cell = cell
+        self._contact_tolerance = float(contact_tolerance)
+        self._faults = _injector(cell, faults)
+        self._state_lock = threading.Lock()
+        self._tools = initial_tool_state(cell, gripper if gripper is not None else mounted_at_start(cell))
+        self._model = RobotModel(cell, self._tools)
+        config = planner_config if planner_config is not None else PlannerConfig()
+        if seed is not None:
+            config = replace(config, ompl_seed=int(seed))
+        self._planner = MotionPlanner(
+            collision=self._model.collision,
+            named_states=cell.named_states,
+            config=config,
+            resolve_frame=self._resolve_frame,
+        )
+        self._camera = camera_from_cell(cell)
+        self._detectors = detector_markers(cell)
+        self._tag_cache: dict[int, NDArray[np.float64]] = {}
+        self._controller = SimController(cell.initial_joint_state, speed=speed, control_rate=control_rate)
+        self._stop_generation = 0
+        self._plan_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sim-plan")
+        self._action_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sim-action")
+        self._closed = False
+
+    # -- MotionBackend ---------------------------------------------------------------------
+    def joint_positions(self) -> JointPositions:
+        """The live arm state [rad] (always known in the simulation)."""
+        return self._controller.joint_positions()
+
+    def current_gripper(self) -> str:
+        """The attached tool."""
+        with self._state_lock:
+            return self._tools.gripper
+
+    def model_revision(self) -> str:
+        """``<prefix>__<gripper>[__<cup_profile>]`` of the attached tool (from configuration only)."""
+        with self._state_lock:
+            return self._cell.model_revision(self._tools.gripper, self._tools.cup_profile)
+
+    def prepare_goal(self, start_gripper: str) -> None:
+        """Mount the script's ``start_gripper`` by hand when another tool is attached.
+
+        Raises:
+            MotionError: ``EXECUTION_FAILED`` for an unknown gripper, a held part, or an arm
+                that is moving.
+        """
+        with self._state_lock:
+            state = self._tools
+        if start_gripper == state.gripper:
+            return
+        if self._controller.is_busy():
+            raise MotionError(ErrorCode.EXECUTION_FAILED, f"cannot mount {start_gripper}: the arm is moving")
+        new = mount_tool(self._cell, state, start_gripper)
+        _LOG.info("start_gripper %s: the operator mounted it in place of %s", start_gripper, state.gripper)
+        self._set_tool_state(new)
+
+    def plan(self, steps: Sequence[Step], *, start: JointPositions | None = None) -> Future[Solution]:
+        """Plan a unit's ``moveto``/``end_effector`` steps as one connected sequence.
+
+        Args:
+            steps: the unit's steps, in order.
+            start: the arm state to plan from [rad]; ``None``: the live state. The tool
+                state always starts from the live one.
+
+        Returns:
+            A future resolving to the :class:`Solution` (arm segments and tool segments
+            in step order), or failing with ``PLANNING_FAILED:``.
+        """
+        self._check_open()
+        fault = self._faults.check(
+            "plan", step_types=[_step_type(s) for s in steps], step_indices=[s.index for s in steps]
+        )
+        steps = tuple(steps)
+
+        def job() -> Solution:
+            if fault is not None:
+                _wait(fault.delay)
+                raise self._fault_error(fault, "plan", replay=False)
+            return self._plan_now(steps, start)
+
+        return self._submit(self._plan_pool, job, ErrorCode.PLANNING_FAILED)
+
+    def execute(self, solution: Solution, *, replay: bool) -> Future[None]:
+        """Play a solution: arm segments on the controller, tool segments on the tools, in order.
+
+        Args:
+            solution: from :meth:`plan` or the plan cache.
+            replay: ``True`` for a cached solution (timeouts become ``REPLAY_TIMEOUT:``).
+
+        Returns:
+            A future completing when the last segment has finished, or failing with
+            ``EXECUTION_FAILED:`` (start-state deviation, model revision mismatch, tool
+            mismatch, stop) or an injected error.
+        """
+        self._check_open()
+        kind = "replay" if replay else "execute"
+        indices = sorted({s.step_index for s in solution.segments})
+        dispatch = self._dispatch(kind, replay=replay, step_types=(), step_indices=indices)
+
+        def job() -> None:
+            self._before_motion(dispatch)
+            if solution.model_revision != self.model_revision():
+                raise MotionError(
+                    ErrorCode.EXECUTION_FAILED,
+                    f"solution planned for model revision {solution.model_revision}, "
+                    f"the robot model is {self.model_revision()}",
+                )
+            self._play(solution.segments, dispatch)
+            self._after_dispatch(dispatch)
+
+        return self._submit(self._action_pool, job, ErrorCode.EXECUTION_FAILED)
+
+    def run_step(self, step: Step) -> Future[str]:
+        """Run one non-batched step: ``tool_exchange``, ``pipettor`` or a vision-family step.
+
+        ``moveto``/``end_effector`` are planned and executed on the spot; ``pause`` is a
+        no-op here (the tree waits for Resume).
+
+        Returns:
+            A future resolving to a status message, or failing with a :class:`MotionError`.
+        """
+        self._check_open()
+        kind = _step_type(step)
+        dispatch = self._dispatch(
+            "run_step", replay=False, step_types=(step.task_type, kind), step_indices=[step.index]
+        )
+
+        def job() -> str:
+            self._before_motion(dispatch)
+            message = self._run_step_now(step, dispatch)
+            self._after_dispatch(dispatch)
+            return message
+
+        return self._submit(self._action_pool, job, ErrorCode.EXECUTION_FAILED)
+
+    def stop(self) -> None:
+        """Ramp the arm down and drop the trajectory; pending segments of the dispatch are dropped."""
+        with self._state_lock:
+            self._stop_generation += 1
+        self._controller.stop()
+
+    # -- extras ----------------------------------------------------------------------------
+    @property
+    def cell(self) -> CellConfig:
+        """The cell description."""
+        return self._cell
+
+    @property
+    def controller(self) -> SimController:
+        """The simulated arm controller (joint-state listeners, speed)."""
+        return self._controller
+
+    @property
+    def faults(self) -> FaultInjector:
+        """The fault injector (its :meth:`~FaultInjector.fired` lists what fired)."""
+        return self._faults
+
+    @property
+    def model_reloads(self) -> int:
+        """How often the robot model was reloaded because its revision changed."""
+        return self._model.reloads
+
+    def add_joint_state_listener(self, listener: JointStateListener) -> None:
+        """Call ``listener(names, positions, velocities)`` with joint states (for ``/joint_states``)."""
+        self._controller.add_listener(listener)
+
+    def tool_state(self) -> ToolState:
+        """The live tool state (attached tool, held part, parts, pipettor, docks)."""
+        with self._state_lock:
+            return self._tools
+
+    def pipettor_state(self) -> PipettorState:
+        """The pipettor's bookkeeping (tip, aspirated volume, LED)."""
+        with self._state_lock:
+            return self._tools.pipettor
+
+    def set_cup_profile(self, cup_profile: str) -> None:
+        """Fit another suction cup on the attached vacuum gripper (changes the model revision).
+
+        Raises:
+            MotionError: ``EXECUTION_FAILED`` when the attached tool has no such cup profile.
+        """
+        with self._state_lock:
+            state = self._tools
+        try:
+            cup = self._cell.gripper(state.gripper).cup(cup_profile)
+        except ValueError as exc:
+            raise MotionError(ErrorCode.EXECUTION_FAILED, str(exc)) from None
+        if cup is None:
+            raise MotionError(ErrorCode.EXECUTION_FAILED, f"the {state.gripper} has no cup profiles")
+        self._set_tool_state(replace(state, cup_profile=cup.name))
+
+    def shutdown(self) -> None:
+        """Same as :meth:`close` (the name the engine's session uses)."""
+        self.close()
+
+    def close(self) -> None:
+        """Stop the arm, shut the workers and the controller down. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self.stop()
+        self._plan_pool.shutdown(wait=True, cancel_futures=True)
+        self._action_pool.shutdown(wait=True, cancel_futures=True)
+        self._controller.shutdown()
+
+    def __enter__(self) -> SimBackend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- planning ----------------------------------------------------------------------------
+    def _plan_now(self, steps: Sequence[Step], start: JointPositions | None) -> Solution:
+        """Plan ``steps`` in this thread (the planning core of :meth:`plan` and of single steps)."""
+        began = time.monotonic()
+        with self._model.lock:
+            with self._state_lock:
+                state = self._tools
+            revision = self._cell.model_revision(state.gripper, state.cup_profile)
+            q0 = tuple(float(x) for x in (start if start is not None else self._controller.joint_positions()))
+            q: tuple[float, ...] = q0
+            segments: list[Segment] = []
+            try:
+                for step in steps:
+                    if isinstance(step, MoveTo):
+                        segment = self._planner.plan_move(
+                            step,
+                            q,
+                            T_flange_tip=planning_tip(self._cell, state),
+                            tip_link=self._cell.gripper(state.gripper).tip_frame,
+                        )
+                        segments.append(segment)
+                        q = segment.points[-1].positions
+                        state = after_motion(self._cell, state, q, contact_tolerance=self._contact_tolerance)
+                    elif isinstance(step, EndEffector):
+                        tool = resolve_end_effector(self._cell, state, step)
+                        if tool is None:
+                            continue
+                        segments.append(tool)
+                        state, _ = gripper_command(
+                            self._cell,
+                            state,
+                            tool.gripper,
+                            tool.command,
+                            q,
+                            contact_tolerance=self._contact_tolerance,
+                            where=step.path,
+                        )
+                        self._model.sync(state)
+                    else:
+                        raise MotionError(
+                            ErrorCode.PLANNING_FAILED,
+                            f"{step.path}: a {_step_type(step)} step cannot be planned in a motion unit",
+                        )
+            except MotionError as exc:
+                if exc.code is ErrorCode.PLANNING_FAILED:
+                    raise
+                raise MotionError(ErrorCode.PLANNING_FAILED, exc.detail) from exc
+            finally:
+                with self._state_lock:
+                    live = self._tools
+                self._model.sync(live)
+        return Solution(
+            segments=tuple(segments),
+            model_revision=revision,
+            start_positions=q0,  # type: ignore[arg-type]
+            planning_time=time.monotonic() - began,
+        )
+
+    def _resolve_frame(self, frame_id: str) -> NDArray[np.float64]:
+        """``T_base_link_frame`` of a fixed frame: ``base``, an obstacle, or ``marker_<id>``."""
+        if frame_id == "base":
+            return T_BASE_LINK_BASE.copy()
+        if frame_id.startswith("marker_") and frame_id[7:].isdigit():
+            return self._cell.marker(int(frame_id[7:])).pose.matrix()
+        return self._cell.obstacle(frame_id).T_base_link_obstacle()
+
+    # -- execution -----------------------------------------------------------------------------
+    def _dispatch(
+        self, kind: str, *, replay: bool, step_types: Sequence[str], step_indices: Sequence[int]
+    ) -> _Dispatch:
+        """Count a dispatch for fault injection (acceptance first, then its own kind)."""
+        fault = self._faults.check("acceptance", step_types=step_types, step_indices=step_indices)
+        own = self._faults.check(kind, step_types=step_types, step_indices=step_indices)
+        fault = fault if fault is not None else own
+        server = _SERVERS.get(kind if kind != "run_step" else _server_of(step_types), "execute_task_solution")
+        error = self._fault_error(fault, server, replay=replay) if fault is not None else None
+        with self._state_lock:
+            generation = self._stop_generation
+        return _Dispatch(fault=fault, error=error, stop_generation=generation)
+
+    def _fault_error(self, fault: FaultSpec, server: str, *, replay: bool) -> MotionError:
+        return self._faults.error(fault, replay=replay, server=server)
+
+    def _before_motion(self, dispatch: _Dispatch) -> None:
+        """Injected faults that end a dispatch before anything moves."""
+        fault = dispatch.fault
+        if fault is None:
+            return
+        if fault.outcome in _BEFORE_MOTION or fault.outcome == "planning_failure":
+            _wait(fault.delay)
+            dispatch.fired = True
+            assert dispatch.error is not None
+            raise dispatch.error
+
+    def _after_dispatch(self, dispatch: _Dispatch) -> None:
+        """A motion fault whose cut point was never reached (no motion, or after_fraction 1) fires now."""
+        if dispatch.fault is not None and not dispatch.fired:
+            _wait(dispatch.fault.delay)
+            dispatch.fired = True
+            assert dispatch.error is not None
+            raise dispatch.error
+
+    def _check_stopped(self, dispatch: _Dispatch) -> None:
+        with self._state_lock:
+            stopped = self._stop_generation != dispatch.stop_generation
+        if stopped:
+            raise MotionError(ErrorCode.EXECUTION_FAILED, "stopped by request")
+
+    def _play(self, segments: Sequence[Segment], dispatch: _Dispatch) -> None:
+        """Execute segments in order in this thread; a motion fault stops the arm part-way."""
+        cut: float | None = None
+        if dispatch.fault is not None and dispatch.fault.moves and not dispatch.cut_placed:
+            total = sum(s.duration for s in segments if isinstance(s, ArmSegment))
+            if total > 0.0:
+                cut = dispatch.fault.after_fraction * total
+                dispatch.cut_placed = True
+        elapsed = 0.0
+        for segment in segments:
+            self._check_stopped(dispatch)
+            if isinstance(segment, ToolSegment):
+                self._apply_tool(segment)
+                continue
+            fault_at: tuple[float, MotionError] | None = None
+            if cut is not None and not dispatch.fired and cut <= elapsed + segment.duration:
+                assert dispatch.error is not None
+                fault_at = (max(0.0, cut - elapsed), dispatch.error)
+            error = self._controller.execute(segment, fault=fault_at).exception()
+            if error is not None:
+                if fault_at is not None and error is fault_at[1]:
+                    dispatch.fired = True
+                    if dispatch.fault is not None:
+                        _wait(dispatch.fault.delay)  # the simulated wait before the failure is reported
+                raise error
+            elapsed += segment.duration
+            with self._state_lock:
+                self._tools = after_motion(
+                    self._cell,
+                    self._tools,
+                    self._controller.joint_positions(),
+                    contact_tolerance=self._contact_tolerance,
+                )
+
+    def _apply_tool(self, segment: ToolSegment) -> None:
+        with self._model.lock:
+            with self._state_lock:
+                state = self._tools
+            new, message = gripper_command(
+                self._cell,
+                state,
+                segment.gripper,
+                segment.command,
+                self._controller.joint_positions(),
+                contact_tolerance=self._contact_tolerance,
+                where=f"step {segment.step_index}",
+            )
+            with self._state_lock:
+                self._tools = new
+            self._model.sync(new)
+        _LOG.info("step %d: %s", segment.step_index, message)
+
+    def _set_tool_state(self, state: ToolState) -> None:
+        with self._model.lock:
+            with self._state_lock:
+                self._tools = state
+            self._model.sync(state)
+
+    # -- single steps --------------------------------------------------------------------------
+    def _run_step_now(self, step: Step, dispatch: _Dispatch) -> str:
+        port = _Port(self, dispatch)
+        if isinstance(step, ToolExchange):
+            return run_tool_exchange(self._cell, step, port)
+        if isinstance(step, Vision):
+            return run_vision(
+                self._cell,
+                step,
+                port,
+                camera=self._camera,
+                tag_cache=self._tag_cache,
+                detectors=self._detectors,
+            )
+        if isinstance(step, Pipettor):
+            with self._state_lock:
+                state = self._tools
+            if state.gripper != "pipettor":
+                raise MotionError(
+                    ErrorCode.EXECUTION_FAILED,
+                    f"{step.path}: pipettor {step.operation}: the pipettor is not attached "
+                    f"(attached: {state.gripper})",
+                )
+            pipettor, message = pipettor_command(
+                state.pipettor,
+                step.operation,
+                volume_pct=step.volume_pct,
+                led_color=step.led_color,
+                where=step.path,
+            )
+            self._set_tool_state(replace(state, pipettor=pipettor))
+            return f"pipettor {step.operation}: {message}"
+        if isinstance(step, MoveTo | EndEffector):
+            port.move([step])
+            return f"{step.task_type}: done"
+        if isinstance(step, Pause):
+            return "pause: nothing to run (the tree waits for Resume)"
+        raise MotionError(ErrorCode.EXECUTION_FAILED, f"{step.path}: cannot run a {_step_type(step)} step")
+
+    # -- helpers -------------------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self._closed:
+            raise MotionError(ErrorCode.EXECUTION_FAILED, "the simulated cell is closed")
+
+    def _submit(self, pool: ThreadPoolExecutor, job: Callable[[], _T], default: ErrorCode) -> Future[_T]:
+        """Run ``job`` on ``pool``; any exception becomes a :class:`MotionError` (``default`` code)."""
+        future: Future[_T] = Future()
+        future.set_running_or_notify_cancel()
+
+        def run() -> None:
+            try:
+                result = job()
+            except BaseException as exc:
+                future.set_exception(as_motion_error(exc, default=default))
+            else:
+                future.set_result(result)
+
+        pool.submit(run)
+        return future
+
+
+class _Port:
+    """The backend as seen by the tool changer and vision: blocking moves from the live state."""
+
+    def __init__(self, backend: SimBackend, dispatch: _Dispatch) -> None:
+        self._backend = backend
+        self._dispatch = dispatch
+
+    def joint_positions(self) -> tuple[float, ...]:
+        return self._backend.controller.joint_positions()
+
+    def tool_state(self) -> ToolState:
+        return self._backend.tool_state()
+
+    def planning_tip(self) -> NDArray[np.float64]:
+        return planning_tip(self._backend.cell, self._backend.tool_state())
+
+    def move(self, steps: Sequence[Step]) -> None:
+        self._backend._check_stopped(self._dispatch)
+        solution = self._backend._plan_now(steps, None)
+        self._backend._play(solution.segments, self._dispatch)
+
+    def set_tool_state(self, state: ToolState) -> None:
+        self._backend._set_tool_state(state)
+
+
+def _step_type(step: Step) -> str:
+    """The script's task type of a step (``kind`` for the vision family)."""
+    return str(getattr(step, "kind", "") or step.task_type)
+
+
+def _server_of(step_types: Sequence[str]) -> str:
+    for step_type in step_types:
+        if step_type in ("tool_exchange", "pipettor"):
+            return step_type
+    return "vision"
+
+
+def _wait(seconds: float) -> None:
+    if seconds > 0.0:
+        threading.Event().wait(seconds)
+
+
+def _injector(cell: CellConfig, faults: FaultInjector | Iterable[FaultSpec] | None) -> FaultInjector:
+    if isinstance(faults, FaultInjector):
+        return faults
+    if faults is not None:
+        return FaultInjector(faults)
+    return parse_fault_section(cell.extra.get("faults"), source=cell.source or "cell")

@@ -1,0 +1,508 @@
+"""The simulated arm controller: plays time-parameterised trajectories in simulated time.
+
+Why a kinematic simulator (``notes/motion-planning.md`` §7): the planner hands over
+trajectories that were collision-checked sample by sample, so the simulated robot must
+stay *exactly* on them. :class:`SimController` therefore never integrates dynamics; it
+advances a trajectory-time pointer ``τ`` at a fixed control rate of simulated time and
+evaluates the trajectory at ``τ``. Between two samples it uses the cubic Hermite spline
+through their positions and velocities, as ``joint_trajectory_controller`` does when
+velocities are given (ROS 2 ``ros2_controllers``, "Trajectory Representation"). Samples
+that lie on one straight joint segment (every sample of
+:func:`~erobs_bt.backends.sim.timing.time_parameterize`) have velocities parallel to
+that segment, so the spline between them stays on it too.
+
+Time: ``speed`` is simulated seconds per wall second (1.0 = real time, 10.0 for tests,
+``math.inf`` = as fast as the CPU allows). The control loop keeps a wall-clock deadline
+per control period, so the simulated clock tracks ``speed`` × wall time without drift.
+
+Stopping, like UR's speed slider (motion-planning.md §7): a time-scaling factor ``s``
+(1 while playing) is ramped to 0, so the arm decelerates along the trajectory path and
+stays on it. Joint velocity is ``s·q′(τ)`` and acceleration ``s²·q″(τ) + ṡ·q′(τ)``; each
+control period picks the largest ``|ṡ|`` with ``|ṡ·q′_i| ≤ a_i − s²·|q″_i|`` for every
+joint, so the ramp respects the acceleration limits ``a`` whenever the trajectory itself
+stays below 95 % of them (the remaining 5 % is a floor that guarantees the ramp ends).
+When ``s`` reaches 0 the trajectory is dropped and its future fails with
+``EXECUTION_FAILED``. Injected execution faults use the same ramp.
+
+Start-state tolerance: like a real controller, a trajectory whose first point is more
+than ``start_tolerance`` (default 0.01 rad) from the live state is rejected with
+``EXECUTION_FAILED``; this is what protects a cached trajectory replayed from a slightly
+different start (erobs-semantics.md §4).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from erobs_bt.backends.base import ArmSegment, ErrorCode, MotionError
+from erobs_bt.backends.sim.kinematics import ACCELERATION_LIMITS
+from erobs_bt.script.model import JOINT_NAMES, JointPositions
+
+_LOG = logging.getLogger(__name__)
+
+#: Default control rate [Hz of simulated time] (the UR e-series control rate, 500 Hz).
+DEFAULT_CONTROL_RATE = 500.0
+#: Default start-state tolerance [rad] (max-norm over the joints).
+DEFAULT_START_TOLERANCE = 0.01
+#: Default rate of joint-state notifications [Hz of wall time].
+DEFAULT_STATE_RATE = 50.0
+#: Fraction of the acceleration limit always available to the stop ramp.
+_RAMP_FLOOR = 0.05
+#: Velocities below this [rad/s] do not constrain the stop ramp.
+_TINY_VELOCITY = 1e-9
+
+#: A joint-state listener: ``(joint names, positions [rad], velocities [rad/s])``.
+JointStateListener = Callable[[tuple[str, ...], tuple[float, ...], tuple[float, ...]], None]
+
+
+@dataclass(frozen=True)
+class JointState:
+    """A snapshot of the simulated arm.
+
+    Attributes:
+        names: joint names (:data:`~erobs_bt.script.model.JOINT_NAMES` order).
+        positions: [rad].
+        velocities: [rad/s].
+        sim_time: simulated time since the controller started [s].
+    """
+
+    names: tuple[str, ...]
+    positions: tuple[float, ...]
+    velocities: tuple[float, ...]
+    sim_time: float
+
+
+class _Active:
+    """The trajectory being played (owned by the controller, guarded by its lock)."""
+
+    def __init__(
+        self,
+        times: NDArray[np.float64],
+        positions: NDArray[np.float64],
+        velocities: NDArray[np.float64],
+        future: Future[None],
+        fault: tuple[float, MotionError] | None,
+        step_index: int,
+    ) -> None:
+        self.times = times
+        self.positions = positions
+        self.velocities = velocities
+        self.future = future
+        self.fault = fault
+        self.step_index = step_index
+        self.duration = float(times[-1])
+        self.tau = 0.0
+        self.scale = 1.0
+        self.index = 0
+        self.stop_error: MotionError | None = None
+
+    def locate(self, tau: float) -> int:
+        """Index ``k`` with ``times[k] <= tau <= times[k + 1]`` (the pointer only moves forward)."""
+        last = len(self.times) - 2
+        while self.index < last and self.times[self.index + 1] <= tau:
+            self.index += 1
+        return self.index
+
+    def evaluate(self, tau: float) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+        """Position, velocity (d/dτ) and acceleration (d²/dτ²) of the Hermite spline at ``tau``."""
+        if len(self.times) == 1 or tau >= self.duration:
+            zeros = np.zeros_like(self.positions[-1])
+            return self.positions[-1].copy(), zeros, zeros
+        k = self.locate(tau)
+        t0, t1 = self.times[k], self.times[k + 1]
+        h = t1 - t0
+        p0, p1 = self.positions[k], self.positions[k + 1]
+        v0, v1 = self.velocities[k], self.velocities[k + 1]
+        u = (tau - t0) / h
+        u2, u3 = u * u, u * u * u
+        position = (
+            (2 * u3 - 3 * u2 + 1) * p0
+            + (u3 - 2 * u2 + u) * h * v0
+            + (-2 * u3 + 3 * u2) * p1
+            + (u3 - u2) * h * v1
+        )
+        velocity = ((6 * u2 - 6 * u) * p0 + (3 * u2 - 4 * u + 1) * h * v0 + (-6 * u2 + 6 * u) * p1) / h + (
+            3 * u2 - 2 * u
+        ) * v1
+        acceleration = (
+            (12 * u - 6) * p0 + (6 * u - 4) * h * v0 + (-12 * u + 6) * p1 + (6 * u - 2) * h * v1
+        ) / (h * h)
+        return position, velocity, acceleration
+
+
+class SimController:
+    """A kinematic joint-trajectory controller for the simulated UR5e, in its own thread.
+
+    Thread safety: every public method may be called from any thread. Listeners and
+    future callbacks run on the controller thread, outside its lock.
+
+    Args:
+        initial_positions: the arm state at start-up [rad], six values.
+        joint_names: the controlled joints, in the order of the position vectors.
+        speed: simulated seconds per wall second (> 0; ``math.inf`` = no waiting).
+        control_rate: control-loop rate [Hz of simulated time].
+        acceleration_limits: per-joint limits for the stop ramp [rad/s²]
+            (default :data:`~erobs_bt.backends.sim.kinematics.ACCELERATION_LIMITS`).
+        start_tolerance: largest allowed distance [rad] (any joint) between the live
+            state and a trajectory's first point.
+        state_rate: joint-state notifications per wall second (the final state of every
+            trajectory is always notified).
+
+    Raises:
+        ValueError: bad arguments (the message names the argument).
+    """
+
+    def __init__(
+        self,
+        initial_positions: Sequence[float],
+        *,
+        joint_names: Sequence[str] = JOINT_NAMES,
+        speed: float = 1.0,
+        control_rate: float = DEFAULT_CONTROL_RATE,
+        acceleration_limits: Sequence[float] | NDArray[np.float64] = ACCELERATION_LIMITS,
+        start_tolerance: float = DEFAULT_START_TOLERANCE,
+        state_rate: float = DEFAULT_STATE_RATE,
+    ) -> None:
+        names = tuple(str(n) for n in joint_names)
+        q0 = np.asarray(initial_positions, dtype=float)
+        if q0.shape != (len(names),) or not np.all(np.isfinite(q0)):
+            raise ValueError(f"initial_positions: expected {len(names)} finite values, got {list(q0)}")
+        if not (speed > 0.0) or math.isnan(speed):
+            raise ValueError(f"speed: must be > 0 (math.inf for no waiting), got {speed}")
+        if not (math.isfinite(control_rate) and control_rate > 0.0):
+            raise ValueError(f"control_rate: must be finite and > 0 Hz, got {control_rate}")
+        accel = np.broadcast_to(np.asarray(acceleration_limits, dtype=float), (len(names),)).copy()
+        if not np.all(np.isfinite(accel)) or np.any(accel <= 0.0):
+            raise ValueError(f"acceleration_limits: must be finite and > 0, got {accel.tolist()}")
+        if not (math.isfinite(start_tolerance) and start_tolerance >= 0.0):
+            raise ValueError(f"start_tolerance: must be finite and >= 0 rad, got {start_tolerance}")
+        if not (math.isfinite(state_rate) and state_rate > 0.0):
+            raise ValueError(f"state_rate: must be finite and > 0 Hz, got {state_rate}")
+        self._names = names
+        self._speed = float(speed)
+        self._period = 1.0 / control_rate
+        self._accel = accel
+        self._start_tolerance = float(start_tolerance)
+        self._state_period = 1.0 / state_rate
+        self._cond = threading.Condition()
+        self._positions = q0
+        self._velocities = np.zeros_like(q0)
+        self._sim_time = 0.0
+        self._active: _Active | None = None
+        self._listeners: list[JointStateListener] = []
+        self._shutdown = False
+        self._idle = threading.Event()
+        self._idle.set()
+        self._thread = threading.Thread(target=self._run, name="sim-controller", daemon=True)
+        self._thread.start()
+
+    # -- state ---------------------------------------------------------------------------
+    @property
+    def joint_names(self) -> tuple[str, ...]:
+        """The controlled joints."""
+        return self._names
+
+    @property
+    def speed(self) -> float:
+        """Simulated seconds per wall second."""
+        return self._speed
+
+    def joint_positions(self) -> JointPositions:
+        """The live arm state [rad], :attr:`joint_names` order."""
+        with self._cond:
+            return tuple(float(x) for x in self._positions)  # type: ignore[return-value]
+
+    def joint_state(self) -> JointState:
+        """Names, positions [rad], velocities [rad/s] and simulated time [s], taken together."""
+        with self._cond:
+            return self._snapshot()
+
+    def is_busy(self) -> bool:
+        """True while a trajectory is playing (including a stop ramp)."""
+        with self._cond:
+            return self._active is not None
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Block until no trajectory is playing; returns False on timeout [s of wall time]."""
+        return self._idle.wait(timeout)
+
+    def set_joint_positions(self, positions: Sequence[float]) -> None:
+        """Place the arm at ``positions`` [rad] at rest (an operator jogging the robot).
+
+        Raises:
+            RuntimeError: a trajectory is playing.
+            ValueError: not one finite value per joint.
+        """
+        q = np.asarray(positions, dtype=float)
+        if q.shape != (len(self._names),) or not np.all(np.isfinite(q)):
+            raise ValueError(f"positions: expected {len(self._names)} finite values, got {list(q)}")
+        with self._cond:
+            if self._active is not None:
+                raise RuntimeError("cannot set joint positions while a trajectory is executing")
+            self._positions = q.copy()
+            self._velocities = np.zeros_like(q)
+            snapshot = self._snapshot()
+        self._notify(snapshot)
+
+    # -- listeners -----------------------------------------------------------------------
+    def add_listener(self, listener: JointStateListener) -> None:
+        """Call ``listener(names, positions, velocities)`` with every joint-state update.
+
+        Updates come at most ``state_rate`` times per wall second, plus the final state
+        of every trajectory; while idle, the resting state is repeated at that rate.
+        """
+        with self._cond:
+            self._listeners.append(listener)
+            self._cond.notify_all()
+
+    def remove_listener(self, listener: JointStateListener) -> None:
+        """Stop notifying ``listener`` (no error when it was not registered)."""
+        with self._cond:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+    # -- commands ------------------------------------------------------------------------
+    def execute(
+        self,
+        segment: ArmSegment,
+        *,
+        fault: tuple[float, MotionError] | None = None,
+    ) -> Future[None]:
+        """Start playing an arm trajectory.
+
+        Args:
+            segment: the trajectory; ``points[0]`` must be within the start tolerance
+                of the live state. Joint names may come in any order of the same set.
+            fault: ``(t, error)`` to simulate a failure: at trajectory time ``t`` [s]
+                the arm ramps down as for :meth:`stop` and the future fails with
+                ``error`` (fault injection).
+
+        Returns:
+            A future that completes when the last point is reached (the arm is then
+            exactly there), or fails with :class:`MotionError`: ``EXECUTION_FAILED`` for
+            a rejected trajectory (busy controller, start-state deviation, malformed
+            points) or a stop, or the injected ``error``.
+        """
+        future: Future[None] = Future()
+        future.set_running_or_notify_cancel()
+        try:
+            times, positions, velocities = self._arrays(segment)
+        except MotionError as exc:
+            future.set_exception(exc)
+            return future
+        with self._cond:
+            if self._shutdown:
+                future.set_exception(MotionError(ErrorCode.EXECUTION_FAILED, "controller is shut down"))
+                return future
+            if self._active is not None:
+                future.set_exception(
+                    MotionError(
+                        ErrorCode.EXECUTION_FAILED,
+                        f"goal rejected: the controller is executing the trajectory of step "
+                        f"{self._active.step_index}",
+                    )
+                )
+                return future
+            deviation = np.abs(positions[0] - self._positions)
+            worst = int(np.argmax(deviation))
+            if deviation[worst] > self._start_tolerance:
+                future.set_exception(
+                    MotionError(
+                        ErrorCode.EXECUTION_FAILED,
+                        f"goal rejected: trajectory of step {segment.step_index} starts "
+                        f"{deviation[worst]:.4f} rad from the robot state at {self._names[worst]} "
+                        f"(start tolerance {self._start_tolerance} rad)",
+                    )
+                )
+                return future
+            if times[0] > 0.0:
+                # ROS semantics: a first point after t = 0 is reached from the live state.
+                times = np.concatenate(([0.0], times))
+                positions = np.vstack((self._positions, positions))
+                velocities = np.vstack((np.zeros_like(self._positions), velocities))
+            self._active = _Active(times, positions, velocities, future, fault, segment.step_index)
+            self._idle.clear()
+            self._cond.notify_all()
+        return future
+
+    def stop(self) -> None:
+        """Decelerate along the current trajectory within the acceleration limits, then drop it.
+
+        The trajectory's future fails with ``EXECUTION_FAILED`` once the arm is at rest.
+        Non-blocking and idempotent (no effect when idle); see :meth:`wait_idle`.
+        """
+        with self._cond:
+            active = self._active
+            if active is not None and active.stop_error is None:
+                active.stop_error = MotionError(
+                    ErrorCode.EXECUTION_FAILED,
+                    f"trajectory of step {active.step_index} stopped at "
+                    f"{active.tau:.3f} s of {active.duration:.3f} s",
+                )
+                self._cond.notify_all()
+
+    def shutdown(self, timeout: float | None = 5.0) -> None:
+        """Drop any trajectory at once (its future fails) and join the controller thread.
+
+        Idempotent. After shutdown :meth:`execute` fails at once.
+        """
+        with self._cond:
+            self._shutdown = True
+            self._cond.notify_all()
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+
+    # -- internals -----------------------------------------------------------------------
+    def _arrays(
+        self, segment: ArmSegment
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+        """Validate a segment and return (times, positions, velocities) in controller joint order."""
+        where = f"trajectory of step {segment.step_index}"
+        if not segment.points:
+            raise MotionError(ErrorCode.EXECUTION_FAILED, f"goal rejected: {where} has no points")
+        names = tuple(segment.joint_names)
+        if sorted(names) != sorted(self._names) or len(set(names)) != len(names):
+            raise MotionError(
+                ErrorCode.EXECUTION_FAILED,
+                f"goal rejected: {where} has joints {list(names)}, the controller {list(self._names)}",
+            )
+        order = [names.index(n) for n in self._names]
+        try:
+            times = np.array([p.time_from_start for p in segment.points], dtype=float)
+            positions = np.array([p.positions for p in segment.points], dtype=float)[:, order]
+            velocities = np.array(
+                [p.velocities if p.velocities else (0.0,) * len(names) for p in segment.points], dtype=float
+            )[:, order]
+        except (ValueError, IndexError) as exc:
+            raise MotionError(
+                ErrorCode.EXECUTION_FAILED, f"goal rejected: {where} is malformed ({exc})"
+            ) from exc
+        if not (
+            np.all(np.isfinite(times)) and np.all(np.isfinite(positions)) and np.all(np.isfinite(velocities))
+        ):
+            raise MotionError(ErrorCode.EXECUTION_FAILED, f"goal rejected: {where} contains NaN or infinity")
+        if times[0] < 0.0 or np.any(np.diff(times) < 0.0):
+            raise MotionError(
+                ErrorCode.EXECUTION_FAILED,
+                f"goal rejected: {where} has time_from_start values that are negative or decreasing",
+            )
+        # Zero-length intervals carry no motion: keep the later sample of each.
+        keep = np.concatenate((np.diff(times) > 0.0, [True]))
+        keep[0] = True
+        return times[keep], positions[keep], velocities[keep]
+
+    def _snapshot(self) -> JointState:
+        return JointState(
+            self._names,
+            tuple(float(x) for x in self._positions),
+            tuple(float(x) for x in self._velocities),
+            self._sim_time,
+        )
+
+    def _notify(self, snapshot: JointState) -> None:
+        with self._cond:
+            listeners = list(self._listeners)
+        for listener in listeners:
+            try:
+                listener(snapshot.names, snapshot.positions, snapshot.velocities)
+            except Exception:
+                _LOG.exception("joint-state listener %r failed", listener)
+
+    def _advance(self, active: _Active) -> MotionError | bool | None:
+        """One control period. Returns False while playing, True when done, or the failure."""
+        dt = self._period
+        self._sim_time += dt
+        if active.stop_error is None and active.fault is not None and active.tau >= active.fault[0]:
+            active.stop_error = active.fault[1]
+        if active.stop_error is not None:
+            _, qd, qdd = active.evaluate(active.tau)
+            room = np.maximum(self._accel - active.scale**2 * np.abs(qdd), _RAMP_FLOOR * self._accel)
+            moving = np.abs(qd) > _TINY_VELOCITY
+            rate = float(np.min(room[moving] / np.abs(qd[moving]))) if np.any(moving) else math.inf
+            new_scale = max(0.0, active.scale - rate * dt)
+            active.tau = min(active.duration, active.tau + 0.5 * (active.scale + new_scale) * dt)
+            active.scale = new_scale
+        else:
+            active.tau = min(active.duration, active.tau + dt)
+        position, qd, _ = active.evaluate(active.tau)
+        if active.tau >= active.duration:
+            self._positions = active.positions[-1].copy()
+            self._velocities = np.zeros_like(self._positions)
+            return active.stop_error if active.stop_error is not None else True
+        self._positions = position
+        self._velocities = active.scale * qd
+        if active.stop_error is not None and active.scale <= 0.0:
+            self._velocities = np.zeros_like(self._positions)
+            return active.stop_error
+        return False
+
+    def _run(self) -> None:
+        deadline = time.monotonic()
+        last_notified = -math.inf
+        while True:
+            finished: tuple[Future[None], MotionError | None] | None = None
+            snapshot: JointState | None = None
+            with self._cond:
+                if self._shutdown:
+                    break
+                active = self._active
+                if active is None:
+                    if self._listeners:
+                        self._cond.wait(self._state_period)
+                    else:
+                        self._cond.wait()
+                    if self._shutdown:
+                        break
+                    deadline = time.monotonic()
+                    if self._active is None and self._listeners:
+                        snapshot = self._snapshot()
+                else:
+                    outcome = self._advance(active)
+                    if outcome is not False:
+                        self._active = None
+                        finished = (active.future, None if outcome is True else outcome)  # type: ignore[arg-type]
+                    now = time.monotonic()
+                    if self._listeners and (
+                        finished is not None or now - last_notified >= self._state_period
+                    ):
+                        snapshot = self._snapshot()
+                        last_notified = now
+            if snapshot is not None:
+                self._notify(snapshot)
+            if finished is not None:
+                future, error = finished
+                if error is None:
+                    future.set_result(None)
+                else:
+                    future.set_exception(error)
+                with self._cond:
+                    if self._active is None:
+                        self._idle.set()
+                continue
+            if active is not None and math.isfinite(self._speed):
+                deadline += self._period / self._speed
+                delay = deadline - time.monotonic()
+                if delay > 0.0:
+                    time.sleep(delay)
+                elif delay < -0.25:
+                    deadline = time.monotonic()  # far behind (e.g. a debugger): do not sprint
+        with self._cond:
+            active = self._active
+            self._active = None
+            self._velocities = np.zeros_like(self._positions)
+        if active is not None:
+            active.future.set_exception(
+                MotionError(
+                    ErrorCode.EXECUTION_FAILED, f"controller shut down during step {active.step_index}"
+                )
+            )
+        self._idle.set()

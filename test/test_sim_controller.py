@@ -1,0 +1,159 @@
+"""Scenarios of the simulated arm controller: playback, start tolerance, stop ramp, shutdown."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+from erobs_bt.backends.base import ArmSegment, ErrorCode, MotionError, TrajectoryPoint
+from erobs_bt.backends.sim.controller import SimController
+from erobs_bt.backends.sim.kinematics import ACCELERATION_LIMITS, VELOCITY_LIMITS
+from erobs_bt.backends.sim.timing import time_parameterize
+
+Q_START = (0.0, -1.57, 1.57, -1.57, -1.57, 0.0)
+Q_GOAL = (0.6, -1.2, 1.1, -1.0, -1.57, 0.4)
+
+
+def segment(
+    start: tuple[float, ...], goal: tuple[float, ...], *, scaling: float = 0.2, index: int = 0
+) -> ArmSegment:
+    points = time_parameterize(
+        [start, goal],
+        velocity_limits=VELOCITY_LIMITS,
+        acceleration_limits=ACCELERATION_LIMITS,
+        speed_scaling=scaling,
+    )
+    return ArmSegment(index, tuple(points))
+
+
+@pytest.fixture
+def controller() -> Iterator[SimController]:
+    ctl = SimController(Q_START, speed=20.0, state_rate=2000.0)
+    yield ctl
+    ctl.shutdown()
+
+
+def test_trajectory_ends_exactly_at_its_last_point_and_joint_states_are_reported(
+    controller: SimController,
+) -> None:
+    received: list[tuple[tuple[str, ...], tuple[float, ...], tuple[float, ...]]] = []
+    controller.add_listener(lambda names, q, qd: received.append((names, q, qd)))
+    seg = segment(Q_START, Q_GOAL)
+
+    controller.execute(seg).result(timeout=30)
+    reports = list(received)  # idle states keep arriving; look at a fixed copy
+
+    assert controller.joint_positions() == seg.points[-1].positions, "the end is reached exactly"
+    assert not controller.is_busy()
+    moving = [r for r in reports if max(abs(v) for v in r[2]) > 0.0]
+    assert len(moving) >= 5, "intermediate joint states were reported while moving"
+    assert reports[-1][0][0] == "shoulder_pan_joint"
+    final = next(r for r in reversed(reports) if r[1] == seg.points[-1].positions)
+    assert final[2] == (0.0,) * 6, "the final state is reported at rest"
+    # The samples lie on the straight joint line: progress along it never goes backwards.
+    delta = np.subtract(Q_GOAL, Q_START)
+    progress = [float(np.dot(np.subtract(q, Q_START), delta) / np.dot(delta, delta)) for _, q, _ in reports]
+    assert all(b >= a - 1e-9 for a, b in itertools.pairwise(progress))
+    off_line = [
+        np.linalg.norm(np.subtract(q, Q_START) - p * delta)
+        for (_, q, _), p in zip(reports, progress, strict=True)
+    ]
+    assert max(off_line) < 1e-9
+
+
+def test_trajectory_starting_away_from_the_robot_is_rejected(controller: SimController) -> None:
+    off = (Q_START[0] + 0.02, *Q_START[1:])
+    future = controller.execute(segment(off, Q_GOAL))
+
+    error = future.exception(timeout=5)
+    assert isinstance(error, MotionError) and error.code is ErrorCode.EXECUTION_FAILED
+    assert "start tolerance 0.01 rad" in str(error) and "shoulder_pan_joint" in str(error)
+    assert controller.joint_positions() == Q_START, "a rejected trajectory moves nothing"
+
+    near = (Q_START[0] + 0.005, *Q_START[1:])
+    seg = segment(near, Q_GOAL)
+    controller.execute(seg).result(timeout=30)
+    assert controller.joint_positions() == seg.points[-1].positions, "within 0.01 rad it is accepted"
+
+
+def test_second_trajectory_while_busy_is_rejected(controller: SimController) -> None:
+    first = controller.execute(segment(Q_START, Q_GOAL))
+    second = controller.execute(segment(Q_START, Q_GOAL, index=1))
+
+    error = second.exception(timeout=5)
+    assert isinstance(error, MotionError) and "executing the trajectory of step 0" in str(error)
+    first.result(timeout=30)
+
+
+def test_stop_ramps_down_within_the_acceleration_limit_and_stays_on_the_path() -> None:
+    controller = SimController(Q_START, speed=5.0, state_rate=1e6)
+    far = (2.0, -0.8, 0.3, -0.5, -1.0, 1.5)
+    seg = segment(Q_START, far, scaling=1.0)
+    samples: list[tuple[float, np.ndarray, np.ndarray]] = []
+    fast = threading.Event()
+
+    def record(names: tuple[str, ...], q: tuple[float, ...], qd: tuple[float, ...]) -> None:
+        state = controller.joint_state()  # the controller thread: consistent with q, qd
+        samples.append((state.sim_time, np.array(q), np.array(qd)))
+        if np.max(np.abs(qd)) > 0.8 * np.pi:
+            fast.set()
+
+    controller.add_listener(record)
+    try:
+        future = controller.execute(seg)
+        assert fast.wait(timeout=30), "the arm reaches full speed"
+        stop_index = len(samples)
+        controller.stop()
+        controller.stop()  # idempotent
+
+        error = future.exception(timeout=30)
+        assert isinstance(error, MotionError) and error.code is ErrorCode.EXECUTION_FAILED
+        assert "stopped" in str(error)
+        assert controller.wait_idle(timeout=5)
+        final = np.array(controller.joint_positions())
+    finally:
+        controller.shutdown()
+
+    after = samples[stop_index - 1 :]
+    speeds = [float(np.max(np.abs(qd))) for _, _, qd in after]
+    assert speeds[-1] == 0.0, "at rest when the trajectory is dropped"
+    assert len(after) > 20, "it decelerates over many control periods, not in one step"
+    times = np.array([t for t, _, _ in after])
+    velocities = np.array([qd for _, _, qd in after])
+    accelerations = np.diff(velocities, axis=0) / np.diff(times)[:, None]
+    assert np.max(np.abs(accelerations)) <= ACCELERATION_LIMITS[0] * 1.02
+    assert not np.allclose(final, far), "stopped before the end"
+    delta = np.subtract(far, Q_START)
+    fraction = float(np.dot(final - Q_START, delta) / np.dot(delta, delta))
+    assert 0.0 < fraction < 1.0
+    assert np.linalg.norm(final - np.array(Q_START) - fraction * delta) < 1e-9, "stopped on the path"
+
+
+def test_injected_fault_stops_the_arm_part_way_with_that_error(controller: SimController) -> None:
+    seg = segment(Q_START, Q_GOAL)
+    injected = MotionError(ErrorCode.EXECUTION_FAILED, "injected")
+
+    error = controller.execute(seg, fault=(seg.duration / 2, injected)).exception(timeout=30)
+
+    assert error is injected
+    q = np.array(controller.joint_positions())
+    assert 0.0 < np.linalg.norm(q - Q_START) < np.linalg.norm(np.subtract(Q_GOAL, Q_START))
+
+
+def test_shutdown_fails_the_active_trajectory_and_joins_the_thread() -> None:
+    controller = SimController(Q_START, speed=1.0)
+    future = controller.execute(segment(Q_START, Q_GOAL))
+
+    controller.shutdown()
+
+    error = future.exception(timeout=5)
+    assert isinstance(error, MotionError) and "shut down" in str(error)
+    late = controller.execute(
+        ArmSegment(1, (TrajectoryPoint(controller.joint_positions(), (0.0,) * 6, (0.0,) * 6, 0.0),))
+    )
+    assert isinstance(late.exception(timeout=1), MotionError)
+    assert not controller.is_busy()

@@ -282,7 +282,11 @@ def _run_goals(
             result = _wait(engine, handle, auto_resume, console)
             console.print(progress.summary(result, title=f"{script.name} — {verb} {attempt}/{repeat}"))
             if not result.success:
-                return EXIT_FAILED
+                return (
+                    EXIT_INVALID
+                    if result.error_code in ("INVALID_SCRIPT", "NOT_PREVIEWABLE")
+                    else EXIT_FAILED
+                )
         return 0
     finally:
         if live_view is not None:

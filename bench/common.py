@@ -30,7 +30,7 @@ def median(samples: Sequence[float]) -> float:
 
 def p90(samples: Sequence[float]) -> float:
     ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(round(0.9 * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
 
 
 def fmt_us(seconds: float) -> str:
@@ -48,7 +48,8 @@ def machine() -> str:
             model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "?")
     except OSError:
         model = platform.processor() or "?"
-    return f"{model}, {os.cpu_count()} cores, Python {platform.python_version()}, {platform.system()} {platform.release()}"
+    system = f"{platform.system()} {platform.release()}"
+    return f"{model}, {os.cpu_count()} cores, Python {platform.python_version()}, {system}"
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:

@@ -79,15 +79,15 @@ def build_engine(config: EngineConfig, *, listener: OrchestratorListener | None 
     registry = PoseRegistry.load(config.poses) if config.poses is not None else None
     backend = create_backend(config.backend, cell=config.cell, speed=config.speed, faults=config.faults)
     cell = getattr(backend, "cell", None)
-    parser = functools.partial(
-        parse_script,
-        registry=registry,
-        **(
-            {"grippers": tuple(cell.grippers), "named_states": tuple(cell.named_states)}
-            if cell is not None
-            else {}
-        ),
-    )
+    if cell is not None:
+        parser = functools.partial(
+            parse_script,
+            registry=registry,
+            grippers=tuple(cell.grippers),
+            named_states=tuple(cell.named_states),
+        )
+    else:
+        parser = functools.partial(parse_script, registry=registry)
     unknown = set(config.timeouts) - set(DEFAULT_TIMEOUTS)
     if unknown:
         raise ValueError(

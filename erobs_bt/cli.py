@@ -362,9 +362,11 @@ def _prompt_resume(orchestrator: Any, console: Console) -> None:
 
 
 def _register_commands() -> None:
+    # Neither module imports rclpy or the viewers at import time; the verbs do when they run.
+    from erobs_bt.ros.commands import COMMANDS as ROS_COMMANDS
     from erobs_bt.viz.commands import COMMANDS as VIZ_COMMANDS
 
-    for command in VIZ_COMMANDS:
+    for command in (*ROS_COMMANDS, *VIZ_COMMANDS):
         main.add_command(command)
 
 

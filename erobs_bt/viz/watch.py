@@ -311,7 +311,16 @@ def watch_ros(
     ros_node.create_subscription(ExecutionState, names["execution_state"], keep("state"), latched_qos())
     executor = SingleThreadedExecutor(context=context)
     executor.add_node(ros_node)
-    spinner = threading.Thread(target=executor.spin, name="erobs_bt-watch", daemon=True)
+    spinning = threading.Event()
+    spinning.set()
+
+    def spin() -> None:
+        # spin_once in a loop, so the loop (not executor.shutdown) ends the spinning and
+        # no callback is in flight when the executor is shut down.
+        while spinning.is_set() and context.ok():
+            executor.spin_once(timeout_sec=0.1)
+
+    spinner = threading.Thread(target=spin, name="erobs_bt-watch", daemon=True)
     spinner.start()
 
     def current() -> dict[str, Any]:
@@ -340,7 +349,8 @@ def watch_ros(
                     live.update(render_picture(current(), source=names["tree_snapshot"]))
         return 0
     finally:
-        executor.shutdown()
+        spinning.clear()
         spinner.join(5.0)
+        executor.shutdown()
         ros_node.destroy_node()
         context.try_shutdown()

@@ -1,0 +1,446 @@
+"""A client of a running ``erobs_bt`` node, for the CLI verbs and the integration tests.
+
+:class:`ErobsBtClient` owns a private rclpy context and node and spins them on a
+background thread, so its methods can block the caller (a click command, a test)
+while callbacks keep arriving: goal responses, feedback, results, service replies
+and the latched topics. Everything it sees is recorded, so a caller can wait for a
+condition ("state became PAUSED", "a feedback with cache_status HIT arrived") with a
+timeout instead of sleeping.
+
+Cancel: the client cancels goals through the action's own cancel service. A
+:class:`GoalRun` cancels its goal; :meth:`ErobsBtClient.cancel_all` sends the
+protocol's "cancel all goals" request (zero goal id and zero stamp), which is how a
+process that did not send the goal (``erobs-bt cancel``) stops whatever the node
+runs. The server answers it with the goals it is cancelling, and the goal then ends
+CANCELED at the next unit boundary.
+
+Names: by default everything is relative to the node's fully qualified name (``/erobs_bt``),
+with the suffixes of the default parameters (``execute``, ``pause``, ``resume``,
+``clear_cache``, ``execution_state``, ``current_gripper``, ``tree_snapshot``,
+``preview_trajectory``) and ``/joint_states``; pass ``names`` when the node was
+configured otherwise.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Generic, TypeVar
+
+import rclpy
+from action_msgs.msg import GoalInfo, GoalStatus
+from action_msgs.srv import CancelGoal
+from erobs_bt_interfaces.action import ExecuteScript
+from erobs_bt_interfaces.msg import ExecutionState, TreeSnapshot
+from rclpy.action import ActionClient
+from rclpy.context import Context
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.signals import SignalHandlerOptions
+from sensor_msgs.msg import JointState
+from std_msgs.msg import String
+from std_srvs.srv import Trigger
+from trajectory_msgs.msg import JointTrajectory
+
+from erobs_bt.ros import ensure_localhost_discovery
+
+T = TypeVar("T")
+
+#: Names of the terminal action statuses (``action_msgs/GoalStatus``).
+STATUS_NAMES: Mapping[int, str] = MappingProxyType(
+    {
+        GoalStatus.STATUS_UNKNOWN: "UNKNOWN",
+        GoalStatus.STATUS_ACCEPTED: "ACCEPTED",
+        GoalStatus.STATUS_EXECUTING: "EXECUTING",
+        GoalStatus.STATUS_CANCELING: "CANCELING",
+        GoalStatus.STATUS_SUCCEEDED: "SUCCEEDED",
+        GoalStatus.STATUS_CANCELED: "CANCELED",
+        GoalStatus.STATUS_ABORTED: "ABORTED",
+    }
+)
+
+#: Names of ``action_msgs/srv/CancelGoal`` return codes.
+CANCEL_CODES: Mapping[int, str] = MappingProxyType(
+    {
+        CancelGoal.Response.ERROR_NONE: "ERROR_NONE",
+        CancelGoal.Response.ERROR_REJECTED: "ERROR_REJECTED",
+        CancelGoal.Response.ERROR_UNKNOWN_GOAL_ID: "ERROR_UNKNOWN_GOAL_ID",
+        CancelGoal.Response.ERROR_GOAL_TERMINATED: "ERROR_GOAL_TERMINATED",
+    }
+)
+
+
+def default_names(node: str = "/erobs_bt") -> dict[str, str]:
+    """The node's endpoint names under its default parameters.
+
+    Args:
+        node: the node's fully qualified name.
+    """
+    base = node.rstrip("/")
+    keys = (
+        "execute",
+        "pause",
+        "resume",
+        "clear_cache",
+        "execution_state",
+        "current_gripper",
+        "tree_snapshot",
+        "preview_trajectory",
+    )
+    return {**{key: f"{base}/{key}" for key in keys}, "joint_states": "/joint_states"}
+
+
+def latched_qos(depth: int = 1) -> QoSProfile:
+    """Reliable, transient-local QoS: receives the last message a latched publisher sent."""
+    return QoSProfile(
+        depth=depth,
+        history=HistoryPolicy.KEEP_LAST,
+        reliability=ReliabilityPolicy.RELIABLE,
+        durability=DurabilityPolicy.TRANSIENT_LOCAL,
+    )
+
+
+class Recorder(Generic[T]):
+    """Messages received on one topic, with a way to wait for one that matches.
+
+    Args:
+        maxlen: how many of the latest messages to keep.
+    """
+
+    def __init__(self, maxlen: int = 10_000) -> None:
+        self._items: deque[T] = deque(maxlen=maxlen)
+        self._cond = threading.Condition()
+        self.count = 0
+
+    def add(self, item: T) -> None:
+        with self._cond:
+            self._items.append(item)
+            self.count += 1
+            self._cond.notify_all()
+
+    def items(self) -> list[T]:
+        """A copy of the kept messages, oldest first."""
+        with self._cond:
+            return list(self._items)
+
+    def latest(self) -> T | None:
+        with self._cond:
+            return self._items[-1] if self._items else None
+
+    def wait_for(self, predicate: Callable[[T], bool], timeout: float, *, since: int = 0) -> T | None:
+        """Block until a message with ``predicate(msg)`` true has arrived.
+
+        Args:
+            predicate: the condition.
+            timeout: [s] longest wait.
+            since: only consider messages received after the first ``since`` ones
+                (use :attr:`count` taken before an action).
+
+        Returns:
+            The first matching message, or ``None`` on timeout.
+        """
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                skip = max(0, len(self._items) - (self.count - since))
+                for index, item in enumerate(self._items):
+                    if index >= skip and predicate(item):
+                        return item
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return None
+                self._cond.wait(remaining)
+
+
+@dataclass
+class GoalRun:
+    """One goal sent through :meth:`ErobsBtClient.send`.
+
+    Attributes:
+        accepted: the server accepted the goal.
+        feedback: every feedback message received, in order.
+        status: the final action status (``action_msgs/GoalStatus``), or ``None`` while running.
+        result: the ``ExecuteScript.Result``, or ``None`` while running.
+        rejection: why the goal was rejected (from the node's latched state), when it was.
+    """
+
+    accepted: bool
+    rejection: str = ""
+    feedback: Recorder[Any] = field(default_factory=Recorder)
+    status: int | None = None
+    result: Any = None
+    _goal_handle: Any = None
+    _done: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def status_name(self) -> str:
+        """``SUCCEEDED``, ``ABORTED``, ``CANCELED``, … (``REJECTED`` when not accepted)."""
+        if not self.accepted:
+            return "REJECTED"
+        return STATUS_NAMES.get(self.status if self.status is not None else -1, "RUNNING")
+
+    def wait(self, timeout: float | None = None) -> Any:
+        """Block until the result arrives.
+
+        Returns:
+            The ``ExecuteScript.Result``.
+
+        Raises:
+            TimeoutError: no result within ``timeout`` seconds.
+            RuntimeError: the goal was rejected.
+        """
+        if not self.accepted:
+            raise RuntimeError(f"goal was rejected: {self.rejection}")
+        if not self._done.wait(timeout):
+            raise TimeoutError(f"no result within {timeout} s")
+        return self.result
+
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def cancel(self, timeout: float = 5.0) -> Any:
+        """Request cancellation of this goal.
+
+        Returns:
+            The ``action_msgs/srv/CancelGoal`` response.
+
+        Raises:
+            TimeoutError: no response within ``timeout`` seconds.
+        """
+        if self._goal_handle is None:
+            raise RuntimeError("goal was not accepted; nothing to cancel")
+        return _wait_future(self._goal_handle.cancel_goal_async(), timeout, "cancel")
+
+
+def _wait_future(future: Any, timeout: float, what: str) -> Any:
+    event = threading.Event()
+    future.add_done_callback(lambda _f: event.set())
+    if not event.wait(timeout):
+        raise TimeoutError(f"{what}: no response within {timeout} s")
+    return future.result()
+
+
+class ErobsBtClient:
+    """Talks to one ``erobs_bt`` node: goals, pause/resume/cancel, latched state.
+
+    Usable as a context manager; :meth:`close` shuts the private context down.
+
+    Args:
+        node: the server node's fully qualified name (names derive from it).
+        names: endpoint names overriding :func:`default_names`.
+        client_name: this client's node name (default ``erobs_bt_client_<random>``, unique so
+            that several clients can share a graph).
+        joint_states: also record ``/joint_states`` (off by default: 50 messages a second).
+
+    Attributes:
+        states: every ``ExecutionState`` received.
+        grippers: every gripper name received.
+        snapshots: every ``TreeSnapshot`` received.
+        previews: every preview ``JointTrajectory`` received.
+        joint_states: ``JointState`` messages (only with ``joint_states=True``).
+    """
+
+    def __init__(
+        self,
+        node: str = "/erobs_bt",
+        *,
+        names: Mapping[str, str] | None = None,
+        client_name: str | None = None,
+        joint_states: bool = False,
+    ) -> None:
+        ensure_localhost_discovery()
+        self.names = {**default_names(node), **(names or {})}
+        self.context = Context()
+        rclpy.init(context=self.context, signal_handler_options=SignalHandlerOptions.NO)
+        name = client_name or f"erobs_bt_client_{uuid.uuid4().hex[:8]}"
+        self.node = Node(name, context=self.context, start_parameter_services=False)
+        self.states: Recorder[Any] = Recorder()
+        self.grippers: Recorder[str] = Recorder()
+        self.snapshots: Recorder[Any] = Recorder()
+        self.previews: Recorder[Any] = Recorder()
+        self.joint_states: Recorder[Any] = Recorder(maxlen=1000)
+        self._action: ActionClient[Any, Any, Any] = ActionClient(
+            self.node, ExecuteScript, self.names["execute"]
+        )
+        self._triggers: dict[str, Any] = {
+            key: self.node.create_client(Trigger, self.names[key])
+            for key in ("pause", "resume", "clear_cache")
+        }
+        self._cancel_all: Any = self.node.create_client(
+            CancelGoal, f"{self.names['execute']}/_action/cancel_goal"
+        )
+        self.node.create_subscription(
+            ExecutionState, self.names["execution_state"], self.states.add, latched_qos()
+        )
+        self.node.create_subscription(
+            String, self.names["current_gripper"], lambda m: self.grippers.add(m.data), latched_qos()
+        )
+        self.node.create_subscription(
+            TreeSnapshot, self.names["tree_snapshot"], self.snapshots.add, latched_qos()
+        )
+        self.node.create_subscription(
+            JointTrajectory, self.names["preview_trajectory"], self.previews.add, latched_qos()
+        )
+        if joint_states:
+            self.node.create_subscription(JointState, self.names["joint_states"], self.joint_states.add, 10)
+        self._executor = SingleThreadedExecutor(context=self.context)
+        self._executor.add_node(self.node)
+        self._stop = threading.Event()
+        self._spinner = threading.Thread(target=self._spin, name="erobs_bt-client", daemon=True)
+        self._spinner.start()
+        self._closed = False
+
+    def _spin(self) -> None:
+        # spin_once in a loop rather than spin(): close() stops the loop and joins this
+        # thread before shutting the executor down, so no callback is still running when
+        # the executor destroys its guard condition.
+        while not self._stop.is_set() and self.context.ok():
+            self._executor.spin_once(timeout_sec=0.05)
+
+    def __enter__(self) -> ErobsBtClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop spinning and shut the private context down (join before destroy). Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self._stop.set()
+        self._spinner.join()
+        self._executor.shutdown()
+        self._action.destroy()
+        self.node.destroy_node()
+        self.context.try_shutdown()
+
+    # -- discovery -----------------------------------------------------------------
+    def wait_for_server(self, timeout: float = 10.0) -> bool:
+        """Wait until the action server and the Trigger services are discovered.
+
+        Returns:
+            True when all were found within ``timeout`` seconds.
+        """
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._action.server_is_ready() and all(c.service_is_ready() for c in self._triggers.values()):
+                return True
+            time.sleep(0.02)
+        return False
+
+    # -- goals -----------------------------------------------------------------------
+    def send(
+        self,
+        full_json: str,
+        *,
+        dry_run: bool = False,
+        on_feedback: Callable[[Any], None] | None = None,
+        timeout: float = 10.0,
+    ) -> GoalRun:
+        """Send a goal and wait for the server's accept/reject answer (not for the result).
+
+        Args:
+            full_json: the script text.
+            dry_run: preview instead of execute.
+            on_feedback: called with each ``ExecuteScript.Feedback`` (on the spin thread).
+            timeout: [s] for the server to be discovered and to answer the goal request.
+
+        Returns:
+            The goal; ``run.wait()`` blocks for its result.
+
+        Raises:
+            TimeoutError: the action server is not available or did not answer.
+        """
+        if not self._action.wait_for_server(timeout_sec=timeout):
+            raise TimeoutError(f"action server {self.names['execute']} not available within {timeout} s")
+        goal = ExecuteScript.Goal(full_json=full_json, dry_run=dry_run)
+        run = GoalRun(accepted=False)
+
+        def feedback(message: Any) -> None:
+            run.feedback.add(message.feedback)
+            if on_feedback is not None:
+                on_feedback(message.feedback)
+
+        goal_handle = _wait_future(
+            self._action.send_goal_async(goal, feedback_callback=feedback), timeout, "goal request"
+        )
+        run.accepted = bool(goal_handle.accepted)
+        if not run.accepted:
+            run.rejection = self._rejection_reason()
+            run._done.set()
+            return run
+        run._goal_handle = goal_handle
+
+        def on_result(future: Any) -> None:
+            response = future.result()
+            run.status = response.status
+            run.result = response.result
+            run._done.set()
+
+        goal_handle.get_result_async().add_done_callback(on_result)
+        return run
+
+    def _rejection_reason(self) -> str:
+        state = self.states.latest()
+        if state is None:
+            return "rejected by the server (its state is unknown)"
+        return f"the node is {state.state}: {state.message}".rstrip(": ")
+
+    # -- services --------------------------------------------------------------------
+    def trigger(self, key: str, timeout: float = 5.0) -> tuple[bool, str]:
+        """Call a Trigger service (``pause``, ``resume`` or ``clear_cache``).
+
+        Returns:
+            ``(success, message)`` of the reply.
+
+        Raises:
+            TimeoutError: the service is not available or did not answer.
+        """
+        client = self._triggers[key]
+        if not client.wait_for_service(timeout_sec=timeout):
+            raise TimeoutError(f"service {self.names[key]} not available within {timeout} s")
+        response = _wait_future(client.call_async(Trigger.Request()), timeout, key)
+        return bool(response.success), str(response.message)
+
+    def pause(self, timeout: float = 5.0) -> tuple[bool, str]:
+        """Request a pause at the next unit boundary."""
+        return self.trigger("pause", timeout)
+
+    def resume(self, timeout: float = 5.0) -> tuple[bool, str]:
+        """Resume a paused goal."""
+        return self.trigger("resume", timeout)
+
+    def clear_cache(self, timeout: float = 5.0) -> tuple[bool, str]:
+        """Drop the node's cached plans."""
+        return self.trigger("clear_cache", timeout)
+
+    def cancel_all(self, timeout: float = 5.0) -> Any:
+        """Cancel every goal of the node (the action protocol's cancel-all request).
+
+        Returns:
+            The ``action_msgs/srv/CancelGoal`` response: ``return_code``
+            (see :data:`CANCEL_CODES`) and ``goals_canceling``.
+
+        Raises:
+            TimeoutError: the action server is not available or did not answer.
+        """
+        if not self._cancel_all.wait_for_service(timeout_sec=timeout):
+            raise TimeoutError(f"action server {self.names['execute']} not available within {timeout} s")
+        request = CancelGoal.Request(goal_info=GoalInfo())
+        return _wait_future(self._cancel_all.call_async(request), timeout, "cancel")
+
+    # -- latched topics ---------------------------------------------------------------
+    def wait_for_state(self, state: str, timeout: float = 10.0, *, since: int = 0) -> Any:
+        """Block until an ``ExecutionState`` with ``state`` arrives (after ``since`` messages).
+
+        Returns:
+            The message, or ``None`` on timeout.
+        """
+        return self.states.wait_for(lambda m: m.state == state, timeout, since=since)

@@ -1,0 +1,296 @@
+"""``erobs-bt`` verbs that talk to (or start) the ``erobs_bt`` ROS 2 node.
+
+* ``serve`` — run the node in this process with ``config/erobs_bt.yaml`` plus overrides.
+* ``send SCRIPT`` — send a goal; print feedback as it arrives and the result.
+* ``pause`` / ``resume`` / ``clear-cache`` — call the node's Trigger services.
+* ``cancel`` — cancel the node's active goal through the action's cancel service with the
+  protocol's "cancel all goals" request (zero goal id and stamp). No extra service is
+  needed, any action client can do the same, and the goal still ends with the action
+  status CANCELED at the next unit boundary (at once while paused).
+* ``state`` — print the latched execution state, gripper and last tree snapshot.
+
+rclpy is imported inside the functions only: the ``erobs-bt`` group must start fast for
+the verbs that do not touch ROS. The lead adds :data:`COMMANDS` to the group.
+
+Exit codes: 0 success; 1 the goal failed, was rejected or cancelled, a request was
+refused, or the node did not answer; 2 the node could not start (``serve``: an invalid
+parameter or configuration file).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+if TYPE_CHECKING:
+    from erobs_bt.ros.client import ErobsBtClient
+    from erobs_bt.ros.node import ErobsBtNode
+
+EXIT_FAILED = 1
+
+#: Script fields whose values name poses (erobs-semantics.md §1).
+
+_node_option = click.option(
+    "--node",
+    default="/erobs_bt",
+    show_default=True,
+    help="Fully qualified name of the erobs_bt node (its endpoints are <node>/execute, ...).",
+)
+_timeout_option = click.option(
+    "--timeout",
+    type=float,
+    default=10.0,
+    show_default=True,
+    help="Seconds to wait for the node to be discovered and to answer.",
+)
+
+
+def _client(node: str) -> ErobsBtClient:
+    from erobs_bt.ros.client import ErobsBtClient
+
+    return ErobsBtClient(node)
+
+
+def _ros_value(value: object) -> str:
+    """A ``-p name:=value`` value (rcl parses it as YAML; strings are JSON-quoted)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)
+    return json.dumps(str(value))
+
+
+def serve_arguments(
+    params_file: Path,
+    *,
+    backend: str | None = None,
+    cell: Path | None = None,
+    poses: Path | None = None,
+    speed: float | None = None,
+    no_batching: bool = False,
+    faults: Path | None = None,
+) -> list[str]:
+    """The ROS arguments ``serve`` starts the node with: the params file, then overrides.
+
+    Paths are made absolute (the node resolves relative paths against its own cwd).
+    """
+    overrides: dict[str, object] = {}
+    if backend is not None:
+        overrides["backend"] = backend
+    if cell is not None:
+        overrides["cell_config"] = str(cell.resolve())
+    if poses is not None:
+        overrides["poses_file"] = str(poses.resolve())
+    if speed is not None:
+        overrides["speed"] = float(speed)
+    if no_batching:
+        overrides["enable_batching"] = False
+    if faults is not None:
+        overrides["faults_file"] = str(faults.resolve())
+    args = ["--ros-args", "--params-file", str(params_file)]
+    for name, value in overrides.items():
+        args += ["-p", f"{name}:={_ros_value(value)}"]
+    return args
+
+
+def _existing_file() -> Any:
+    return click.Path(exists=True, dir_okay=False, path_type=Path)
+
+
+@click.command()
+@click.option("--params-file", type=_existing_file(), help="ROS params file [default: config/erobs_bt.yaml].")
+@click.option("--backend", type=click.Choice(["sim", "scripted"]), help="Motion backend (parameter backend).")
+@click.option("--cell", type=_existing_file(), help="Cell YAML for the sim (parameter cell_config).")
+@click.option("--poses", type=_existing_file(), help="Pose registry YAML, degrees (parameter poses_file).")
+@click.option("--speed", type=click.FloatRange(min=0.0, min_open=True), help="Sim playback speed factor.")
+@click.option("--no-batching", is_flag=True, help="One unit per step (enable_batching:=false).")
+@click.option("--faults", type=_existing_file(), help="Sim fault-injection YAML (parameter faults_file).")
+def serve(
+    params_file: Path | None,
+    backend: str | None,
+    cell: Path | None,
+    poses: Path | None,
+    speed: float | None,
+    no_batching: bool,
+    faults: Path | None,
+) -> None:
+    """Run the erobs_bt ROS 2 node in this process until Ctrl-C (SIGINT) or SIGTERM."""
+    from erobs_bt.paths import config_file
+    from erobs_bt.ros.node import run
+
+    console = Console()
+    params = params_file if params_file is not None else config_file("erobs_bt.yaml")
+    args = serve_arguments(
+        params, backend=backend, cell=cell, poses=poses, speed=speed, no_batching=no_batching, faults=faults
+    )
+
+    def announce(node: ErobsBtNode) -> None:
+        import os
+
+        settings = node.settings
+        table = Table(title=f"erobs_bt listening (node {node.get_fully_qualified_name()})", show_header=False)
+        table.add_row("ROS_DOMAIN_ID", os.environ.get("ROS_DOMAIN_ID", "0"))
+        table.add_row("discovery range", os.environ.get("ROS_AUTOMATIC_DISCOVERY_RANGE", ""))
+        table.add_row("params file", str(params))
+        table.add_row("backend", f"{settings.backend} (speed {settings.speed:g})")
+        table.add_row("batching", "on" if settings.enable_batching else "off")
+        for key, name in node.endpoints().items():
+            table.add_row(key, name)
+        console.print(table)
+        console.print("Ctrl-C to stop.", style="dim")
+
+    sys.exit(run(args, on_ready=announce))
+
+
+def _feedback_line(feedback: Any) -> str:
+    cache = f"  cache [bold]{feedback.cache_status}[/]" if feedback.cache_status else ""
+    return (
+        f"[cyan]step {feedback.current_step}/{feedback.total_steps}[/]  unit {feedback.unit_index}  "
+        f"{feedback.current_action}{cache}  [bold]{feedback.progress_percentage:5.1f}%[/]  "
+        f"[dim]{feedback.status_message}  gripper {feedback.current_gripper}[/]"
+    )
+
+
+@click.command()
+@click.argument("script", type=_existing_file())
+@click.option("--dry-run", is_flag=True, help="Preview (plan only) instead of execute.")
+@_node_option
+@_timeout_option
+def send(script: Path, dry_run: bool, node: str, timeout: float) -> None:
+    """Send SCRIPT to the node as a goal; print feedback and the result (exit 0 on success).
+
+    Ctrl-C while the goal runs cancels it (at the next unit boundary) and waits for the result.
+    """
+    console = Console()
+    text = script.read_text(encoding="utf-8")
+    with _client(node) as client:
+        last = [""]
+
+        def show(feedback: Any) -> None:
+            line = _feedback_line(feedback)
+            if line != last[0]:
+                last[0] = line
+                console.print(line, highlight=False)
+
+        try:
+            run = client.send(text, dry_run=dry_run, on_feedback=show, timeout=timeout)
+        except TimeoutError as exc:
+            console.print(f"[red]error[/] {exc}", highlight=False)
+            sys.exit(EXIT_FAILED)
+        if not run.accepted:
+            console.print(f"[red]REJECTED[/] {run.rejection}", highlight=False)
+            sys.exit(EXIT_FAILED)
+        console.print(f"[green]accepted[/] {'preview' if dry_run else 'execute'} {script}", highlight=False)
+        try:
+            result = run.wait()
+        except KeyboardInterrupt:
+            console.print("[yellow]cancelling[/] (stops at the next unit boundary)")
+            run.cancel(timeout)
+            result = run.wait()
+        table = Table(title=f"{script.name}: {run.status_name}", show_header=False)
+        colour = "green" if result.success else "red"
+        table.add_row("result", f"[{colour}]{run.status_name}[/]")
+        if result.error_message:
+            table.add_row("error", f"[red]{result.error_message}[/]")
+            table.add_row("error code", result.error_code)
+        table.add_row("steps", f"{result.completed_steps}/{result.total_steps} completed")
+        console.print(table)
+        sys.exit(0 if result.success else EXIT_FAILED)
+
+
+def _trigger(key: str, node: str, timeout: float) -> None:
+    console = Console()
+    with _client(node) as client:
+        try:
+            success, message = client.trigger(key, timeout)
+        except TimeoutError as exc:
+            console.print(f"[red]error[/] {exc}", highlight=False)
+            sys.exit(EXIT_FAILED)
+    mark = "[green]ok[/]" if success else "[red]refused[/]"
+    console.print(f"{mark} {message}", highlight=False)
+    sys.exit(0 if success else EXIT_FAILED)
+
+
+@click.command()
+@_node_option
+@_timeout_option
+def pause(node: str, timeout: float) -> None:
+    """Pause the running goal at the next unit boundary."""
+    _trigger("pause", node, timeout)
+
+
+@click.command()
+@_node_option
+@_timeout_option
+def resume(node: str, timeout: float) -> None:
+    """Resume a paused goal."""
+    _trigger("resume", node, timeout)
+
+
+@click.command("clear-cache")
+@_node_option
+@_timeout_option
+def clear_cache(node: str, timeout: float) -> None:
+    """Drop every plan the node has cached."""
+    _trigger("clear_cache", node, timeout)
+
+
+@click.command()
+@_node_option
+@_timeout_option
+def cancel(node: str, timeout: float) -> None:
+    """Cancel the node's active goal (action cancel-all; takes effect at the next unit boundary)."""
+    from erobs_bt.ros.client import CANCEL_CODES
+
+    console = Console()
+    with _client(node) as client:
+        try:
+            response = client.cancel_all(timeout)
+        except TimeoutError as exc:
+            console.print(f"[red]error[/] {exc}", highlight=False)
+            sys.exit(EXIT_FAILED)
+    goals = len(response.goals_canceling)
+    if response.return_code == 0 and goals:
+        console.print(f"[green]ok[/] cancelling {goals} goal(s); it stops at the next unit boundary")
+        sys.exit(0)
+    code = CANCEL_CODES.get(response.return_code, str(response.return_code))
+    console.print(f"[red]nothing cancelled[/] ({code}): no active goal", highlight=False)
+    sys.exit(EXIT_FAILED)
+
+
+@click.command()
+@_node_option
+@_timeout_option
+def state(node: str, timeout: float) -> None:
+    """Print the node's latched execution state, gripper and last tree snapshot."""
+    from erobs_bt.ros.convert import snapshot_from_msg
+
+    console = Console()
+    with _client(node) as client:
+        message = client.states.wait_for(lambda _m: True, timeout)
+        if message is None:
+            console.print(f"[red]error[/] no execution state from {node} within {timeout} s", highlight=False)
+            sys.exit(EXIT_FAILED)
+        gripper = client.grippers.wait_for(lambda _m: True, 1.0)
+        snapshot = client.snapshots.wait_for(lambda _m: True, 1.0)
+    table = Table(title=f"{node}", show_header=False)
+    colour = {"FAULTED": "red", "IDLE": "green"}.get(message.state, "yellow")
+    table.add_row("state", f"[{colour}]{message.state}[/]")
+    table.add_row("message", message.message)
+    table.add_row("goal", message.goal_id or "none yet")
+    if message.unit_index:
+        step = f"step {message.current_step}/{message.total_steps}"
+        table.add_row("running", f"unit {message.unit_index}, {step}")
+    table.add_row("gripper", gripper if gripper is not None else "?")
+    table.add_row("last snapshot", snapshot_from_msg(snapshot).summary() if snapshot is not None else "none")
+    console.print(table)
+
+
+#: The ROS verbs, for ``main.add_command`` in :mod:`erobs_bt.cli`.
+COMMANDS: tuple[click.Command, ...] = (serve, send, pause, resume, cancel, clear_cache, state)

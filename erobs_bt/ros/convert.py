@@ -1,0 +1,275 @@
+"""Conversions between erobs_bt values and ROS messages, in one place.
+
+Each function is a pure mapping (no node, no clock: time stamps are passed in), so the
+field-by-field correspondence is reviewable here and testable without a ROS graph:
+
+=================================  =============================================
+erobs_bt value                     ROS message
+=================================  =============================================
+:class:`Feedback`                  ``erobs_bt_interfaces/action/ExecuteScript.Feedback``
+:class:`Result`                    ``erobs_bt_interfaces/action/ExecuteScript.Result``
+:class:`State` + progress          ``erobs_bt_interfaces/msg/ExecutionState``
+:class:`TreeState`                 ``erobs_bt_interfaces/msg/TreeSnapshot`` (and back)
+:class:`Solution` (arm segments)   ``trajectory_msgs/JointTrajectory``
+joint positions, velocities        ``sensor_msgs/JointState``
+=================================  =============================================
+
+Units are unchanged across the boundary: joint positions in radians, velocities in
+rad/s, accelerations in rad/s², times in seconds (``builtin_interfaces/Duration``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from builtin_interfaces.msg import Duration, Time
+from erobs_bt_interfaces.action import ExecuteScript
+from erobs_bt_interfaces.msg import BehaviourStatus, ExecutionState, TreeSnapshot
+from sensor_msgs.msg import JointState
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
+from erobs_bt.backends.base import ArmSegment, Solution
+from erobs_bt.orchestrator import Feedback, Result, State
+from erobs_bt.ros.snapshots import BehaviourState, TreeState
+
+_NANO = 1_000_000_000
+
+
+def duration(seconds: float) -> Duration:
+    """``builtin_interfaces/Duration`` of ``seconds`` (>= 0), rounded to the nanosecond."""
+    total = round(seconds * _NANO)
+    return Duration(sec=total // _NANO, nanosec=total % _NANO)
+
+
+def seconds(value: Duration | Time) -> float:
+    """A ``Duration`` or ``Time`` in seconds."""
+    return value.sec + value.nanosec / _NANO
+
+
+def time_msg(epoch_seconds: float) -> Time:
+    """``builtin_interfaces/Time`` of a wall time [s since the epoch]."""
+    total = round(epoch_seconds * _NANO)
+    return Time(sec=total // _NANO, nanosec=total % _NANO)
+
+
+def feedback_to_msg(feedback: Feedback) -> ExecuteScript.Feedback:
+    """The action feedback for an orchestrator :class:`Feedback` (same field names)."""
+    return ExecuteScript.Feedback(
+        current_step=feedback.current_step,
+        total_steps=feedback.total_steps,
+        current_action=feedback.current_action,
+        progress_percentage=float(feedback.progress_percentage),
+        status_message=feedback.status_message,
+        current_gripper=feedback.current_gripper,
+        unit_index=feedback.unit_index,
+        cache_status=feedback.cache_status,
+    )
+
+
+def result_to_msg(result: Result) -> ExecuteScript.Result:
+    """The action result for an orchestrator :class:`Result`.
+
+    The goal's status (SUCCEEDED, ABORTED, CANCELED) travels as the action status,
+    not in the result; ``success`` is true exactly for SUCCEEDED.
+    """
+    return ExecuteScript.Result(
+        success=result.success,
+        error_message=result.error_message,
+        error_code=result.error_code,
+        completed_steps=result.completed_steps,
+        total_steps=result.total_steps,
+    )
+
+
+def state_to_msg(
+    state: State,
+    message: str,
+    *,
+    goal_id: str,
+    current_step: int,
+    total_steps: int,
+    unit_index: int,
+    stamp: Time,
+) -> ExecutionState:
+    """The latched ``ExecutionState``.
+
+    Args:
+        state: the orchestrator state.
+        message: what changed (for FAULTED: the fatal error).
+        goal_id: the current or last goal (``""`` before the first).
+        current_step: 1-based first step of the running unit, 0 when none.
+        total_steps: steps of the current or last goal.
+        unit_index: 1-based running unit, 0 when none.
+        stamp: when the state was entered.
+    """
+    return ExecutionState(
+        stamp=stamp,
+        state=state.value,
+        goal_id=goal_id,
+        current_step=current_step,
+        total_steps=total_steps,
+        unit_index=unit_index,
+        message=message,
+    )
+
+
+def _behaviour_json(b: BehaviourState) -> dict[str, Any]:
+    return {
+        "id": b.id,
+        "name": b.name,
+        "type": b.type_name,
+        "parent_id": b.parent_id,
+        "status": b.status,
+        "message": b.message,
+        "is_active": b.is_active,
+        "children": list(b.child_ids),
+    }
+
+
+def snapshot_json(state: TreeState) -> str:
+    """The snapshot as compact JSON (the ``tree_json`` field).
+
+    Keys: ``goal_id``, ``state``, ``unit_index``, ``final``, ``tip_id``, ``stamp``
+    [s since the epoch] and ``behaviours`` (pre-order; each with ``id``, ``name``,
+    ``type``, ``parent_id``, ``status``, ``message``, ``is_active``, ``children``).
+    """
+    return json.dumps(
+        {
+            "goal_id": state.goal_id,
+            "state": state.root_status,
+            "unit_index": state.unit_index,
+            "final": state.final,
+            "tip_id": state.tip_id,
+            "stamp": state.stamp,
+            "behaviours": [_behaviour_json(b) for b in state.behaviours],
+        },
+        separators=(",", ":"),
+    )
+
+
+def snapshot_to_msg(state: TreeState, *, with_json: bool) -> TreeSnapshot:
+    """A ``TreeSnapshot`` for a :class:`TreeState`.
+
+    Args:
+        state: the snapshot.
+        with_json: also fill ``tree_json`` (:func:`snapshot_json`).
+    """
+    return TreeSnapshot(
+        stamp=time_msg(state.stamp),
+        goal_id=state.goal_id,
+        state=state.root_status,
+        unit_index=state.unit_index,
+        final=state.final,
+        tip_id=state.tip_id,
+        behaviours=[
+            BehaviourStatus(
+                id=b.id,
+                name=b.name,
+                type=b.type_name,
+                parent_id=b.parent_id,
+                status=b.status,
+                message=b.message,
+                is_active=b.is_active,
+            )
+            for b in state.behaviours
+        ],
+        tree_json=snapshot_json(state) if with_json else "",
+    )
+
+
+def snapshot_from_msg(msg: TreeSnapshot) -> TreeState:
+    """The :class:`TreeState` of a received ``TreeSnapshot`` (children rebuilt from parents)."""
+    children: dict[str, list[str]] = {}
+    for b in msg.behaviours:
+        children.setdefault(b.parent_id, []).append(b.id)
+    behaviours = tuple(
+        BehaviourState(
+            id=b.id,
+            parent_id=b.parent_id,
+            name=b.name,
+            type_name=b.type,
+            status=b.status,
+            message=b.message,
+            child_ids=tuple(children.get(b.id, ())),
+            is_active=b.is_active,
+        )
+        for b in msg.behaviours
+    )
+    return TreeState(
+        goal_id=msg.goal_id,
+        behaviours=behaviours,
+        tip_id=msg.tip_id,
+        final=msg.final,
+        stamp=seconds(msg.stamp),
+        unit_index=msg.unit_index,
+    )
+
+
+def solution_to_trajectory(solution: Solution, *, stamp: Time) -> JointTrajectory:
+    """The arm motion of a solution as one ``JointTrajectory``.
+
+    The arm segments are concatenated in order, each shifted by the durations of the
+    segments before it; the first point of a segment is dropped when it repeats the
+    previous segment's last point at the same time. Tool segments (gripper commands)
+    have no place in a joint trajectory and are left out.
+
+    Args:
+        solution: a planned unit.
+        stamp: the header stamp.
+
+    Returns:
+        A trajectory (no points when the solution has no arm segment). Joint names are
+        those of the first arm segment; every segment of a solution uses the same order.
+    """
+    trajectory = JointTrajectory()
+    trajectory.header.stamp = stamp
+    offset = 0.0
+    last_time = -math.inf
+    for segment in solution.segments:
+        if not isinstance(segment, ArmSegment) or not segment.points:
+            continue
+        if not trajectory.joint_names:
+            trajectory.joint_names = list(segment.joint_names)
+        for point in segment.points:
+            t = offset + point.time_from_start
+            if t <= last_time:
+                continue
+            trajectory.points.append(
+                JointTrajectoryPoint(
+                    positions=list(point.positions),
+                    velocities=list(point.velocities),
+                    accelerations=list(point.accelerations),
+                    time_from_start=duration(t),
+                )
+            )
+            last_time = t
+        offset += segment.duration
+    return trajectory
+
+
+def joint_state_msg(
+    names: Sequence[str],
+    positions: Sequence[float],
+    velocities: Sequence[float] | None,
+    *,
+    stamp: Time,
+) -> JointState:
+    """A ``sensor_msgs/JointState`` (positions [rad], velocities [rad/s]; no efforts).
+
+    Raises:
+        ValueError: the vectors do not match ``names`` in length.
+    """
+    if len(positions) != len(names) or (velocities is not None and len(velocities) != len(names)):
+        raise ValueError(
+            f"joint state: {len(names)} names but {len(positions)} positions"
+            f" and {len(velocities) if velocities is not None else 0} velocities"
+        )
+    msg = JointState()
+    msg.header.stamp = stamp
+    msg.name = list(names)
+    msg.position = [float(q) for q in positions]
+    msg.velocity = [float(v) for v in velocities] if velocities is not None else []
+    return msg

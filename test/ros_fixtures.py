@@ -1,0 +1,210 @@
+"""Helpers for tests that run the ``erobs_bt`` node in a subprocess.
+
+* :func:`ros_environment` reserves a private ``ROS_DOMAIN_ID`` (ros-domain-coordinator),
+  and puts it, ``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST``, the fast-discovery Fast DDS
+  profile and a temporary ``ROS_LOG_DIR`` into this process's environment (for the
+  in-process client) and into the environment handed to the node. The node gets the
+  *whole* environment: the ROS wheels' bootstrapper re-executes Python with an
+  ``LD_LIBRARY_PATH`` it computed, and a hand-built environment that keeps its guard
+  variable but drops that path breaks ``import rclpy`` (ros2-from-pypi.md §5).
+* :class:`NodeProcess` starts ``python -m erobs_bt.ros.node`` with the params file and
+  overrides, waits for its ready line, and stops it with SIGINT by its PID.
+* :func:`fastdds_segments` and :func:`orphaned_segments` find Fast DDS shared-memory
+  files left behind by processes that are gone (a clean exit leaves none).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import domain_coordinator
+
+REPO = Path(__file__).resolve().parents[1]
+PARAMS_FILE = REPO / "config" / "erobs_bt.yaml"
+FASTDDS_PROFILE = REPO / "config" / "fastdds_localhost.xml"
+SHM = Path("/dev/shm")
+READY_PREFIX = "erobs_bt ready"
+_KEYS = (
+    "ROS_DOMAIN_ID",
+    "ROS_AUTOMATIC_DISCOVERY_RANGE",
+    "FASTDDS_DEFAULT_PROFILES_FILE",
+    "ROS_LOG_DIR",
+)
+
+
+@dataclass(frozen=True)
+class RosEnvironment:
+    """A reserved domain and the environment for processes in it."""
+
+    domain_id: int
+    env: Mapping[str, str]
+    log_dir: Path
+
+
+@contextmanager
+def ros_environment(log_dir: Path) -> Iterator[RosEnvironment]:
+    """Reserve a ROS domain and set this process's ROS variables for the duration."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    with domain_coordinator.domain_id() as domain:
+        values = {
+            "ROS_DOMAIN_ID": str(domain),
+            "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST",
+            "FASTDDS_DEFAULT_PROFILES_FILE": str(FASTDDS_PROFILE),
+            "ROS_LOG_DIR": str(log_dir),
+        }
+        saved = {key: os.environ.get(key) for key in _KEYS}
+        os.environ.update(values)
+        os.environ.pop("RMW_IMPLEMENTATION", None)
+        try:
+            yield RosEnvironment(domain, dict(os.environ), log_dir)
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+
+
+def ros_value(value: object) -> str:
+    """A ``-p name:=value`` value: YAML for numbers and booleans, quoted strings."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    return '"' + str(value) + '"'
+
+
+class NodeProcess:
+    """The erobs_bt node in a subprocess.
+
+    Args:
+        environment: the reserved domain's environment.
+        parameters: ``-p`` overrides on top of ``config/erobs_bt.yaml``.
+    """
+
+    def __init__(self, environment: RosEnvironment, parameters: Mapping[str, object]) -> None:
+        self.environment = environment
+        self.command = [
+            sys.executable,
+            "-m",
+            "erobs_bt.ros.node",
+            "--ros-args",
+            "--params-file",
+            str(PARAMS_FILE),
+        ]
+        for name, value in parameters.items():
+            self.command += ["-p", f"{name}:={ros_value(value)}"]
+        self.process: subprocess.Popen[str] | None = None
+        self.lines: list[str] = []
+        self._ready = threading.Event()
+        self._reader: threading.Thread | None = None
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    @property
+    def output(self) -> str:
+        return "\n".join(self.lines)
+
+    def start(self, timeout: float = 60.0) -> None:
+        """Start the node and wait for its ready line.
+
+        Raises:
+            RuntimeError: the node exited or did not become ready (with its output).
+        """
+        self.process = subprocess.Popen(
+            self.command,
+            env=dict(self.environment.env),
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        self._reader = threading.Thread(target=self._read, name="node-output", daemon=True)
+        self._reader.start()
+        deadline = time.monotonic() + timeout
+        while not self._ready.wait(0.05):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"erobs_bt node did not start:\n{self.output}")
+
+    def _read(self) -> None:
+        assert self.process is not None and self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.append(line.rstrip("\n"))
+            if line.startswith(READY_PREFIX):
+                self._ready.set()
+
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def stop(self, timeout: float = 30.0) -> int:
+        """SIGINT the node by its PID and wait for it; idempotent.
+
+        Returns:
+            Its exit status.
+        """
+        assert self.process is not None
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        if self._reader is not None:
+            self._reader.join(5.0)
+        return self.process.returncode
+
+
+def fastdds_segments() -> set[str]:
+    """Names of Fast DDS shared-memory files in /dev/shm."""
+    if not SHM.is_dir():
+        return set()
+    return {name for name in os.listdir(SHM) if "fastdds" in name}
+
+
+def _mapped_by_live_processes() -> set[str]:
+    used: set[str] = set()
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as maps:
+                for line in maps:
+                    if "/dev/shm/" in line:
+                        used.add(line.rsplit("/dev/shm/", 1)[1].split()[0])
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if target.startswith("/dev/shm/"):
+                    used.add(target.removeprefix("/dev/shm/"))
+        except OSError:
+            continue
+    return used
+
+
+def orphaned_segments(before: set[str]) -> set[str]:
+    """Fast DDS files created since ``before`` that no live process uses any more.
+
+    Checked twice, 0.5 s apart, so a file another process is just creating (not yet
+    mapped) is not mistaken for a leftover.
+    """
+    suspects: set[str] | None = None
+    for attempt in range(2):
+        if attempt:
+            time.sleep(0.5)
+        new = fastdds_segments() - before
+        found = new - _mapped_by_live_processes() if new else set()
+        suspects = found if suspects is None else suspects & found
+    return suspects or set()

@@ -1,0 +1,431 @@
+"""The erobs_bt ROS 2 node, end to end: a node process on the simulated cell, driven by a
+real rclpy action client in this process.
+
+One node (sim backend at 20x speed) serves the module in its own ROS domain; the
+fault scenario gets a second node in another domain, because a FAULTED node rejects
+every later goal. Both are stopped with SIGINT by PID and must exit 0 and leave no
+Fast DDS shared memory behind.
+
+Scenarios follow erobs-semantics.md §3: feedback and result fields, replay from the
+plan cache, pause/resume/cancel only at unit boundaries (a cancel during the last unit
+ends CANCELED; a cancel while paused ends the goal), one goal at a time, FAULTED after
+a fatal replay error, and path-specific validation errors.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import py_trees
+import pytest
+import yaml
+from click.testing import CliRunner
+from ros_fixtures import (
+    REPO,
+    NodeProcess,
+    RosEnvironment,
+    fastdds_segments,
+    orphaned_segments,
+    ros_environment,
+)
+
+from erobs_bt.backends.base import ArmSegment, Solution, ToolSegment, TrajectoryPoint
+from erobs_bt.ros import commands, convert
+from erobs_bt.ros.client import ErobsBtClient, GoalRun
+from erobs_bt.ros.node import PARAMETERS
+from erobs_bt.ros.snapshots import SnapshotThrottle, TreeState
+from erobs_bt.script.model import JOINT_NAMES
+
+SAMPLES = REPO.parent / "shared" / "samples" / "erobs"
+SPEED = 20.0
+GOAL_TIMEOUT = 120.0
+
+#: Poses from the EROBS samples (degrees); all free in the packaged cell with the pipettor.
+POSES = {
+    "safe_sample_transport": [79.72, -69.5, -81.91, -117.92, -268.05, -157.15],
+    "sample_scan_1": [13.38, -112.45, -65.22, -90.98, -267.33, -166.94],
+    "pipettor_scan": [112.19, -63.37, -140.83, -65.82, -269.73, -229.5],
+    "vial_scan": [90.95, -55.09, -134.23, -80.7, -269.7, -182.8],
+    "pre_hotplate": [65.63, -106.91, -69.8, -93.6, -270.12, -206.3],
+}
+LED = {"task_type": "pipettor", "operation": "SET_LED", "led_color": {"r": 0, "g": 1, "b": 0}}
+PAUSE = {"task_type": "pause"}
+
+
+def move(target: str) -> dict[str, Any]:
+    return {"task_type": "moveto", "target": target, "planning_type": "joint"}
+
+
+#: Six joint moves across the cell: one batched unit of about 1 s of wall time at 20x.
+LONG_BATCH = [move("sample_scan_1"), move("pipettor_scan")] * 3
+
+
+def script(tasks: list[dict[str, Any]], *, gripper: str = "pipettor") -> str:
+    return json.dumps({"start_gripper": gripper, "poses": POSES, "tasks": tasks})
+
+
+def run_to_end(client: ErobsBtClient, text: str, *, dry_run: bool = False) -> GoalRun:
+    run = client.send(text, dry_run=dry_run)
+    assert run.accepted, run.rejection
+    run.wait(GOAL_TIMEOUT)
+    return run
+
+
+def wait_feedback(run: GoalRun, predicate: Any, what: str) -> Any:
+    found = run.feedback.wait_for(predicate, GOAL_TIMEOUT)
+    assert found is not None, f"no feedback {what}; got {run.feedback.items()}"
+    return found
+
+
+# -- fixtures ----------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def shm_before() -> set[str]:
+    return fastdds_segments()
+
+
+@pytest.fixture(scope="module")
+def ros_env(tmp_path_factory: pytest.TempPathFactory, shm_before: set[str]) -> Iterator[RosEnvironment]:
+    with ros_environment(tmp_path_factory.mktemp("ros_log")) as environment:
+        yield environment
+
+
+@pytest.fixture(scope="module")
+def node(ros_env: RosEnvironment) -> Iterator[NodeProcess]:
+    process = NodeProcess(ros_env, {"speed": SPEED})
+    process.start()
+    yield process
+    process.stop()
+
+
+@pytest.fixture(scope="module")
+def client(node: NodeProcess) -> Iterator[ErobsBtClient]:
+    with ErobsBtClient(joint_states=True) as ros_client:
+        assert ros_client.wait_for_server(30.0), node.output
+        # Topics are matched separately from the action server: wait for the latched state
+        # and the joint-state stream so no scenario starts before its subscriptions work.
+        assert ros_client.states.wait_for(lambda m: True, 30.0) is not None, node.output
+        assert ros_client.joint_states.wait_for(lambda m: True, 30.0) is not None, node.output
+        yield ros_client
+
+
+# -- scenarios on the shared node -----------------------------------------------------------
+def test_sample_script_succeeds_with_feedback_state_snapshot_and_joint_states(
+    client: ErobsBtClient,
+) -> None:
+    assert client.clear_cache()[0]
+    joints_before = client.joint_states.count
+    states_before = client.states.count
+    run = run_to_end(client, (SAMPLES / "spincoat_to_hotplate.json").read_text())
+
+    assert run.status_name == "SUCCEEDED"
+    result = run.result
+    assert (result.success, result.error_message, result.error_code) == (True, "", "")
+    assert (result.completed_steps, result.total_steps) == (9, 9)
+    feedback = run.feedback.items()
+    assert feedback and all(f.total_steps == 9 for f in feedback)
+    assert {f.unit_index for f in feedback} == {1}
+    assert feedback[0].current_action.startswith("batch[9]: moveto, moveto, end_effector")
+    assert "MISS" in {f.cache_status for f in feedback}
+    assert feedback[-1].progress_percentage == pytest.approx(100.0)
+    assert feedback[-1].current_gripper == "epick"
+
+    running = client.states.wait_for(lambda m: m.state == "RUNNING", 5.0, since=states_before)
+    assert running is not None and running.goal_id
+    idle = client.states.wait_for(
+        lambda m: m.state == "IDLE" and m.goal_id == running.goal_id, 5.0, since=states_before
+    )
+    assert idle is not None and idle.total_steps == 9 and idle.message.endswith("succeeded")
+    final = client.snapshots.wait_for(lambda m: m.final and m.goal_id == idle.goal_id, 5.0)
+    assert final is not None, "no final tree snapshot for the goal"
+    assert final.state == "SUCCESS" and final.behaviours[0].parent_id == ""
+    assert final.behaviours[0].name == "script"
+    tree = convert.snapshot_from_msg(final)
+    assert tree.counts().get("SUCCESS", 0) >= 3
+    assert json.loads(final.tree_json)["goal_id"] == idle.goal_id
+    assert client.grippers.wait_for(lambda g: g == "epick", 5.0) == "epick"
+
+    moving = client.joint_states.wait_for(
+        lambda m: any(abs(v) > 1e-6 for v in m.velocity), 5.0, since=joints_before
+    )
+    assert moving is not None, "no /joint_states with motion during the goal"
+    assert tuple(moving.name) == JOINT_NAMES and len(moving.position) == 6
+
+
+def test_the_same_script_from_the_same_start_replays_from_the_cache(client: ErobsBtClient) -> None:
+    assert client.clear_cache()[0]
+    # spincoat_to_hotplate ends at pre_hotplate: start there so both runs share the key.
+    assert run_to_end(client, script([move("pre_hotplate")], gripper="epick")).result.success
+    text = (SAMPLES / "spincoat_to_hotplate.json").read_text()
+
+    first = run_to_end(client, text)
+    second = run_to_end(client, text)
+
+    assert first.result.success and second.result.success
+    assert "MISS" in {f.cache_status for f in first.feedback.items()}
+    assert "HIT" in {f.cache_status for f in second.feedback.items()}
+    assert (second.result.completed_steps, second.result.total_steps) == (9, 9)
+
+
+def test_pause_takes_effect_at_the_next_unit_boundary_then_resume_finishes(
+    client: ErobsBtClient,
+) -> None:
+    # units: 1 = batch of 6 moves, 2 = pipettor, 3 = move, 4 = pipettor, 5 = move (10 steps)
+    text = script([*LONG_BATCH, LED, move("vial_scan"), LED, move("safe_sample_transport")])
+    states_before = client.states.count
+    run = client.send(text)
+    assert run.accepted, run.rejection
+    wait_feedback(run, lambda f: f.unit_index == 1, "for unit 1")
+
+    assert client.pause() == (True, "Pause requested; pausing after the current unit completes")
+    paused = client.wait_for_state("PAUSED", GOAL_TIMEOUT, since=states_before)
+
+    assert paused is not None, [m.state for m in client.states.items()]
+    assert client.states.wait_for(lambda m: m.state == "COMPLETING_TASK", 1.0, since=states_before)
+    assert (paused.unit_index, paused.current_step, paused.total_steps) == (1, 1, 10)
+    latest = wait_feedback(run, lambda f: f.status_message == "paused before unit 2", "announcing the pause")
+    assert latest.progress_percentage == pytest.approx(60.0), "6 of 10 steps completed at the boundary"
+    assert client.pause() == (False, "Already paused")
+    assert run.feedback.wait_for(lambda f: f.unit_index >= 2, 0.3) is None, "unit 2 started while paused"
+
+    assert client.resume() == (True, "Resumed")
+    result = run.wait(GOAL_TIMEOUT)
+    assert run.status_name == "SUCCEEDED"
+    assert (result.completed_steps, result.total_steps) == (10, 10)
+    assert {f.unit_index for f in run.feedback.items()} == {1, 2, 3, 4, 5}
+
+
+def test_cancel_during_the_last_unit_ends_canceled(client: ErobsBtClient) -> None:
+    # units: 1 = move, 2 = pipettor, 3 = batch of 6 moves (8 steps)
+    run = client.send(script([move("vial_scan"), LED, *LONG_BATCH]))
+    assert run.accepted, run.rejection
+    wait_feedback(run, lambda f: f.unit_index == 3, "for the last unit")
+
+    response = run.cancel()
+    result = run.wait(GOAL_TIMEOUT)
+
+    assert response.return_code == 0 and len(response.goals_canceling) == 1
+    assert run.status_name == "CANCELED"
+    assert (result.success, result.error_code) == (False, "CANCELED")
+    # A running unit is never interrupted: the last unit completes, and the cancel that
+    # arrived during it is honoured at the boundary after it.
+    assert (result.completed_steps, result.total_steps) == (8, 8)
+
+
+def test_cancel_while_paused_ends_the_goal(client: ErobsBtClient) -> None:
+    states_before = client.states.count
+    run = client.send(script([move("vial_scan"), PAUSE, move("safe_sample_transport")]))
+    assert run.accepted, run.rejection
+    assert client.wait_for_state("PAUSED", GOAL_TIMEOUT, since=states_before) is not None
+
+    response = client.cancel_all()
+    result = run.wait(GOAL_TIMEOUT)
+
+    assert response.return_code == 0 and len(response.goals_canceling) == 1
+    assert run.status_name == "CANCELED"
+    assert "paused" in result.error_message
+    assert (result.completed_steps, result.total_steps) == (1, 3)
+
+
+def test_a_second_goal_is_rejected_while_one_runs(client: ErobsBtClient) -> None:
+    states_before = client.states.count
+    first = client.send(script([PAUSE, move("safe_sample_transport")]))
+    assert first.accepted, first.rejection
+    assert client.wait_for_state("PAUSED", GOAL_TIMEOUT, since=states_before) is not None
+
+    second = client.send(script([move("vial_scan")]))
+
+    assert not second.accepted and second.status_name == "REJECTED"
+    assert "PAUSED" in second.rejection
+    client.cancel_all()
+    assert first.wait(GOAL_TIMEOUT) is not None and first.status_name == "CANCELED"
+    assert run_to_end(client, script([move("safe_sample_transport")])).status_name == "SUCCEEDED"
+
+
+def test_a_malformed_script_aborts_with_its_path_and_the_node_serves_the_next(
+    client: ErobsBtClient,
+) -> None:
+    bad = run_to_end(client, (SAMPLES / "legacy_place_on_hotplate.json").read_text())
+
+    assert bad.status_name == "ABORTED"
+    assert bad.result.error_code == "INVALID_SCRIPT"
+    assert bad.result.error_message == (
+        "tasks[0]: MoveTo goal must specify exactly one of target, direction/distance, or cartesian_target"
+    )
+    assert (bad.result.completed_steps, bad.result.total_steps) == (0, 0)
+    assert run_to_end(client, script([move("vial_scan")])).status_name == "SUCCEEDED"
+
+
+def test_a_dry_run_publishes_the_preview_and_moves_nothing(client: ErobsBtClient) -> None:
+    assert run_to_end(client, script([move("safe_sample_transport")], gripper="epick")).result.success
+    previews_before = client.previews.count
+    joints = client.joint_states.wait_for(lambda m: True, 5.0, since=client.joint_states.count)
+    assert joints is not None
+
+    run = run_to_end(client, (SAMPLES / "spincoat_to_hotplate.json").read_text(), dry_run=True)
+
+    assert run.status_name == "SUCCEEDED" and run.result.completed_steps == 9
+    preview = client.previews.wait_for(lambda m: True, 5.0, since=previews_before)
+    assert preview is not None, "no preview trajectory"
+    assert tuple(preview.joint_names) == JOINT_NAMES and len(preview.points) >= 2
+    times = [convert.seconds(p.time_from_start) for p in preview.points]
+    assert times == sorted(times) and len(set(times)) == len(times)
+    after = client.joint_states.wait_for(lambda m: True, 5.0, since=client.joint_states.count)
+    assert after is not None
+    assert list(after.position) == pytest.approx(list(joints.position), abs=1e-9), "a preview moved the arm"
+
+
+def test_cli_verbs_talk_to_the_node(client: ErobsBtClient, tmp_path: Path) -> None:
+    runner = CliRunner()
+    script_file = tmp_path / "move.json"
+    script_file.write_text(script([move("vial_scan")]))
+
+    sent = runner.invoke(commands.send, [str(script_file)])
+    state = runner.invoke(commands.state, [])
+    pause = runner.invoke(commands.pause, [])
+    cancel = runner.invoke(commands.cancel, [])
+
+    assert sent.exit_code == 0, sent.output
+    assert "SUCCEEDED" in sent.output and "step 1/1" in sent.output
+    assert state.exit_code == 0 and "IDLE" in state.output, state.output
+    assert pause.exit_code == 1 and "No task is currently executing" in pause.output
+    assert cancel.exit_code == 1 and "no active goal" in cancel.output
+    rejected = runner.invoke(commands.send, [str(SAMPLES / "legacy_place_on_hotplate.json")])
+    assert rejected.exit_code == 1 and "INVALID_SCRIPT" in rejected.output
+
+
+def test_sigint_during_a_goal_stops_the_node_cleanly(
+    node: NodeProcess, client: ErobsBtClient, shm_before: set[str]
+) -> None:
+    run = client.send(script([*LONG_BATCH, move("safe_sample_transport")]))
+    assert run.accepted, run.rejection
+    wait_feedback(run, lambda f: f.unit_index == 1, "for unit 1")
+    states_before = client.states.count
+
+    status = node.stop()
+    farewell = client.states.wait_for(lambda m: m.message == "node shutting down", 5.0, since=states_before)
+    client.close()
+
+    assert status == 0, node.output
+    assert "Traceback" not in node.output and "never retrieved" not in node.output, node.output
+    assert farewell is not None and farewell.state == "IDLE", "the final state was not published"
+    assert orphaned_segments(shm_before) == set()
+
+
+# -- a node of its own: a fatal replay error faults it ------------------------------------
+def test_an_injected_replay_timeout_faults_the_node_and_later_goals_are_rejected(
+    tmp_path: Path,
+) -> None:
+    faults = tmp_path / "faults.yaml"
+    faults.write_text(yaml.safe_dump({"faults": [{"call": "replay", "outcome": "acceptance_timeout"}]}))
+    # Starts and ends at the cell's initial pose, so the second run has the first run's key.
+    there_and_back = script([move("sample_scan_1"), move("safe_sample_transport")], gripper="epick")
+    shm_before = fastdds_segments()
+    with ros_environment(tmp_path / "ros_log") as environment:
+        process = NodeProcess(environment, {"speed": SPEED, "faults_file": str(faults)})
+        process.start()
+        try:
+            with ErobsBtClient() as ros_client:
+                assert ros_client.wait_for_server(30.0), process.output
+                first = run_to_end(ros_client, there_and_back)
+                second = run_to_end(ros_client, there_and_back)
+                faulted = ros_client.wait_for_state("FAULTED", 5.0)
+                third = ros_client.send(there_and_back)
+                resume = ros_client.resume()
+        finally:
+            status = process.stop()
+
+    assert first.status_name == "SUCCEEDED"
+    assert "HIT" in {f.cache_status for f in second.feedback.items()}
+    assert second.status_name == "ABORTED"
+    assert second.result.error_code == "REPLAY_TIMEOUT"
+    assert second.result.error_message.startswith("REPLAY_TIMEOUT: ")
+    assert faulted is not None and faulted.message.startswith("REPLAY_TIMEOUT: ")
+    assert not third.accepted and "FAULTED" in third.rejection
+    assert resume == (False, "Not paused"), "Resume does not clear a fault"
+    assert status == 0, process.output
+    assert orphaned_segments(shm_before) == set()
+
+
+# -- pieces without a ROS graph -----------------------------------------------------------------
+def test_the_params_file_states_every_node_default() -> None:
+    document = yaml.safe_load((REPO / "config" / "erobs_bt.yaml").read_text())
+    flat: dict[str, Any] = {}
+
+    def flatten(prefix: str, value: Any) -> None:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                flatten(f"{prefix}{key}.", item)
+        else:
+            flat[prefix[:-1]] = value
+
+    flatten("", document["erobs_bt"]["ros__parameters"])
+    assert flat == {spec.name: spec.default for spec in PARAMETERS}
+
+
+def test_the_launch_file_is_valid_python() -> None:
+    source = (REPO / "launch" / "erobs_bt.launch.py").read_text()
+    code = compile(source, "erobs_bt.launch.py", "exec")
+    assert "generate_launch_description" in code.co_names
+
+
+def test_serve_passes_overrides_after_the_params_file(tmp_path: Path) -> None:
+    cell = tmp_path / "cell.yaml"
+    args = commands.serve_arguments(REPO / "config" / "erobs_bt.yaml", cell=cell, speed=5, no_batching=True)
+    assert args[:3] == ["--ros-args", "--params-file", str(REPO / "config" / "erobs_bt.yaml")]
+    assert args[3:] == [
+        "-p",
+        f'cell_config:="{cell.resolve()}"',
+        "-p",
+        "speed:=5.0",
+        "-p",
+        "enable_batching:=false",
+    ]
+
+
+def test_snapshots_are_sent_on_change_at_most_at_the_rate_and_always_at_the_end() -> None:
+    now = [0.0]
+    sent: list[TreeState] = []
+    throttle = SnapshotThrottle(sent.append, rate=10.0, clock=lambda: now[0])
+    leaf = py_trees.behaviours.Running("work")
+    root = py_trees.composites.Sequence("script", memory=True, children=[leaf])
+
+    root.tick_once()
+    throttle.ticked("goal-1", root)
+    first = throttle.poll()
+    root.tick_once()
+    throttle.ticked("goal-1", root)
+    now[0] = 0.05
+    too_soon = throttle.poll()
+    now[0] = 0.2
+    unchanged = throttle.poll()
+    final = throttle.finish("goal-1", root)
+    again = throttle.finish("goal-1", root)
+
+    assert first is not None and first.root_status == "RUNNING"
+    tip = first.tip()
+    assert tip is not None and tip.name == "work" and [b.is_active for b in first.behaviours] == [True, True]
+    assert too_soon is None and unchanged is None
+    assert final is not None and final.final and again is None
+    assert [s.final for s in sent] == [False, True]
+
+
+def test_a_solution_becomes_one_joint_trajectory_without_tool_commands() -> None:
+    zero = (0.0,) * 6
+    a, b, c = zero, (0.1,) * 6, (0.2,) * 6
+    solution = Solution(
+        segments=(
+            ArmSegment(0, (TrajectoryPoint(a, zero, zero, 0.0), TrajectoryPoint(b, zero, zero, 1.5))),
+            ToolSegment(1, "epick", "vacuum_on"),
+            ArmSegment(2, (TrajectoryPoint(b, zero, zero, 0.0), TrajectoryPoint(c, zero, zero, 0.5))),
+        ),
+        model_revision="robot_models__epick__3mm_dia",
+    )
+
+    trajectory = convert.solution_to_trajectory(solution, stamp=convert.time_msg(0.0))
+
+    assert tuple(trajectory.joint_names) == JOINT_NAMES
+    assert [convert.seconds(p.time_from_start) for p in trajectory.points] == [0.0, 1.5, 2.0]
+    assert [tuple(p.positions) for p in trajectory.points] == [a, b, c]

@@ -111,6 +111,16 @@ def _existing_file() -> Any:
 @click.option("--speed", type=click.FloatRange(min=0.0, min_open=True), help="Sim playback speed factor.")
 @click.option("--no-batching", is_flag=True, help="One unit per step (enable_batching:=false).")
 @click.option("--faults", type=_existing_file(), help="Sim fault-injection YAML (parameter faults_file).")
+@click.option(
+    "--view/--no-view", default=True, show_default=True, help="Serve the live web view on 127.0.0.1."
+)
+@click.option(
+    "--view-port",
+    type=click.IntRange(0, 65535),
+    default=8765,
+    show_default=True,
+    help="Live view port (0: any).",
+)
 def serve(
     params_file: Path | None,
     backend: str | None,
@@ -119,8 +129,11 @@ def serve(
     speed: float | None,
     no_batching: bool,
     faults: Path | None,
+    view: bool,
+    view_port: int,
 ) -> None:
-    """Run the erobs_bt ROS 2 node in this process until Ctrl-C (SIGINT) or SIGTERM."""
+    """Run the erobs_bt ROS 2 node in this process until Ctrl-C (SIGINT) or SIGTERM,
+    with the live web view of its tree (the same pause/resume/cancel as the services)."""
     from erobs_bt.paths import config_file
     from erobs_bt.ros.node import run
 
@@ -130,9 +143,15 @@ def serve(
         params, backend=backend, cell=cell, poses=poses, speed=speed, no_batching=no_batching, faults=faults
     )
 
+    views: list[Any] = []
+
     def announce(node: ErobsBtNode) -> None:
         import os
 
+        if view:
+            from erobs_bt.viz.web import start_live_view
+
+            views.append(start_live_view(node.orchestrator, port=view_port))
         settings = node.settings
         table = Table(title=f"erobs_bt listening (node {node.get_fully_qualified_name()})", show_header=False)
         table.add_row("ROS_DOMAIN_ID", os.environ.get("ROS_DOMAIN_ID", "0"))
@@ -142,10 +161,17 @@ def serve(
         table.add_row("batching", "on" if settings.enable_batching else "off")
         for key, name in node.endpoints().items():
             table.add_row(key, name)
+        for live in views:
+            table.add_row("live view", live.url)
         console.print(table)
         console.print("Ctrl-C to stop.", style="dim")
 
-    sys.exit(run(args, on_ready=announce))
+    try:
+        status = run(args, on_ready=announce)
+    finally:
+        for live in views:
+            live.close()
+    sys.exit(status)
 
 
 def _feedback_line(feedback: Any) -> str:

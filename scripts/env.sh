@@ -45,8 +45,19 @@ if [[ $# -eq 0 ]]; then
   exit 2
 fi
 
+# Run the command as a child (so the log directory can be cleaned up afterwards) and pass
+# SIGINT/SIGTERM on to it: stopping this script by its PID stops the command cleanly.
 status=0
-"$@" || status=$?
+"$@" <&0 &   # explicit stdin: a background job would otherwise read /dev/null
+child=$!
+trap 'kill -INT "${child}" 2>/dev/null' INT
+trap 'kill -TERM "${child}" 2>/dev/null' TERM
+while true; do
+  wait "${child}" && status=0 || status=$?
+  # wait returns early (status > 128) when a trapped signal arrives; keep waiting for the child.
+  kill -0 "${child}" 2>/dev/null || break
+done
+trap - INT TERM
 if [[ ${status} -eq 0 ]]; then
   rm -rf -- "${ROS_LOG_DIR}"
 elif [[ -n "$(ls -A "${ROS_LOG_DIR}" 2>/dev/null)" ]]; then

@@ -13,7 +13,10 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Collection, Mapping
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 from erobs_bt.script.errors import ScriptError
 
@@ -190,3 +193,25 @@ def join(path: str, key: str | int) -> str:
     if isinstance(key, int):
         return f"{path}[{key}]"
     return f"{path}.{key}" if path else key
+
+
+def load_yaml_file(path: str | Path, *, max_bytes: int) -> Any:
+    """Read a size-limited UTF-8 YAML file with ``yaml.safe_load`` (nothing is evaluated).
+
+    Raises:
+        ScriptError: the file is larger than ``max_bytes`` (``Limits.max_file_bytes``), not
+            UTF-8 or not YAML; the path is the file name.
+        OSError: the file cannot be read.
+    """
+    file = Path(path)
+    size = file.stat().st_size
+    if size > max_bytes:
+        raise ScriptError(
+            file.name, f"is {size} bytes; the limit is {max_bytes} bytes (Limits.max_file_bytes)"
+        )
+    try:
+        return yaml.safe_load(file.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ScriptError(file.name, f"is not UTF-8 text: {exc}") from None
+    except yaml.YAMLError as exc:
+        raise ScriptError(file.name, f"invalid YAML: {exc}") from None

@@ -25,8 +25,6 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, cast
 
-import yaml
-
 from erobs_bt.script import _values as v
 from erobs_bt.script.errors import ScriptError
 from erobs_bt.script.limits import DEFAULT_LIMITS, Limits
@@ -143,20 +141,8 @@ class PoseRegistry:
                 (``cms_poses.yaml: home[2]: must be a finite number (deg) (got true)``).
             OSError: the file cannot be read.
         """
-        file = Path(path)
-        size = file.stat().st_size
-        if size > limits.max_file_bytes:
-            raise ScriptError(
-                file.name,
-                f"is {size} bytes; the limit is {limits.max_file_bytes} bytes (Limits.max_file_bytes)",
-            )
-        try:
-            data = yaml.safe_load(file.read_bytes().decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            raise ScriptError(file.name, f"is not UTF-8 text: {exc}") from None
-        except yaml.YAMLError as exc:
-            raise ScriptError(file.name, f"invalid YAML: {exc}") from None
-        return cls.from_mapping({} if data is None else data, source=file.name, limits=limits)
+        data = v.load_yaml_file(path, max_bytes=limits.max_file_bytes)
+        return cls.from_mapping({} if data is None else data, source=Path(path).name, limits=limits)
 
     @classmethod
     def from_mapping(

@@ -28,7 +28,7 @@ class EngineConfig:
     """Everything that shapes an engine (the ROS parameters, the CLI options).
 
     Attributes:
-        backend: ``sim`` (default), ``scripted`` or ``moveit``.
+        backend: ``sim`` (default) or ``scripted``.
         cell: cell YAML; ``None`` for the packaged ``config/cell.yaml``.
         poses: pose-registry YAML (degrees); ``None`` for none.
         faults: fault-injection YAML for the sim backend; ``None`` for none.

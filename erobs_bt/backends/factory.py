@@ -3,7 +3,10 @@
 Kinds:
     ``sim`` — the embedded simulated UR5e cell (default);
     ``scripted`` — the deterministic scripted backend (engine dry runs, tests);
-    ``moveit`` — a MoveIt-backed adapter, importable only where MoveIt is installed.
+
+A MoveIt adapter is not part of this package yet: there is no MoveIt to test it against
+in this project's environment (moveit_py and moveit_msgs are not installable from PyPI).
+It would implement :class:`~erobs_bt.backends.base.MotionBackend` and be added here.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from pathlib import Path
 
 from erobs_bt.backends.base import MotionBackend
 
-BACKEND_KINDS = ("sim", "scripted", "moveit")
+BACKEND_KINDS = ("sim", "scripted")
 
 
 def create_backend(
@@ -32,7 +35,6 @@ def create_backend(
 
     Raises:
         ValueError: unknown kind or invalid configuration (the message names the file and key).
-        ImportError: ``moveit`` requested where moveit_py is not installed.
     """
     if kind == "scripted":
         from erobs_bt.backends.scripted import ScriptedBackend
@@ -46,8 +48,4 @@ def create_backend(
 
         cell_config = load_cell(cell if cell is not None else config_file("cell.yaml"))
         return SimBackend(cell_config, speed=speed, faults=load_faults(faults) if faults else None)
-    if kind == "moveit":
-        from erobs_bt.backends.moveit import MoveItBackend
-
-        return MoveItBackend()
     raise ValueError(f"backend: unknown kind {kind!r} (available: {', '.join(BACKEND_KINDS)})")

@@ -115,7 +115,7 @@ def _timeout_specs() -> tuple[ParameterSpec, ...]:
 
 #: Every parameter of the node, with its default (config/erobs_bt.yaml repeats these).
 PARAMETERS: tuple[ParameterSpec, ...] = (
-    ParameterSpec("backend", "sim", "motion backend: 'sim' (simulated UR5e cell), 'scripted' or 'moveit'"),
+    ParameterSpec("backend", "sim", "motion backend: 'sim' (simulated UR5e cell) or 'scripted'"),
     ParameterSpec("cell_config", "", "cell YAML for the sim backend; '' = the built-in default cell"),
     ParameterSpec("poses_file", "", "pose registry YAML (name: 6 joint angles in degrees); '' = none"),
     ParameterSpec("speed", 1.0, "sim playback speed factor (1.0 = real time, 20.0 = 20x faster), > 0"),
@@ -272,8 +272,8 @@ class ErobsBtNode(Node):
     ``~`` is the node's name, ``/erobs_bt``.
 
     Parameters (defaults in ``config/erobs_bt.yaml``; all read-only after start-up):
-        * **backend** (str, ``sim``): ``sim`` (embedded simulated UR5e cell), ``scripted``
-          or ``moveit`` (where MoveIt is installed).
+        * **backend** (str, ``sim``): ``sim`` (embedded simulated UR5e cell) or
+          ``scripted`` (deterministic test double).
         * **cell_config** (str, ``""``): cell YAML for the sim; ``""`` = built-in cell.
         * **poses_file** (str, ``""``): pose registry YAML (degrees); ``""`` = none.
         * **speed** (float, 1.0): sim playback speed factor.

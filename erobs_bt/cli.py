@@ -24,6 +24,7 @@ from rich.table import Table
 from erobs_bt.backends.factory import BACKEND_KINDS
 from erobs_bt.batching import Unit, group_into_batches
 from erobs_bt.cache import is_eligible
+from erobs_bt.console import make_console
 from erobs_bt.script.errors import ScriptError
 from erobs_bt.script.model import Script
 from erobs_bt.tree.compile import NotPreviewableError, check_previewable
@@ -90,14 +91,14 @@ def main() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def validate(script: Path, poses: Path | None, no_batching: bool, as_json: bool) -> None:
     """Validate SCRIPT and show its steps, units, cache eligibility and key digest."""
-    console = Console()
+    console = make_console()
     try:
         parsed = load_script(script, poses)
     except ScriptError as exc:
         if as_json:
             click.echo(json.dumps({"valid": False, "error": str(exc)}))
         else:
-            Console(stderr=True).print(f"[bold red]invalid[/] {script}: {exc}", highlight=False)
+            make_console(stderr=True).print(f"[bold red]invalid[/] {script}: {exc}", highlight=False)
         sys.exit(EXIT_INVALID)
     units = group_into_batches(parsed.steps, enabled=not no_batching)
     report = describe(parsed, units)
@@ -236,8 +237,8 @@ def _run_goals(
     from erobs_bt.session import EngineConfig, build_engine
     from erobs_bt.viz.runlog import RunLogWriter
 
-    console = Console()
-    errors = Console(stderr=True)
+    console = make_console()
+    errors = make_console(stderr=True)
     config = EngineConfig(
         backend=backend, cell=cell, poses=poses, faults=faults, speed=speed, enable_batching=not no_batching
     )
@@ -247,28 +248,36 @@ def _run_goals(
     except (ScriptError, ValueError, OSError) as exc:
         errors.print(f"[bold red]configuration error[/]: {exc}", highlight=False)
         return EXIT_INVALID
+    try:
+        text = script.read_text()
+        parsed = engine.parse(text)
+        if dry_run:
+            check_previewable(parsed)
+    except (ScriptError, NotPreviewableError) as exc:
+        errors.print(f"[bold red]invalid[/] {script}: {exc}", highlight=False)
+        engine.close()
+        return EXIT_INVALID
+    units = group_into_batches(parsed.steps, enabled=config.enable_batching)
     log_path = log_file if log_file is not None else default_log_path(script)
     run_log = RunLogWriter(log_path)
     engine.orchestrator.listener.add(run_log)
     live_view = None
-    if view_port is not None:
-        from erobs_bt.viz.web import start_live_view
-
-        live_view = start_live_view(engine.orchestrator, port=view_port)
-        console.print(f"live view: [link={live_view.url}]{live_view.url}[/link]", highlight=False)
     try:
-        text = script.read_text()
-        try:
-            parsed = engine.parse(text)
-        except ScriptError as exc:
-            errors.print(f"[bold red]invalid[/] {script}: {exc}", highlight=False)
-            return EXIT_INVALID
-        units = group_into_batches(parsed.steps, enabled=config.enable_batching)
+        if view_port is not None:
+            from erobs_bt.viz.web import start_live_view
+
+            live_view = start_live_view(engine.orchestrator, port=view_port)
+            console.print(f"live view: [link={live_view.url}]{live_view.url}[/link]", highlight=False)
         verb = "preview" if dry_run else "run"
+        if not is_eligible(units):
+            cache = "ineligible"
+        elif dry_run:
+            cache = "eligible (preview plans afresh and stores a successful plan)"
+        else:
+            cache = "eligible"
         console.print(
             f"[bold]{verb}[/] {script.name}: {len(parsed.steps)} steps, {len(units)} units, "
-            f"backend {backend}, speed ×{speed:g}, "
-            f"cache {'eligible' if is_eligible(units) else 'ineligible'}",
+            f"backend {backend}, speed ×{speed:g}, cache {cache}",
             highlight=False,
         )
         start = engine.backend.joint_positions()
@@ -282,11 +291,7 @@ def _run_goals(
             result = _wait(engine, handle, auto_resume, console)
             console.print(progress.summary(result, title=f"{script.name} — {verb} {attempt}/{repeat}"))
             if not result.success:
-                return (
-                    EXIT_INVALID
-                    if result.error_code in ("INVALID_SCRIPT", "NOT_PREVIEWABLE")
-                    else EXIT_FAILED
-                )
+                return EXIT_FAILED
         return 0
     finally:
         if live_view is not None:
@@ -318,7 +323,9 @@ def _return_to(engine: Any, start: Any, progress: Any, console: Console) -> bool
     progress.begin(1)
     result = engine.orchestrator.submit(json.dumps(document), dry_run=False).wait()
     if not result.success:
-        Console(stderr=True).print(f"[red]could not return to the start state[/]: {result.error_message}")
+        make_console(stderr=True).print(
+            f"[red]could not return to the start state[/]: {result.error_message}"
+        )
     return bool(result.success)
 
 

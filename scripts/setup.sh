@@ -97,7 +97,7 @@ if ((${#missing[@]})); then
   "${sudo[@]}" apt-get install -y -q "${missing[@]}" >/dev/null
   took "${apt_t}"
 else
-  info "present: graphviz, cmake, c++, python3.11 headers and venv"
+  info "present: graphviz, chromium, cmake, c++, python3.11 headers and venv"
 fi
 command -v ninja >/dev/null || info "ninja not found: CMake will use make (slower, still fine)"
 

@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
-from rich.console import Console
 from rich.table import Table
 
 if TYPE_CHECKING:
@@ -103,6 +102,12 @@ def _existing_file() -> Any:
     return click.Path(exists=True, dir_okay=False, path_type=Path)
 
 
+def _console(*, stderr: bool = False) -> Any:
+    from erobs_bt.console import make_console
+
+    return make_console(stderr=stderr)
+
+
 @click.command()
 @click.option("--params-file", type=_existing_file(), help="ROS params file [default: config/erobs_bt.yaml].")
 @click.option("--backend", type=click.Choice(["sim", "scripted"]), help="Motion backend (parameter backend).")
@@ -137,7 +142,7 @@ def serve(
     from erobs_bt.paths import config_file
     from erobs_bt.ros.node import run
 
-    console = Console()
+    console = _console()
     params = params_file if params_file is not None else config_file("erobs_bt.yaml")
     args = serve_arguments(
         params, backend=backend, cell=cell, poses=poses, speed=speed, no_batching=no_batching, faults=faults
@@ -193,7 +198,7 @@ def send(script: Path, dry_run: bool, node: str, timeout: float) -> None:
 
     Ctrl-C while the goal runs cancels it (at the next unit boundary) and waits for the result.
     """
-    console = Console()
+    console = _console()
     text = script.read_text(encoding="utf-8")
     with _client(node) as client:
         last = [""]
@@ -203,6 +208,13 @@ def send(script: Path, dry_run: bool, node: str, timeout: float) -> None:
             if line != last[0]:
                 last[0] = line
                 console.print(line, highlight=False)
+                if (
+                    "waiting for Resume" in feedback.status_message
+                    or "paused before" in feedback.status_message
+                ):
+                    console.print(
+                        "[yellow]paused[/]: `erobs-bt resume` continues, `erobs-bt cancel` ends the goal"
+                    )
 
         try:
             run = client.send(text, dry_run=dry_run, on_feedback=show, timeout=timeout)
@@ -231,7 +243,7 @@ def send(script: Path, dry_run: bool, node: str, timeout: float) -> None:
 
 
 def _trigger(key: str, node: str, timeout: float) -> None:
-    console = Console()
+    console = _console()
     with _client(node) as client:
         try:
             success, message = client.trigger(key, timeout)
@@ -274,7 +286,7 @@ def cancel(node: str, timeout: float) -> None:
     """Cancel the node's active goal (action cancel-all; takes effect at the next unit boundary)."""
     from erobs_bt.ros.client import CANCEL_CODES
 
-    console = Console()
+    console = _console()
     with _client(node) as client:
         try:
             response = client.cancel_all(timeout)
@@ -297,7 +309,7 @@ def state(node: str, timeout: float) -> None:
     """Print the node's latched execution state, gripper and last tree snapshot."""
     from erobs_bt.ros.convert import snapshot_from_msg
 
-    console = Console()
+    console = _console()
     with _client(node) as client:
         message = client.states.wait_for(lambda _m: True, timeout)
         if message is None:

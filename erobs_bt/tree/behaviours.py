@@ -196,8 +196,6 @@ class PlanUnit(FutureBehaviour):
         )
 
     def start(self) -> Future[Solution]:
-        if self.context.mode is Mode.PREVIEW:
-            self.context.events.cache_decision(self.unit, CacheStatus.INELIGIBLE)
         self.context.events.phase(self.unit, "plan")
         self.feedback_message = "planning"
         return self.context.backend.plan(self.unit.steps, start=None)

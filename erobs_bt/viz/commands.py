@@ -31,9 +31,8 @@ _PREVIEW = click.option(
 
 
 def _fail(message: str, code: int) -> NoReturn:
-    from rich.console import Console
 
-    Console(stderr=True).print(f"[bold red]error[/] {message}", highlight=False, soft_wrap=True)
+    _console(stderr=True).print(f"[bold red]error[/] {message}", highlight=False, soft_wrap=True)
     sys.exit(code)
 
 
@@ -54,6 +53,12 @@ def _compile(script: Path, poses: Path | None, no_batching: bool, preview: bool)
         _fail(f"{script}: {exc}", EXIT_INVALID)
     except OSError as exc:
         _fail(str(exc), EXIT_INVALID)
+
+
+def _console(*, stderr: bool = False) -> Any:
+    from erobs_bt.console import make_console
+
+    return make_console(stderr=stderr)
 
 
 @click.command()
@@ -155,7 +160,6 @@ def export(
 @click.option("--goal", "goal_id", help="Show only this goal (e.g. goal-2).")
 def log_command(file: Path, goal_id: str | None) -> None:
     """Print the run log FILE (JSON Lines) as a timeline."""
-    from rich.console import Console
 
     from erobs_bt.viz.runlog import read_run_log, timeline
 
@@ -163,7 +167,7 @@ def log_command(file: Path, goal_id: str | None) -> None:
         records = read_run_log(file)
     except (ValueError, UnicodeDecodeError) as exc:
         _fail(str(exc), EXIT_INVALID)
-    Console().print(timeline(records, goal_id=goal_id))
+    _console().print(timeline(records, goal_id=goal_id))
 
 
 @click.command()
@@ -173,11 +177,10 @@ def log_command(file: Path, goal_id: str | None) -> None:
 @click.option("--timeout", default=10.0, show_default=True, help="With --once over ROS: seconds to wait [s].")
 def watch(url: str | None, node: str, once: bool, timeout: float) -> None:
     """Watch a running tree in the terminal (ROS ~/tree_snapshot, or a live view's URL)."""
-    from rich.console import Console
 
     from erobs_bt.viz.watch import watch_ros, watch_url
 
-    console = Console()
+    console = _console()
     try:
         if url:
             code = watch_url(url, console=console, once=once)

@@ -11,6 +11,7 @@ Compile cost: parse + batch + compile for scripts of 10 … 10,000 steps, µs pe
 
 from __future__ import annotations
 
+import gc
 import json
 import threading
 
@@ -96,8 +97,21 @@ def compile_rows() -> list[list[str]]:
             )
             compile_tree(context)
 
-        seconds = median(measure(build, repeats=5 if steps <= 1000 else 3))
-        rows.append([f"{steps:,}", f"{seconds * 1e3:,.2f} ms", f"{seconds / steps * 1e6:,.1f} µs"])
+        repeats = 5 if steps <= 1000 else 3
+        seconds = median(measure(build, repeats=repeats))
+        gc.disable()
+        try:
+            without_gc = median(measure(build, repeats=repeats))
+        finally:
+            gc.enable()
+        rows.append(
+            [
+                f"{steps:,}",
+                f"{seconds * 1e3:,.2f} ms",
+                f"{seconds / steps * 1e6:,.1f} µs",
+                f"{without_gc / steps * 1e6:,.1f} µs",
+            ]
+        )
     return rows
 
 
@@ -114,7 +128,9 @@ def report() -> str:
         ],
         tick_rows(),
     )
-    compiles = markdown_table(["steps", "parse + batch + compile", "per step"], compile_rows())
+    compiles = markdown_table(
+        ["steps", "parse + batch + compile", "per step", "per step, garbage collector off"], compile_rows()
+    )
     return (
         "## Tick cost vs script size\n\n"
         "One unit running (the last one), median per tick over 7 samples. Baselines: "
@@ -122,8 +138,17 @@ def report() -> str:
         "for its visitors), and a stock `py_trees.composites.Sequence(memory=True)` root over the "
         "same children (it finds the running child with `list.index`).\n\n"
         f"{ticks}\n\n"
+        "Reading the figures: the engine's tick stays flat because the root resumes its running "
+        "child by index and nothing else is visited; `BehaviourTree.tick()` grows with the tree "
+        "because it iterates every behaviour for its visitors after each tick, and the stock "
+        "memory Sequence grows because it searches its children for the running one.\n\n"
         "## Compile cost vs script size\n\n"
-        f"{compiles}\n"
+        f"{compiles}\n\n"
+        "Reading the figures: parse + batch + compile is linear up to 1,000 steps; at 10,000 steps "
+        "the cost per step grows. The last column, measured in the same run with Python's garbage "
+        "collector switched off, shows where that comes from: the tree allocates several behaviours "
+        "per step (each with a logger and a UUID), and the collector's full passes over that many "
+        "objects are what grows, not the grouping or the compiler itself.\n"
     )
 
 

@@ -17,6 +17,7 @@ from erobs_bt.backends.base import MotionBackend
 from erobs_bt.backends.factory import create_backend
 from erobs_bt.cache import DEFAULT_CAPACITY, PlanCache
 from erobs_bt.orchestrator import Orchestrator, OrchestratorListener
+from erobs_bt.script.macros import VisionTargets
 from erobs_bt.script.model import Script
 from erobs_bt.script.parse import parse_script
 from erobs_bt.script.poses import PoseRegistry
@@ -73,21 +74,25 @@ def build_engine(config: EngineConfig, *, listener: OrchestratorListener | None 
     """Build an :class:`Engine`.
 
     Raises:
-        ScriptError: the pose registry is invalid (message names file and key).
+        ScriptError: the pose registry or ``config/vision_targets.yaml`` is invalid
+            (message names file and key).
         ValueError: the cell or fault configuration is invalid, or the backend is unknown.
     """
     registry = PoseRegistry.load(config.poses) if config.poses is not None else None
     backend = create_backend(config.backend, cell=config.cell, speed=config.speed, faults=config.faults)
+    # Loaded once per engine, not on every parse of a script that uses a macro.
+    vision_targets = VisionTargets.default()
     cell = getattr(backend, "cell", None)
     if cell is not None:
         parser = functools.partial(
             parse_script,
             registry=registry,
+            vision_targets=vision_targets,
             grippers=tuple(cell.grippers),
             named_states=tuple(cell.named_states),
         )
     else:
-        parser = functools.partial(parse_script, registry=registry)
+        parser = functools.partial(parse_script, registry=registry, vision_targets=vision_targets)
     unknown = set(config.timeouts) - set(DEFAULT_TIMEOUTS)
     if unknown:
         raise ValueError(

@@ -1,0 +1,503 @@
+"""Planning benchmarks on the simulated cell: one figure per move type, then the real script.
+
+Per move type, the same start state (the cell's initial state, ``safe_sample_transport``
+of ``cms_poses.yaml``, ePick attached) is planned to one goal through the engine's own
+entry point, ``SimBackend.plan([step], start=q).result()``, at least 15 times:
+
+* **joint, free**: ``safe_sample_transport → safe_tool_exchange``, ``planning_type:
+  joint``; the straight joint line is valid, so the planner interpolates it directly
+  and times it. This is the baseline of the table (the cheapest motion there is).
+* **joint, obstructed**: the first pair of sample poses in :data:`OBSTRUCTED_CANDIDATES`
+  whose straight joint line collides in the packaged cell (checked at run time with
+  ``pilz_ptp``, which plans only that line and fails when it is blocked). ``joint``
+  then falls back to OMPL RRTConnect + simplification. The ``pilz_ptp`` failure is
+  timed as well: it is the part of the OMPL figure spent finding out that the line is
+  blocked.
+* **Cartesian line**: ``planning_type: cartesian`` to a pose goal: the tool tip on a
+  straight line, IK every 0.5 mm.
+* **relative move**: ``direction: up``, ``distance: 0.10`` (a straight tip line too).
+
+Then ``FULL_EXPERIMENT_RUN.json`` (37 steps, 18 units) runs through the engine
+(``build_engine``, sim at infinite speed, pauses resumed at once) several times. Every
+move the engine plans is timed where the planner plans it: the batches' moves (planned
+unit by unit from the live state, ``PlanUnit``) and the moves inside tool exchanges and
+vision steps. The timing wraps ``MotionPlanner.plan_move`` of the backend's planner
+instance (``SimBackend._planner``): a bench-only instrument, the one private attribute
+the benchmarks touch, because the backend reports planning time per unit only. The
+per-unit figure comes from the engine's own run log (``plan_finished`` records).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from common import fmt_ms, markdown_table, measure, median, p90
+
+from erobs_bt.backends.base import ArmSegment, MotionError, Solution
+from erobs_bt.backends.sim import kinematics
+from erobs_bt.backends.sim.backend import SimBackend
+from erobs_bt.backends.sim.tools import planning_tip
+from erobs_bt.orchestrator import OrchestratorListener, Result, State
+from erobs_bt.script.model import MoveTo, Script
+from erobs_bt.session import Engine, EngineConfig, build_engine
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLES = REPO.parent / "shared" / "samples" / "erobs"
+POSES_FILE = SAMPLES / "cms_poses.yaml"
+FULL_EXPERIMENT = SAMPLES / "FULL_EXPERIMENT_RUN.json"
+
+#: Runs per move type (the brief asks for at least 15).
+TYPE_RUNS = 20
+#: Runs of the whole FULL_EXPERIMENT_RUN.json script.
+FULL_RUNS = 5
+#: Pose pairs (names in cms_poses.yaml) tried in order for the obstructed joint move.
+OBSTRUCTED_CANDIDATES = (
+    ("safe_sample_transport", "dock_approach"),
+    ("safe_sample_transport", "load_approach"),
+    ("sample_scan_1", "pipettor_scan"),
+)
+FREE_GOAL = "safe_tool_exchange"
+CARTESIAN_GOAL = "sample_scan_1"
+RELATIVE = ("up", 0.10)
+#: Below this deviation [rad] from the start→goal joint line a joint move is a straight line.
+_ON_LINE = 1e-6
+
+
+def sim_engine(*, listener: OrchestratorListener | None = None) -> Engine:
+    """The engine on the packaged simulated cell, pose registry cms_poses.yaml, no waiting."""
+    return build_engine(EngineConfig(backend="sim", poses=POSES_FILE, speed=math.inf), listener=listener)
+
+
+def sim_backend(engine: Engine) -> SimBackend:
+    """The engine's backend, which :func:`sim_engine` makes a :class:`SimBackend`."""
+    backend = engine.backend
+    assert isinstance(backend, SimBackend), type(backend)
+    return backend
+
+
+def one_step(engine: Engine, task: Mapping[str, Any]) -> Script:
+    """A one-step ePick script (poses from the registry)."""
+    return engine.parse(json.dumps({"start_gripper": "epick", "tasks": [dict(task)]}))
+
+
+def plan_timer(backend: SimBackend, script: Script, start: Sequence[float]) -> Callable[[], Solution]:
+    """A call that plans ``script`` from ``start`` [rad] and waits for the solution."""
+    return lambda: backend.plan(script.steps, start=start).result()
+
+
+def tip_travel(backend: SimBackend, solution: Solution) -> float:
+    """Straight-line distance [m] between the planning tip's start and end positions."""
+    tip = planning_tip(backend.cell, backend.tool_state())
+    ends = [solution.start_positions, solution.final_positions()]
+    a, b = ((kinematics.fk(np.asarray(q)) @ tip)[:3, 3] for q in ends)
+    return float(np.linalg.norm(b - a))
+
+
+def joint_travel(solution: Solution) -> float:
+    """Largest joint change [rad] between start and end."""
+    return float(np.max(np.abs(np.subtract(solution.final_positions(), solution.start_positions))))
+
+
+# -- per move type -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TypeFigure:
+    """One row of the per-move-type table: planning-time samples [s] and what was planned."""
+
+    name: str
+    what: str
+    method: str
+    samples: list[float]
+    motion: float
+    travel: str
+
+
+def obstructed_pair(engine: Engine, start_of: Callable[[str], Sequence[float]]) -> tuple[str, str] | None:
+    """The first candidate pair whose straight joint line is blocked (``pilz_ptp`` fails)."""
+    backend = sim_backend(engine)
+    for a, b in OBSTRUCTED_CANDIDATES:
+        script = one_step(engine, {"task_type": "moveto", "target": b, "planning_type": "pilz_ptp"})
+        try:
+            backend.plan(script.steps, start=start_of(a)).result()
+        except MotionError as exc:
+            if "straight joint line is blocked" in exc.detail:
+                return a, b
+    return None
+
+
+def type_figures(engine: Engine) -> tuple[list[TypeFigure], str]:
+    backend = sim_backend(engine)
+    registry = engine.registry
+    assert registry is not None
+
+    def start_of(name: str) -> tuple[float, ...]:
+        degrees = registry.get(name)
+        if degrees is None:
+            raise KeyError(f"{POSES_FILE.name}: no pose {name!r}")
+        return tuple(math.radians(a) for a in degrees)
+
+    origin = "safe_sample_transport"
+    q0 = start_of(origin)
+    figures: list[TypeFigure] = []
+
+    def add(name: str, what: str, method: str, script: Script, start: Sequence[float], travel: str) -> None:
+        fn = plan_timer(backend, script, start)
+        solution = fn()  # warm-up, and the motion it plans
+        samples = measure(fn, repeats=TYPE_RUNS)
+        figures.append(TypeFigure(name, what, method, samples, solution.duration, travel))
+
+    free = one_step(engine, {"task_type": "moveto", "target": FREE_GOAL, "planning_type": "joint"})
+    free_solution = backend.plan(free.steps, start=q0).result()
+    add(
+        "joint, free",
+        f"`{origin}` → `{FREE_GOAL}`",
+        "straight joint line (direct interpolation) + time parameterisation",
+        free,
+        q0,
+        f"{joint_travel(free_solution):.2f} rad",
+    )
+    note = ""
+    pair = obstructed_pair(engine, start_of)
+    if pair is None:
+        note = (
+            "No candidate pair of sample poses has a blocked straight joint line in this cell, "
+            "so there is no OMPL row."
+        )
+    else:
+        a, b = pair
+        blocked = one_step(engine, {"task_type": "moveto", "target": b, "planning_type": "joint"})
+        solution = backend.plan(blocked.steps, start=start_of(a)).result()
+        add(
+            "joint, obstructed",
+            f"`{a}` → `{b}`",
+            "straight line blocked → OMPL RRTConnect + simplify + re-check",
+            blocked,
+            start_of(a),
+            f"{joint_travel(solution):.2f} rad",
+        )
+        ptp = one_step(engine, {"task_type": "moveto", "target": b, "planning_type": "pilz_ptp"})
+
+        def detect() -> None:
+            try:
+                backend.plan(ptp.steps, start=start_of(a)).result()
+            except MotionError:
+                return
+            raise RuntimeError(f"{a} → {b}: the straight joint line is no longer blocked")
+
+        detect()
+        figures.append(
+            TypeFigure(
+                "↳ of which: finding the line blocked",
+                f"`{a}` → `{b}`, `pilz_ptp`",
+                "straight-line collision check until the first contact (fails)",
+                measure(detect, repeats=TYPE_RUNS),
+                0.0,
+                "—",
+            )
+        )
+    line = one_step(engine, {"task_type": "moveto", "target": CARTESIAN_GOAL, "planning_type": "cartesian"})
+    line_solution = backend.plan(line.steps, start=q0).result()
+    add(
+        "Cartesian line",
+        f"`{origin}` → `{CARTESIAN_GOAL}`, `cartesian`",
+        "tool tip on a straight line, IK every 0.5 mm, re-check",
+        line,
+        q0,
+        f"{tip_travel(backend, line_solution) * 100:.1f} cm",
+    )
+    direction, distance = RELATIVE
+    relative = one_step(engine, {"task_type": "moveto", "direction": direction, "distance": distance})
+    add(
+        "relative move",
+        f"`{origin}`, `{direction}` {distance * 100:.0f} cm",
+        "Cartesian line in the flange frame (as EROBS plans relative moves)",
+        relative,
+        q0,
+        f"{distance * 100:.1f} cm",
+    )
+    return figures, note
+
+
+def type_table(figures: list[TypeFigure]) -> str:
+    base = median(figures[0].samples)
+    rows = [
+        [
+            f.name,
+            f.what,
+            f.method,
+            f.travel,
+            f"{f.motion:.2f} s" if f.motion else "—",
+            str(len(f.samples)),
+            fmt_ms(median(f.samples)),
+            fmt_ms(p90(f.samples)),
+            f"{median(f.samples) / base:,.1f}×",
+        ]
+        for f in figures
+    ]
+    return markdown_table(
+        [
+            "move type",
+            "move",
+            "how it is planned",
+            "travel",
+            "planned motion",
+            "runs",
+            "median",
+            "p90",
+            "vs joint free",
+        ],
+        rows,
+    )
+
+
+# -- the real script through the engine ----------------------------------------------------------
+@dataclass(frozen=True)
+class MoveRecord:
+    """One ``plan_move`` call: which step, what kind of move, how long it took to plan."""
+
+    path: str
+    kind: str
+    seconds: float
+
+
+@dataclass
+class FullRun:
+    """One run of FULL_EXPERIMENT_RUN.json through the engine."""
+
+    result: Result
+    wall: float
+    moves: list[MoveRecord]
+    unit_plans: list[float]
+    solutions: list[Solution]
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+
+class _Recorder(OrchestratorListener):
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+        self.paused = threading.Event()
+
+    def event(self, goal_id: str, record: Mapping[str, Any]) -> None:
+        self.events.append(dict(record))
+
+    def state_changed(self, state: State, message: str) -> None:
+        if state is State.PAUSED:
+            self.paused.set()
+
+
+def move_kind(step: MoveTo, segment: ArmSegment) -> str:
+    """``joint (line)``, ``joint (OMPL)``, ``relative`` or ``cartesian_target (<type>)``."""
+    if step.target is not None:
+        q = np.array([p.positions for p in segment.points])
+        delta = q[-1] - q[0]
+        norm = float(delta @ delta)
+        if norm == 0.0:
+            return "joint (line)"
+        sigma = (q - q[0]) @ delta / norm
+        off = float(np.max(np.abs(q - (q[0] + sigma[:, None] * delta))))
+        return "joint (line)" if off < _ON_LINE else "joint (OMPL)"
+    if step.direction is not None:
+        return "relative"
+    return f"cartesian_target ({step.planning_type})"
+
+
+def run_full_experiment(engine: Engine | None = None) -> FullRun:
+    """Run FULL_EXPERIMENT_RUN.json once, timing every planned move.
+
+    Args:
+        engine: the sim engine to run it on (kept open); ``None``: a fresh one, closed after.
+
+    Raises:
+        RuntimeError: the goal did not succeed.
+    """
+    recorder = _Recorder()
+    own = engine is None
+    if engine is None:
+        engine = sim_engine(listener=recorder)
+    else:
+        engine.orchestrator.listener.add(recorder)
+    moves: list[MoveRecord] = []
+    planner = sim_backend(engine)._planner
+    plan_move = planner.plan_move
+
+    def timed(step: MoveTo, start: Sequence[float], **kwargs: Any) -> ArmSegment:
+        began = time.perf_counter()
+        segment = plan_move(step, start, **kwargs)
+        moves.append(MoveRecord(step.path, move_kind(step, segment), time.perf_counter() - began))
+        return segment
+
+    planner.plan_move = timed  # type: ignore[method-assign]
+    try:
+        orchestrator = engine.orchestrator
+        began = time.perf_counter()
+        handle = orchestrator.submit(FULL_EXPERIMENT.read_text(), dry_run=False)
+        while not handle.done():
+            if recorder.paused.wait(0.005):
+                recorder.paused.clear()
+                while orchestrator.state is State.PAUSED and not orchestrator.resume().success:
+                    time.sleep(0.001)
+        result = handle.wait(120.0)
+        wall = time.perf_counter() - began
+        assert handle.context is not None
+        solutions = [handle.context.solutions[i] for i in sorted(handle.context.solutions)]
+    finally:
+        del planner.plan_move  # the class's method again
+        engine.orchestrator.listener.remove(recorder)
+        if own:
+            engine.close()
+    if not result.success:
+        raise RuntimeError(f"FULL_EXPERIMENT_RUN.json failed on the sim: {result.error_message}")
+    unit_plans = [float(e["seconds"]) for e in recorder.events if e["event"] == "plan_finished"]
+    return FullRun(result, wall, moves, unit_plans, solutions, recorder.events)
+
+
+def full_tables(runs: list[FullRun]) -> tuple[str, str, str, dict[str, float]]:
+    by_kind: dict[str, list[float]] = {}
+    by_move: dict[tuple[int, str], list[float]] = {}
+    for run in runs:
+        for n, move in enumerate(run.moves):
+            by_kind.setdefault(move.kind, []).append(move.seconds)
+            by_move.setdefault((n, f"{move.path} {move.kind}"), []).append(move.seconds)
+    everything = [s for samples in by_kind.values() for s in samples]
+    moves_per_run = len(runs[0].moves)
+    line = by_kind.get("joint (line)")
+    base = median(line) if line else None
+
+    def versus(samples: list[float]) -> str:
+        return f"{median(samples) / base:,.1f}×" if base else "—"
+
+    rows = [
+        [
+            kind,
+            f"{len(samples) // len(runs)}",
+            fmt_ms(median(samples)),
+            fmt_ms(p90(samples)),
+            fmt_ms(max(samples)),
+            versus(samples),
+        ]
+        for kind, samples in sorted(by_kind.items())
+    ]
+    rows.append(
+        [
+            "**all moves**",
+            str(moves_per_run),
+            fmt_ms(median(everything)),
+            fmt_ms(p90(everything)),
+            fmt_ms(max(everything)),
+            versus(everything),
+        ]
+    )
+    kinds = markdown_table(["move kind", "moves per run", "median", "p90", "max", "vs joint (line)"], rows)
+    slowest = sorted(by_move.items(), key=lambda item: -median(item[1]))[:5]
+    slow = markdown_table(
+        ["step (kind)", "median", "max"],
+        [[label, fmt_ms(median(s)), fmt_ms(max(s))] for (_, label), s in slowest],
+    )
+    unit_samples = [s for run in runs for s in run.unit_plans]
+    planning_total = [sum(run.unit_plans) for run in runs]
+    move_total = [sum(m.seconds for m in run.moves) for run in runs]
+    walls = [run.wall for run in runs]
+    motion = sum(s.duration for s in runs[0].solutions)
+    units = markdown_table(
+        ["figure", "median over runs", "compared with"],
+        [
+            [
+                f"plan phase per motion unit ({len(runs[0].unit_plans)} units, "
+                "`PlanUnit` → `SimBackend.plan`)",
+                f"{fmt_ms(median(unit_samples))} (p90 {fmt_ms(p90(unit_samples))})",
+                "—",
+            ],
+            [
+                "planning of all motion units",
+                fmt_ms(median(planning_total)),
+                f"{motion:.1f} s of planned motion in those units (speed scaling 0.2): "
+                f"{median(planning_total) / motion * 100:.2f} %",
+            ],
+            [
+                f"planning of every move ({moves_per_run}, incl. tool exchanges and vision)",
+                fmt_ms(median(move_total)),
+                f"whole goal at infinite sim speed: {fmt_ms(median(walls))} "
+                f"({median(move_total) / median(walls) * 100:.0f} %)",
+            ],
+        ],
+    )
+    summary = {
+        "median_move": median(everything),
+        "p90_move": p90(everything),
+        "max_move": max(everything),
+        "planning_share": median(planning_total) / motion,
+    }
+    return kinds, slow, units, summary
+
+
+def report() -> str:
+    """The planning section of BENCHMARKS.md."""
+    engine = sim_engine()
+    try:
+        figures, note = type_figures(engine)
+    finally:
+        engine.close()
+    runs = [run_full_experiment() for _ in range(FULL_RUNS)]
+    kinds, slow, units, summary = full_tables(runs)
+    by_name = {f.name: median(f.samples) for f in figures}
+    free = by_name["joint, free"]
+    ompl = by_name.get("joint, obstructed")
+    detect = by_name.get("↳ of which: finding the line blocked")
+    ompl_line = (
+        f"Planning around an obstacle (OMPL) costs {ompl / free:,.0f}× the straight joint line "
+        f"({fmt_ms(ompl)} vs {fmt_ms(free)}); {fmt_ms(detect or 0.0)} of it is spent establishing that "
+        "the straight line is blocked, the rest is RRTConnect, path simplification and the re-check of "
+        "the timed result. "
+        if ompl is not None
+        else note + " "
+    )
+    line = by_name["Cartesian line"]
+    rel = by_name["relative move"]
+    kinds_seen = {m.kind for run in runs for m in run.moves}
+    ompl_in_script = (
+        "The sample script never needs OMPL: every joint move of it is a free straight line in this cell."
+        if "joint (OMPL)" not in kinds_seen
+        else "Some joint moves of the sample script need OMPL (rows `joint (OMPL)`)."
+    )
+    return (
+        "## Planning on the simulated cell\n\n"
+        "### Per move type\n\n"
+        f"`SimBackend.plan([step], start=q).result()` on the packaged cell (ePick attached), "
+        f"{TYPE_RUNS} runs each, median and p90. Baseline: the free joint move (direct "
+        "interpolation of the straight joint line); the last column is each row's median over "
+        "the baseline's. `planned motion` is the duration of the planned trajectory at speed "
+        "scaling 0.2.\n\n"
+        f"{type_table(figures)}\n\n"
+        + (f"{note}\n\n" if note else "")
+        + "### The moves of FULL_EXPERIMENT_RUN.json, planned as the engine plans them\n\n"
+        f"The whole script through `build_engine(EngineConfig(backend='sim', speed=inf))` "
+        f"{FULL_RUNS} times (a fresh engine each run; pauses resumed at once). Each row pools "
+        "that kind's moves over all runs; the last column compares each median with the script's "
+        "own free joint moves (direct interpolation of the straight joint line).\n\n"
+        f"{kinds}\n\n"
+        "Slowest moves (median over the runs):\n\n"
+        f"{slow}\n\n"
+        f"{units}\n\n"
+        "### Reading the figures\n\n"
+        f"{ompl_line}"
+        f"Straight tip lines cost about {rel * 1e3 / (RELATIVE[1] * 100):,.1f} ms per centimetre "
+        f"({fmt_ms(rel)} for the 10 cm relative move, {fmt_ms(line)} for the Cartesian line), because "
+        "the path is solved by IK every 0.5 mm and then re-checked; they are the most expensive moves "
+        f"of the sample script, not the joint moves. {ompl_in_script} Across the script a move plans in "
+        f"{fmt_ms(summary['median_move'])} (median; p90 {fmt_ms(summary['p90_move'])}, worst "
+        f"{fmt_ms(summary['max_move'])}), and planning takes {summary['planning_share'] * 100:.2f} % of "
+        "the motion time it produces, so on this cell planning is never what the robot waits for. "
+        "These are figures of the embedded simulated cell (capsule/box collision geometry, analytic "
+        "IK); MoveIt with meshes would plan slower, so they are not a prediction for the real robot.\n"
+    )
+
+
+if __name__ == "__main__":
+    print(report())

@@ -47,7 +47,7 @@ def compiled(units: int) -> tuple[py_trees.behaviour.Behaviour, threading.Event]
     backend = ScriptedBackend()
     gate = threading.Event()
     backend.script("run_step", *([Outcome.ok()] * (units // 2 - 1)), Outcome.ok(gate=gate))
-    context = GoalContext(script, unit_list, Mode.EXECUTE, backend, PlanCache(), None, Controls())
+    context = GoalContext(script, unit_list, Mode.EXECUTE, backend, PlanCache(), False, Controls())
     root = compile_tree(context)
     for _ in range(10 * units):
         root.tick_once()

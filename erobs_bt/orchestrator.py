@@ -33,7 +33,7 @@ from py_trees.common import Status
 
 from erobs_bt.backends.base import MotionBackend, MotionError, Solution
 from erobs_bt.batching import Unit, group_into_batches
-from erobs_bt.cache import PlanCache, is_eligible, make_key
+from erobs_bt.cache import PlanCache, is_eligible
 from erobs_bt.script.errors import ScriptError
 from erobs_bt.script.model import Script
 from erobs_bt.tree.compile import NotPreviewableError, compile_tree
@@ -363,7 +363,7 @@ class Orchestrator:
                 mode=Mode.PREVIEW if dry_run else Mode.EXECUTE,
                 backend=self.backend,
                 cache=self.cache,
-                cache_key=None,
+                eligible=is_eligible(units),
                 controls=controls,
                 timeouts=self.timeouts,
                 wake=self._wake.set,
@@ -446,20 +446,13 @@ class Orchestrator:
         assert ctx is not None and root is not None and handle.script is not None
         try:
             self.backend.prepare_goal(handle.script.start_gripper)
-            if is_eligible(handle.units):
-                ctx.cache_key = make_key(
-                    handle.script,
-                    model_revision=self.backend.model_revision(),
-                    start=self.backend.joint_positions(),
-                )
-                self._emit(handle.goal_id, "cache_key", digest=ctx.cache_key.digest())
             self._emit(
                 handle.goal_id,
                 "goal_started",
                 mode=ctx.mode.value,
                 total_steps=len(handle.script.steps),
                 units=len(handle.units),
-                eligible=ctx.cache_key is not None,
+                eligible=ctx.eligible,
             )
             while True:
                 self._wake.clear()
@@ -479,6 +472,8 @@ class Orchestrator:
             ctx.fail(f"EXECUTION_FAILED: {type(exc).__name__}: {exc}")
         finally:
             if root.status == Status.RUNNING:
+                # The loop ended abnormally with work in flight: stop the robot first.
+                self.backend.stop()
                 root.stop(Status.INVALID)
             self._finish(handle)
 
@@ -491,7 +486,6 @@ class Orchestrator:
         completed = events.completed_steps
         root_ok = handle.root is not None and handle.root.status == Status.SUCCESS
         with self._lock:
-            cancel_pending = self._controls is not None and self._controls.cancel_requested
             if root_ok:
                 result = Result(GoalStatus.SUCCEEDED, "", "", completed, total)
                 next_state, message = State.IDLE, f"{handle.goal_id} succeeded"
@@ -502,7 +496,7 @@ class Orchestrator:
                 error = ctx.error or "EXECUTION_FAILED: goal stopped without a recorded error"
                 code = error.split(":", 1)[0] if ":" in error else "EXECUTION_FAILED"
                 result = Result(GoalStatus.ABORTED, error, code, completed, total)
-                if ctx.faulted or ctx.fatal_error is not None or cancel_pending:
+                if ctx.faulted or ctx.fatal_error is not None or ctx.failed_while_canceling:
                     self._fault_reason = ctx.fatal_error or f"unit failed while a cancel was pending: {error}"
                     next_state, message = State.FAULTED, self._fault_reason
                 else:
@@ -524,13 +518,15 @@ class Orchestrator:
 
     # -- helpers ---------------------------------------------------------------------
     def _set_state(self, state: State, message: str) -> None:
+        # Listeners are told under the lock, so published states arrive in the order the
+        # state changed (the goal thread and request threads both change it).
         with self._lock:
             if self._state is State.FAULTED and state is not State.FAULTED:
                 return
             self._state = state
-        self.listener.state_changed(state, message)
-        goal = self._goal
-        self._emit(goal.goal_id if goal else "", "state", state=state.value, message=message)
+            self.listener.state_changed(state, message)
+            goal = self._goal
+            self._emit(goal.goal_id if goal else "", "state", state=state.value, message=message)
 
     def _emit(self, goal_id: str, event: str, **fields: Any) -> None:
         self.listener.event(goal_id, {"t": time.time(), "event": event, **fields})
@@ -579,9 +575,9 @@ class _GoalEventsAdapter(GoalEvents):
         self._emit("unit_succeeded", unit=unit.index + 1, completed_steps=self.completed_steps)
         self._publish()
 
-    def cache_decision(self, unit: Unit, status: CacheStatus) -> None:
+    def cache_decision(self, unit: Unit, status: CacheStatus, digest: str = "") -> None:
         self.cache_status = status.value
-        self._emit("cache", unit=unit.index + 1, status=status.value)
+        self._emit("cache", unit=unit.index + 1, status=status.value, key=digest)
         self._publish()
 
     def phase(self, unit: Unit, phase: str, seconds: float | None = None, detail: str = "") -> None:

@@ -158,3 +158,41 @@ def test_unit_failing_while_cancel_is_pending_faults() -> None:
     result = handle.wait(10)
     assert result.status is GoalStatus.ABORTED
     assert orchestrator.state is State.FAULTED
+
+
+def test_a_pause_right_after_a_resume_pauses_at_the_next_boundary_instead_of_sticking() -> None:
+    backend, gate, recorder, orchestrator, handle = held_first_unit()
+    orchestrator.pause()
+    gate.set()
+    wait_for(lambda: orchestrator.state is State.PAUSED, message="PAUSED before unit 2")
+    # Both requests before the goal thread can act on the resume.
+    with orchestrator._lock:
+        assert orchestrator.resume().success
+        assert orchestrator.pause().success
+    wait_for(lambda: backend.count("run_step") == 1, message="the resume released unit 2")
+    wait_for(
+        lambda: orchestrator.state is State.PAUSED, message="the new pause took effect at the next boundary"
+    )
+    assert backend.count("execute") == 1, "unit 3 did not start"
+    assert orchestrator.resume().success
+    assert handle.wait(10).success
+
+
+def test_a_pause_requested_before_a_pause_step_is_satisfied_by_it() -> None:
+    backend = ScriptedBackend()
+    gate = threading.Event()
+    backend.script("execute", Outcome.ok(gate=gate))
+    recorder = Recorder()
+    orchestrator = make_orchestrator(backend, listener=recorder)
+    handle = orchestrator.submit(script_json([move("a"), PAUSE, move("b"), SUCK]), dry_run=False)
+    wait_for(lambda: backend.count("execute") == 1)
+    assert orchestrator.pause().success
+    gate.set()
+    wait_for(lambda: orchestrator.state is State.PAUSED, message="paused")
+    assert orchestrator.resume().success  # releases the boundary before the pause step
+    wait_for(
+        lambda: any("pause step" in str(e.get("message", "")) for e in recorder.events), message="pause step"
+    )
+    wait_for(lambda: orchestrator.state is State.PAUSED, message="the pause step waits")
+    assert orchestrator.resume().success
+    assert handle.wait(10).success, "no second pause after the pause step was resumed"

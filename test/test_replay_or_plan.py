@@ -6,10 +6,12 @@ cache), then runs the same goal again from the same start so that it replays.
 
 from __future__ import annotations
 
+import threading
+
 from erobs_bt.backends.scripted import Outcome, ScriptedBackend
 from erobs_bt.orchestrator import GoalRejected, GoalStatus, State
 
-from helpers import Recorder, make_orchestrator, move, script_json, show, vacuum
+from helpers import Recorder, make_orchestrator, move, script_json, show, vacuum, wait_for
 
 ELIGIBLE = script_json([move("a"), vacuum("vacuum_on"), move("b")])
 START = (0.0, -1.57, 1.57, -1.57, -1.57, 0.0)
@@ -134,3 +136,26 @@ def test_fatal_timeout_of_a_fresh_execution_faults() -> None:
     result = orchestrator.submit(ELIGIBLE, dry_run=False).wait(10)
     assert result.error_code == "TIMEOUT"
     assert orchestrator.state is State.FAULTED
+
+
+def test_a_fresh_plan_after_a_partial_replay_is_stored_under_its_own_start() -> None:
+    backend = ScriptedBackend(start=START)
+    orchestrator = prime(backend)
+    gate = threading.Event()
+    backend.script("replay", Outcome.fail("EXECUTION_FAILED: protective stop half way", gate=gate))
+    handle = orchestrator.submit(ELIGIBLE, dry_run=False)
+    wait_for(lambda: backend.count("replay") == 1)
+    moved = (0.5, -1.0, 1.0, -1.0, -1.0, 0.5)
+    backend.set_positions(moved)  # the replay stopped somewhere else
+    gate.set()
+    assert handle.wait(10).success
+    starts = sorted(
+        (orchestrator.cache.get(key).start_positions for key in list(orchestrator.cache._entries)),  # type: ignore[union-attr]
+    )
+    assert starts == sorted([START, moved]), "each entry is filed under the start it begins at"
+    backend.set_positions(START)
+    recorder = Recorder()
+    orchestrator.listener.add(recorder)
+    assert orchestrator.submit(ELIGIBLE, dry_run=False).wait(10).success
+    assert recorder.cache_statuses() == ["HIT"]
+    assert backend.count("replay") == 2 and backend.count("plan") == 2

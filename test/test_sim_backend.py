@@ -15,7 +15,7 @@ from erobs_bt.backends.sim.backend import SimBackend, mounted_at_start
 from erobs_bt.backends.sim.cell import CellConfig, load_cell
 from erobs_bt.backends.sim.kinematics import fk
 from erobs_bt.backends.sim.tools import planning_tip
-from erobs_bt.script.model import MoveTo, Pause, Pipettor, Step, Vision
+from erobs_bt.script.model import EndEffector, MoveTo, Pause, Pipettor, Step, Vision
 from erobs_bt.script.parse import parse_script
 
 SAMPLE_SCAN_1 = tuple(math.radians(d) for d in (13.38, -112.45, -65.22, -90.98, -267.33, -166.94))
@@ -188,3 +188,16 @@ def test_vision_scan_caches_what_it_sees_for_later_steps(cell: CellConfig) -> No
         home = MoveTo(index=0, path="tasks[0]", spec={}, target="moveit_home")
         backend.execute(backend.plan([home]).result(timeout=60), replay=False).result(timeout=60)
         assert "detected marker 1" in backend.run_step(detect).result(timeout=60), "from the scan cache"
+
+
+def test_a_replay_from_the_wrong_start_is_refused_before_its_tool_commands_run(cell: CellConfig) -> None:
+    on = EndEffector(index=0, path="tasks[0]", spec={}, action="vacuum_on")
+    there = MoveTo(index=1, path="tasks[1]", spec={}, target="sample_scan_1", target_joints=SAMPLE_SCAN_1)
+    with SimBackend(cell, speed=math.inf) as backend:
+        solution = backend.plan([on, there], start=None).result(timeout=60)
+        backend.execute(solution, replay=False).result(timeout=60)  # now at the target, vacuum on
+        off = backend.plan([EndEffector(index=0, path="tasks[0]", spec={}, action="vacuum_off")], start=None)
+        backend.execute(off.result(timeout=60), replay=False).result(timeout=60)
+        error = error_of(backend.execute(solution, replay=True))
+        assert "starts" in str(error) and str(error).startswith("EXECUTION_FAILED: goal rejected")
+        assert backend.tool_state().gripper_states.get("epick") == "vacuum_off", "vacuum_on never ran"

@@ -106,8 +106,12 @@ def _timeout_specs() -> tuple[ParameterSpec, ...]:
         ParameterSpec(
             f"timeout.{kind}",
             float(seconds),
-            f"[s] execution timeout of a {kind} step (planning: of planning one unit); "
-            "past it the unit fails with TIMEOUT: and the orchestrator faults",
+            (
+                "[s] time allowed to plan one unit; past it the unit fails with PLANNING_FAILED: (not fatal)"
+                if kind == "planning"
+                else f"[s] execution timeout of a {kind} step; past it the unit fails with "
+                "TIMEOUT: and the orchestrator faults"
+            ),
         )
         for kind, seconds in DEFAULT_TIMEOUTS.items()
     )
@@ -423,9 +427,12 @@ class ErobsBtNode(Node):
         Call before the executor is shut down (the blocked execute callback returns
         once the goal has ended). Idempotent.
         """
-        if self._closing.is_set():
-            return
-        self._closing.set()
+        with self._goal_lock:
+            # Under the goal lock: an accepted goal either was submitted before this
+            # (and is cancelled below) or sees the flag and is never submitted.
+            if self._closing.is_set():
+                return
+            self._closing.set()
         self.orchestrator.shutdown(self.settings.shutdown_timeout)
         # The execute callback returns once the goal has ended; wait for it so no
         # executor work is in flight when the executor shuts down.
@@ -500,12 +507,15 @@ class ErobsBtNode(Node):
             if goal_handle.is_cancel_requested:
                 result = Result(GoalStatus.CANCELED, "cancelled before start", "CANCELED", 0, 0)
             else:
-                try:
-                    handle = self.orchestrator.submit(request.full_json, dry_run=request.dry_run)
-                except GoalRejected as exc:
-                    result = Result(GoalStatus.ABORTED, str(exc), "REJECTED", 0, 0)
-                finally:
-                    with self._goal_lock:
+                with self._goal_lock:
+                    try:
+                        if self._closing.is_set():
+                            result = Result(GoalStatus.ABORTED, "node is shutting down", "REJECTED", 0, 0)
+                        else:
+                            handle = self.orchestrator.submit(request.full_json, dry_run=request.dry_run)
+                    except GoalRejected as exc:
+                        result = Result(GoalStatus.ABORTED, str(exc), "REJECTED", 0, 0)
+                    finally:
                         self._reserved = False
             if handle is not None and handle.script is None:
                 self.get_logger().warning(f"{handle.goal_id}: invalid script: {handle.wait().error_message}")

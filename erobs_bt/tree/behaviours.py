@@ -133,16 +133,19 @@ class ReplayCached(FutureBehaviour):
 
     def start(self) -> Future[None] | Status:
         ctx = self.context
-        if ctx.mode is not Mode.EXECUTE or ctx.cache_key is None:
+        if ctx.mode is not Mode.EXECUTE or not ctx.eligible:
             ctx.events.cache_decision(self.unit, CacheStatus.INELIGIBLE)
             self.feedback_message = "ineligible"
             return Status.FAILURE
-        solution = ctx.cache.get(ctx.cache_key)
+        # The key is taken when the unit starts (after its boundary, where the goal may
+        # have been paused), from the robot as it is then.
+        key = ctx.live_key()
+        solution = ctx.cache.get(key)
         if solution is None:
-            ctx.events.cache_decision(self.unit, CacheStatus.MISS)
+            ctx.events.cache_decision(self.unit, CacheStatus.MISS, key.digest())
             self.feedback_message = "miss"
             return Status.FAILURE
-        ctx.events.cache_decision(self.unit, CacheStatus.HIT)
+        ctx.events.cache_decision(self.unit, CacheStatus.HIT, key.digest())
         ctx.events.phase(self.unit, "replay", detail=f"{solution.duration:.2f} s of motion")
         self.feedback_message = "replaying"
         return ctx.backend.execute(solution, replay=True)
@@ -207,8 +210,7 @@ class PlanUnit(FutureBehaviour):
         ctx.events.phase(self.unit, "plan", seconds, f"{solution.duration:.2f} s of motion")
         if ctx.mode is Mode.PREVIEW:
             ctx.events.preview(self.unit, solution)
-            if ctx.cache_key is not None:
-                ctx.cache.put(ctx.cache_key, solution)
+            ctx.store(solution)
         self.feedback_message = "planned"
         return Status.SUCCESS
 
@@ -232,8 +234,7 @@ class ExecuteSolution(FutureBehaviour):
 
     def on_success(self, result: Any, seconds: float) -> Status:
         ctx = self.context
-        if ctx.cache_key is not None:
-            ctx.cache.put(ctx.cache_key, ctx.solutions[self.unit.index])
+        ctx.store(ctx.solutions[self.unit.index])
         ctx.events.phase(self.unit, "execute", seconds, "done")
         self.feedback_message = "executed"
         return Status.SUCCESS
@@ -280,6 +281,9 @@ class PauseStep(py_trees.behaviour.Behaviour):
         self.unit = unit
 
     def initialise(self) -> None:
+        # The goal pauses here anyway: a pending pause request is satisfied by this pause
+        # (it must not pause again at the next boundary), a stale resume is dropped.
+        self.context.controls.take_pause()
         self.context.controls.take_resume()
         self.context.events.paused(f"pause step {self.unit.first_step + 1}: waiting for Resume")
         self.feedback_message = "waiting for Resume"

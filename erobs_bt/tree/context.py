@@ -19,7 +19,7 @@ from types import MappingProxyType
 
 from erobs_bt.backends.base import MotionBackend, MotionError, Solution, is_fatal_message
 from erobs_bt.batching import Unit
-from erobs_bt.cache import CacheKey, PlanCache
+from erobs_bt.cache import CacheKey, PlanCache, make_key
 from erobs_bt.script.model import Script
 
 
@@ -76,10 +76,14 @@ class Controls:
         self.cancel_requested = False
 
     def request_pause(self) -> None:
-        """Ask the tree to pause at the next unit boundary."""
+        """Ask the tree to pause at the next unit boundary.
+
+        A resume that is still pending (accepted but not yet seen by the tree) is kept:
+        it releases the goal from where it is parked, and the new pause then takes effect
+        at the next boundary.
+        """
         with self._lock:
             self.pause_requested = True
-            self.resume_requested = False
         self._on_change()
 
     def request_resume(self) -> None:
@@ -123,8 +127,8 @@ class GoalEvents:
     def unit_succeeded(self, unit: Unit) -> None:
         """``unit`` completed; its steps count as completed."""
 
-    def cache_decision(self, unit: Unit, status: CacheStatus) -> None:
-        """The replay-or-plan decision for a motion unit."""
+    def cache_decision(self, unit: Unit, status: CacheStatus, digest: str = "") -> None:
+        """The replay-or-plan decision for a motion unit (``digest``: the key looked up)."""
 
     def phase(self, unit: Unit, phase: str, seconds: float | None = None, detail: str = "") -> None:
         """A phase of a unit began or ended (``plan``, ``execute``, ``replay``, ``run``)."""
@@ -149,7 +153,7 @@ class GoalContext:
         mode: execute or preview.
         backend: the motion backend.
         cache: the plan cache shared across goals.
-        cache_key: this goal's key, or ``None`` when the goal is not eligible.
+        eligible: the goal forms exactly one batched unit, so it may replay and store.
         controls: pause/resume/cancel requests.
         events: progress receiver.
         timeouts: per-type timeouts [s] (keys of :data:`DEFAULT_TIMEOUTS`).
@@ -157,6 +161,8 @@ class GoalContext:
         solutions: planned solutions by unit index (filled by ``PlanUnit``).
         error: the first error that failed the goal, with its prefix.
         fatal_error: a ``TIMEOUT:``/``REPLAY_TIMEOUT:`` error.
+        failed_while_canceling: a unit failed while a cancel was pending (faults the
+            orchestrator); recorded when the failure happens.
         faulted: latched by the fault decorator when a unit failed fatally; the
             orchestrator then goes to FAULTED.
         replay_error: the non-fatal error of a failed replay (the unit is planned afresh).
@@ -169,7 +175,7 @@ class GoalContext:
     mode: Mode
     backend: MotionBackend
     cache: PlanCache
-    cache_key: CacheKey | None
+    eligible: bool
     controls: Controls
     events: GoalEvents = field(default_factory=GoalEvents)
     timeouts: Mapping[str, float] = field(default_factory=lambda: DEFAULT_TIMEOUTS)
@@ -177,6 +183,7 @@ class GoalContext:
     solutions: dict[int, Solution] = field(default_factory=dict)
     error: str | None = None
     fatal_error: str | None = None
+    failed_while_canceling: bool = False
     faulted: bool = False
     replay_error: str | None = None
     finish_reason: FinishReason | None = None
@@ -187,9 +194,30 @@ class GoalContext:
         text = str(error)
         if self.error is None:
             self.error = text
+            self.failed_while_canceling = self.controls.cancel_requested
         fatal = error.fatal if isinstance(error, MotionError) else is_fatal_message(text)
         if fatal and self.fatal_error is None:
             self.fatal_error = text
+
+    def live_key(self) -> CacheKey:
+        """The cache key of this goal for the robot as it is now (model revision, live joints)."""
+        return make_key(
+            self.script, model_revision=self.backend.model_revision(), start=self.backend.joint_positions()
+        )
+
+    def store(self, solution: Solution) -> None:
+        """Store ``solution`` for an eligible goal, under the key of the state it starts from.
+
+        The key is built from the solution itself (its model revision and start joints),
+        not from the state the goal started in: a fresh plan made after a partial replay,
+        or after the arm moved during a pause, must not be filed under a start it does
+        not begin at.
+        """
+        if self.eligible:
+            key = make_key(
+                self.script, model_revision=solution.model_revision, start=solution.start_positions
+            )
+            self.cache.put(key, solution)
 
     def timeout_for(self, unit: Unit) -> float:
         """Execution timeout of ``unit`` [s]: the sum of its steps' per-type timeouts."""

@@ -30,7 +30,7 @@ import pydot
 
 from erobs_bt.backends.scripted import ScriptedBackend
 from erobs_bt.batching import group_into_batches
-from erobs_bt.cache import PlanCache
+from erobs_bt.cache import PlanCache, is_eligible
 from erobs_bt.script.model import Script
 from erobs_bt.tree.boundary import UnitBoundary
 from erobs_bt.tree.compile import UnitSequence, compile_tree
@@ -73,7 +73,7 @@ def compile_for_display(script: Script, *, enable_batching: bool, mode: Mode) ->
         mode=mode,
         backend=ScriptedBackend(),
         cache=PlanCache(),
-        cache_key=None,
+        eligible=is_eligible(units),
         controls=Controls(),
     )
     return compile_tree(context)

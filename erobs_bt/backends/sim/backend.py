@@ -253,6 +253,11 @@ class SimBackend:
                     f"solution planned for model revision {solution.model_revision}, "
                     f"the robot model is {self.model_revision()}",
                 )
+            # Refuse a solution that does not start here before anything of it runs, tool
+            # commands ahead of its first trajectory included.
+            first = next((s for s in solution.segments if isinstance(s, ArmSegment)), None)
+            if first is not None and first.points:
+                self._controller.check_start(first.points[0].positions, first.step_index)
             self._play(solution.segments, dispatch)
             self._after_dispatch(dispatch)
 

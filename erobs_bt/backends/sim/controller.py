@@ -254,6 +254,32 @@ class SimController:
         self._notify(snapshot)
 
     # -- listeners -----------------------------------------------------------------------
+    def check_start(self, positions: Sequence[float], step_index: int) -> None:
+        """Raise unless ``positions`` [rad] is within the start tolerance of the live state.
+
+        The same test :meth:`execute` applies to a trajectory's first point; a caller that
+        has other effects to apply before the first trajectory (tool commands) checks first.
+
+        Raises:
+            MotionError: ``EXECUTION_FAILED: goal rejected: trajectory of step … starts …``.
+        """
+        with self._cond:
+            rejection = self._start_rejection(np.asarray(positions, dtype=float), step_index)
+        if rejection is not None:
+            raise rejection
+
+    def _start_rejection(self, first: NDArray[np.float64], step_index: int) -> MotionError | None:
+        deviation = np.abs(first - self._positions)
+        worst = int(np.argmax(deviation))
+        if deviation[worst] <= self._start_tolerance:
+            return None
+        return MotionError(
+            ErrorCode.EXECUTION_FAILED,
+            f"goal rejected: trajectory of step {step_index} starts "
+            f"{deviation[worst]:.4f} rad from the robot state at {self._names[worst]} "
+            f"(start tolerance {self._start_tolerance} rad)",
+        )
+
     def add_listener(self, listener: JointStateListener) -> None:
         """Call ``listener(names, positions, velocities)`` with every joint-state update.
 
@@ -312,17 +338,9 @@ class SimController:
                     )
                 )
                 return future
-            deviation = np.abs(positions[0] - self._positions)
-            worst = int(np.argmax(deviation))
-            if deviation[worst] > self._start_tolerance:
-                future.set_exception(
-                    MotionError(
-                        ErrorCode.EXECUTION_FAILED,
-                        f"goal rejected: trajectory of step {segment.step_index} starts "
-                        f"{deviation[worst]:.4f} rad from the robot state at {self._names[worst]} "
-                        f"(start tolerance {self._start_tolerance} rad)",
-                    )
-                )
+            rejection = self._start_rejection(positions[0], segment.step_index)
+            if rejection is not None:
+                future.set_exception(rejection)
                 return future
             if times[0] > 0.0:
                 # ROS semantics: a first point after t = 0 is reached from the live state.

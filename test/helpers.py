@@ -151,3 +151,12 @@ def wait_for(predicate: Any, timeout: float = 10.0, message: str = "condition") 
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {message}")
         time.sleep(0.005)
+
+
+def error_of(future: Any) -> Any:
+    """The :class:`MotionError` a backend future failed with (fails the test otherwise)."""
+    from erobs_bt.backends.base import MotionError
+
+    error = future.exception(timeout=60)
+    assert isinstance(error, MotionError), f"expected a MotionError, got {error!r}"
+    return error

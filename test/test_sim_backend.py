@@ -5,36 +5,20 @@ from __future__ import annotations
 import math
 import threading
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from erobs_bt.backends.base import ArmSegment, ErrorCode, MotionBackend, MotionError, Solution
+from erobs_bt.backends.base import ArmSegment, ErrorCode, MotionBackend, Solution
 from erobs_bt.backends.sim.backend import SimBackend, mounted_at_start
-from erobs_bt.backends.sim.cell import CellConfig, load_cell
+from erobs_bt.backends.sim.cell import CellConfig
 from erobs_bt.backends.sim.kinematics import fk
 from erobs_bt.backends.sim.tools import planning_tip
 from erobs_bt.script.model import EndEffector, MoveTo, Pause, Pipettor, Step, Vision
-from erobs_bt.script.parse import parse_script
+
+from helpers import error_of
 
 SAMPLE_SCAN_1 = tuple(math.radians(d) for d in (13.38, -112.45, -65.22, -90.98, -267.33, -166.94))
-
-
-@pytest.fixture(scope="module")
-def cell() -> CellConfig:
-    return load_cell()
-
-
-@pytest.fixture
-def perf_steps(samples_dir: Path) -> tuple[Step, ...]:
-    return parse_script((samples_dir / "perf_safe_transport_to_safe_exchange.json").read_text()).steps
-
-
-def error_of(future: object) -> MotionError:
-    error = future.exception(timeout=60)  # type: ignore[attr-defined]
-    assert isinstance(error, MotionError), f"expected a MotionError, got {error!r}"
-    return error
 
 
 def test_the_perf_sample_unit_is_planned_as_one_sequence_and_ends_at_the_last_target(

@@ -20,13 +20,8 @@ import pytest
 import yaml
 
 from erobs_bt.backends.sim import kinematics as kin
-from erobs_bt.backends.sim.cell import CellConfig, Obstacle, Pose, Shape, load_cell
+from erobs_bt.backends.sim.cell import CellConfig, Obstacle, Pose, Shape
 from erobs_bt.backends.sim.collision import ADJACENT_LINKS, CollisionModel
-
-
-@pytest.fixture(scope="module")
-def cell() -> CellConfig:
-    return load_cell()
 
 
 @pytest.fixture(scope="module")

@@ -9,17 +9,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from erobs_bt.backends.base import ErrorCode, MotionError, Solution
+from erobs_bt.backends.base import ErrorCode, Solution
 from erobs_bt.backends.sim.backend import SimBackend
-from erobs_bt.backends.sim.cell import CellConfig, load_cell
+from erobs_bt.backends.sim.cell import CellConfig
 from erobs_bt.backends.sim.faults import FaultInjector, load_faults, parse_fault_section, parse_faults
 from erobs_bt.script.model import MoveTo, Pipettor, Step
 from erobs_bt.script.parse import parse_script
 
-
-@pytest.fixture(scope="module")
-def cell() -> CellConfig:
-    return load_cell()
+from helpers import error_of
 
 
 @pytest.fixture
@@ -31,12 +28,6 @@ def perf_steps(samples_dir: Path) -> tuple[Step, ...]:
 def backend_with(cell: CellConfig, *entries: Mapping[str, object], **section: object) -> SimBackend:
     injector = parse_fault_section({**section, "inject": list(entries)}, source="faults.yaml")
     return SimBackend(cell, speed=math.inf, faults=injector)
-
-
-def error_of(future: object) -> MotionError:
-    error = future.exception(timeout=60)  # type: ignore[attr-defined]
-    assert isinstance(error, MotionError), f"expected a MotionError, got {error!r}"
-    return error
 
 
 def test_planning_failure_fires_on_the_configured_occurrence(

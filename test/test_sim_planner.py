@@ -18,7 +18,7 @@ import pytest
 
 from erobs_bt.backends.base import ArmSegment, ErrorCode, MotionError
 from erobs_bt.backends.sim import kinematics
-from erobs_bt.backends.sim.cell import CellConfig, load_cell
+from erobs_bt.backends.sim.cell import CellConfig
 from erobs_bt.backends.sim.collision import CollisionModel
 from erobs_bt.backends.sim.planner import MotionPlanner, PlannerConfig
 from erobs_bt.script.model import Constraints, JointConstraint, MoveTo, OrientationConstraint
@@ -500,11 +500,6 @@ def test_plan_move_names_the_step_when_the_target_is_unknown() -> None:
 # --------------------------------------------------------------------------------------
 # The packaged cell: real collision model, ePick with its 3 mm cup, EROBS sample poses
 # --------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def cell() -> CellConfig:
-    return load_cell()
 
 
 @pytest.fixture(scope="module")

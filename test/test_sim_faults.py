@@ -60,7 +60,12 @@ def test_planning_failure_fires_on_the_configured_occurrence(
         (
             {"call": "execute", "outcome": "server_unavailable"},
             False,
-            "TIMEOUT: execute_task_solution action",
+            "EXECUTION_FAILED: execute_task_solution action server unavailable",
+        ),
+        (
+            {"call": "replay", "outcome": "server_unavailable"},
+            True,
+            "EXECUTION_FAILED: execute_task_solution action server unavailable",
         ),
         (
             {"call": "replay", "outcome": "replay_error", "prefix": "REPLAY_TIMEOUT"},

@@ -22,8 +22,8 @@ Why the unit boundaries are nodes: pause and cancel take effect only between uni
 so the places where they can take effect are visible in every rendering and snapshot
 of the tree, and the orchestrator needs no separate bookkeeping of "between units".
 
-Preview compiles the same shape with ``PlanUnit`` as the only leaf of a motion unit:
-preview never replays and never executes.
+Preview compiles the same shape with ``PlanUnit`` (under ``FaultOnFatal``) as the only
+leaf of a motion unit: preview never replays and never executes.
 
 Ticking cost: the root is a :class:`UnitSequence`, a memory sequence that resumes at
 its running child by position. py_trees' ``Sequence`` finds the running child with
@@ -137,7 +137,7 @@ def unit_name(unit: Unit) -> str:
 
 def _motion_unit(context: GoalContext, unit: Unit) -> py_trees.behaviour.Behaviour:
     if context.mode is Mode.PREVIEW:
-        work: py_trees.behaviour.Behaviour = PlanUnit(context, unit)
+        work = FaultOnFatal("FaultOnFatal", PlanUnit(context, unit), context)
         return py_trees.composites.Sequence(unit_name(unit), memory=True, children=[work])
     fresh = py_trees.composites.Sequence(
         "fresh",

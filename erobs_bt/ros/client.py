@@ -16,7 +16,7 @@ CANCELED at the next unit boundary.
 
 Names: by default everything is relative to the node's fully qualified name (``/erobs_bt``),
 with the suffixes of the default parameters (``execute``, ``pause``, ``resume``,
-``clear_cache``, ``execution_state``, ``current_gripper``, ``tree_snapshot``,
+``stop``, ``reset_fault``, ``clear_cache``, ``execution_state``, ``current_gripper``, ``tree_snapshot``,
 ``preview_trajectory``) and ``/joint_states``; pass ``names`` when the node was
 configured otherwise.
 """
@@ -76,6 +76,10 @@ CANCEL_CODES: Mapping[int, str] = MappingProxyType(
 )
 
 
+#: The node's ``std_srvs/Trigger`` services, by ``names.*`` key.
+TRIGGER_SERVICES = ("pause", "resume", "stop", "reset_fault", "clear_cache")
+
+
 def default_names(node: str = "/erobs_bt") -> dict[str, str]:
     """The node's endpoint names under its default parameters.
 
@@ -87,6 +91,8 @@ def default_names(node: str = "/erobs_bt") -> dict[str, str]:
         "execute",
         "pause",
         "resume",
+        "stop",
+        "reset_fault",
         "clear_cache",
         "execution_state",
         "current_gripper",
@@ -227,7 +233,7 @@ def _wait_future(future: Any, timeout: float, what: str) -> Any:
 
 
 class ErobsBtClient:
-    """Talks to one ``erobs_bt`` node: goals, pause/resume/cancel, latched state.
+    """Talks to one ``erobs_bt`` node: goals, pause/resume/cancel/stop/reset_fault, latched state.
 
     Usable as a context manager; :meth:`close` shuts the private context down.
 
@@ -269,8 +275,7 @@ class ErobsBtClient:
             self.node, ExecuteScript, self.names["execute"]
         )
         self._triggers: dict[str, Any] = {
-            key: self.node.create_client(Trigger, self.names[key])
-            for key in ("pause", "resume", "clear_cache")
+            key: self.node.create_client(Trigger, self.names[key]) for key in TRIGGER_SERVICES
         }
         self._cancel_all: Any = self.node.create_client(
             CancelGoal, f"{self.names['execute']}/_action/cancel_goal"
@@ -395,7 +400,7 @@ class ErobsBtClient:
 
     # -- services --------------------------------------------------------------------
     def trigger(self, key: str, timeout: float = 5.0) -> tuple[bool, str]:
-        """Call a Trigger service (``pause``, ``resume`` or ``clear_cache``).
+        """Call a Trigger service (a key of :data:`TRIGGER_SERVICES`).
 
         Returns:
             ``(success, message)`` of the reply.
@@ -416,6 +421,14 @@ class ErobsBtClient:
     def resume(self, timeout: float = 5.0) -> tuple[bool, str]:
         """Resume a paused goal."""
         return self.trigger("resume", timeout)
+
+    def stop(self, timeout: float = 5.0) -> tuple[bool, str]:
+        """Stop now: halt the motion at once and abort the goal (``STOPPED``)."""
+        return self.trigger("stop", timeout)
+
+    def reset_fault(self, timeout: float = 5.0) -> tuple[bool, str]:
+        """Clear FAULTED (refused when the node is not faulted)."""
+        return self.trigger("reset_fault", timeout)
 
     def clear_cache(self, timeout: float = 5.0) -> tuple[bool, str]:
         """Drop the node's cached plans."""

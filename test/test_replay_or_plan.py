@@ -159,3 +159,41 @@ def test_a_fresh_plan_after_a_partial_replay_is_not_filed_under_the_units_start(
     assert orchestrator.submit(ELIGIBLE, dry_run=False).wait(10).success
     assert recorder.cache_statuses() == ["HIT"]
     assert backend.count("replay") == 2 and backend.count("plan") == 2
+
+
+# -- one cache key per unit, taken when it starts (issue 9, item 2) ----------------------
+def test_with_no_complete_joint_state_a_repeated_goal_replays_under_the_start_less_key() -> None:
+    """Spec: "If the lifecycle manager lacks a complete six-joint state, the key has no
+    known starting position" (mock hardware); the start-less key must still hit."""
+    backend = ScriptedBackend(start=None)
+    recorder = Recorder()
+    orchestrator = make_orchestrator(backend, listener=recorder)
+    assert orchestrator.submit(ELIGIBLE, dry_run=False).wait(10).success
+    assert [key.start for key in list(orchestrator.cache._entries)] == [None]
+    assert orchestrator.submit(ELIGIBLE, dry_run=False).wait(10).success
+    assert recorder.cache_statuses() == ["MISS", "HIT"]
+    assert backend.count("plan") == 1 and backend.count("replay") == 1
+
+
+class UnsetStartBackend(ScriptedBackend):
+    """A backend whose solutions do not record the state they were planned from."""
+
+    def plan(self, steps, *, start):  # type: ignore[no-untyped-def]
+        from dataclasses import replace
+
+        planned = super().plan(steps, start=start)
+        solution = planned.result(timeout=5)
+        from concurrent.futures import Future
+
+        future: Future = Future()
+        future.set_result(replace(solution, start_positions=None))
+        return future
+
+
+def test_a_backend_that_leaves_the_solution_start_unset_still_hits() -> None:
+    backend = UnsetStartBackend(start=START)
+    recorder = Recorder()
+    orchestrator = prime(backend, recorder)
+    assert orchestrator.submit(ELIGIBLE, dry_run=False).wait(10).success
+    assert recorder.cache_statuses() == ["MISS", "HIT"]
+    assert backend.count("plan") == 1 and backend.count("replay") == 1

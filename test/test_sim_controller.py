@@ -82,8 +82,20 @@ def test_trajectory_starting_away_from_the_robot_is_rejected(controller: SimCont
 
 
 def test_second_trajectory_while_busy_is_rejected(controller: SimController) -> None:
+    # Hold the controller thread in a listener while the first trajectory plays, so its
+    # simulated clock cannot run out before the second request, however loaded the machine.
+    holding, release = threading.Event(), threading.Event()
+
+    def hold(names: tuple[str, ...], q: tuple[float, ...], qd: tuple[float, ...]) -> None:
+        if max(map(abs, qd)) > 0.0 and not release.is_set():
+            holding.set()
+            release.wait(30)
+
+    controller.add_listener(hold)
     first = controller.execute(segment(Q_START, Q_GOAL))
+    assert holding.wait(30), "the first trajectory is playing"
     second = controller.execute(segment(Q_START, Q_GOAL, index=1))
+    release.set()
 
     error = second.exception(timeout=5)
     assert isinstance(error, MotionError) and "executing the trajectory of step 0" in str(error)

@@ -277,3 +277,19 @@ def test_status_and_error_code_agree(text: str, kind: str | None, outcome: Outco
         backend.script(kind, outcome)
     result = make_orchestrator(backend).submit(text, dry_run=False).wait(10)
     assert_agrees(result)
+
+
+def test_a_fault_reset_is_written_to_the_run_log(tmp_path: Any) -> None:
+    from erobs_bt.viz.runlog import RunLogWriter, read_run_log
+
+    backend = ScriptedBackend()
+    writer = RunLogWriter(tmp_path / "run.jsonl")
+    orchestrator = make_orchestrator(backend, listener=writer)
+    backend.script("execute", Outcome.fail("TIMEOUT: execution over 120 s"))
+    orchestrator.submit(ELIGIBLE, dry_run=False).wait(10)
+    assert orchestrator.reset_fault().success
+    writer.close()
+    records = read_run_log(tmp_path / "run.jsonl")
+    reset = [r for r in records if r["event"] == "fault_reset"]
+    assert len(reset) == 1 and reset[0]["fault"] == "TIMEOUT: execution over 120 s"
+    assert reset[0]["t"] >= records[0]["t"]

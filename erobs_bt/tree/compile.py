@@ -89,6 +89,8 @@ class UnitSequence(py_trees.composites.Sequence):
         self._index = 0
 
     def tick(self) -> Iterator[py_trees.behaviour.Behaviour]:
+        """Tick from the running child (or from the first one when not RUNNING), yielding
+        every behaviour ticked; stops at the first child that does not succeed."""
         if self.status != Status.RUNNING:
             for child in self.children:
                 if child.status != Status.INVALID:
@@ -118,7 +120,9 @@ class UnitSequence(py_trees.composites.Sequence):
         yield self
 
     def stop(self, new_status: Status = Status.INVALID) -> None:
-        # As Composite.stop, but only the children up to the current one can be active.
+        """As ``Composite.stop``; on a halt (INVALID) only the children up to the current
+        one can be active, so only they are stopped (each running leaf then stops the
+        motion it started)."""
         if new_status == Status.INVALID:
             self.current_child = None
             for child in self.children[: self._index + 1]:

@@ -336,7 +336,8 @@ class ErobsBtNode(Node):
         * **~/current_gripper** (``std_msgs/String``, latched): the attached gripper.
         * **/joint_states** (``sensor_msgs/JointState``): arm joints [rad, rad/s],
           ``joint_state_rate`` per second while moving, on the controller's own clock
-          (plus the final state of every motion); at that rate while idle.
+          (plus the final state of every motion); the resting state at the controller's
+          idle rate (50 Hz) otherwise.
         * **~/preview_trajectory** (``trajectory_msgs/JointTrajectory``, latched): the
           arm motion of the latest preview (dry-run) unit.
         * **~/tree_snapshot** (``erobs_bt_interfaces/msg/TreeSnapshot``, latched): the
@@ -784,7 +785,7 @@ class ErobsBtNode(Node):
         """Controller listener (controller thread): publish every state it hands over.
 
         The controller calls it every ``speed / joint_state_rate`` simulated seconds while
-        moving, with the final state of every motion, and at ``joint_state_rate`` while idle;
+        moving, with the final state of every motion, and at its idle rate while at rest;
         a second throttle on the wall clock here would drop states (41 Hz measured).
         """
         self._publish_joint_state(names, positions, velocities)

@@ -328,7 +328,8 @@ def test_a_preview_cancelled_right_after_its_goal_response_always_ends_canceled(
 def test_stop_halts_the_arm_at_once_aborts_with_stopped_and_leaves_the_node_idle(
     client: ErobsBtClient,
 ) -> None:
-    run = client.send(script([*LONG_BATCH, LED, move("vial_scan")]))
+    # Twelve moves in one batch: about 2 s of motion at 20x, a wide window for the stop.
+    run = client.send(script([*LONG_BATCH, *LONG_BATCH, LED, move("vial_scan")]))
     assert run.accepted, run.rejection
     wait_feedback(run, lambda f: f.unit_index == 1 and "execut" in f.status_message, "executing unit 1")
     moving = client.joint_states.wait_for(

@@ -29,8 +29,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from erobs_bt.backends.base import Solution
-from erobs_bt.batching import Unit
+from erobs_bt.plan import is_eligible
 from erobs_bt.script.model import Script
+
+__all__ = ["DEFAULT_CAPACITY", "CacheKey", "PlanCache", "is_eligible", "make_key", "round_start"]
 
 #: Default capacity, from the specification ("holds up to 64 serialized solutions").
 DEFAULT_CAPACITY = 64
@@ -76,11 +78,6 @@ def round_start(positions: Sequence[float] | None) -> tuple[float, ...] | None:
 def make_key(script: Script, *, model_revision: str, start: Sequence[float] | None) -> CacheKey:
     """Build the cache key of ``script`` for a given model revision and live arm state [rad]."""
     return CacheKey(script.key_document(), model_revision, round_start(start))
-
-
-def is_eligible(units: Sequence[Unit]) -> bool:
-    """True when the goal's entire task list forms exactly one batched unit."""
-    return len(units) == 1 and units[0].batched
 
 
 class PlanCache:

@@ -3,11 +3,17 @@
 Verbs, by what they need:
 
 * ``validate`` — parse, expand, group and key a script; nothing moves.
+* ``schema`` — print the JSON Schema of scripts (draft 2020-12).
 * ``run`` / ``preview`` — execute or preview a script on the embedded simulated cell
   (Ctrl-C cancels at the next unit boundary, a second Ctrl-C stops now).
 * ROS verbs (:mod:`erobs_bt.ros.commands`): ``serve``, ``send``, ``pause``, ``resume``,
   ``cancel``, ``stop``, ``reset-fault``, ``clear-cache``, ``state``; viewers
   (:mod:`erobs_bt.viz.commands`): ``watch`` and others.
+
+Every verb that reads a script makes its goal plan with :func:`erobs_bt.plan.plan_goal` and
+the parser configured from the same cell and pose-registry files
+(:meth:`erobs_bt.plan.ScriptParser.from_files`), so ``validate`` accepts exactly what
+``run`` accepts and rejects the rest with the same message.
 
 Exit codes: 0 success, 1 the goal failed (planning, execution, cancel), 2 the script
 or a configuration file is invalid.
@@ -15,67 +21,86 @@ or a configuration file is invalid.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 from rich.console import Console
 from rich.table import Table
 
 from erobs_bt.backends.factory import BACKEND_KINDS
-from erobs_bt.batching import Unit, group_into_batches
-from erobs_bt.cache import is_eligible
 from erobs_bt.console import make_console
+from erobs_bt.plan import GoalPlan, NotPreviewableError, ScriptParser, plan_goal
 from erobs_bt.script.errors import ScriptError
-from erobs_bt.script.model import Script
-from erobs_bt.tree.compile import NotPreviewableError, check_previewable
 
 EXIT_FAILED = 1
 EXIT_INVALID = 2
 
 
-def load_script(path: Path, poses: Path | None) -> Script:
-    """Read and parse a script file, resolving names against the ``poses`` registry.
+def load_plan(
+    path: Path,
+    *,
+    poses: Path | None,
+    cell: Path | None = None,
+    enable_batching: bool = True,
+    preview: bool = False,
+) -> GoalPlan:
+    """Read a script file and make its goal plan with the cell's parser.
+
+    Args:
+        path: the script (read as bytes: UTF-8, a byte-order mark is ignored).
+        poses: the pose registry, or ``None``.
+        cell: the cell configuration (``None``: the packaged ``config/cell.yaml``).
+        enable_batching: group consecutive moveto/end_effector steps.
+        preview: refuse a script that cannot be previewed.
 
     Raises:
-        ScriptError: the script or the registry is invalid (message names the path).
-        OSError: a file cannot be read.
+        ConfigurationError: the cell, the registry or the vision targets are invalid, or a
+            configuration file cannot be read.
+        ScriptError: the script is invalid (message names the path).
+        NotPreviewableError: ``preview`` and the script has steps other than
+            moveto/end_effector.
+        OSError: the script cannot be read.
     """
-    from erobs_bt.script.parse import parse_script
-    from erobs_bt.script.poses import PoseRegistry
-
-    registry = PoseRegistry.load(poses) if poses is not None else None
-    return parse_script(path.read_bytes(), registry=registry)
+    parser = load_parser(cell=cell, poses=poses)
+    return plan_goal(path.read_bytes(), parser=parser, enable_batching=enable_batching, preview=preview)
 
 
-def describe(script: Script, units: list[Unit]) -> dict[str, Any]:
-    """What ``validate`` reports, as JSON-able data."""
+class ConfigurationError(Exception):
+    """A configuration file (cell, pose registry, vision targets) is invalid or unreadable."""
+
+
+def load_parser(*, cell: Path | None, poses: Path | None) -> ScriptParser:
+    """The parser for the ``--cell`` and ``--poses`` files.
+
+    Raises:
+        ConfigurationError: with the file and key of the problem.
+    """
     try:
-        check_previewable(script)
-        previewable, preview_error = True, ""
-    except NotPreviewableError as exc:
-        previewable, preview_error = False, str(exc)
-    return {
-        "start_gripper": script.start_gripper,
-        "tasks": script.task_count,
-        "total_steps": len(script.steps),
-        "units": [
-            {
-                "unit": unit.index + 1,
-                "kind": "batch" if unit.batched else "single",
-                "steps": [step.index + 1 for step in unit.steps],
-                "label": unit.label,
-            }
-            for unit in units
-        ],
-        "cache_eligible": is_eligible(units),
-        "previewable": previewable,
-        "preview_error": preview_error,
-        "key_sha256": hashlib.sha256(script.key_document().encode()).hexdigest(),
-    }
+        return ScriptParser.from_files(cell=cell, poses=poses)
+    except (ScriptError, OSError) as exc:
+        raise ConfigurationError(str(exc)) from None
+
+
+def fail_invalid(script: Path, error: Exception) -> NoReturn:
+    """Print ``invalid <script>: <error>`` on stderr and exit 2 (the one rejection format)."""
+    make_console(stderr=True).print(f"[bold red]invalid[/] {script}: {error}", highlight=False, soft_wrap=True)
+    sys.exit(EXIT_INVALID)
+
+
+def fail_configuration(error: Exception) -> NoReturn:
+    """Print ``configuration error: <error>`` on stderr and exit 2."""
+    make_console(stderr=True).print(f"[bold red]configuration error[/]: {error}", highlight=False, soft_wrap=True)
+    sys.exit(EXIT_INVALID)
+
+
+_CELL_OPTION = click.option(
+    "--cell",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Cell configuration YAML (default: the packaged config/cell.yaml).",
+)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -91,27 +116,34 @@ def main() -> None:
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="Pose registry YAML (degrees).",
 )
+@_CELL_OPTION
 @click.option("--no-batching", is_flag=True, help="One unit per step (enable_batching:=false).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-def validate(script: Path, poses: Path | None, no_batching: bool, as_json: bool) -> None:
-    """Validate SCRIPT and show its steps, units, cache eligibility and key digest."""
+def validate(script: Path, poses: Path | None, cell: Path | None, no_batching: bool, as_json: bool) -> None:
+    """Validate SCRIPT and show its steps, units, cache eligibility and key digest.
+
+    Exactly the checks `run`, `preview` and the ROS node make before anything moves.
+    """
     console = make_console()
     try:
-        parsed = load_script(script, poses)
-    except ScriptError as exc:
+        plan = load_plan(script, poses=poses, cell=cell, enable_batching=not no_batching)
+    except ConfigurationError as exc:
+        if as_json:
+            click.echo(json.dumps({"valid": False, "error": f"configuration error: {exc}"}))
+            sys.exit(EXIT_INVALID)
+        fail_configuration(exc)
+    except (ScriptError, OSError) as exc:
         if as_json:
             click.echo(json.dumps({"valid": False, "error": str(exc)}))
-        else:
-            make_console(stderr=True).print(f"[bold red]invalid[/] {script}: {exc}", highlight=False)
-        sys.exit(EXIT_INVALID)
-    units = group_into_batches(parsed.steps, enabled=not no_batching)
-    report = describe(parsed, units)
+            sys.exit(EXIT_INVALID)
+        fail_invalid(script, exc)
+    report = plan.describe()
     if as_json:
         click.echo(json.dumps({"valid": True, **report}, indent=2))
         return
     console.print(
         f"[bold green]valid[/] {script}: {report['tasks']} tasks → {report['total_steps']} steps, "
-        f"{len(units)} units (batching {'off' if no_batching else 'on'})",
+        f"{len(plan.units)} units (batching {'off' if no_batching else 'on'})",
         highlight=False,
     )
     table = Table("unit", "kind", "steps", "action")
@@ -123,6 +155,32 @@ def validate(script: Path, poses: Path | None, no_batching: bool, as_json: bool)
     console.print(f"cache eligible: {'yes' if report['cache_eligible'] else 'no (needs exactly one batch)'}")
     console.print(f"previewable:    {'yes' if report['previewable'] else 'no — ' + report['preview_error']}")
     console.print(f"key sha256:     {report['key_sha256']}")
+
+
+@main.command()
+@_CELL_OPTION
+@click.option(
+    "-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write to a file (default: stdout)."
+)
+def schema(cell: Path | None, output: Path | None) -> None:
+    """Print the JSON Schema (draft 2020-12) of task scripts for the cell.
+
+    Use it in an editor (a "$schema" key, VS Code's json.schemas) or with
+    check-jsonschema --schemafile. The gripper and dock names are the cell's.
+    """
+    from erobs_bt.script.schema import script_schema
+    from erobs_bt.script.vocabulary import CellVocabulary
+
+    try:
+        vocabulary = CellVocabulary.load(cell) if cell is not None else CellVocabulary.default()
+    except (ScriptError, OSError) as exc:
+        fail_configuration(exc)
+    text = json.dumps(script_schema(vocabulary), indent=2) + "\n"
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    output.write_text(text, encoding="utf-8")
+    click.echo(f"wrote {output} (JSON Schema draft 2020-12)")
 
 
 def _engine_options(command: Any) -> Any:
@@ -243,6 +301,17 @@ def _run_goals(
 
     console = make_console()
     errors = make_console(stderr=True)
+    # The goal plan first, with the cell's parser: an invalid script is refused before the
+    # simulated cell is even built, with the message the node and `validate` give.
+    try:
+        plan = load_plan(script, poses=poses, cell=cell, enable_batching=not no_batching, preview=dry_run)
+    except ConfigurationError as exc:
+        errors.print(f"[bold red]configuration error[/]: {exc}", highlight=False, soft_wrap=True)
+        return EXIT_INVALID
+    except (ScriptError, NotPreviewableError, OSError) as exc:
+        errors.print(f"[bold red]invalid[/] {script}: {exc}", highlight=False, soft_wrap=True)
+        return EXIT_INVALID
+    text = script.read_bytes().decode("utf-8")  # valid UTF-8: the plan was made from these bytes
     config = EngineConfig(
         backend=backend, cell=cell, poses=poses, faults=faults, speed=speed, enable_batching=not no_batching
     )
@@ -250,18 +319,9 @@ def _run_goals(
     try:
         engine = build_engine(config, listener=progress)
     except (ScriptError, ValueError, OSError) as exc:
-        errors.print(f"[bold red]configuration error[/]: {exc}", highlight=False)
+        errors.print(f"[bold red]configuration error[/]: {exc}", highlight=False, soft_wrap=True)
         return EXIT_INVALID
-    try:
-        text = script.read_text()
-        parsed = engine.parse(text)
-        if dry_run:
-            check_previewable(parsed)
-    except (ScriptError, NotPreviewableError) as exc:
-        errors.print(f"[bold red]invalid[/] {script}: {exc}", highlight=False)
-        engine.close()
-        return EXIT_INVALID
-    units = group_into_batches(parsed.steps, enabled=config.enable_batching)
+    units = plan.units
     log_path = log_file if log_file is not None else default_log_path(script)
     run_log = RunLogWriter(log_path)
     engine.orchestrator.listener.add(run_log)
@@ -273,14 +333,14 @@ def _run_goals(
             live_view = start_live_view(engine.orchestrator, port=view_port)
             console.print(f"live view: [link={live_view.url}]{live_view.url}[/link]", highlight=False)
         verb = "preview" if dry_run else "run"
-        if not is_eligible(units):
+        if not plan.eligible:
             cache = "ineligible"
         elif dry_run:
             cache = "eligible (preview plans afresh and stores a successful plan)"
         else:
             cache = "eligible"
         console.print(
-            f"[bold]{verb}[/] {script.name}: {len(parsed.steps)} steps, {len(units)} units, "
+            f"[bold]{verb}[/] {script.name}: {plan.total_steps} steps, {len(units)} units, "
             f"backend {backend}, speed ×{speed:g}, cache {cache}",
             highlight=False,
         )

@@ -40,8 +40,8 @@ from typing import Any
 from py_trees.common import Status
 
 from erobs_bt.backends.base import ErrorCode, MotionBackend, MotionError, Solution
-from erobs_bt.batching import Unit, group_into_batches
-from erobs_bt.cache import PlanCache, is_eligible
+from erobs_bt.batching import Unit
+from erobs_bt.cache import PlanCache
 from erobs_bt.goal import (
     Feedback,
     GoalHandle,
@@ -53,9 +53,10 @@ from erobs_bt.goal import (
     Result,
     State,
 )
+from erobs_bt.plan import NotPreviewableError, plan_goal
 from erobs_bt.script.errors import ScriptError
 from erobs_bt.script.model import Script
-from erobs_bt.tree.compile import NotPreviewableError, compile_tree
+from erobs_bt.tree.compile import compile_tree
 from erobs_bt.tree.context import (
     DEFAULT_TIMEOUTS,
     CacheStatus,
@@ -98,7 +99,8 @@ class Orchestrator:
     Args:
         backend: what moves the robot.
         parser: turns the goal's ``full_json`` into a :class:`Script`; raises
-            :class:`ScriptError` (a configured :func:`erobs_bt.script.parse.parse_script`).
+            :class:`ScriptError` (the cell-configured :class:`erobs_bt.plan.ScriptParser`);
+            :func:`erobs_bt.plan.plan_goal` uses it to make the goal plan.
         enable_batching: group consecutive moveto/end_effector steps into one unit.
         cache: the plan cache (a new one of capacity 64 when ``None``).
         timeouts: per-type timeouts [s], see :data:`DEFAULT_TIMEOUTS`.
@@ -112,7 +114,7 @@ class Orchestrator:
         self,
         backend: MotionBackend,
         *,
-        parser: Callable[[str], Script],
+        parser: Callable[[str | bytes], Script],
         enable_batching: bool,
         cache: PlanCache | None = None,
         timeouts: Mapping[str, float] = DEFAULT_TIMEOUTS,
@@ -199,12 +201,16 @@ class Orchestrator:
             raise GoalRejected(f"busy: {self._goal.goal_id} is {self._state.value}")
         handle = GoalHandle(f"goal-{next(self._ids)}", dry_run=dry_run)
         try:
-            script = self.parser(full_json)
+            plan = plan_goal(full_json, parser=self.parser, enable_batching=self.enable_batching, preview=dry_run)
         except ScriptError as exc:
             handle._finish(Result(GoalStatus.ABORTED, str(exc), "INVALID_SCRIPT", 0, 0))
             self._emit(handle.goal_id, "rejected_script", error=str(exc))
             return handle
-        units = group_into_batches(script.steps, enabled=self.enable_batching)
+        except NotPreviewableError as exc:
+            handle._finish(Result(GoalStatus.ABORTED, str(exc), "NOT_PREVIEWABLE", 0, exc.total_steps))
+            self._emit(handle.goal_id, "rejected_script", error=str(exc))
+            return handle
+        script, units = plan.script, list(plan.units)
         controls = Controls(on_change=self._wake.set)
         context = GoalContext(
             script=script,
@@ -212,18 +218,12 @@ class Orchestrator:
             mode=Mode.PREVIEW if dry_run else Mode.EXECUTE,
             backend=self.backend,
             cache=self.cache,
-            eligible=is_eligible(units),
+            eligible=plan.eligible,
             controls=controls,
             timeouts=self.timeouts,
             wake=self._wake.set,
         )
-        try:
-            root = compile_tree(context)
-        except NotPreviewableError as exc:
-            total = len(script.steps)
-            handle._finish(Result(GoalStatus.ABORTED, str(exc), "NOT_PREVIEWABLE", 0, total))
-            self._emit(handle.goal_id, "rejected_script", error=str(exc))
-            return handle
+        root = compile_tree(context)
         handle.script, handle.units, handle.root, handle.context = script, units, root, context
         context.events = _GoalEventsAdapter(self, handle)
         self._goal = handle

@@ -2,13 +2,13 @@
 
 The CLI (``erobs-bt run``/``preview``/``serve``) and the ROS node build the same
 thing from the same settings: a cell configuration, a pose registry, a motion
-backend, a script parser that knows the cell's grippers and named states, a plan
-cache and an orchestrator. :func:`build_engine` is the one place that does it.
+backend, the script parser configured from the cell (:class:`erobs_bt.plan.ScriptParser`,
+the same one ``erobs-bt validate`` uses), a plan cache and an orchestrator.
+:func:`build_engine` is the one place that does it.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,9 +17,8 @@ from erobs_bt.backends.base import MotionBackend
 from erobs_bt.backends.factory import create_backend
 from erobs_bt.cache import DEFAULT_CAPACITY, PlanCache
 from erobs_bt.orchestrator import SHUTDOWN_REASON, Orchestrator, OrchestratorListener
-from erobs_bt.script.macros import VisionTargets
+from erobs_bt.plan import GoalPlan, ScriptParser, plan_goal
 from erobs_bt.script.model import Script
-from erobs_bt.script.parse import parse_script
 from erobs_bt.script.poses import PoseRegistry
 from erobs_bt.tree.context import DEFAULT_TIMEOUTS
 
@@ -59,8 +58,23 @@ class Engine:
     orchestrator: Orchestrator
 
     def parse(self, text: str | bytes) -> Script:
-        """Parse a script exactly as goals are parsed (same registry, cell names)."""
-        return self.orchestrator.parser(text if isinstance(text, str) else text.decode())
+        """Parse a script exactly as goals are parsed (same registry, cell vocabulary).
+
+        Raises:
+            ScriptError: the script is invalid.
+        """
+        return self.plan(text).script
+
+    def plan(self, text: str | bytes, *, preview: bool = False) -> GoalPlan:
+        """The goal plan of a script, exactly as :meth:`Orchestrator.submit` makes it.
+
+        Raises:
+            ScriptError: the script is invalid.
+            erobs_bt.plan.NotPreviewableError: ``preview`` and the script has other steps.
+        """
+        return plan_goal(
+            text, parser=self.orchestrator.parser, enable_batching=self.config.enable_batching, preview=preview
+        )
 
     def close(self, reason: str = SHUTDOWN_REASON) -> None:
         """Halt the running goal (it aborts with ``SHUTDOWN: <reason>``), then stop the goal
@@ -75,25 +89,13 @@ def build_engine(config: EngineConfig, *, listener: OrchestratorListener | None 
     """Build an :class:`Engine`.
 
     Raises:
-        ScriptError: the pose registry or ``config/vision_targets.yaml`` is invalid
-            (message names file and key).
+        ScriptError: the pose registry, the cell's vocabulary or ``config/vision_targets.yaml``
+            is invalid (message names file and key).
         ValueError: the cell or fault configuration is invalid, or the backend is unknown.
     """
-    registry = PoseRegistry.load(config.poses) if config.poses is not None else None
+    # The same files as `erobs-bt validate --cell --poses`: one parser configuration.
+    parser = ScriptParser.from_files(cell=config.cell, poses=config.poses)
     backend = create_backend(config.backend, cell=config.cell, speed=config.speed, faults=config.faults)
-    # Loaded once per engine, not on every parse of a script that uses a macro.
-    vision_targets = VisionTargets.default()
-    cell = getattr(backend, "cell", None)
-    if cell is not None:
-        parser = functools.partial(
-            parse_script,
-            registry=registry,
-            vision_targets=vision_targets,
-            grippers=tuple(cell.grippers),
-            named_states=tuple(cell.named_states),
-        )
-    else:
-        parser = functools.partial(parse_script, registry=registry, vision_targets=vision_targets)
     unknown = set(config.timeouts) - set(DEFAULT_TIMEOUTS)
     if unknown:
         raise ValueError(
@@ -107,4 +109,4 @@ def build_engine(config: EngineConfig, *, listener: OrchestratorListener | None 
         timeouts=config.timeouts,
         listener=listener,
     )
-    return Engine(config, backend, registry, orchestrator)
+    return Engine(config, backend, parser.registry, orchestrator)

@@ -65,8 +65,12 @@ def renumber(steps: list[Step]) -> list[Step]:
     return out
 
 
-def script_json(tasks: list[dict[str, Any]], *, start_gripper: str = "epick", **extra: Any) -> str:
-    """A script document with inline poses for ``home``, ``a``, ``b`` and ``c``."""
+def script_json(tasks: list[dict[str, Any]], *, start_gripper: str = "pipettor", **extra: Any) -> str:
+    """A script document with inline poses for ``home``, ``a``, ``b`` and ``c``.
+
+    The default tool is the pipettor, so :data:`SUCK` steps are valid; on it the
+    ``vacuum`` gripper steps are the no-ops a gripper without a gripper group makes them.
+    """
     poses = {
         "home": HOME_DEG,
         "a": [10.0, -90.0, -90.0, -90.0, 90.0, 0.0],
@@ -81,7 +85,8 @@ def move(target: str) -> dict[str, Any]:
 
 
 def vacuum(action: str) -> dict[str, Any]:
-    return {"task_type": "end_effector", "end_effector_type": "epick", "end_effector_action": action}
+    """A gripper step for the attached gripper (a no-op on the default pipettor of :func:`script_json`)."""
+    return {"task_type": "end_effector", "end_effector_action": action}
 
 
 PAUSE: dict[str, Any] = {"task_type": "pause"}

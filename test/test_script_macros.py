@@ -57,6 +57,9 @@ TIP = {
 }
 TARGETS = VisionTargets.from_mapping({"vial_rack": VIAL, "tip_rack": TIP}, source="vision_targets.yaml")
 
+#: Scan poses the shipped vision targets name (degrees); any pose within the joint limits does.
+SCAN_POSES = {"vial_scan": [90, -60, -130, -80, -270, -180], "pipettor_scan": [110, -65, -140, -65, -270, -230]}
+
 
 def expand(task: dict[str, Any], targets: VisionTargets = TARGETS) -> list[dict[str, Any]]:
     return [entry.spec for entry in expand_macros([task], vision_targets=targets)]
@@ -145,7 +148,7 @@ def test_rinse_alternates_suck_and_expel_and_ends_with_suck() -> None:
 
 
 def test_a_huge_rinse_count_is_refused_before_anything_is_built() -> None:
-    error = rejects({**VIAL_TASK, "pipettor_operation": "RINSE", "rinse_count": 10**12})
+    error = rejects({**VIAL_TASK, "pipettor_operation": "RINSE", "rinse_count": 10**6})
     assert error.path == "tasks[0].rinse_count" and "Limits.max_steps" in error.reason
 
 
@@ -166,7 +169,9 @@ def test_a_missing_default_without_override_uses_the_erobs_text() -> None:
 
 
 def test_macro_steps_are_parsed_like_written_steps_with_their_own_paths() -> None:
-    text = json.dumps({"start_gripper": "pipettor", "tasks": [{"task_type": "pause"}, VIAL_TASK]})
+    text = json.dumps(
+        {"start_gripper": "pipettor", "poses": SCAN_POSES, "tasks": [{"task_type": "pause"}, VIAL_TASK]}
+    )
     script = parse_script(text, vision_targets=TARGETS)
     assert script.task_count == 2 and len(script.steps) == 9
     assert [step.path for step in script.steps[1:4]] == [
@@ -292,6 +297,7 @@ def test_the_shipped_vial_rack_expands_pickup_vial_to_eight_steps() -> None:
     text = json.dumps(
         {
             "start_gripper": "pipettor",
+            "poses": SCAN_POSES,
             "tasks": [{"task_type": "pickup_vial", "row": 1, "col": 4, "pipettor_operation": "SUCK"}],
         }
     )

@@ -20,6 +20,7 @@ from erobs_bt.script.errors import ScriptError
 from erobs_bt.script.limits import Limits
 from erobs_bt.script.model import EndEffector, MoveTo, Pause, Pipettor, Script, ToolExchange, Vision
 from erobs_bt.script.parse import DIRECTION_VECTORS, TASK_TYPES, parse_script
+from erobs_bt.script.vocabulary import CellVocabulary
 
 HOME = [0.0, -90.0, -90.0, -90.0, 90.0, 0.0]
 POSES: dict[str, list[float]] = {
@@ -119,9 +120,11 @@ def test_pathological_nesting_beyond_the_interpreter_limit_is_a_script_error() -
     assert "Limits.max_depth" in str(rejects(text))
 
 
-def test_integers_too_large_for_json_are_invalid_json() -> None:
+def test_integers_too_large_for_json_are_rejected_with_their_path() -> None:
     text = doc([move(direction="up", distance=0.5)]).replace("0.5", "9" * 5000)
-    assert str(rejects(text)).startswith("Invalid JSON: ")
+    error = rejects(text)
+    assert error.path == "tasks[0].distance"
+    assert "5000 digits" in error.reason and "4300" not in str(error)
 
 
 def test_integers_too_large_for_a_float_are_not_distances() -> None:
@@ -151,8 +154,13 @@ def test_an_unknown_start_gripper_lists_the_available_ones_in_erobs_words() -> N
     assert error.reason == "Unknown gripper: foo (available: none, hande, epick, 2fg7, pipettor)"
 
 
+def vocabulary(grippers: dict[str, Any], **sections: Any) -> CellVocabulary:
+    """A cell vocabulary from the cell-YAML sections it reads."""
+    return CellVocabulary.from_document({"grippers": grippers, **sections}, source="cell.yaml")
+
+
 def test_the_cell_gripper_list_is_configurable() -> None:
-    error = rejects(doc([move(target="home")]), grippers=("none", "hande"))
+    error = rejects(doc([move(target="home")]), vocabulary=vocabulary({"none": {}, "hande": {}}))
     assert error.reason == "Unknown gripper: epick (available: none, hande)"
 
 
@@ -302,17 +310,20 @@ def test_a_named_target_resolves_to_radians() -> None:
     assert step.target_joints == pytest.approx(tuple(math.radians(d) for d in POSES["a"]))
 
 
-def test_a_target_that_is_no_pose_is_a_named_state() -> None:
+def test_a_target_that_is_no_pose_is_a_named_state_of_the_cell() -> None:
     step = parse_script(doc([move(target="moveit_home")])).steps[0]
     assert isinstance(step, MoveTo) and step.target == "moveit_home" and step.target_joints is None
 
 
-def test_named_states_when_given_must_contain_unknown_targets() -> None:
-    ok = parse_script(doc([move(target="moveit_home")]), named_states={"moveit_home"})
+def test_a_target_that_is_neither_a_pose_nor_a_named_state_is_rejected() -> None:
+    cell = vocabulary({"none": {}, "epick": {}}, named_states_deg={"park": [0, -90, 0, 0, 0, 0]})
+    ok = parse_script(doc([move(target="park")]), vocabulary=cell)
     assert ok.steps[0].path == "tasks[0]"
-    error = rejects(doc([move(target="home"), move(target="moveit_hom")]), named_states={"moveit_home"})
+    error = rejects(doc([move(target="home"), move(target="moveit_home")]), vocabulary=cell)
     assert error.path == "tasks[1].target"
-    assert "'moveit_hom'" in error.reason and "moveit_home" in error.reason
+    assert "'moveit_home'" in error.reason and "park" in error.reason
+    packaged = rejects(doc([move(target="nowhere_pose")]))
+    assert packaged.path == "tasks[0].target" and "moveit_home" in packaged.reason
 
 
 def test_a_target_must_be_a_non_empty_string() -> None:
@@ -484,10 +495,12 @@ def test_an_end_effector_action_is_required(action: Any) -> None:
     assert rejects(doc([ee(action)])).path == "tasks[0].end_effector_action"
 
 
-def test_custom_grippers_may_bring_their_states() -> None:
-    grippers = {"none": {}, "vacuum2": {"grasp": "suck", "release": "blow"}}
-    assert parse_script(doc([ee("blow")], start_gripper="vacuum2"), grippers=grippers).steps
-    assert rejects(doc([ee("vacuum_on")], start_gripper="vacuum2"), grippers=grippers).path.endswith("action")
+def test_custom_grippers_bring_their_states_from_the_cell() -> None:
+    cell = vocabulary({"none": {}, "vacuum2": {"actions": ["suck", "blow"], "roles": {"grasp": "suck", "release": "blow"}}})
+    assert parse_script(doc([ee("blow")], start_gripper="vacuum2"), vocabulary=cell).steps
+    assert rejects(doc([ee("vacuum_on")], start_gripper="vacuum2"), vocabulary=cell).path.endswith("action")
+    grasp = parse_script(doc([{"task_type": "pick_sample", "tag_id": 1}], start_gripper="vacuum2"), vocabulary=cell)
+    assert grasp.steps[0].terminal_action == "suck"  # type: ignore[attr-defined]
 
 
 # -- tool_exchange ----------------------------------------------------------------------------
@@ -725,8 +738,9 @@ def test_specs_are_the_steps_as_written_and_make_the_key() -> None:
 
 
 # -- properties --------------------------------------------------------------------------------
-finite = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False, allow_infinity=False)
-positive = st.floats(min_value=1e-6, max_value=10.0, allow_nan=False)
+coordinate = st.floats(min_value=-1.7, max_value=1.7, allow_nan=False, allow_infinity=False)
+angle = st.floats(min_value=-360.0, max_value=360.0, allow_nan=False, allow_infinity=False)
+positive = st.floats(min_value=1e-6, max_value=1.7, allow_nan=False)
 pose_names = st.sampled_from(sorted(POSES))
 moveto_tasks = st.one_of(
     st.builds(
@@ -739,7 +753,8 @@ moveto_tasks = st.one_of(
     ),
     st.builds(
         lambda xs: move(cartesian_target=xs),
-        st.lists(finite, min_size=3, max_size=3) | st.lists(finite, min_size=6, max_size=6),
+        st.lists(coordinate, min_size=3, max_size=3)
+        | st.tuples(coordinate, coordinate, coordinate, angle, angle, angle).map(list),
     ),
 )
 

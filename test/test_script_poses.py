@@ -112,11 +112,33 @@ def test_to_radians_is_math_radians_elementwise() -> None:
     assert to_radians([180.0, -90.0, 0.0, 360.0]) == (math.pi, -math.pi / 2, 0.0, 2 * math.pi)
 
 
-def test_angles_beyond_a_turn_are_not_wrapped() -> None:
-    parsed = parse_script(script([to("wound")], {"wound": [0, 0, 0, 0, -270.0, 400.0]}))
+def test_angles_beyond_half_a_turn_are_not_wrapped() -> None:
+    parsed = parse_script(script([to("wound")], {"wound": [0, 0, 0, 0, -270.0, 350.0]}))
     step = parsed.steps[0]
     assert isinstance(step, MoveTo) and step.target_joints is not None
-    assert step.target_joints[4:] == pytest.approx((-1.5 * math.pi, math.radians(400.0)))
+    assert step.target_joints[4:] == pytest.approx((-1.5 * math.pi, math.radians(350.0)))
+
+
+@pytest.mark.parametrize(
+    ("pose", "message"),
+    [
+        ([0, 0, 400, 0, 0, 0], "poses.a[2]: 400° is outside elbow_joint's ±180°"),
+        ([0, 0, -180.5, 0, 0, 0], "poses.a[2]: -180.5° is outside elbow_joint's ±180°"),
+        ([0, 0, 0, 0, 0, 360.01], "poses.a[5]: 360.01° is outside wrist_3_joint's ±360°"),
+        ([-721, 0, 0, 0, 0, 0], "poses.a[0]: -721° is outside shoulder_pan_joint's ±360°"),
+    ],
+)
+def test_a_pose_outside_the_ur5e_joint_limits_names_the_joint(pose: list[float], message: str) -> None:
+    with pytest.raises(ScriptError) as caught:
+        parse_script(script([to("a")], {"a": pose}))
+    assert str(caught.value) == message
+
+
+def test_the_limits_hold_at_their_edges_and_in_the_registry() -> None:
+    assert parse_script(script([to("edge")], {"edge": [360, -360, 180, -360, 360, -360]})).steps
+    with pytest.raises(ScriptError) as caught:
+        PoseRegistry.from_mapping({"far": [0, 0, 190, 0, 0, 0]}, source="poses.yaml")
+    assert str(caught.value) == "poses.yaml: far[2]: 190° is outside elbow_joint's ±180°"
 
 
 def test_the_script_package_converts_degrees_only_in_poses_py() -> None:

@@ -38,6 +38,8 @@ def shown(value: Any) -> str:
     if isinstance(value, str):
         text = repr(value)
         return text if len(text) <= _SHOWN_CHARS else text[: _SHOWN_CHARS - 4] + "...'"
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 192:
+        return f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits"
     try:
         text = json.dumps(value)
     except (TypeError, ValueError):
@@ -102,17 +104,24 @@ def number(
     return result
 
 
-def integer(value: Any, path: str, *, minimum: int | None = None) -> int:
+#: The largest integer a script field takes: the field must fit a signed 32-bit integer
+#: (the ROS message fields and controller interfaces these values end up in).
+MAX_INTEGER = 2**31 - 1
+
+
+def integer(value: Any, path: str, *, minimum: int | None = None, maximum: int = MAX_INTEGER) -> int:
     """Read an integer (not a bool, not a float such as ``2.0``).
 
     Raises:
-        ScriptError: not an integer, or below ``minimum``.
+        ScriptError: not an integer, below ``minimum`` or above ``maximum``.
     """
     if isinstance(value, bool) or not isinstance(value, int):
         bound = f" >= {minimum}" if minimum is not None else ""
         raise ScriptError(path, f"must be an integer{bound} (got {shown(value)})")
     if minimum is not None and value < minimum:
         raise ScriptError(path, f"must be an integer >= {minimum} (got {shown(value)})")
+    if value > maximum:
+        raise ScriptError(path, f"must be an integer <= {maximum} (got {shown(value)})")
     return value
 
 

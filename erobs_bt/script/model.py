@@ -28,6 +28,24 @@ JOINT_NAMES: tuple[str, ...] = (
     "wrist_3_joint",
 )
 
+#: UR5e joint position limits [deg], ``(lower, upper)`` in :data:`JOINT_NAMES` order: ±360°,
+#: elbow ±180° (``config/ur5e/joint_limits.yaml`` of Universal Robots' ROS 2 description).
+#: The one table of them: the parser checks poses against it and the simulated cell's
+#: kinematics converts it to radians.
+JOINT_LIMITS_DEG: tuple[tuple[float, float], ...] = (
+    (-360.0, 360.0),
+    (-360.0, 360.0),
+    (-180.0, 180.0),
+    (-360.0, 360.0),
+    (-360.0, 360.0),
+    (-360.0, 360.0),
+)
+
+#: UR5e reach [m]: the largest distance from the base axis to the tool flange (UR5e data
+#: sheet, 850 mm). The parser bounds lengths in scripts by it (a straight move cannot be
+#: longer than the workspace sphere's diameter, ``2 * UR5E_REACH``).
+UR5E_REACH = 0.85
+
 #: Six joint positions [rad] in :data:`JOINT_NAMES` order.
 JointPositions = tuple[float, float, float, float, float, float]
 

@@ -37,7 +37,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Collection, Mapping
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, cast
@@ -48,6 +49,7 @@ from erobs_bt.script.limits import DEFAULT_LIMITS, Limits
 from erobs_bt.script.macros import TASK_MACROS, ExpandedTask, VisionTargets, expand_macros
 from erobs_bt.script.model import (
     JOINT_NAMES,
+    UR5E_REACH,
     VISION_TASK_TYPES,
     Constraints,
     EndEffector,
@@ -61,12 +63,12 @@ from erobs_bt.script.model import (
     ToolExchange,
     Vision,
 )
-from erobs_bt.script.poses import PoseRegistry, PoseResolver, inline_poses, to_radians
+from erobs_bt.script.poses import PoseRegistry, PoseResolver, check_joint_angle, inline_poses, to_radians
+from erobs_bt.script.vocabulary import CellVocabulary
 
 __all__ = [
-    "DEFAULT_GRIPPERS",
     "DIRECTION_VECTORS",
-    "GRIPPER_STATES",
+    "MAX_LENGTH",
     "PIPETTOR_OPERATIONS",
     "PLANNING_TYPES",
     "SUPPORTED_TASK_TYPES",
@@ -76,20 +78,22 @@ __all__ = [
     "parse_script",
 ]
 
-#: The grippers of the cell, in the order EROBS's CMS configuration lists them.
-DEFAULT_GRIPPERS: tuple[str, ...] = ("none", "hande", "epick", "2fg7", "pipettor")
+#: The longest straight move, offset or Cartesian coordinate a script may give [m]: the
+#: diameter of the UR5e's workspace sphere (``2 * UR5E_REACH``); anything longer cannot be
+#: reached, so it is rejected before planning (a ``distance`` of 1e308 would otherwise
+#: overflow the planner's step count).
+MAX_LENGTH = 2.0 * UR5E_REACH
 
-#: Gripper -> its states, ``role -> state`` (EROBS beamline configuration). A gripper
-#: with no states has no gripper group: gripper steps are successful no-ops on it.
-GRIPPER_STATES: Mapping[str, Mapping[str, str]] = MappingProxyType(
-    {
-        "none": MappingProxyType({}),
-        "hande": MappingProxyType({"grasp": "hande_closed", "release": "hande_open"}),
-        "epick": MappingProxyType({"grasp": "vacuum_on", "release": "vacuum_off"}),
-        "2fg7": MappingProxyType({"grasp": "2fg7_closed", "release": "2fg7_open"}),
-        "pipettor": MappingProxyType({}),
-    }
-)
+#: The largest magnitude of a roll/pitch/yaw or other angle in a script [deg].
+MAX_ANGLE = 360.0
+
+#: The longest ``timeout`` or ``settle_time`` a step may ask for [s] (one day).
+MAX_SECONDS = 86_400.0
+
+#: Integer literals longer than this many digits are rejected while decoding (Python's
+#: own limit for converting text to ``int`` is 4300 digits, and no field takes more
+#: than 10).
+MAX_INTEGER_DIGITS = 30
 
 #: Task types a step can have after expansion.
 SUPPORTED_TASK_TYPES: frozenset[str] = frozenset(
@@ -207,8 +211,7 @@ def parse_script(
     *,
     registry: PoseRegistry | None = None,
     limits: Limits = DEFAULT_LIMITS,
-    grippers: Collection[str] = DEFAULT_GRIPPERS,
-    named_states: Collection[str] | None = None,
+    vocabulary: CellVocabulary | None = None,
     vision_targets: VisionTargets | None = None,
 ) -> Script:
     """Validate, expand and resolve a JSON task script.
@@ -218,12 +221,9 @@ def parse_script(
         registry: the pose registry; names not in the script's ``poses`` are looked
             up here.
         limits: size limits (script bytes, expanded steps, poses, nesting).
-        grippers: the cell's gripper names. A mapping ``name -> {role: state}`` also
-            gives their states; otherwise the states of known names come from
-            :data:`GRIPPER_STATES` and other names have none (no gripper group).
-        named_states: the robot's named states (``moveit_home`` …). When given, a
-            ``moveto`` target that is neither a pose nor one of these is an error;
-            when ``None`` any such target is accepted as a named state.
+        vocabulary: the cell's grippers and their states, named robot states and docks
+            (:class:`CellVocabulary`); ``None`` for the packaged ``config/cell.yaml``. A
+            ``moveto`` target that is neither a pose nor a named state is an error.
         vision_targets: defaults for the ``pickup_tip``/``pickup_vial`` macros;
             ``None`` loads ``config/vision_targets.yaml`` when a macro is present.
 
@@ -234,10 +234,7 @@ def parse_script(
     Raises:
         ScriptError: anything invalid; the message starts with the path
             (``tasks[3].distance: ...``, ``""`` for the whole text).
-        TypeError: ``grippers`` is a single string (a configuration mistake).
     """
-    if isinstance(grippers, str):
-        raise TypeError("grippers must be a collection of gripper names, not a string")
     document = _decode(text, limits)
     if not isinstance(document, dict):
         raise ScriptError("", "Task script root must be an object")
@@ -246,7 +243,7 @@ def parse_script(
     if "tasks" not in document:
         raise ScriptError("", "Task script missing 'tasks'")
 
-    parser = _Parser(grippers, registry, named_states, limits)
+    parser = _Parser(vocabulary if vocabulary is not None else CellVocabulary.default(), registry, limits)
     start_gripper = document["start_gripper"]
     if not isinstance(start_gripper, str):
         raise ScriptError("start_gripper", f"must be a string (got {v.shown(start_gripper)})", sep=" ")
@@ -300,6 +297,13 @@ class _NonFinite:
 
 
 @dataclass(frozen=True)
+class _HugeInteger:
+    """Stands in for an integer literal of more than :data:`MAX_INTEGER_DIGITS` digits."""
+
+    digits: int
+
+
+@dataclass(frozen=True)
 class _DuplicateKeys:
     """Stands in for an object that repeats a key."""
 
@@ -313,6 +317,11 @@ def _parse_constant(token: str) -> _NonFinite:
 def _parse_float(token: str) -> float | _NonFinite:
     value = float(token)
     return value if math.isfinite(value) else _NonFinite(token)
+
+
+def _parse_int(token: str) -> int | _HugeInteger:
+    digits = len(token) - token.startswith("-")
+    return _HugeInteger(digits) if digits > MAX_INTEGER_DIGITS else int(token)
 
 
 def _object_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any] | _DuplicateKeys:
@@ -329,20 +338,28 @@ def _object_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any] | _DuplicateKe
 
 
 def _decode(text: str | bytes, limits: Limits) -> Any:
-    """Decode and JSON-parse the script text, enforcing the size, number and depth rules."""
+    """Decode and JSON-parse the script text, enforcing the size, number, string and depth rules.
+
+    Bytes must be UTF-8; a leading byte-order mark is ignored, in bytes and in text alike.
+    """
     if isinstance(text, bytes | bytearray | memoryview):
         raw = bytes(text)
         _check_size(len(raw), limits)
         try:
-            text = raw.decode("utf-8-sig")
+            text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise ScriptError("", f"Invalid JSON: the script is not UTF-8 text ({exc})") from None
+            raise ScriptError(
+                "",
+                f"Invalid JSON: the script is not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset "
+                f"{exc.start}: {exc.reason})",
+            ) from None
     elif isinstance(text, str):
         if len(text) > limits.max_script_bytes:
             _check_size(len(text), limits)
         _check_size(len(text.encode("utf-8", "surrogatepass")), limits)
     else:
         raise ScriptError("", f"the script must be text or bytes (got {type(text).__name__})")
+    text = text.removeprefix("\ufeff")
     if not text.strip():
         raise ScriptError("", "Goal missing required full_json")
     try:
@@ -350,16 +367,25 @@ def _decode(text: str | bytes, limits: Limits) -> Any:
             text,
             parse_constant=_parse_constant,
             parse_float=_parse_float,
+            parse_int=_parse_int,
             object_pairs_hook=_object_pairs,
         )
     except RecursionError:
         raise ScriptError(
-            "", f"nesting is deeper than {limits.max_depth} levels (Limits.max_depth)"
+            _deep_path(text, limits.max_depth),
+            f"nesting is deeper than {limits.max_depth} levels (Limits.max_depth)",
         ) from None
     except ValueError as exc:
-        raise ScriptError("", f"Invalid JSON: {exc}") from None
+        raise ScriptError("", f"Invalid JSON: {_ascii_safe(str(exc))}") from None
     _check_tree(document, limits)
     return document
+
+
+def _ascii_safe(text: str) -> str:
+    """``text`` with lone surrogates and control characters escaped (valid UTF-8, one line)."""
+    return "".join(
+        ch if ch.isprintable() and not 0xD800 <= ord(ch) <= 0xDFFF else ascii(ch)[1:-1] for ch in text
+    )
 
 
 def _check_size(size: int, limits: Limits) -> None:
@@ -371,22 +397,92 @@ def _check_size(size: int, limits: Limits) -> None:
         )
 
 
+#: Strings and structural characters of JSON text, for :func:`_deep_path`.
+_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{},:]')
+
+#: A character no script string may hold: NUL, or a UTF-16 surrogate without its pair
+#: (``"\ud800"`` in JSON), which is not a character and cannot be sent as UTF-8.
+_BAD_CHARACTER = re.compile("[\x00\ud800-\udfff]")
+
+
+def _deep_path(text: str, max_depth: int) -> str:
+    """The path of the first array or object nested deeper than ``max_depth`` levels.
+
+    Used when the text is too deep for Python's JSON decoder (a ``RecursionError``), so the
+    message can still say where the nesting went wrong; the scan follows the JSON tokens
+    and keeps the key or index of each open level.
+    """
+    # One entry per open level: [is an array, current index or key, expecting a key].
+    levels: list[list[Any]] = []
+    for match in _TOKENS.finditer(text):
+        token = match.group()
+        if token in ("[", "{"):
+            if len(levels) >= max_depth:
+                break
+            levels.append([token == "[", 0 if token == "[" else "", token == "{"])
+        elif token in ("]", "}"):
+            if levels:
+                levels.pop()
+        elif token == ",":
+            if levels:
+                if levels[-1][0]:
+                    levels[-1][1] += 1
+                else:
+                    levels[-1][2] = True
+        elif token == ":":
+            if levels:
+                levels[-1][2] = False
+        elif levels and not levels[-1][0] and levels[-1][2]:
+            try:
+                levels[-1][1] = _ascii_safe(json.loads(token))
+            except ValueError:
+                levels[-1][1] = _ascii_safe(token[1:-1])
+    path = ""
+    for _is_array, key, _expecting in levels:
+        path = v.join(path, key)
+    return path
+
+
 def _check_tree(document: Any, limits: Limits) -> None:
-    """Reject non-finite numbers, duplicate keys and deep nesting, naming the path."""
+    """Reject non-finite numbers, huge integers, duplicate keys, NUL and lone surrogates, and
+    deep nesting, naming the path."""
     stack: list[tuple[Any, str, int]] = [(document, "", 0)]
     while stack:
         value, path, depth = stack.pop()
-        if isinstance(value, _NonFinite):
+        if isinstance(value, str):
+            bad = _BAD_CHARACTER.search(value)
+            if bad:
+                raise ScriptError(path, _bad_character(bad.group(), bad.start()))
+        elif isinstance(value, _NonFinite):
             raise ScriptError(path, f"{value.token} is not a finite number (NaN and infinities are rejected)")
-        if isinstance(value, _DuplicateKeys):
-            raise ScriptError(path, f"duplicate key {', '.join(map(repr, value.keys))}")
-        if isinstance(value, dict | list):
+        elif isinstance(value, _HugeInteger):
+            raise ScriptError(
+                path, f"an integer of {value.digits} digits is out of range (at most {MAX_INTEGER_DIGITS})"
+            )
+        elif isinstance(value, _DuplicateKeys):
+            raise ScriptError(path, f"duplicate key {', '.join(_ascii_safe(repr(k)) for k in value.keys)}")
+        elif isinstance(value, dict | list):
             if depth >= limits.max_depth:
-                raise ScriptError(
-                    path, f"nesting is deeper than {limits.max_depth} levels (Limits.max_depth)"
-                )
-            items = value.items() if isinstance(value, dict) else enumerate(value)
-            stack.extend((item, v.join(path, key), depth + 1) for key, item in items)
+                raise ScriptError(path, f"nesting is deeper than {limits.max_depth} levels (Limits.max_depth)")
+            if isinstance(value, dict):
+                for key in value:
+                    bad = _BAD_CHARACTER.search(key)
+                    if bad:
+                        raise ScriptError(
+                            v.join(path, _ascii_safe(key)), "key: " + _bad_character(bad.group(), bad.start())
+                        )
+                stack.extend((item, v.join(path, key), depth + 1) for key, item in value.items())
+            else:
+                stack.extend((item, v.join(path, index), depth + 1) for index, item in enumerate(value))
+
+
+def _bad_character(character: str, position: int) -> str:
+    if character == "\x00":
+        return f"the string holds a NUL character (at character {position}); NUL is not allowed"
+    return (
+        f"the string holds a lone UTF-16 surrogate \\u{ord(character):04x} (at character {position}); "
+        "it is not a character and cannot be encoded as UTF-8"
+    )
 
 
 # -- the steps --------------------------------------------------------------------------
@@ -458,6 +554,9 @@ def _constraints(value: Any, path: str) -> Constraints | None:
         )
         if "weight" in item:
             v.number(item["weight"], f"{where}.weight", minimum=0.0)
+        check_joint_angle(degrees[0], JOINT_NAMES.index(name), f"{where}.position")
+        _check_angle(degrees[1], f"{where}.tolerance_above")
+        _check_angle(degrees[2], f"{where}.tolerance_below")
         position, above, below = to_radians(degrees)
         joints.append(JointConstraint(name, position, above, below))
     orientations: list[OrientationConstraint] = []
@@ -489,64 +588,84 @@ def _constraints(value: Any, path: str) -> Constraints | None:
     return Constraints(tuple(joints), tuple(orientations))
 
 
+def _check_length(value: float, path: str) -> float:
+    """Reject a length [m] no UR5e move can have (``|value| > MAX_LENGTH``)."""
+    if abs(value) > MAX_LENGTH:
+        raise ScriptError(
+            path,
+            f"{value:g} m is beyond the arm's reach (at most {MAX_LENGTH:g} m: the UR5e reaches "
+            f"{UR5E_REACH:g} m from its base)",
+        )
+    return value
+
+
+def _check_angle(value: float, path: str) -> float:
+    """Reject an angle [deg] beyond one turn (``|value| > MAX_ANGLE``)."""
+    if abs(value) > MAX_ANGLE:
+        raise ScriptError(path, f"{value:g}° is more than one turn (at most ±{MAX_ANGLE:g}°)")
+    return value
+
+
 def _triple(value: Any, path: str, unit: str, *, minimum: float | None = None) -> tuple[float, float, float]:
     if not isinstance(value, list) or len(value) != 3:
         raise ScriptError(path, f"must be a list of 3 numbers ({unit}) (got {v.shown(value)})")
-    x, y, z = (v.number(item, f"{path}[{i}]", unit=unit, minimum=minimum) for i, item in enumerate(value))
+    x, y, z = (
+        _check_angle(v.number(item, f"{path}[{i}]", unit=unit, minimum=minimum), f"{path}[{i}]")
+        for i, item in enumerate(value)
+    )
     return x, y, z
 
 
 class _Parser:
-    """Per-call validation state: the cell's grippers, pose resolution, the tracked gripper."""
+    """Per-call validation state: the cell's vocabulary, pose resolution, the tracked tool.
 
-    def __init__(
-        self,
-        grippers: Collection[str],
-        registry: PoseRegistry | None,
-        named_states: Collection[str] | None,
-        limits: Limits,
-    ) -> None:
-        if isinstance(grippers, Mapping):
-            self.states: dict[str, Mapping[str, str]] = {
-                str(name): (states if isinstance(states, Mapping) else GRIPPER_STATES.get(name, {}))
-                for name, states in grippers.items()
-            }
-        else:
-            self.states = {name: GRIPPER_STATES.get(name, {}) for name in grippers}
+    While the steps are read in order, ``current`` is the gripper that will be attached at
+    that point (``start_gripper``, changed by ``tool_exchange``) and ``docked`` what the
+    script itself has put into or taken out of each dock, so a step the attached tool
+    cannot do is rejected before anything moves.
+    """
+
+    def __init__(self, vocabulary: CellVocabulary, registry: PoseRegistry | None, limits: Limits) -> None:
+        self.vocabulary = vocabulary
         self.registry = registry
-        self.named_states = named_states
         self.limits = limits
         self.current = ""
+        self.docked: dict[int, tuple[str | None, str]] = {}  # dock -> (tool, path of the step)
         self.resolver = PoseResolver({}, registry)
 
     def begin(self, start_gripper: str, poses: Mapping[str, tuple[float, ...]]) -> None:
         self.current = start_gripper
+        self.docked = {}
         self.resolver = PoseResolver(poses, self.registry)
 
     # -- grippers
     def check_gripper(self, name: Any, path: str) -> str:
-        if not isinstance(name, str) or name not in self.states:
-            raise ScriptError(path, f"Unknown gripper: {name} (available: {', '.join(self.states)})")
+        grippers = self.vocabulary.grippers
+        if not isinstance(name, str) or name not in grippers:
+            shown = name if isinstance(name, str) else v.shown(name)
+            raise ScriptError(path, f"Unknown gripper: {shown} (available: {', '.join(grippers)})")
         return name
 
     def _check_state(self, state: str, gripper: str, path: str, *, roles: bool, preset_of: str = "") -> str:
         """Check a gripper state against ``gripper``; return the state name it means."""
-        states = self.states.get(gripper, {})
+        states = self.vocabulary.gripper_states(gripper)
         if not states:
             return state
-        if roles and state in states:
-            return states[state]
-        if state in states.values():
+        role_map = self.vocabulary.gripper_roles(gripper)
+        if roles and state in role_map:
+            return role_map[state]
+        if state in states:
             return state
-        allowed = sorted(states.values()) + (sorted(states) if roles else [])
+        allowed = sorted(states) + (sorted(role_map) if roles else [])
         if preset_of:
             raise ScriptError(
                 path,
-                f"{preset_of} ends with {state!r}, which gripper {gripper!r} does not have "
+                f"{preset_of} ends with {_quoted(state)}, which gripper {gripper!r} does not have "
                 f"(set terminal_action to one of: {', '.join(allowed)})",
             )
         raise ScriptError(
-            path, f"unknown gripper state {state!r} for {gripper!r} (expected one of: {', '.join(allowed)})"
+            path,
+            f"unknown gripper state {_quoted(state)} for {gripper!r} (expected one of: {', '.join(allowed)})",
         )
 
     def _step_gripper(self, spec: Mapping[str, Any], key: str, path: str) -> str | None:
@@ -610,8 +729,9 @@ class _Parser:
             if not isinstance(target, str) or not target.strip():
                 raise ScriptError(f"{path}.target", "MoveTo target must be a non-empty string")
             joints = self.resolver.resolve(target)
-            if joints is None and self.named_states is not None and target not in self.named_states:
-                known = ", ".join(sorted(self.named_states)) or "none"
+            named_states = self.vocabulary.named_states
+            if joints is None and target not in named_states:
+                known = ", ".join(sorted(named_states)) or "none"
                 raise ScriptError(
                     f"{path}.target",
                     f"unknown pose or named state {target!r} (not in the script's poses, the pose "
@@ -632,6 +752,7 @@ class _Parser:
                     f"{path}.distance",
                     f"MoveTo distance must be a finite number greater than zero (got {v.shown(distance)})",
                 )
+            _check_length(length, f"{path}.distance")
             return MoveTo(
                 direction=direction, direction_vector=DIRECTION_VECTORS[direction], distance=length, **common
             )
@@ -651,6 +772,12 @@ class _Parser:
                     f"(got {v.shown(target_xyz[i])})",
                 )
         numbers = cast(list[float], values)
+        for i, value in enumerate(numbers):
+            where = f"{path}.cartesian_target[{i}]"
+            if i < 3:
+                _check_length(value, where)
+            else:
+                _check_angle(value, where)
         pose = tuple(numbers[:3]) + (to_radians(numbers[3:]) if len(numbers) == 6 else ())
         frame_id = spec.get("frame_id")
         frame = "base_link" if frame_id is None else v.string(frame_id, f"{path}.frame_id")
@@ -673,6 +800,12 @@ class _Parser:
         operation = v.choice(spec.get("operation"), f"{path}.operation", TOOL_OPERATIONS, what="operation")
         gripper = self.check_gripper(spec.get("gripper"), f"{path}.gripper")
         dock_number = v.integer(spec.get("dock_number"), f"{path}.dock_number", minimum=1)
+        docks = self.vocabulary.docks
+        if dock_number not in docks:
+            raise ScriptError(
+                f"{path}.dock_number",
+                f"Unknown dock: {dock_number} (the cell's docks: {', '.join(map(str, docks)) or 'none'})",
+            )
         approach: str | None = None
         joints = None
         if _given(spec, "approach_pose"):
@@ -689,6 +822,12 @@ class _Parser:
                     f"cannot dock {gripper!r}: the current gripper is {self.current!r} "
                     "(dock requires gripper == current gripper)",
                 )
+            holding, where = self.docked.get(dock_number, (None, ""))
+            if holding is not None:
+                raise ScriptError(
+                    f"{path}.dock_number", f"dock {dock_number} already holds the {holding} (docked at {where})"
+                )
+            self.docked[dock_number] = (gripper, path)
             self.current = "none"
         else:
             if gripper == "none":
@@ -699,6 +838,15 @@ class _Parser:
                     f"cannot load {gripper!r}: gripper {self.current!r} is still attached "
                     "(load requires current gripper 'none'; dock it first)",
                 )
+            if dock_number in self.docked:
+                holding, where = self.docked[dock_number]
+                if holding != gripper:
+                    raise ScriptError(
+                        f"{path}.dock_number",
+                        f"dock {dock_number} holds {'the ' + holding if holding else 'nothing'} "
+                        f"at this point (after {where}), not the {gripper}",
+                    )
+            self.docked[dock_number] = (None, path)
             self.current = gripper
         return ToolExchange(
             index=index,
@@ -716,6 +864,12 @@ class _Parser:
         operation = v.choice(
             spec.get("operation"), f"{path}.operation", PIPETTOR_OPERATIONS, what="pipettor operation"
         )
+        if self.current != "pipettor":
+            raise ScriptError(
+                path,
+                f"pipettor {operation} needs the pipettor attached, but the current gripper is "
+                f"{self.current!r} (load it with a tool_exchange step first)",
+            )
         volume = None
         if spec.get("volume_pct") is not None:
             volume = v.number(spec["volume_pct"], f"{path}.volume_pct", minimum=0.0, maximum=1.0)
@@ -764,14 +918,31 @@ class _Parser:
         for key, minimum in (("tag_id", 0), ("sample_index", 1), ("scans_per_position", 1)):
             if spec.get(key) is not None:
                 given[key] = v.integer(spec[key], field_path(key), minimum=minimum)
-        for key in ("marker_offset_x", "marker_offset_y", "marker_offset_z", "z_offset", "k_offset"):
+        for key in ("marker_offset_x", "marker_offset_y", "marker_offset_z", "z_offset"):
             if spec.get(key) is not None:
-                given[key] = v.number(spec[key], field_path(key), unit="deg" if key == "k_offset" else "m")
-        for key, unit in (("forward_distance", "m"), ("edge_inset_mm", "mm"), ("settle_time", "s")):
-            if spec.get(key) is not None:
-                given[key] = v.number(spec[key], field_path(key), unit=unit, minimum=0.0)
+                given[key] = _check_length(v.number(spec[key], field_path(key), unit="m"), field_path(key))
+        if spec.get("k_offset") is not None:
+            given["k_offset"] = _check_angle(
+                v.number(spec["k_offset"], field_path("k_offset"), unit="deg"), field_path("k_offset")
+            )
+        if spec.get("forward_distance") is not None:
+            given["forward_distance"] = _check_length(
+                v.number(spec["forward_distance"], field_path("forward_distance"), unit="m", minimum=0.0),
+                field_path("forward_distance"),
+            )
+        if spec.get("edge_inset_mm") is not None:
+            given["edge_inset_mm"] = v.number(
+                spec["edge_inset_mm"], field_path("edge_inset_mm"), unit="mm", minimum=0.0, maximum=100.0
+            )
+        if spec.get("settle_time") is not None:
+            given["settle_time"] = v.number(
+                spec["settle_time"], field_path("settle_time"), unit="s", minimum=0.0, maximum=MAX_SECONDS
+            )
         if spec.get("timeout") is not None:
-            given["timeout"] = v.number(spec["timeout"], field_path("timeout"), unit="s", positive=True)
+            timeout = v.number(spec["timeout"], field_path("timeout"), unit="s", positive=True)
+            if timeout > MAX_SECONDS:
+                raise ScriptError(field_path("timeout"), f"{timeout:g} s is longer than a day ({MAX_SECONDS:g} s)")
+            given["timeout"] = timeout
         offset_direction, offset_vector, offset_distance = self._flange_offset(spec, path)
         gripper = self._step_gripper(spec, "gripper", path)
         constraints = _constraints(spec.get("constraints"), field_path("constraints"))
@@ -922,4 +1093,5 @@ class _Parser:
                 f"{path}.offset_distance",
                 f"Flange offset distance must be a finite number greater than zero (got {v.shown(distance)})",
             )
+        _check_length(length, f"{path}.offset_distance")
         return direction, DIRECTION_VECTORS[direction], length

@@ -28,7 +28,7 @@ from typing import Any, cast
 from erobs_bt.script import _values as v
 from erobs_bt.script.errors import ScriptError
 from erobs_bt.script.limits import DEFAULT_LIMITS, Limits
-from erobs_bt.script.model import JOINT_NAMES, JointPositions
+from erobs_bt.script.model import JOINT_LIMITS_DEG, JOINT_NAMES, JointPositions
 
 #: Number of values in a pose (UR joint order of :data:`erobs_bt.script.model.JOINT_NAMES`).
 POSE_LENGTH = len(JOINT_NAMES)
@@ -61,7 +61,9 @@ def pose_values(value: Any, path: str) -> tuple[float, ...]:
         The six angles [deg] as floats, unchanged.
 
     Raises:
-        ScriptError: not a list of exactly six finite numbers (booleans are not numbers).
+        ScriptError: not a list of exactly six finite numbers (booleans are not numbers), or
+            an angle outside its joint's limits (``poses.a[2]: 400° is outside elbow_joint's
+            ±180°``).
     """
     if not isinstance(value, list | tuple) or len(value) != POSE_LENGTH:
         count = f"{len(value)} values" if isinstance(value, list | tuple) else v.shown(value)
@@ -70,7 +72,24 @@ def pose_values(value: Any, path: str) -> tuple[float, ...]:
             f"a pose must be a list of {POSE_LENGTH} joint angles in degrees "
             f"({', '.join(JOINT_NAMES)}) (got {count})",
         )
-    return tuple(v.number(item, f"{path}[{i}]", unit="deg") for i, item in enumerate(value))
+    angles = tuple(v.number(item, f"{path}[{i}]", unit="deg") for i, item in enumerate(value))
+    for i, angle in enumerate(angles):
+        check_joint_angle(angle, i, f"{path}[{i}]")
+    return angles
+
+
+def check_joint_angle(angle: float, joint: int, path: str) -> None:
+    """Reject an angle [deg] outside the UR5e limits of joint ``joint`` (0-based, UR order).
+
+    The limits are :data:`erobs_bt.script.model.JOINT_LIMITS_DEG` (±360°, elbow ±180°).
+
+    Raises:
+        ScriptError: ``<path>: 400° is outside elbow_joint's ±180°``.
+    """
+    lower, upper = JOINT_LIMITS_DEG[joint]
+    if not lower <= angle <= upper:
+        span = f"±{upper:g}°" if lower == -upper else f"[{lower:g}°, {upper:g}°]"
+        raise ScriptError(path, f"{angle:g}° is outside {JOINT_NAMES[joint]}'s {span}")
 
 
 def _pose_table(data: Any, label: str, prefix: str, limits: Limits) -> dict[str, tuple[float, ...]]:

@@ -24,6 +24,11 @@ _POSES = click.option(
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="Pose registry YAML (degrees).",
 )
+_CELL = click.option(
+    "--cell",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Cell configuration YAML (default: the packaged config/cell.yaml).",
+)
 _NO_BATCHING = click.option("--no-batching", is_flag=True, help="One unit per step (enable_batching:=false).")
 _PREVIEW = click.option(
     "--preview", is_flag=True, help="The preview tree (PlanUnit only) instead of execution."
@@ -36,23 +41,23 @@ def _fail(message: str, code: int) -> NoReturn:
     sys.exit(code)
 
 
-def _compile(script: Path, poses: Path | None, no_batching: bool, preview: bool) -> Any:
-    """Parse and compile ``script`` for display; exits 2 on an invalid script."""
-    from erobs_bt.cli import load_script
+def _compile(script: Path, poses: Path | None, cell: Path | None, no_batching: bool, preview: bool) -> Any:
+    """Make the goal plan of ``script`` and compile it for display; exits 2 on an invalid script."""
+    from erobs_bt.cli import ConfigurationError, load_plan
+    from erobs_bt.plan import NotPreviewableError
     from erobs_bt.script.errors import ScriptError
-    from erobs_bt.tree.compile import NotPreviewableError
     from erobs_bt.tree.context import Mode
     from erobs_bt.viz.render import compile_for_display
 
     try:
-        parsed = load_script(script, poses)
-        return compile_for_display(
-            parsed, enable_batching=not no_batching, mode=Mode.PREVIEW if preview else Mode.EXECUTE
-        )
+        plan = load_plan(script, poses=poses, cell=cell, enable_batching=not no_batching, preview=preview)
+    except ConfigurationError as exc:
+        _fail(f"configuration error: {exc}", EXIT_INVALID)
     except (ScriptError, NotPreviewableError) as exc:
         _fail(f"{script}: {exc}", EXIT_INVALID)
     except OSError as exc:
         _fail(str(exc), EXIT_INVALID)
+    return compile_for_display(plan, mode=Mode.PREVIEW if preview else Mode.EXECUTE)
 
 
 def _console(*, stderr: bool = False) -> Any:
@@ -73,6 +78,7 @@ def _console(*, stderr: bool = False) -> Any:
     help="Output format (default: from the output file's suffix).",
 )
 @_POSES
+@_CELL
 @_NO_BATCHING
 @_PREVIEW
 @click.option("--collapse-decorators", is_flag=True, help="Draw decorators without what they decorate.")
@@ -88,6 +94,7 @@ def render(
     output: Path,
     fmt: str | None,
     poses: Path | None,
+    cell: Path | None,
     no_batching: bool,
     preview: bool,
     collapse_decorators: bool,
@@ -104,7 +111,7 @@ def render(
         chosen = format_for(output, fmt)
     except ValueError as exc:
         _fail(str(exc), EXIT_INVALID)
-    root = _compile(script, poses, no_batching, preview)
+    root = _compile(script, poses, cell, no_batching, preview)
     try:
         render_tree(root, output, chosen, collapse_decorators=collapse_decorators, rankdir=rankdir)
     except ValueError as exc:
@@ -124,6 +131,7 @@ def render(
 )
 @click.option("--tree-id", help="The BehaviorTree ID (default: from the script's file name).")
 @_POSES
+@_CELL
 @_NO_BATCHING
 @_PREVIEW
 def export(
@@ -132,6 +140,7 @@ def export(
     output: Path | None,
     tree_id: str | None,
     poses: Path | None,
+    cell: Path | None,
     no_batching: bool,
     preview: bool,
 ) -> None:
@@ -140,7 +149,7 @@ def export(
 
     from erobs_bt.viz.export_btcpp import check_btcpp, to_btcpp_xml, tree_id_for
 
-    root = _compile(script, poses, no_batching, preview)
+    root = _compile(script, poses, cell, no_batching, preview)
     try:
         text = to_btcpp_xml(root, tree_id=tree_id or tree_id_for(script.stem))
     except ValueError as exc:

@@ -1,7 +1,7 @@
 """Static renderings of a compiled script tree: Graphviz dot, SVG, PNG and text.
 
-A script is compiled for display exactly as the orchestrator compiles it for a goal
-(:func:`erobs_bt.tree.compile.compile_tree`), on a :class:`~erobs_bt.backends.scripted.ScriptedBackend`
+A script's goal plan (:func:`erobs_bt.plan.plan_goal`, as for a goal) is compiled for display
+exactly as the orchestrator compiles it (:func:`erobs_bt.tree.compile.compile_tree`), on a :class:`~erobs_bt.backends.scripted.ScriptedBackend`
 with a fresh plan cache. The tree is never ticked, so nothing is planned, executed or
 cached and every behaviour shows its initial status: the picture is the *shape* the
 goal would run with (its units, the unit boundaries where pause and cancel act, and the
@@ -29,8 +29,8 @@ import py_trees
 import pydot
 
 from erobs_bt.backends.scripted import ScriptedBackend
-from erobs_bt.batching import group_into_batches
-from erobs_bt.cache import PlanCache, is_eligible
+from erobs_bt.cache import PlanCache
+from erobs_bt.plan import GoalPlan, plan_script
 from erobs_bt.script.model import Script
 from erobs_bt.tree.boundary import UnitBoundary
 from erobs_bt.tree.compile import UnitSequence, compile_tree
@@ -45,17 +45,18 @@ FORMATS: tuple[str, ...] = ("svg", "png", "dot", "txt")
 _FONT = "DejaVu Sans"
 
 
-def compile_for_display(script: Script, *, enable_batching: bool, mode: Mode) -> UnitSequence:
-    """Compile ``script`` into the tree a goal would run, without running it.
+def compile_for_display(plan: GoalPlan | Script, *, mode: Mode, enable_batching: bool = True) -> UnitSequence:
+    """Compile a goal plan into the tree a goal would run, without running it.
 
     The tree's behaviours are bound to a :class:`ScriptedBackend`, a new
     :class:`PlanCache` and idle :class:`Controls`; nothing is ticked, so no backend call
     is ever made and every status is ``INVALID``.
 
     Args:
-        script: the parsed script.
-        enable_batching: group consecutive moveto/end_effector steps into one unit
-            (the ``enable_batching`` parameter).
+        plan: the goal plan (:func:`erobs_bt.plan.plan_goal`: its units follow its
+            ``enable_batching``), or a parsed script, planned here with
+            :func:`erobs_bt.plan.plan_script`.
+        enable_batching: for a script only: group consecutive moveto/end_effector steps.
         mode: :attr:`Mode.EXECUTE` (ReplayOrPlan per motion unit) or
             :attr:`Mode.PREVIEW` (PlanUnit only).
 
@@ -66,14 +67,15 @@ def compile_for_display(script: Script, *, enable_batching: bool, mode: Mode) ->
         erobs_bt.tree.compile.NotPreviewableError: preview of a script with steps other
             than moveto/end_effector.
     """
-    units = group_into_batches(script.steps, enabled=enable_batching)
+    if isinstance(plan, Script):
+        plan = plan_script(plan, enable_batching=enable_batching)
     context = GoalContext(
-        script=script,
-        units=units,
+        script=plan.script,
+        units=list(plan.units),
         mode=mode,
         backend=ScriptedBackend(),
         cache=PlanCache(),
-        eligible=is_eligible(units),
+        eligible=plan.eligible,
         controls=Controls(),
     )
     return compile_tree(context)

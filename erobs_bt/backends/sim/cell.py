@@ -26,6 +26,7 @@ roll-pitch-yaw about fixed x, y, z as in URDF)::
         tip: {xyz: [3], rpy_deg: [3]}           T_flange_tip: tip frame in ``flange``
         z_offset: <m>                           optional, default 0; along tip z, see tcp()
         actions: [<str>, ...]                   optional gripper states (end_effector_action)
+        roles: {grasp: <state>, release: <state>}  optional role names of those states
         collision: [<shape>, ...]               tool geometry in ``flange``
         cup_profiles:                           optional (vacuum grippers)
           <profile>: {length: <m>, collision: [<shape>, ...]}
@@ -52,6 +53,12 @@ roll-pitch-yaw about fixed x, y, z as in URDF)::
 
 A ``<shape>`` of a tool is ``{name, shape, size, pose: {xyz, rpy|rpy_deg}}`` in ``flange``.
 
+The script vocabulary (gripper states and roles, named states, dock numbers) is read by
+:class:`erobs_bt.script.vocabulary.CellVocabulary` (the one reader of it, shared with the
+parser) and kept as :attr:`CellConfig.vocabulary`. Every ``{xyz, rpy|rpy_deg}`` pose of the
+cell's files, including the ``parts``/``camera`` sections other modules read, is parsed by
+:func:`read_pose`.
+
 Errors are :class:`CellConfigError` (a :class:`ValueError`) whose message starts with the file
 and the key, e.g. ``cell.yaml: obstacles[2].size: expected 3 positive numbers``.
 """
@@ -70,9 +77,12 @@ import yaml
 from numpy.typing import NDArray
 
 from erobs_bt.backends.sim.kinematics import T_BASE_LINK_BASE, pose_from_xyz_rpy
+from erobs_bt.script.errors import ScriptError
+from erobs_bt.script.vocabulary import DEFAULT_CELL_PATH as _VOCABULARY_CELL_PATH
+from erobs_bt.script.vocabulary import CellVocabulary
 
 #: The packaged cell description of this repository.
-DEFAULT_CELL_PATH: Path = Path(__file__).resolve().parents[3] / "config" / "cell.yaml"
+DEFAULT_CELL_PATH: Path = _VOCABULARY_CELL_PATH
 
 #: Frames an obstacle pose may be given in.
 OBSTACLE_FRAMES: tuple[str, ...] = ("base_link", "base")
@@ -204,6 +214,7 @@ class GripperConfig:
         tip: ``T_flange_tip`` as a pose in ``flange``.
         z_offset: [m] along tip z, added to get the TCP (ePick: −0.007, the cup compresses).
         actions: gripper states an ``end_effector`` step may request (empty: no group).
+        roles: role (``grasp``, ``release``) → one of ``actions``.
         collision: tool geometry in ``flange`` (without the cup).
         cup_profiles: profile name → cup (vacuum grippers only).
         default_cup_profile: the profile fitted at start, or ``None``.
@@ -214,6 +225,7 @@ class GripperConfig:
     tip: Pose
     z_offset: float = 0.0
     actions: tuple[str, ...] = ()
+    roles: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     collision: tuple[ToolShape, ...] = ()
     cup_profiles: Mapping[str, CupProfile] = field(default_factory=lambda: MappingProxyType({}))
     default_cup_profile: str | None = None
@@ -359,6 +371,8 @@ class CellConfig:
         markers: fiducials.
         collision: collision settings.
         extra: top-level sections this module does not interpret (e.g. ``faults``).
+        vocabulary: the names scripts may use in this cell (gripper states and roles,
+            named states [deg], docks), as the parser reads them.
     """
 
     source: str
@@ -372,6 +386,7 @@ class CellConfig:
     markers: tuple[Marker, ...]
     collision: CollisionSettings
     extra: Mapping[str, Any]
+    vocabulary: CellVocabulary | None = None
 
     def gripper(self, name: str) -> GripperConfig:
         """The gripper called ``name``.
@@ -544,7 +559,25 @@ class _Reader:
         return tuple(shapes)
 
 
-def _read_grippers(r: _Reader, value: Any) -> Mapping[str, GripperConfig]:
+def read_pose(value: Any, key: str, *, file: str) -> Pose:
+    """Parse a ``{xyz: [3] m, rpy: [3] rad | rpy_deg: [3] deg}`` pose of a cell file.
+
+    The one parser of this pose format: the cell's obstacles, tools, docks and markers, and
+    the ``parts`` and ``camera`` sections read by :mod:`erobs_bt.backends.sim.tools` and
+    :mod:`erobs_bt.backends.sim.vision`.
+
+    Args:
+        value: the decoded YAML value.
+        key: where it is in the file (``parts[1].pose``).
+        file: the file, for the message.
+
+    Raises:
+        CellConfigError: ``<file>: <key>[.xyz|.rpy|.rpy_deg]: <reason>``.
+    """
+    return _Reader(file).pose(value, key)
+
+
+def _read_grippers(r: _Reader, value: Any, vocabulary: CellVocabulary) -> Mapping[str, GripperConfig]:
     raw_all = r.mapping(value, "grippers")
     if "none" not in raw_all:
         raise r.fail("grippers.none", "missing (the bare flange must be described)")
@@ -555,10 +588,18 @@ def _read_grippers(r: _Reader, value: Any) -> Mapping[str, GripperConfig]:
         r.no_unknown(
             raw,
             k,
-            ("tip_frame", "tip", "z_offset", "actions", "collision", "cup_profiles", "default_cup_profile"),
+            (
+                "tip_frame",
+                "tip",
+                "z_offset",
+                "actions",
+                "roles",
+                "collision",
+                "cup_profiles",
+                "default_cup_profile",
+            ),
         )
-        actions_raw = r.sequence(raw.get("actions", []), f"{k}.actions")
-        actions = tuple(r.string(a, f"{k}.actions[{i}]") for i, a in enumerate(actions_raw))
+        words = vocabulary.grippers[name]
         cups: dict[str, CupProfile] = {}
         for cup_name, cup_item in r.mapping(raw.get("cup_profiles", {}), f"{k}.cup_profiles").items():
             ck = f"{k}.cup_profiles.{cup_name}"
@@ -584,7 +625,8 @@ def _read_grippers(r: _Reader, value: Any) -> Mapping[str, GripperConfig]:
             tip_frame=r.string(r.required(raw, "tip_frame", k), f"{k}.tip_frame"),
             tip=r.pose(r.required(raw, "tip", k), f"{k}.tip"),
             z_offset=r.number(raw.get("z_offset", 0.0), f"{k}.z_offset"),
-            actions=actions,
+            actions=words.states,
+            roles=words.roles,
             collision=r.tool_shapes(raw.get("collision", []), f"{k}.collision"),
             cup_profiles=MappingProxyType(cups),
             default_cup_profile=default_cup,
@@ -709,10 +751,13 @@ def parse_cell(document: Any, *, source: str) -> CellConfig:
     root = r.mapping(document, "")
     for key in ("model_revision_prefix", "initial_joint_state_deg", "grippers"):
         r.required(root, key, "")
-    grippers = _read_grippers(r, root["grippers"])
-    named: dict[str, tuple[float, ...]] = {}
-    for state, joints in r.mapping(root.get("named_states_deg", {}), "named_states_deg").items():
-        named[state] = r.joints_deg(joints, f"named_states_deg.{state}")
+    try:
+        vocabulary = CellVocabulary.from_document(document, source=source)
+    except ScriptError as exc:
+        key = exc.path.split(": ", 1)[1] if ": " in exc.path else ""
+        raise CellConfigError(source, key, exc.reason) from None
+    grippers = _read_grippers(r, root["grippers"], vocabulary)
+    named = {state: tuple(math.radians(a) for a in joints) for state, joints in vocabulary.named_states.items()}
     return CellConfig(
         source=source,
         name=r.string(root.get("name", Path(source).stem or "cell"), "name"),
@@ -725,6 +770,7 @@ def parse_cell(document: Any, *, source: str) -> CellConfig:
         markers=_read_markers(r, root.get("markers", [])),
         collision=_read_collision(r, root.get("collision", {})),
         extra=MappingProxyType({k: v for k, v in root.items() if k not in _KNOWN_SECTIONS}),
+        vocabulary=vocabulary,
     )
 
 

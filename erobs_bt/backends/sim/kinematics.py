@@ -41,6 +41,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.spatial.transform import Rotation
 
+from erobs_bt.script.model import JOINT_LIMITS_DEG
+
 #: UR5e standard DH parameters (Universal Robots): link offsets d [m].
 DH_D: NDArray[np.float64] = np.array([0.1625, 0.0, 0.0, 0.1333, 0.0997, 0.0996])
 #: UR5e standard DH parameters (Universal Robots): link lengths a [m].
@@ -48,10 +50,9 @@ DH_A: NDArray[np.float64] = np.array([0.0, -0.425, -0.3922, 0.0, 0.0, 0.0])
 #: UR5e standard DH parameters (Universal Robots): link twists α [rad].
 DH_ALPHA: NDArray[np.float64] = np.array([math.pi / 2, 0.0, 0.0, math.pi / 2, -math.pi / 2, 0.0])
 
-#: Joint position limits [rad], shape (6, 2) as (lower, upper); ±2π, elbow ±π (UR ROS 2 description).
-JOINT_LIMITS: NDArray[np.float64] = np.array(
-    [[-2 * math.pi, 2 * math.pi]] * 2 + [[-math.pi, math.pi]] + [[-2 * math.pi, 2 * math.pi]] * 3
-)
+#: Joint position limits [rad], shape (6, 2) as (lower, upper); ±2π, elbow ±π (UR ROS 2 description),
+#: from the one table :data:`erobs_bt.script.model.JOINT_LIMITS_DEG`.
+JOINT_LIMITS: NDArray[np.float64] = np.radians(np.array(JOINT_LIMITS_DEG, dtype=float))
 #: Joint velocity limits [rad/s], shape (6,): 180°/s on every joint (UR ROS 2 description).
 VELOCITY_LIMITS: NDArray[np.float64] = np.full(6, math.pi)
 #: Joint acceleration limits [rad/s²], shape (6,): project choice, UR publishes none.

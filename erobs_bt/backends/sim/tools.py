@@ -14,7 +14,7 @@ are ours):
   the cell config (``PLANNING_FAILED`` otherwise, as MoveIt cannot plan a state of a
   group the model lacks). A gripper without actions (``none``, ``pipettor``) makes the
   step a successful no-op. The *grasp* state of a gripper (``vacuum_on``,
-  ``hande_closed``, ``2fg7_closed``; roles from :data:`erobs_bt.script.parse.GRIPPER_STATES`)
+  ``hande_closed``, ``2fg7_closed``; roles from the cell configuration)
   picks up the part whose surface is within ``contact_tolerance`` (default 3 mm) of the
   tool centre point (the compressed cup lip of the ePick, the finger centre of a parallel
   gripper), and picks up nothing otherwise; the command still succeeds, as a real vacuum
@@ -59,11 +59,10 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from erobs_bt.backends.base import ErrorCode, MotionError, ToolSegment
-from erobs_bt.backends.sim.cell import CellConfig, Pose, Shape, ShapeKind
+from erobs_bt.backends.sim.cell import CellConfig, Shape, ShapeKind, read_pose
 from erobs_bt.backends.sim.collision import CollisionModel
 from erobs_bt.backends.sim.kinematics import fk, invert_pose, pose_distance, xyz_rpy_from_pose
 from erobs_bt.script.model import EndEffector, MoveTo, Step, ToolExchange
-from erobs_bt.script.parse import GRIPPER_STATES
 
 _LOG = logging.getLogger(__name__)
 
@@ -156,7 +155,7 @@ def parse_parts(cell: CellConfig) -> tuple[Part, ...]:
             )
         except ValueError as exc:
             raise ValueError(f"{where}.{exc}") from None
-        pose = _pose(entry.get("pose"), f"{where}.pose")
+        pose = read_pose(entry.get("pose"), f"parts[{i}].pose", file=source)
         parts.append(Part(name=name, kind=kind, shape=shape, pose=_rows(pose.matrix())))
     return tuple(parts)
 
@@ -167,27 +166,6 @@ def _numbers(value: Any, key: str) -> list[float]:
     ):
         raise ValueError(f"{key}: expected a list of finite numbers, got {value!r}")
     return [float(v) for v in value]
-
-
-def _pose(value: Any, where: str) -> Pose:
-    if not isinstance(value, Mapping):
-        raise ValueError(f"{where}: expected a mapping with xyz and rpy or rpy_deg, got {value!r}")
-    unknown = sorted(set(value) - {"xyz", "rpy", "rpy_deg"})
-    if unknown:
-        raise ValueError(f"{where}.{unknown[0]}: unknown key (allowed: xyz, rpy, rpy_deg)")
-    if ("rpy" in value) == ("rpy_deg" in value):
-        raise ValueError(f"{where}: expected exactly one of rpy [rad] or rpy_deg [deg]")
-    try:
-        xyz = _numbers(value.get("xyz"), "xyz")
-        key = "rpy" if "rpy" in value else "rpy_deg"
-        rpy = _numbers(value[key], key)
-    except ValueError as exc:
-        raise ValueError(f"{where}.{exc}") from None
-    if len(xyz) != 3 or len(rpy) != 3:
-        raise ValueError(f"{where}: xyz and {key} need 3 numbers each")
-    if key == "rpy_deg":
-        rpy = [math.radians(v) for v in rpy]
-    return Pose(xyz=(xyz[0], xyz[1], xyz[2]), rpy=(rpy[0], rpy[1], rpy[2]))
 
 
 def signed_distance(shape: Shape, T_base_shape: ArrayLike, point: ArrayLike) -> float:
@@ -441,9 +419,7 @@ def mount_tool(cell: CellConfig, state: ToolState, gripper: str, cup_profile: st
 
 def gripper_roles(cell: CellConfig, gripper: str) -> Mapping[str, str]:
     """``role -> state`` (``grasp``, ``release``) of a gripper, limited to its configured actions."""
-    actions = set(cell.gripper(gripper).actions)
-    roles = GRIPPER_STATES.get(gripper, {})
-    return {role: state for role, state in roles.items() if state in actions}
+    return cell.gripper(gripper).roles
 
 
 def resolve_end_effector(cell: CellConfig, state: ToolState, step: EndEffector) -> ToolSegment | None:

@@ -54,7 +54,7 @@ from numpy.typing import NDArray
 from scipy.spatial.transform import Rotation
 
 from erobs_bt.backends.base import ErrorCode, MotionError
-from erobs_bt.backends.sim.cell import CellConfig, Marker, Pose
+from erobs_bt.backends.sim.cell import CellConfig, Marker, read_pose
 from erobs_bt.backends.sim.kinematics import fk, pose_from_xyz_rpy, xyz_rpy_from_pose
 from erobs_bt.backends.sim.tools import ToolState, gripper_roles
 from erobs_bt.script.model import EndEffector, JointPositions, MoveTo, Step, Vision
@@ -130,7 +130,7 @@ def camera_from_cell(cell: CellConfig) -> CameraModel:
     default = CameraModel()
     T = default.T_flange_camera
     if "pose" in raw:
-        T = tuple(tuple(float(v) for v in row) for row in _pose(raw["pose"], f"{where}.pose").matrix())
+        T = tuple(tuple(float(v) for v in row) for row in read_pose(raw["pose"], "camera.pose", file=cell.source or "cell").matrix())
 
     def number(key: str, fallback: float, low: float, high: float) -> float:
         value = raw.get(key, fallback)
@@ -177,26 +177,6 @@ def detector_markers(cell: CellConfig) -> Mapping[str, int]:
             )
         out[str(name)] = marker_id
     return out
-
-
-def _pose(value: Any, where: str) -> Pose:
-    if not isinstance(value, Mapping) or ("rpy" in value) == ("rpy_deg" in value) or "xyz" not in value:
-        raise ValueError(f"{where}: expected {{xyz: [3], rpy: [3]}} or {{xyz: [3], rpy_deg: [3]}}")
-    key = "rpy" if "rpy" in value else "rpy_deg"
-    numbers = []
-    for k in ("xyz", key):
-        item = value[k]
-        if (
-            not isinstance(item, list)
-            or len(item) != 3
-            or not all(
-                isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in item
-            )
-        ):
-            raise ValueError(f"{where}.{k}: expected 3 finite numbers, got {item!r}")
-        numbers.append([float(v) for v in item])
-    rpy = numbers[1] if key == "rpy" else [math.radians(v) for v in numbers[1]]
-    return Pose(xyz=tuple(numbers[0]), rpy=tuple(rpy))  # type: ignore[arg-type]
 
 
 def approach_tip_pose(

@@ -1,0 +1,294 @@
+"""The goal plan: the one way script text becomes what a goal runs (DESIGN.md §1).
+
+Every front end turns a script into a :class:`GoalPlan` here and nowhere else: ``erobs-bt
+validate``, ``render``, ``export``, ``run`` and ``preview``, the orchestrator (and so the
+ROS node and the live web view, which submit through it). So a script that one of them
+accepts, every one accepts, with the same message for the same mistake.
+
+Two pieces:
+
+* :class:`ScriptParser` — the parser *configured from the cell*: the cell's vocabulary
+  (grippers and their states, named states, docks; :class:`CellVocabulary`, read from the
+  cell configuration), the pose registry, the vision targets of the macros and the size
+  limits. :meth:`ScriptParser.from_files` builds it from the same files the engine uses.
+* :func:`plan_goal` — parse (validate, expand macros, resolve poses), group into units
+  (``group_into_batches``), and decide cache eligibility and previewability.
+
+Nothing here imports the simulated cell, the planner or py_trees: validating a script
+costs a JSON parse and two small YAML reads.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from erobs_bt.batching import Unit, group_into_batches
+from erobs_bt.script.errors import ScriptError
+from erobs_bt.script.limits import DEFAULT_LIMITS, Limits
+from erobs_bt.script.macros import VisionTargets
+from erobs_bt.script.model import MOTION_TASK_TYPES, Script
+from erobs_bt.script.parse import parse_script
+from erobs_bt.script.poses import PoseRegistry
+from erobs_bt.script.vocabulary import DEFAULT_CELL_PATH, CellVocabulary
+
+__all__ = [
+    "GoalPlan",
+    "NotPreviewableError",
+    "ScriptParser",
+    "check_previewable",
+    "is_eligible",
+    "plan_goal",
+    "plan_script",
+]
+
+_LOG = logging.getLogger(__name__)
+
+#: What a user is told when validation itself fails (a bug): no internal exception text.
+INTERNAL_ERROR = (
+    "the script could not be validated because of an internal error in erobs_bt "
+    "(the traceback is in the log); please report it with the script"
+)
+
+
+class NotPreviewableError(ValueError):
+    """A preview was requested for a script with steps other than moveto/end_effector.
+
+    Attributes:
+        total_steps: steps of the script after macro expansion (for the goal's result).
+    """
+
+    def __init__(self, message: str, *, total_steps: int = 0) -> None:
+        super().__init__(message)
+        self.total_steps = total_steps
+
+
+def preview_problem(script: Script) -> str:
+    """Why ``script`` cannot be previewed, or ``""`` when it can.
+
+    Preview supports only ``moveto`` and ``end_effector`` (batching-and-caches.txt); the
+    text names every offending step, e.g. ``Preview supports only moveto and end_effector
+    steps; not previewable: step 4 tool_exchange (tasks[3]), step 9 pause (tasks[8])``.
+    """
+    offending = [s for s in script.steps if s.task_type not in MOTION_TASK_TYPES]
+    if not offending:
+        return ""
+    listed = ", ".join(f"step {s.index + 1} {getattr(s, 'kind', s.task_type)} ({s.path})" for s in offending)
+    return f"Preview supports only moveto and end_effector steps; not previewable: {listed}"
+
+
+def check_previewable(script: Script) -> None:
+    """Raise when ``script`` cannot be previewed.
+
+    Raises:
+        NotPreviewableError: with :func:`preview_problem`'s text.
+    """
+    problem = preview_problem(script)
+    if problem:
+        raise NotPreviewableError(problem, total_steps=len(script.steps))
+
+
+def is_eligible(units: tuple[Unit, ...] | list[Unit]) -> bool:
+    """True when the goal's entire task list forms exactly one batched unit (plan-cache
+    eligibility, batching-and-caches.txt "When a plan can be reused")."""
+    return len(units) == 1 and units[0].batched
+
+
+@dataclass(frozen=True)
+class GoalPlan:
+    """Everything known about a goal before anything moves.
+
+    Attributes:
+        script: the validated, expanded script.
+        units: its units (the pause/cancel granularity), in order.
+        enable_batching: whether consecutive moveto/end_effector steps were grouped.
+        eligible: the plan cache may replay it (exactly one batched unit).
+        preview_error: why it cannot be previewed; ``""`` when it can.
+    """
+
+    script: Script
+    units: tuple[Unit, ...]
+    enable_batching: bool
+    eligible: bool
+    preview_error: str
+
+    @property
+    def previewable(self) -> bool:
+        """Only moveto/end_effector steps: a preview (dry run) may plan it."""
+        return not self.preview_error
+
+    @property
+    def total_steps(self) -> int:
+        """Steps after macro expansion."""
+        return len(self.script.steps)
+
+    @property
+    def key_document(self) -> str:
+        """The normalised JSON of expanded steps and resolved poses (the cache-key input)."""
+        return self.script.key_document()
+
+    @property
+    def key_sha256(self) -> str:
+        """SHA-256 of :attr:`key_document` (the ``validate`` report's ``key sha256``)."""
+        return hashlib.sha256(self.key_document.encode()).hexdigest()
+
+    def check_previewable(self) -> None:
+        """Raise unless the plan can be previewed.
+
+        Raises:
+            NotPreviewableError: :attr:`preview_error`, with :attr:`total_steps`.
+        """
+        if self.preview_error:
+            raise NotPreviewableError(self.preview_error, total_steps=self.total_steps)
+
+    def describe(self) -> dict[str, Any]:
+        """The plan as JSON-able data (``erobs-bt validate --json``)."""
+        return {
+            "start_gripper": self.script.start_gripper,
+            "tasks": self.script.task_count,
+            "total_steps": self.total_steps,
+            "units": [
+                {
+                    "unit": unit.index + 1,
+                    "kind": "batch" if unit.batched else "single",
+                    "steps": [step.index + 1 for step in unit.steps],
+                    "label": unit.label,
+                }
+                for unit in self.units
+            ],
+            "cache_eligible": self.eligible,
+            "previewable": self.previewable,
+            "preview_error": self.preview_error,
+            "key_sha256": self.key_sha256,
+        }
+
+
+@dataclass(frozen=True)
+class ScriptParser:
+    """The script parser configured from the cell (the one parser configuration).
+
+    Calling it parses a script with the cell's vocabulary, the pose registry and the
+    vision targets (:func:`erobs_bt.script.parse.parse_script`).
+
+    Attributes:
+        vocabulary: the cell's grippers, gripper states, named states and docks.
+        registry: the pose registry, or ``None``.
+        vision_targets: the macros' vision targets (``config/vision_targets.yaml``).
+        limits: size limits.
+    """
+
+    vocabulary: CellVocabulary
+    registry: PoseRegistry | None = None
+    vision_targets: VisionTargets | None = field(default=None, compare=False)
+    limits: Limits = DEFAULT_LIMITS
+
+    def __call__(self, text: str | bytes) -> Script:
+        """Parse ``text`` (UTF-8 when bytes).
+
+        Raises:
+            ScriptError: the script is invalid (the message starts with the path).
+        """
+        return parse_script(
+            text,
+            registry=self.registry,
+            limits=self.limits,
+            vocabulary=self.vocabulary,
+            vision_targets=self.vision_targets,
+        )
+
+    @classmethod
+    def from_files(
+        cls,
+        *,
+        cell: Path | str | None = None,
+        poses: Path | str | None = None,
+        limits: Limits = DEFAULT_LIMITS,
+    ) -> ScriptParser:
+        """The parser for a cell configuration file and a pose registry file.
+
+        Args:
+            cell: the cell YAML (``None``: the packaged ``config/cell.yaml``).
+            poses: the pose-registry YAML (degrees), or ``None`` for none.
+            limits: size limits.
+
+        Raises:
+            ScriptError: the cell, the registry or ``config/vision_targets.yaml`` is invalid
+                (the message names the file and key).
+            OSError: a file cannot be read.
+        """
+        vocabulary = CellVocabulary.default() if cell is None else CellVocabulary.load(cell, limits=limits)
+        registry = PoseRegistry.load(poses, limits=limits) if poses is not None else None
+        return cls(vocabulary, registry, VisionTargets.default(limits=limits), limits)
+
+    @classmethod
+    def default(cls) -> ScriptParser:
+        """The parser of the packaged cell, without a pose registry (built once)."""
+        return _default_parser()
+
+
+@functools.lru_cache(maxsize=1)
+def _default_parser() -> ScriptParser:
+    return ScriptParser(CellVocabulary.load(DEFAULT_CELL_PATH), None, VisionTargets.default())
+
+
+def plan_goal(
+    text: str | bytes,
+    *,
+    parser: Callable[[str | bytes], Script] | None = None,
+    enable_batching: bool = True,
+    preview: bool = False,
+) -> GoalPlan:
+    """Turn script text into its goal plan.
+
+    Args:
+        text: the script (a goal's ``full_json``, or a file's bytes: UTF-8, a byte-order
+            mark is ignored).
+        parser: the configured parser (:class:`ScriptParser`); ``None`` for
+            :meth:`ScriptParser.default`.
+        enable_batching: the ``enable_batching`` parameter (``False``: one unit per step).
+        preview: the plan is for a preview (dry run): refuse it unless it is previewable.
+
+    Returns:
+        The plan: script, units, cache eligibility and previewability.
+
+    Raises:
+        ScriptError: the script is invalid; the message names the path. An unexpected
+            exception inside validation is logged with its traceback and reported as a
+            :class:`ScriptError` too (:data:`INTERNAL_ERROR`), so no internal exception
+            text reaches the user.
+        NotPreviewableError: ``preview`` and a step other than moveto/end_effector.
+    """
+    parse = parser if parser is not None else ScriptParser.default()
+    try:
+        script = parse(text)
+    except ScriptError:
+        raise
+    except Exception:
+        _LOG.exception("internal error while validating a script")
+        raise ScriptError("", INTERNAL_ERROR) from None
+    plan = plan_script(script, enable_batching=enable_batching)
+    if preview:
+        plan.check_previewable()
+    return plan
+
+
+def plan_script(script: Script, *, enable_batching: bool = True) -> GoalPlan:
+    """The goal plan of an already-parsed script (the second half of :func:`plan_goal`).
+
+    Args:
+        script: a script from the configured parser.
+        enable_batching: the ``enable_batching`` parameter.
+    """
+    units = tuple(group_into_batches(script.steps, enabled=enable_batching))
+    return GoalPlan(
+        script=script,
+        units=units,
+        enable_batching=enable_batching,
+        eligible=is_eligible(units),
+        preview_error=preview_problem(script),
+    )

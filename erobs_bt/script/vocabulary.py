@@ -1,0 +1,185 @@
+"""The cell's vocabulary: the names a script may use, read from the cell configuration.
+
+A script names grippers (``start_gripper``, ``tool_exchange.gripper``), gripper states
+(``end_effector_action``: ``vacuum_on``, ``hande_closed``, …), the roles vision tasks
+use for them (``grasp``, ``release``), named robot states (``moveto.target:
+moveit_home``) and tool-changer docks (``dock_number``). All of them are properties of
+the cell, so they live in one place, the cell configuration (``config/cell.yaml``), and
+:class:`CellVocabulary` is the one reader of them. The parser checks scripts against
+it; the simulated cell (:mod:`erobs_bt.backends.sim.cell`) takes its gripper states,
+roles and named states from it; the JSON Schema (:mod:`erobs_bt.script.schema`) lists
+them.
+
+This module reads the YAML with PyYAML only (no numpy, no planner): validating a
+script costs no more than reading two small YAML files.
+
+The sections read (the rest of ``cell.yaml`` is the simulated cell's geometry)::
+
+    named_states_deg: {<name>: [6 joint angles, deg]}
+    grippers:
+      <name>:                      at least ``none`` (the bare flange)
+        actions: [<state>, ...]    the gripper's states (end_effector_action); optional
+        roles: {<role>: <state>}   optional; role names (grasp, release) of its states
+    docks:
+      - number: <int >= 1>         unique
+        gripper: <gripper> | null  the tool stored there when the cell starts
+
+Errors are :class:`ScriptError` whose path starts with the file name
+(``cell.yaml: grippers.epick.roles.grasp: ...``).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from erobs_bt.script import _values as v
+from erobs_bt.script.errors import ScriptError
+from erobs_bt.script.limits import DEFAULT_LIMITS, Limits
+from erobs_bt.script.model import JOINT_NAMES
+from erobs_bt.script.poses import check_joint_angle
+
+#: The packaged cell configuration (source checkout or installed ``share/erobs_bt``).
+DEFAULT_CELL_PATH: Path = Path(__file__).resolve().parents[2] / "config" / "cell.yaml"
+
+#: Role names a gripper may give its states (vision ``terminal_action``, ``pre_open``).
+ROLES: tuple[str, ...] = ("grasp", "release")
+
+
+@dataclass(frozen=True)
+class GripperVocabulary:
+    """What a script may ask of one gripper.
+
+    Attributes:
+        name: the gripper (``epick``, ``hande``, ``none``, …).
+        states: its gripper states, in the configuration's order; empty for a gripper
+            with no gripper group (``none``, ``pipettor``), on which gripper steps are
+            successful no-ops.
+        roles: role → state (``grasp → vacuum_on``); every value is one of ``states``.
+    """
+
+    name: str
+    states: tuple[str, ...] = ()
+    roles: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+
+@dataclass(frozen=True)
+class CellVocabulary:
+    """The names a script may use in one cell.
+
+    Attributes:
+        source: the configuration file (for messages).
+        grippers: gripper name → its vocabulary, in the configuration's order.
+        named_states: named robot state → six joint angles [deg].
+        docks: dock number → the tool stored there when the cell starts (``None``: empty).
+    """
+
+    source: str
+    grippers: Mapping[str, GripperVocabulary]
+    named_states: Mapping[str, tuple[float, ...]]
+    docks: Mapping[int, str | None]
+
+    def gripper_roles(self, gripper: str) -> Mapping[str, str]:
+        """``role -> state`` of ``gripper`` (empty for an unknown gripper or one without states)."""
+        entry = self.grippers.get(gripper)
+        return entry.roles if entry is not None else MappingProxyType({})
+
+    def gripper_states(self, gripper: str) -> tuple[str, ...]:
+        """The states of ``gripper`` (empty for an unknown gripper or one without states)."""
+        entry = self.grippers.get(gripper)
+        return entry.states if entry is not None else ()
+
+    @classmethod
+    def from_document(cls, document: Any, *, source: str) -> CellVocabulary:
+        """Read the vocabulary sections of an already-decoded cell document.
+
+        Raises:
+            ScriptError: at ``<source>: <key>`` (a missing ``grippers.none``, a role whose
+                state the gripper does not have, a duplicate dock number, …).
+        """
+        root = _mapping(document, source, "")
+        raw_grippers = _mapping(root.get("grippers"), source, "grippers")
+        if "none" not in raw_grippers:
+            raise ScriptError(f"{source}: grippers.none", "missing (the bare flange must be described)")
+        grippers: dict[str, GripperVocabulary] = {}
+        for name, item in raw_grippers.items():
+            key = f"grippers.{name}"
+            raw = _mapping(item, source, key)
+            states_raw = v.array(raw.get("actions", []), f"{source}: {key}.actions")
+            states = tuple(v.string(s, f"{source}: {key}.actions[{i}]") for i, s in enumerate(states_raw))
+            roles_raw = _mapping(raw.get("roles", {}), source, f"{key}.roles")
+            roles: dict[str, str] = {}
+            for role, state in roles_raw.items():
+                where = f"{source}: {key}.roles.{role}"
+                if role not in ROLES:
+                    raise ScriptError(where, f"unknown role (roles: {', '.join(ROLES)})")
+                if state not in states:
+                    raise ScriptError(
+                        where, f"{v.shown(state)} is not one of the gripper's actions ({', '.join(states)})"
+                    )
+                roles[role] = state
+            grippers[name] = GripperVocabulary(name, states, MappingProxyType(roles))
+        named: dict[str, tuple[float, ...]] = {}
+        for state, joints in _mapping(root.get("named_states_deg", {}), source, "named_states_deg").items():
+            where = f"{source}: named_states_deg.{state}"
+            if (
+                not isinstance(joints, list)
+                or len(joints) != len(JOINT_NAMES)
+                or not all(v.is_number(a) and math.isfinite(a) for a in joints)
+            ):
+                raise ScriptError(where, f"expected {len(JOINT_NAMES)} numbers [deg], got {v.shown(joints)}")
+            for i, angle in enumerate(joints):
+                check_joint_angle(float(angle), i, f"{where}[{i}]")
+            named[state] = tuple(float(a) for a in joints)
+        docks: dict[int, str | None] = {}
+        for i, item in enumerate(v.array(root.get("docks", []) or [], f"{source}: docks")):
+            raw = _mapping(item, source, f"docks[{i}]")
+            number = v.integer(raw.get("number"), f"{source}: docks[{i}].number", minimum=1)
+            if number in docks:
+                raise ScriptError(f"{source}: docks[{i}].number", f"duplicate dock number {number}")
+            stored = raw.get("gripper")
+            if stored is not None and (stored not in grippers or stored == "none"):
+                raise ScriptError(
+                    f"{source}: docks[{i}].gripper",
+                    f"unknown gripper {v.shown(stored)} (available: {', '.join(grippers)})",
+                )
+            docks[number] = stored
+        return cls(
+            source=source,
+            grippers=MappingProxyType(grippers),
+            named_states=MappingProxyType(named),
+            docks=MappingProxyType(dict(sorted(docks.items()))),
+        )
+
+    @classmethod
+    def load(cls, path: str | Path = DEFAULT_CELL_PATH, *, limits: Limits = DEFAULT_LIMITS) -> CellVocabulary:
+        """Read the vocabulary of the cell configuration at ``path`` (``yaml.safe_load``).
+
+        Raises:
+            ScriptError: invalid YAML or vocabulary, naming the file and key.
+            OSError: the file cannot be read.
+        """
+        document = v.load_yaml_file(path, max_bytes=limits.max_file_bytes)
+        return cls.from_document(document, source=Path(path).name)
+
+    @classmethod
+    def default(cls) -> CellVocabulary:
+        """The vocabulary of the packaged ``config/cell.yaml`` (read once per process)."""
+        return _default_vocabulary()
+
+
+@functools.lru_cache(maxsize=1)
+def _default_vocabulary() -> CellVocabulary:
+    return CellVocabulary.load(DEFAULT_CELL_PATH)
+
+
+def _mapping(value: Any, source: str, key: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        where = f"{source}: {key}" if key else source
+        raise ScriptError(where, f"must be a mapping (got {v.shown(value)})")
+    return value

@@ -14,8 +14,8 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
 VENV ?= .venv
-SCRIPT ?= ../shared/samples/erobs/FULL_EXPERIMENT_RUN.json
-POSES ?= ../shared/samples/erobs/cms_poses.yaml
+SCRIPT ?= config/full_experiment.json
+POSES ?= config/poses.yaml
 RUN_ARGS ?= --auto-resume
 PYTEST_ARGS ?=
 LINT_PATHS ?= erobs_bt test bench setup.py

@@ -4,9 +4,11 @@
   (``resource/erobs_bt``) and ``package.xml`` go to ``share/``, and ``setup.cfg`` puts the
   executables in ``lib/erobs_bt`` so ``ros2 run erobs_bt erobs_bt_node`` finds them.
 * pip (``scripts/setup.sh`` runs ``pip install -e .``): the console scripts land in the
-  venv's ``bin/``. The pins live only in ``requirements.txt``; it is read here so that a
-  plain ``pip install .[ros]`` gets the same versions. The ROS wheels are an extra, because a
-  ROS installation provides rclpy and the message packages itself.
+  venv's ``bin/``. ``install_requires`` holds the version *ranges* the code needs, read from
+  ``requirements.txt``, so erobs_bt installs into other stacks; the exact versions of the
+  development venv, transitive ones included, are in ``requirements.lock`` (``pip install
+  -c requirements.lock .[ros]`` reproduces it). The ROS wheels are an extra, because a ROS
+  installation provides rclpy and the message packages itself.
 
 ``launch/``, ``config/`` and ``trees/`` are installed under ``share/erobs_bt/`` (see
 :mod:`erobs_bt.paths`, which prefers the source checkout when there is one).
@@ -25,10 +27,11 @@ DATA_DIRECTORIES = ("launch", "config", "trees")
 
 
 def read_requirements(path: Path) -> tuple[list[str], list[str]]:
-    """Split a pinned requirements file into (general, ROS wheel) requirement lines.
+    """Split a requirements file into (general, ROS wheel) requirement lines.
 
     Args:
-        path: a pip requirements file holding only ``name==version`` lines and comments.
+        path: a pip requirements file holding only requirement specifiers (``name>=a,<b``)
+            and comments.
 
     Returns:
         The non-ROS requirements and the ``ros-*`` ones, each in file order.

@@ -8,8 +8,9 @@
 #      compiler tool chain, cmake, Python headers and venv support; `apt-get update` runs only
 #      when something has to be installed (root, or password-less sudo).
 #   2. .venv with python3 (3.11: the ROS wheels on PyPI are cp311 only).
-#   3. pip, then requirements.txt + requirements-build.txt + requirements-dev.txt (all pins live
-#      there).
+#   3. pip, then requirements.txt + requirements-build.txt + requirements-dev.txt (the ranges
+#      erobs_bt needs) constrained by requirements.lock (the exact version of every package,
+#      transitive ones included), so every venv is the same.
 #   4. the ROS interface packages under interfaces/ (erobs_bt_interfaces, and the subsets of
 #      control_msgs, ur_msgs, beambot_interfaces, py_trees_ros_interfaces,
 #      object_recognition_msgs and moveit_msgs that no wheel provides), in dependency order
@@ -35,7 +36,7 @@ cd "${ROOT}"
 PYTHON="${PYTHON:-python3}"
 STAMPS="${VENV}/.erobs_bt-setup"
 IFACE_ROOT="${ROOT}/interfaces"
-REQUIREMENTS=(requirements.txt requirements-build.txt requirements-dev.txt)
+REQUIREMENTS=(requirements.txt requirements-build.txt requirements-dev.txt requirements.lock)
 PACKAGING=(setup.py setup.cfg package.xml pyproject.toml resource/erobs_bt requirements.txt)
 START=${SECONDS}
 
@@ -149,11 +150,11 @@ if stamp_matches deps "${deps_hash}"; then
   info "up to date"
 else
   deps_t=${SECONDS}
-  pip_pin="$(grep -E '^pip==' requirements-build.txt || true)"
+  pip_pin="$(grep -E '^pip==' requirements.lock || true)"
   info "upgrading pip${pip_pin:+ (${pip_pin})}"
   pip_install --upgrade "${pip_pin:-pip}"
-  info "installing the pinned requirements (a fresh venv fetches about 1 GB of wheels)"
-  pip_install -r requirements.txt -r requirements-build.txt -r requirements-dev.txt
+  info "installing the requirements at the versions of requirements.lock (a fresh venv fetches about 1 GB of wheels)"
+  pip_install -c requirements.lock -r requirements.txt -r requirements-build.txt -r requirements-dev.txt
   write_stamp deps "${deps_hash}"
   took "${deps_t}"
 fi

@@ -24,6 +24,7 @@ import py_trees
 import pytest
 import yaml
 from click.testing import CliRunner
+from conftest import require_samples
 from ros_fixtures import (
     REPO,
     NodeProcess,
@@ -40,7 +41,6 @@ from erobs_bt.ros.node import PARAMETERS
 from erobs_bt.ros.snapshots import SnapshotThrottle, TreeState
 from erobs_bt.script.model import JOINT_NAMES
 
-SAMPLES = REPO.parent / "shared" / "samples" / "erobs"
 SPEED = 20.0
 GOAL_TIMEOUT = 120.0
 
@@ -119,7 +119,7 @@ def test_sample_script_succeeds_with_feedback_state_snapshot_and_joint_states(
     assert client.clear_cache()[0]
     joints_before = client.joint_states.count
     states_before = client.states.count
-    run = run_to_end(client, (SAMPLES / "spincoat_to_hotplate.json").read_text())
+    run = run_to_end(client, (require_samples() / "spincoat_to_hotplate.json").read_text())
 
     assert run.status_name == "SUCCEEDED"
     result = run.result
@@ -159,7 +159,7 @@ def test_the_same_script_from_the_same_start_replays_from_the_cache(client: Erob
     assert client.clear_cache()[0]
     # spincoat_to_hotplate ends at pre_hotplate: start there so both runs share the key.
     assert run_to_end(client, script([move("pre_hotplate")], gripper="epick")).result.success
-    text = (SAMPLES / "spincoat_to_hotplate.json").read_text()
+    text = (require_samples() / "spincoat_to_hotplate.json").read_text()
 
     first = run_to_end(client, text)
     second = run_to_end(client, text)
@@ -248,7 +248,7 @@ def test_a_second_goal_is_rejected_while_one_runs(client: ErobsBtClient) -> None
 def test_a_malformed_script_aborts_with_its_path_and_the_node_serves_the_next(
     client: ErobsBtClient,
 ) -> None:
-    bad = run_to_end(client, (SAMPLES / "legacy_place_on_hotplate.json").read_text())
+    bad = run_to_end(client, (require_samples() / "legacy_place_on_hotplate.json").read_text())
 
     assert bad.status_name == "ABORTED"
     assert bad.result.error_code == "INVALID_SCRIPT"
@@ -384,7 +384,7 @@ def test_a_dry_run_publishes_the_preview_and_moves_nothing(client: ErobsBtClient
     joints = client.joint_states.wait_for(lambda m: True, 5.0, since=client.joint_states.count)
     assert joints is not None
 
-    run = run_to_end(client, (SAMPLES / "spincoat_to_hotplate.json").read_text(), dry_run=True)
+    run = run_to_end(client, (require_samples() / "spincoat_to_hotplate.json").read_text(), dry_run=True)
 
     assert run.status_name == "SUCCEEDED" and run.result.completed_steps == 9
     preview = client.previews.wait_for(lambda m: True, 5.0, since=previews_before)
@@ -412,7 +412,7 @@ def test_cli_verbs_talk_to_the_node(client: ErobsBtClient, tmp_path: Path) -> No
     assert state.exit_code == 0 and "IDLE" in state.output, state.output
     assert pause.exit_code == 1 and "No task is currently executing" in pause.output
     assert cancel.exit_code == 1 and "no active goal" in cancel.output
-    rejected = runner.invoke(commands.send, [str(SAMPLES / "legacy_place_on_hotplate.json")])
+    rejected = runner.invoke(commands.send, [str(require_samples() / "legacy_place_on_hotplate.json")])
     assert rejected.exit_code == 1 and "INVALID_SCRIPT" in rejected.output
 
 

@@ -29,6 +29,7 @@ from typing import Any, NoReturn
 import click
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from erobs_bt.backends.factory import BACKEND_KINDS
 from erobs_bt.console import make_console
@@ -84,15 +85,31 @@ def load_parser(*, cell: Path | None, poses: Path | None) -> ScriptParser:
         raise ConfigurationError(str(exc)) from None
 
 
+def labelled(label: str, text: str) -> Text:
+    """``<label> <text>`` with the label in bold red and ``text`` verbatim (no rich markup
+    or emoji codes are read from it: messages quote what the user wrote)."""
+    return Text.assemble((label, "bold red"), " ", text)
+
+
+def print_invalid(console: Console, script: Path, error: Exception) -> None:
+    """``invalid <script>: <error>``: the one rejection line of every verb."""
+    console.print(labelled("invalid", f"{script}: {error}"), highlight=False, soft_wrap=True)
+
+
+def print_configuration_error(console: Console, error: Exception) -> None:
+    """``configuration error: <error>``."""
+    console.print(labelled("configuration error:", str(error)), highlight=False, soft_wrap=True)
+
+
 def fail_invalid(script: Path, error: Exception) -> NoReturn:
-    """Print ``invalid <script>: <error>`` on stderr and exit 2 (the one rejection format)."""
-    make_console(stderr=True).print(f"[bold red]invalid[/] {script}: {error}", highlight=False, soft_wrap=True)
+    """Print ``invalid <script>: <error>`` on stderr and exit 2."""
+    print_invalid(make_console(stderr=True), script, error)
     sys.exit(EXIT_INVALID)
 
 
 def fail_configuration(error: Exception) -> NoReturn:
     """Print ``configuration error: <error>`` on stderr and exit 2."""
-    make_console(stderr=True).print(f"[bold red]configuration error[/]: {error}", highlight=False, soft_wrap=True)
+    print_configuration_error(make_console(stderr=True), error)
     sys.exit(EXIT_INVALID)
 
 
@@ -306,10 +323,10 @@ def _run_goals(
     try:
         plan = load_plan(script, poses=poses, cell=cell, enable_batching=not no_batching, preview=dry_run)
     except ConfigurationError as exc:
-        errors.print(f"[bold red]configuration error[/]: {exc}", highlight=False, soft_wrap=True)
+        print_configuration_error(errors, exc)
         return EXIT_INVALID
     except (ScriptError, NotPreviewableError, OSError) as exc:
-        errors.print(f"[bold red]invalid[/] {script}: {exc}", highlight=False, soft_wrap=True)
+        print_invalid(errors, script, exc)
         return EXIT_INVALID
     text = script.read_bytes().decode("utf-8")  # valid UTF-8: the plan was made from these bytes
     config = EngineConfig(
@@ -319,7 +336,7 @@ def _run_goals(
     try:
         engine = build_engine(config, listener=progress)
     except (ScriptError, ValueError, OSError) as exc:
-        errors.print(f"[bold red]configuration error[/]: {exc}", highlight=False, soft_wrap=True)
+        print_configuration_error(errors, exc)
         return EXIT_INVALID
     units = plan.units
     log_path = log_file if log_file is not None else default_log_path(script)

@@ -36,8 +36,9 @@ _PREVIEW = click.option(
 
 
 def _fail(message: str, code: int) -> NoReturn:
+    from erobs_bt.cli import labelled
 
-    _console(stderr=True).print(f"[bold red]error[/] {message}", highlight=False, soft_wrap=True)
+    _console(stderr=True).print(labelled("error", message), highlight=False, soft_wrap=True)
     sys.exit(code)
 
 

@@ -1,6 +1,6 @@
 """Group the expanded steps of a script into execution units.
 
-The rule is the specification's (batching-and-caches.txt, "Execution batches"): with
+The rule is the specification's (docs/script-format.md, "Units of execution and batching"): with
 batching enabled, consecutive ``moveto`` and ``end_effector`` steps form one *batched*
 unit, planned and executed as one task; every other step is a *single* unit of its
 own; step order never changes. With batching disabled every step is a single unit.

@@ -1,6 +1,6 @@
 """The plan cache: replay a stored solution when a goal repeats exactly.
 
-What is in the key (batching-and-caches.txt, "When a plan can be reused"):
+What is in the key (docs/script-format.md, "Cache eligibility"):
 
 * the normalised JSON of the expanded steps and the resolved poses they use
   (:meth:`erobs_bt.script.model.Script.key_document`): whitespace and object-key

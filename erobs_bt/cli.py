@@ -177,7 +177,10 @@ def validate(script: Path, poses: Path | None, cell: Path | None, no_batching: b
 @main.command()
 @_CELL_OPTION
 @click.option(
-    "-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write to a file (default: stdout)."
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write to a file (default: stdout).",
 )
 def schema(cell: Path | None, output: Path | None) -> None:
     """Print the JSON Schema (draft 2020-12) of task scripts for the cell.

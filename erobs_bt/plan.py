@@ -71,7 +71,7 @@ class NotPreviewableError(ValueError):
 def preview_problem(script: Script) -> str:
     """Why ``script`` cannot be previewed, or ``""`` when it can.
 
-    Preview supports only ``moveto`` and ``end_effector`` (batching-and-caches.txt); the
+    Preview supports only ``moveto`` and ``end_effector`` (docs/script-format.md); the
     text names every offending step, e.g. ``Preview supports only moveto and end_effector
     steps; not previewable: step 4 tool_exchange (tasks[3]), step 9 pause (tasks[8])``.
     """
@@ -95,7 +95,7 @@ def check_previewable(script: Script) -> None:
 
 def is_eligible(units: tuple[Unit, ...] | list[Unit]) -> bool:
     """True when the goal's entire task list forms exactly one batched unit (plan-cache
-    eligibility, batching-and-caches.txt "When a plan can be reused")."""
+    eligibility, docs/script-format.md "When a plan can be reused")."""
     return len(units) == 1 and units[0].batched
 
 

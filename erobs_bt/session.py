@@ -73,7 +73,10 @@ class Engine:
             erobs_bt.plan.NotPreviewableError: ``preview`` and the script has other steps.
         """
         return plan_goal(
-            text, parser=self.orchestrator.parser, enable_batching=self.config.enable_batching, preview=preview
+            text,
+            parser=self.orchestrator.parser,
+            enable_batching=self.config.enable_batching,
+            preview=preview,
         )
 
     def close(self, reason: str = SHUTDOWN_REASON) -> None:

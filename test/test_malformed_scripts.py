@@ -54,7 +54,14 @@ def test_the_goal_plan_rejects_the_case_with_its_path(case: Case) -> None:
     assert error.path == case.path
     assert case.contains in str(error)
     assert str(error).encode("utf-8"), "the message is valid UTF-8"
-    for internal in ("Traceback", "OverflowError", "KeyError", "RecursionError", "UnicodeDecodeError", "4300"):
+    for internal in (
+        "Traceback",
+        "OverflowError",
+        "KeyError",
+        "RecursionError",
+        "UnicodeDecodeError",
+        "4300",
+    ):
         assert internal not in str(error)
 
 
@@ -124,7 +131,11 @@ def test_the_node_aborts_every_case_with_the_same_message_and_moves_nothing(node
                 assert run.accepted, (case.name, run.rejection)
                 result = run.wait(60.0)
                 assert run.status_name == "ABORTED", case.name
-                assert (result.success, result.error_code, result.completed_steps) == (False, "INVALID_SCRIPT", 0)
+                assert (result.success, result.error_code, result.completed_steps) == (
+                    False,
+                    "INVALID_SCRIPT",
+                    0,
+                )
                 assert result.error_message == message, case.name
             checked += 1
         assert checked >= 80
@@ -135,6 +146,8 @@ def test_the_node_aborts_every_case_with_the_same_message_and_moves_nothing(node
         assert all(math.isclose(a, b, abs_tol=1e-9) for a, b in zip(latest.position, start, strict=True)), (
             "the arm moved"
         )
-        good = client.send('{"start_gripper": "epick", "tasks": [{"task_type": "moveto", "target": "transport"}]}')
+        good = client.send(
+            '{"start_gripper": "epick", "tasks": [{"task_type": "moveto", "target": "transport"}]}'
+        )
         assert good.accepted and good.wait(120.0).success, "the node serves the next goal"
     assert node.running()

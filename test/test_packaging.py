@@ -14,7 +14,11 @@ REQUIREMENT_FILES = ("requirements.txt", "requirements-build.txt", "requirements
 
 
 def lines(path: Path) -> list[str]:
-    return [line.split("#", 1)[0].strip() for line in path.read_text().splitlines() if line.split("#", 1)[0].strip()]
+    return [
+        line.split("#", 1)[0].strip()
+        for line in path.read_text().splitlines()
+        if line.split("#", 1)[0].strip()
+    ]
 
 
 def lock() -> dict[str, str]:

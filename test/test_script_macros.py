@@ -58,7 +58,10 @@ TIP = {
 TARGETS = VisionTargets.from_mapping({"vial_rack": VIAL, "tip_rack": TIP}, source="vision_targets.yaml")
 
 #: Scan poses the shipped vision targets name (degrees); any pose within the joint limits does.
-SCAN_POSES = {"vial_scan": [90, -60, -130, -80, -270, -180], "pipettor_scan": [110, -65, -140, -65, -270, -230]}
+SCAN_POSES = {
+    "vial_scan": [90, -60, -130, -80, -270, -180],
+    "pipettor_scan": [110, -65, -140, -65, -270, -230],
+}
 
 
 def expand(task: dict[str, Any], targets: VisionTargets = TARGETS) -> list[dict[str, Any]]:

@@ -496,10 +496,14 @@ def test_an_end_effector_action_is_required(action: Any) -> None:
 
 
 def test_custom_grippers_bring_their_states_from_the_cell() -> None:
-    cell = vocabulary({"none": {}, "vacuum2": {"actions": ["suck", "blow"], "roles": {"grasp": "suck", "release": "blow"}}})
+    cell = vocabulary(
+        {"none": {}, "vacuum2": {"actions": ["suck", "blow"], "roles": {"grasp": "suck", "release": "blow"}}}
+    )
     assert parse_script(doc([ee("blow")], start_gripper="vacuum2"), vocabulary=cell).steps
     assert rejects(doc([ee("vacuum_on")], start_gripper="vacuum2"), vocabulary=cell).path.endswith("action")
-    grasp = parse_script(doc([{"task_type": "pick_sample", "tag_id": 1}], start_gripper="vacuum2"), vocabulary=cell)
+    grasp = parse_script(
+        doc([{"task_type": "pick_sample", "tag_id": 1}], start_gripper="vacuum2"), vocabulary=cell
+    )
     assert grasp.steps[0].terminal_action == "suck"  # type: ignore[attr-defined]
 
 

@@ -57,7 +57,9 @@ def test_erobs_bt_schema_prints_the_schema_of_the_cell(tmp_path: Path) -> None:
 
 def test_the_schema_follows_the_cells_vocabulary(tmp_path: Path) -> None:
     cell = tmp_path / "cell.yaml"
-    cell.write_text("grippers: {none: {}, vac: {actions: [grab, drop]}}\ndocks: [{number: 7, gripper: vac}]\n")
+    cell.write_text(
+        "grippers: {none: {}, vac: {actions: [grab, drop]}}\ndocks: [{number: 7, gripper: vac}]\n"
+    )
     result = CliRunner().invoke(main, ["schema", "--cell", str(cell)])
     schema = json.loads(result.stdout)
     assert schema["properties"]["start_gripper"]["enum"] == ["none", "vac"]
@@ -105,8 +107,12 @@ def test_the_schema_catches_the_field_level_mistakes() -> None:
         {"start_gripper": "epick", "tasks": [{"task_type": "move"}]},
         {"start_gripper": "epick", "tasks": [{"task_type": "moveto", "direction": "up", "distance": 1e308}]},
         {"start_gripper": "epick", "poses": {"a": [0, 0, 400, 0, 0, 0]}, "tasks": [{"task_type": "pause"}]},
-        {"start_gripper": "epick", "tasks": [{"task_type": "tool_exchange", "operation": "dock", "gripper": "epick",
-                                               "dock_number": 99}]},
+        {
+            "start_gripper": "epick",
+            "tasks": [
+                {"task_type": "tool_exchange", "operation": "dock", "gripper": "epick", "dock_number": 99}
+            ],
+        },
         {"start_gripper": "epick", "tasks": [{"task_type": "pause", "seconds": 3}]},
         {"start_gripper": "epick", "tasks": [{"task_type": "moveto", "planning_type": "joint"}]},
     ]
@@ -118,18 +124,47 @@ def test_the_schema_catches_the_field_level_mistakes() -> None:
 # -- property: schema-rejected documents are parser-rejected ------------------------------------
 names = st.sampled_from(["a", "transport", "nowhere", "", "tool_exchange_safe"])
 numbers = st.one_of(
-    st.floats(allow_nan=False, allow_infinity=False, width=32), st.integers(-10, 10), st.just(1e308), st.booleans()
+    st.floats(allow_nan=False, allow_infinity=False, width=32),
+    st.integers(-10, 10),
+    st.just(1e308),
+    st.booleans(),
 )
 values = st.one_of(st.none(), numbers, names, st.lists(numbers, max_size=7))
 fields = st.sampled_from(
     [
-        "target", "direction", "distance", "cartesian_target", "planning_type", "end_effector_action",
-        "end_effector_type", "operation", "gripper", "dock_number", "approach_pose", "volume_pct", "tag_id",
-        "scan_pose", "marker_offset_x", "timeout", "offset_direction", "offset_distance", "row", "col",
+        "target",
+        "direction",
+        "distance",
+        "cartesian_target",
+        "planning_type",
+        "end_effector_action",
+        "end_effector_type",
+        "operation",
+        "gripper",
+        "dock_number",
+        "approach_pose",
+        "volume_pct",
+        "tag_id",
+        "scan_pose",
+        "marker_offset_x",
+        "timeout",
+        "offset_direction",
+        "offset_distance",
+        "row",
+        "col",
     ]
 )
 task_types = st.sampled_from(
-    ["moveto", "end_effector", "tool_exchange", "pipettor", "pause", "vision_moveto", "pick_sample", "pickup_vial"]
+    [
+        "moveto",
+        "end_effector",
+        "tool_exchange",
+        "pipettor",
+        "pause",
+        "vision_moveto",
+        "pick_sample",
+        "pickup_vial",
+    ]
 )
 tasks = st.builds(
     lambda kind, extra: {"task_type": kind, **extra}, task_types, st.dictionaries(fields, values, max_size=4)

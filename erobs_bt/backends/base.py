@@ -11,7 +11,7 @@ Three things live here, and only here:
 * The error taxonomy. Failures travel as :class:`MotionError` whose message keeps the
   EROBS prefixes (``PLANNING_FAILED:``, ``EXECUTION_FAILED:``, ``TIMEOUT:``,
   ``REPLAY_TIMEOUT:``). Fatal means ``TIMEOUT:`` or ``REPLAY_TIMEOUT:``
-  (erobs-semantics.md §3, "Replay and fault").
+  (docs/behaviour.md §3, "Replay and fault").
 """
 
 from __future__ import annotations

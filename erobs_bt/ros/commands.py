@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 EXIT_FAILED = 1
 
-#: Script fields whose values name poses (erobs-semantics.md §1).
+#: Script fields whose values name poses (docs/behaviour.md §1).
 
 _node_option = click.option(
     "--node",

@@ -307,7 +307,7 @@ class ErobsBtNode(Node):
     """Executes EROBS task scripts on a motion backend through the orchestrator.
 
     One goal at a time; pause and cancel take effect at unit boundaries
-    (erobs-semantics.md §3). Names below are the defaults (parameters ``names.*``);
+    (docs/behaviour.md §3). Names below are the defaults (parameters ``names.*``);
     ``~`` is the node's name, ``/erobs_bt``.
 
     Parameters (defaults in ``config/erobs_bt.yaml``; all read-only after start-up):

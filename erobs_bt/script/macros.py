@@ -3,7 +3,7 @@
 Both macros address one element of a rack laid out as a grid next to a fiducial
 marker: ``pickup_tip`` a pipette tip in the tip rack (vision target ``tip_rack``),
 ``pickup_vial`` a vial in the vial rack (``vial_rack``). Macros expand *before
-anything else* (erobs-semantics.md §1): step counts, batching, the cache key and
+anything else* (docs/behaviour.md §1): step counts, batching, the cache key and
 validation all see the expanded list, so a macro costs nothing at run time and its
 steps are ordinary ``moveto`` / ``vision_moveto`` / ``pipettor`` steps. The expansion
 reproduces EROBS's (``beambot`` task parser), which is what fixes

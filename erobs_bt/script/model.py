@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-#: UR joint names in pose order (erobs-semantics.md §2).
+#: UR joint names in pose order (docs/behaviour.md §2).
 JOINT_NAMES: tuple[str, ...] = (
     "shoulder_pan_joint",
     "shoulder_lift_joint",
@@ -49,7 +49,7 @@ UR5E_REACH = 0.85
 #: Six joint positions [rad] in :data:`JOINT_NAMES` order.
 JointPositions = tuple[float, float, float, float, float, float]
 
-#: Task types that batching groups into one unit (batching-and-caches.txt).
+#: Task types that batching groups into one unit (docs/script-format.md).
 MOTION_TASK_TYPES: frozenset[str] = frozenset({"moveto", "end_effector"})
 
 #: The vision family: detect a marker or sample, then move relative to it.
@@ -285,7 +285,7 @@ class Script:
         """The normalised JSON of expanded steps and resolved poses (cache-key input).
 
         Whitespace and object-key order are normalised; step order and pose values
-        are preserved (batching-and-caches.txt, "When a plan can be reused").
+        are preserved (docs/script-format.md, "Cache eligibility").
         """
         document = {
             "steps": [dict(step.spec) for step in self.steps],

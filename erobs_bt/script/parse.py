@@ -1,7 +1,7 @@
 """Validate an EROBS JSON task script and turn it into a :class:`~erobs_bt.script.model.Script`.
 
 Everything that can be known about a script before the robot moves is checked here,
-once, so that a rejected script moves nothing (erobs-semantics.md §1, "Validation"):
+once, so that a rejected script moves nothing (docs/behaviour.md §1, "Validation"):
 
 1. the text: size (:class:`Limits`), UTF-8, JSON syntax, no NaN/Infinity tokens and
    no numbers that overflow to infinity (Python's ``json`` accepts both), no
@@ -104,7 +104,7 @@ SUPPORTED_TASK_TYPES: frozenset[str] = frozenset(
 TASK_TYPES: tuple[str, ...] = tuple(sorted(SUPPORTED_TASK_TYPES | set(TASK_MACROS)))
 
 #: ``moveto`` direction -> unit vector in the flange frame. ``right|y`` is -Y and
-#: ``left|-y`` is +Y (erobs-semantics.md §1; EROBS's convention, kept as is).
+#: ``left|-y`` is +Y (docs/behaviour.md §1; EROBS's convention, kept as is).
 DIRECTION_VECTORS: Mapping[str, tuple[float, float, float]] = MappingProxyType(
     {
         "forward": (1.0, 0.0, 0.0),
@@ -463,7 +463,9 @@ def _check_tree(document: Any, limits: Limits) -> None:
             raise ScriptError(path, f"duplicate key {', '.join(_ascii_safe(repr(k)) for k in value.keys)}")
         elif isinstance(value, dict | list):
             if depth >= limits.max_depth:
-                raise ScriptError(path, f"nesting is deeper than {limits.max_depth} levels (Limits.max_depth)")
+                raise ScriptError(
+                    path, f"nesting is deeper than {limits.max_depth} levels (Limits.max_depth)"
+                )
             if isinstance(value, dict):
                 for key in value:
                     bad = _BAD_CHARACTER.search(key)
@@ -825,7 +827,8 @@ class _Parser:
             holding, where = self.docked.get(dock_number, (None, ""))
             if holding is not None:
                 raise ScriptError(
-                    f"{path}.dock_number", f"dock {dock_number} already holds the {holding} (docked at {where})"
+                    f"{path}.dock_number",
+                    f"dock {dock_number} already holds the {holding} (docked at {where})",
                 )
             self.docked[dock_number] = (gripper, path)
             self.current = "none"
@@ -941,7 +944,9 @@ class _Parser:
         if spec.get("timeout") is not None:
             timeout = v.number(spec["timeout"], field_path("timeout"), unit="s", positive=True)
             if timeout > MAX_SECONDS:
-                raise ScriptError(field_path("timeout"), f"{timeout:g} s is longer than a day ({MAX_SECONDS:g} s)")
+                raise ScriptError(
+                    field_path("timeout"), f"{timeout:g} s is longer than a day ({MAX_SECONDS:g} s)"
+                )
             given["timeout"] = timeout
         offset_direction, offset_vector, offset_distance = self._flange_offset(spec, path)
         gripper = self._step_gripper(spec, "gripper", path)

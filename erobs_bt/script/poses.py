@@ -6,14 +6,14 @@ roll/pitch/yaw and constraint tolerances); everything after the parser works in
 or not at all, so :func:`to_radians` here is the only conversion in the code base and
 the parser calls it for every angle it reads.
 
-Resolution order (erobs-semantics.md §1): a name is looked up first in the script's
+Resolution order (docs/behaviour.md §1): a name is looked up first in the script's
 inline ``poses``, then in the registry. The fields resolved this way are ``target``,
 ``scan_positions[]``, ``scan_pose``, ``approach_pose``, ``target_pose``, ``place_pose``,
 ``pickup_pose`` (and ``retreat_pose``). :class:`PoseResolver` remembers which names a
 script actually used, with the degree values they resolved to: exactly that mapping
 is the "resolved poses" input of the plan-cache key, so unused registry entries and
 registry entries shadowed by inline poses cannot affect the key
-(batching-and-caches.txt, "What does not invalidate a plan").
+(docs/script-format.md, "Cache eligibility").
 """
 
 from __future__ import annotations

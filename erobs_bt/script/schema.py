@@ -133,7 +133,9 @@ def _task(task_type: str, properties: dict[str, Any], **extra: Any) -> dict[str,
     }
 
 
-def script_schema(vocabulary: CellVocabulary | None = None, *, limits: Limits = DEFAULT_LIMITS) -> dict[str, Any]:
+def script_schema(
+    vocabulary: CellVocabulary | None = None, *, limits: Limits = DEFAULT_LIMITS
+) -> dict[str, Any]:
     """The JSON Schema of a task script for one cell.
 
     Args:
@@ -146,7 +148,9 @@ def script_schema(vocabulary: CellVocabulary | None = None, *, limits: Limits = 
     words = vocabulary if vocabulary is not None else CellVocabulary.default()
     grippers = list(words.grippers)
     directions = list(DIRECTION_VECTORS)
-    vision_strings = {key: _optional(_STRING) for key in ("detector", "detection_type", "goal_computer", "strategy")}
+    vision_strings = {
+        key: _optional(_STRING) for key in ("detector", "detection_type", "goal_computer", "strategy")
+    }
     vision_bools = {
         key: _optional({"type": "boolean"})
         for key in ("use_vision", "pre_open", "detect_only", "retreat_from_scan", "release")
@@ -164,7 +168,10 @@ def script_schema(vocabulary: CellVocabulary | None = None, *, limits: Limits = 
         "tag_id": _optional({"type": "integer", "minimum": 0, "maximum": _INT32}),
         "sample_index": _optional({"type": "integer", "minimum": 1, "maximum": _INT32}),
         "scans_per_position": _optional({"type": "integer", "minimum": 1, "maximum": _INT32}),
-        **{key: _optional(_LENGTH) for key in ("marker_offset_x", "marker_offset_y", "marker_offset_z", "z_offset")},
+        **{
+            key: _optional(_LENGTH)
+            for key in ("marker_offset_x", "marker_offset_y", "marker_offset_z", "z_offset")
+        },
         "k_offset": _optional(_ANGLE),
         "forward_distance": _optional(_number(0.0, MAX_LENGTH, description="metres")),
         "edge_inset_mm": _optional(_number(0.0, 100.0, description="millimetres")),
@@ -179,7 +186,10 @@ def script_schema(vocabulary: CellVocabulary | None = None, *, limits: Limits = 
         {"required": ["target"], "properties": {"target": {"type": "string", "minLength": 1}}},
         {"required": ["direction"], "properties": {"direction": {"type": "string", "minLength": 1}}},
         {"required": ["distance"], "properties": {"distance": {"type": "number", "not": {"const": 0}}}},
-        {"required": ["cartesian_target"], "properties": {"cartesian_target": {"type": "array", "minItems": 1}}},
+        {
+            "required": ["cartesian_target"],
+            "properties": {"cartesian_target": {"type": "array", "minItems": 1}},
+        },
     ]
     macro_fields = {
         "row": {"type": "integer", "minimum": 0, "maximum": _INT32},
@@ -193,7 +203,9 @@ def script_schema(vocabulary: CellVocabulary | None = None, *, limits: Limits = 
             {
                 "target": _absent_or({"type": "string"}),
                 "direction": _absent_or({"enum": directions}),
-                "distance": _optional(_number(0.0, MAX_LENGTH, description="metres, > 0 for a relative move")),
+                "distance": _optional(
+                    _number(0.0, MAX_LENGTH, description="metres, > 0 for a relative move")
+                ),
                 "cartesian_target": _absent_or(
                     {
                         "type": "array",

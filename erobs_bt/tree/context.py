@@ -48,7 +48,7 @@ class FinishReason(enum.Enum):
 
 
 #: Default execution timeouts per task type [s]. ``TIMEOUT:`` is reported past them.
-#: The 120 s motion value is EROBS's per-type motion timeout (erobs-semantics.md §3).
+#: The 120 s motion value is EROBS's per-type motion timeout (docs/behaviour.md §3).
 DEFAULT_TIMEOUTS: Mapping[str, float] = MappingProxyType(
     {
         "moveto": 120.0,

@@ -2,8 +2,8 @@
 
 EROBS treats ``TIMEOUT:`` and ``REPLAY_TIMEOUT:`` errors as fatal: the goal aborts,
 the orchestrator faults and rejects every later goal, and no further trajectory is
-dispatched (batching-and-caches.txt, "Replay failure handling"). A unit that fails
-while a cancel is pending faults it too (erobs-semantics.md §3). Every unit that can
+dispatched (docs/behaviour.md §3). A unit that fails
+while a cancel is pending faults it too (docs/behaviour.md §3). Every unit that can
 fail is wrapped in :class:`FaultOnFatal`; when the unit fails it applies
 :func:`fault_of` to the goal's typed failure and latches ``context.fault``, which the
 orchestrator turns into FAULTED. Nothing else decides that a fault latches.

@@ -16,7 +16,7 @@ own lock. Every public method is thread-safe.
 
 Planning a unit (:meth:`SimBackend.plan`): ``moveto`` and ``end_effector`` steps are
 planned as ONE connected sequence from ``start`` (or the live state), carrying the
-planned joint and tool state forward from step to step (batching-and-caches.txt,
+planned joint and tool state forward from step to step (docs/script-format.md,
 "Preview start states"). The solution records the model revision it was planned with;
 executing a solution planned for another revision fails (``EXECUTION_FAILED``) instead
 of moving with the wrong tool model.

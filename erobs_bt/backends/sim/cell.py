@@ -757,7 +757,9 @@ def parse_cell(document: Any, *, source: str) -> CellConfig:
         key = exc.path.split(": ", 1)[1] if ": " in exc.path else ""
         raise CellConfigError(source, key, exc.reason) from None
     grippers = _read_grippers(r, root["grippers"], vocabulary)
-    named = {state: tuple(math.radians(a) for a in joints) for state, joints in vocabulary.named_states.items()}
+    named = {
+        state: tuple(math.radians(a) for a in joints) for state, joints in vocabulary.named_states.items()
+    }
     return CellConfig(
         source=source,
         name=r.string(root.get("name", Path(source).stem or "cell"), "name"),

@@ -33,7 +33,7 @@ and the rate per simulated second is exact; a wall-clock throttle would drop sta
 Start-state tolerance: like a real controller, a trajectory whose first point is more
 than ``start_tolerance`` (default 0.01 rad) from the live state is rejected with
 ``EXECUTION_FAILED``; this is what protects a cached trajectory replayed from a slightly
-different start (erobs-semantics.md §4).
+different start (docs/behaviour.md §4).
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ vision) and ``acceptance`` (goal acceptance of any dispatch: ``execute``, ``repl
 ``run_step`` calls count as acceptance calls, in order).
 
 Outcomes and the error each produces (``T`` is ``REPLAY_TIMEOUT`` for a replay, else
-``TIMEOUT``, per erobs-semantics.md §3):
+``TIMEOUT``, per docs/behaviour.md §3):
 
 * ``planning_failure`` (plan, run_step): ``PLANNING_FAILED: <message>``;
 * ``goal_rejected`` (dispatches): ``EXECUTION_FAILED: goal rejected by <server>: <message>``;

@@ -1,6 +1,6 @@
 """Motion planning for the simulated UR5e cell: one ``moveto`` step in, one timed trajectory out.
 
-The planner reproduces the EROBS planning types (erobs-semantics.md §1) with the embedded
+The planner reproduces the EROBS planning types (docs/behaviour.md §1) with the embedded
 stack recommended in ``shared/notes/motion-planning.md`` (§9):
 
 * **Joint goals** (a pose name resolved to joints, or a named robot state):

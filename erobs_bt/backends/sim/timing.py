@@ -16,7 +16,7 @@ Straight Cartesian (TCP line) moves give a dense joint path instead. For those,
 of a C² cubic spline through the joint path and bounds ``ṡ`` and ``s̈`` so that every
 joint stays within its velocity and acceleration limit (motion-planning.md §5).
 
-Limits and speed scaling: the UR5e limits are π rad/s and 5 rad/s² (erobs-semantics.md
+Limits and speed scaling: the UR5e limits are π rad/s and 5 rad/s² (docs/behaviour.md
 §2); ``speed_scaling`` (default 0.2, EROBS's default) multiplies the velocity,
 acceleration and jerk limits alike, as MoveIt's velocity/acceleration scaling factors
 do. UR publishes no jerk limit; the default is :data:`JERK_PER_ACCELERATION` times the
@@ -44,7 +44,7 @@ from scipy.interpolate import CubicSpline
 
 from erobs_bt.backends.base import TrajectoryPoint
 
-#: Default speed scaling of EROBS moves (erobs-semantics.md §2).
+#: Default speed scaling of EROBS moves (docs/behaviour.md §2).
 DEFAULT_SPEED_SCALING = 0.2
 #: Default upper bound on the time between two samples [s].
 DEFAULT_SAMPLE_PERIOD = 0.05

@@ -7,7 +7,7 @@ touching the live cell. Every tool command is therefore a pure function
 ``(state, command, joints) -> (new state, message)``; planning applies it to a copy,
 execution applies it to the live state, and both use the same rules.
 
-Rules chosen for the simulation (erobs-semantics.md §1 gives the commands; the physics
+Rules chosen for the simulation (docs/behaviour.md §1 gives the commands; the physics
 are ours):
 
 * **Grippers.** ``end_effector_action`` must be one of the attached gripper's actions in

@@ -130,7 +130,10 @@ def camera_from_cell(cell: CellConfig) -> CameraModel:
     default = CameraModel()
     T = default.T_flange_camera
     if "pose" in raw:
-        T = tuple(tuple(float(v) for v in row) for row in read_pose(raw["pose"], "camera.pose", file=cell.source or "cell").matrix())
+        T = tuple(
+            tuple(float(v) for v in row)
+            for row in read_pose(raw["pose"], "camera.pose", file=cell.source or "cell").matrix()
+        )
 
     def number(key: str, fallback: float, low: float, high: float) -> float:
         value = raw.get(key, fallback)

@@ -49,14 +49,9 @@ class Unit:
         """The feedback ``current_action`` text: ``batch[3]: moveto, moveto, end_effector`` or
         the single step's task type (``pause``, ``tool_exchange``, ``moveto`` …)."""
         if self.batched:
-            types = ", ".join(_task_type(step) for step in self.steps)
+            types = ", ".join(step.script_type for step in self.steps)
             return f"batch[{len(self.steps)}]: {types}"
-        return _task_type(self.steps[0])
-
-
-def _task_type(step: Step) -> str:
-    kind = getattr(step, "kind", None)
-    return kind if isinstance(kind, str) else step.task_type
+        return self.steps[0].script_type
 
 
 def group_into_batches(steps: Sequence[Step], *, enabled: bool) -> list[Unit]:

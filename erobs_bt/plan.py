@@ -78,7 +78,7 @@ def preview_problem(script: Script) -> str:
     offending = [s for s in script.steps if s.task_type not in MOTION_TASK_TYPES]
     if not offending:
         return ""
-    listed = ", ".join(f"step {s.index + 1} {getattr(s, 'kind', s.task_type)} ({s.path})" for s in offending)
+    listed = ", ".join(f"step {s.index + 1} {s.script_type} ({s.path})" for s in offending)
     return f"Preview supports only moveto and end_effector steps; not previewable: {listed}"
 
 

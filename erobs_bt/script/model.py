@@ -88,6 +88,13 @@ class Step:
         """True for the step types batching groups (``moveto``, ``end_effector``)."""
         return self.task_type in MOTION_TASK_TYPES
 
+    @property
+    def script_type(self) -> str:
+        """The ``task_type`` the script gave the step: :attr:`task_type`, or for the vision
+        family the specific type (``pick_sample``, ``vision_moveto``, …). The one place this
+        name is derived (unit labels, preview refusals, fault selection)."""
+        return self.task_type
+
 
 @dataclass(frozen=True)
 class JointConstraint:
@@ -237,6 +244,12 @@ class Vision(Step):
 
     task_type: ClassVar[str] = "vision"
     kind: str
+
+    @property
+    def script_type(self) -> str:
+        """The vision task type as written (``pick_sample``, ``vision_moveto``, …)."""
+        return self.kind
+
     detector: str | None = None
     tag_id: int | None = None
     scan_poses: tuple[str, ...] = ()

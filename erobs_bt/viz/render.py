@@ -1,11 +1,12 @@
 """Static renderings of a compiled script tree: Graphviz dot, SVG, PNG and text.
 
-A script's goal plan (:func:`erobs_bt.plan.plan_goal`, as for a goal) is compiled for display
-exactly as the orchestrator compiles it (:func:`erobs_bt.tree.compile.compile_tree`), on a
-:class:`~erobs_bt.backends.scripted.ScriptedBackend` with a fresh plan cache. The tree is never ticked, so nothing is planned, executed or
-cached and every behaviour shows its initial status: the picture is the *shape* the
-goal would run with (its units, the unit boundaries where pause and cancel act, and the
-ReplayOrPlan structure of each motion unit).
+A script's goal plan (:func:`erobs_bt.plan.plan_goal`, as for a goal) is compiled for
+display exactly as the orchestrator compiles it
+(:func:`erobs_bt.tree.compile.compile_tree`), on a
+:class:`~erobs_bt.backends.scripted.ScriptedBackend` with a fresh plan cache. The tree is
+never ticked, so nothing is planned, executed or cached and every behaviour shows its
+initial status: the picture is the *shape* the goal would run with (its units, the unit
+boundaries where pause and cancel act, and the ReplayOrPlan structure of each motion unit).
 
 Text comes from :func:`py_trees.display.unicode_tree`. Graphs do not come from
 :func:`py_trees.display.dot_tree`: it uses each behaviour's name as the Graphviz node id,

@@ -627,8 +627,8 @@ class _Port:
 
 
 def _step_type(step: Step) -> str:
-    """The script's task type of a step (``kind`` for the vision family)."""
-    return str(getattr(step, "kind", "") or step.task_type)
+    """The script's task type of a step (:attr:`Step.script_type`)."""
+    return step.script_type
 
 
 def _server_of(step_types: Sequence[str]) -> str:

@@ -6,7 +6,7 @@ steps the attached tool cannot do, a 5 MB file):
 
 * the goal plan (:func:`erobs_bt.plan.plan_goal`) raises a :class:`ScriptError` naming the
   case's path;
-* ``erobs-bt validate``, ``run`` and ``preview`` exit 2 with exactly
+* ``erobs-bt validate``, ``run``, ``preview``, ``render`` and ``export`` exit 2 with exactly
   ``invalid <file>: <that message>`` on stderr, no traceback, and ``run``/``preview``
   build nothing and write no run log;
 * the ROS node's ``~/execute`` action (one node process for the whole corpus) aborts the
@@ -66,16 +66,20 @@ def test_the_goal_plan_rejects_the_case_with_its_path(case: Case) -> None:
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
-def test_validate_run_and_preview_give_the_same_rejection(case: Case, tmp_path: Path) -> None:
+def test_validate_run_preview_render_and_export_give_the_same_rejection(case: Case, tmp_path: Path) -> None:
     message = expected_message(case)
     script = tmp_path / "case.json"
     script.write_bytes(case.data)
     runner = CliRunner()
-    for verb in ("validate", "run", "preview"):
+    for verb in ("validate", "run", "preview", "render", "export"):
         log = tmp_path / f"{verb}.jsonl"
         args = [verb, str(script), "--poses", str(POSES)]
-        if verb != "validate":
+        if verb in ("run", "preview"):
             args += ["--log", str(log), "--speed", "100"]
+        elif verb == "render":
+            args += ["-o", str(tmp_path / "tree.txt")]
+        elif verb == "export":
+            args += ["--format", "btcpp"]
         result = runner.invoke(main, args)
         assert result.exit_code == 2, (verb, result.output)
         assert result.exception is None or isinstance(result.exception, SystemExit), (verb, result.exception)

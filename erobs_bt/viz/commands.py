@@ -44,7 +44,7 @@ def _fail(message: str, code: int) -> NoReturn:
 
 def _compile(script: Path, poses: Path | None, cell: Path | None, no_batching: bool, preview: bool) -> Any:
     """Make the goal plan of ``script`` and compile it for display; exits 2 on an invalid script."""
-    from erobs_bt.cli import ConfigurationError, load_plan
+    from erobs_bt.cli import ConfigurationError, fail_configuration, fail_invalid, load_plan
     from erobs_bt.plan import NotPreviewableError
     from erobs_bt.script.errors import ScriptError
     from erobs_bt.tree.context import Mode
@@ -53,11 +53,9 @@ def _compile(script: Path, poses: Path | None, cell: Path | None, no_batching: b
     try:
         plan = load_plan(script, poses=poses, cell=cell, enable_batching=not no_batching, preview=preview)
     except ConfigurationError as exc:
-        _fail(f"configuration error: {exc}", EXIT_INVALID)
-    except (ScriptError, NotPreviewableError) as exc:
-        _fail(f"{script}: {exc}", EXIT_INVALID)
-    except OSError as exc:
-        _fail(str(exc), EXIT_INVALID)
+        fail_configuration(exc)
+    except (ScriptError, NotPreviewableError, OSError) as exc:
+        fail_invalid(script, exc)  # the rejection line of validate, run and preview
     return compile_for_display(plan, mode=Mode.PREVIEW if preview else Mode.EXECUTE)
 
 

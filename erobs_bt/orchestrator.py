@@ -201,7 +201,9 @@ class Orchestrator:
             raise GoalRejected(f"busy: {self._goal.goal_id} is {self._state.value}")
         handle = GoalHandle(f"goal-{next(self._ids)}", dry_run=dry_run)
         try:
-            plan = plan_goal(full_json, parser=self.parser, enable_batching=self.enable_batching, preview=dry_run)
+            plan = plan_goal(
+                full_json, parser=self.parser, enable_batching=self.enable_batching, preview=dry_run
+            )
         except ScriptError as exc:
             handle._finish(Result(GoalStatus.ABORTED, str(exc), "INVALID_SCRIPT", 0, 0))
             self._emit(handle.goal_id, "rejected_script", error=str(exc))

@@ -198,7 +198,7 @@ class GoalContext:
             result's ``error_code``). A non-fatal replay error is not a failure: the unit
             is planned afresh.
         failed_while_canceling: ``failure`` happened while a cancel was pending (the fault
-            decorator then latches the fault, erobs-semantics.md §3).
+            decorator then latches the fault, docs/behaviour.md §3).
         fault: the reason the orchestrator goes to FAULTED, latched only by
             :class:`erobs_bt.tree.decorators.FaultOnFatal`.
         finish_reason: set when the tree stops on purpose (cancel) or fails.
@@ -241,7 +241,7 @@ class GoalContext:
         Called when the unit starts, after its boundary let it through (so after a pause,
         from where the arm is then). The same key is used to look the unit up and to
         store its solution: with no complete six-joint state it is the start-less key
-        (batching-and-caches.txt, "When a plan can be reused").
+        (docs/script-format.md, "Cache eligibility").
         """
         self.unit_key = None
         if self.eligible and unit.is_motion:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from hypothesis import settings
+from interop import REQUIRE_SHARED_ENV, shared_required
 
 from erobs_bt.backends.sim.cell import CellConfig, load_cell
 from erobs_bt.script.model import Step
@@ -26,19 +27,20 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
 #: The real EROBS sample scripts and pose registry: beside the repository, not in it.
 SAMPLES_DIR = Path(__file__).resolve().parents[2] / "shared" / "samples" / "erobs"
 
-#: Set to 1 (``.ci/run`` does) to make a missing samples folder a failure instead of a skip.
-REQUIRE_SAMPLES = "EROBS_BT_REQUIRE_SAMPLES"
+#: Set to 1 (``.ci/run`` does) to make a missing ../shared a failure instead of a skip
+#: (one switch for the samples and the upstream type hashes: :mod:`interop`).
+REQUIRE_SAMPLES = REQUIRE_SHARED_ENV
 
 
 def require_samples() -> Path:
     """:data:`SAMPLES_DIR`, or skip the test when it is absent (a clone on its own).
 
-    With ``EROBS_BT_REQUIRE_SAMPLES=1`` an absent folder fails the test instead, so CI
+    With ``EROBS_BT_REQUIRE_SHARED=1`` an absent folder fails the test instead, so CI
     cannot pass with the sample tests silently skipped.
     """
     if not (SAMPLES_DIR / "FULL_EXPERIMENT_RUN.json").is_file():
         reason = f"the EROBS sample scripts are not beside the repository ({SAMPLES_DIR} is missing)"
-        if os.environ.get(REQUIRE_SAMPLES) == "1":
+        if shared_required():
             pytest.fail(f"{reason}, and {REQUIRE_SAMPLES}=1 makes them mandatory")
         pytest.skip(reason)
     return SAMPLES_DIR

@@ -3,7 +3,7 @@
 * :func:`load_type_hashes` reads ``../shared/interop/type-hashes.json`` (the upstream hashes,
   computed with the Kilted rosidl tool chain; see the README beside it) into
   :class:`UpstreamType` records. :func:`require_type_hashes` does the same for a test: when
-  ``../shared`` is absent it *skips* with the reason, unless ``EROBS_REQUIRE_SHARED=1`` (CI)
+  ``../shared`` is absent it *skips* with the reason, unless ``EROBS_BT_REQUIRE_SHARED=1`` (CI)
   makes that a failure.
 * :func:`built_type_hash` returns the RIHS01 hash of an importable ROS type (a message,
   service, action or any generated sub-type such as ``_SendGoal_Request`` or ``_Event``) as
@@ -40,7 +40,7 @@ import pytest
 INTEROP_DIR = Path(__file__).resolve().parents[2] / "shared" / "interop"
 TYPE_HASHES_FILE = INTEROP_DIR / "type-hashes.json"
 #: Set to 1 (CI does) to make a missing ../shared/interop a test failure instead of a skip.
-REQUIRE_SHARED_ENV = "EROBS_REQUIRE_SHARED"
+REQUIRE_SHARED_ENV = "EROBS_BT_REQUIRE_SHARED"
 
 
 @dataclass(frozen=True)
@@ -120,13 +120,13 @@ def load_type_hashes(path: Path | None = None) -> TypeHashes:
 
 
 def shared_required() -> bool:
-    """Whether a missing ../shared is a failure (``EROBS_REQUIRE_SHARED=1``) rather than a skip."""
+    """Whether a missing ../shared is a failure (``EROBS_BT_REQUIRE_SHARED=1``) rather than a skip."""
     return os.environ.get(REQUIRE_SHARED_ENV, "") not in ("", "0")
 
 
 def require_type_hashes() -> TypeHashes:
     """:func:`load_type_hashes` for a test: skip with the reason when ../shared is absent,
-    or fail instead when ``EROBS_REQUIRE_SHARED=1``."""
+    or fail instead when ``EROBS_BT_REQUIRE_SHARED=1``."""
     try:
         return load_type_hashes()
     except FileNotFoundError:

@@ -115,7 +115,7 @@ def test_absent_shared_skips_with_the_reason_or_fails_when_required(
         interop.require_type_hashes()
     monkeypatch.setenv(interop.REQUIRE_SHARED_ENV, "1")
     assert shared_required()
-    with pytest.raises(pytest.fail.Exception, match="EROBS_REQUIRE_SHARED=1 requires them"):
+    with pytest.raises(pytest.fail.Exception, match="EROBS_BT_REQUIRE_SHARED=1 requires them"):
         interop.require_type_hashes()
 
 

@@ -28,10 +28,10 @@ from rich.table import Table
 from erobs_bt.backends.factory import BACKEND_KINDS
 from erobs_bt.batching import Unit, group_into_batches
 from erobs_bt.cache import is_eligible
-from erobs_bt.console import make_console
 from erobs_bt.script.errors import ScriptError
 from erobs_bt.script.model import Script
-from erobs_bt.tree.compile import NotPreviewableError, check_previewable
+from erobs_bt.terminal import make_console
+from erobs_bt.tree.previewable import NotPreviewableError, check_previewable
 
 EXIT_FAILED = 1
 EXIT_INVALID = 2

@@ -39,7 +39,6 @@ import py_trees
 from py_trees.common import Status
 
 from erobs_bt.batching import Unit
-from erobs_bt.script.model import MOTION_TASK_TYPES, Script
 from erobs_bt.tree.behaviours import (
     ExecuteSolution,
     PauseStep,
@@ -51,30 +50,9 @@ from erobs_bt.tree.behaviours import (
 from erobs_bt.tree.boundary import UnitBoundary
 from erobs_bt.tree.context import GoalContext, Mode
 from erobs_bt.tree.decorators import FaultOnFatal
+from erobs_bt.tree.previewable import NotPreviewableError, check_previewable
 
-
-class NotPreviewableError(ValueError):
-    """A preview was requested for a script with steps other than moveto/end_effector."""
-
-
-def check_previewable(script: Script) -> None:
-    """Raise when ``script`` cannot be previewed.
-
-    Preview supports only ``moveto`` and ``end_effector`` (batching-and-caches.txt).
-
-    Raises:
-        NotPreviewableError: naming every offending step, e.g.
-            ``Preview supports only moveto and end_effector steps; not previewable:
-            step 4 tool_exchange (tasks[3]), step 9 pause (tasks[8])``.
-    """
-    offending = [s for s in script.steps if s.task_type not in MOTION_TASK_TYPES]
-    if offending:
-        listed = ", ".join(
-            f"step {s.index + 1} {getattr(s, 'kind', s.task_type)} ({s.path})" for s in offending
-        )
-        raise NotPreviewableError(
-            f"Preview supports only moveto and end_effector steps; not previewable: {listed}"
-        )
+__all__ = ["NotPreviewableError", "UnitSequence", "check_previewable", "compile_tree", "unit_name"]
 
 
 class UnitSequence(py_trees.composites.Sequence):

@@ -221,7 +221,8 @@ def _follow_branch(
     chosen = np.argmin(distances, axis=1)
     jump = np.max(np.abs(path - seeds), axis=1)
     inside = np.all((path >= joint_limits[:, 0]) & (path <= joint_limits[:, 1]), axis=1)
-    ok = (chosen == branch) & (jump <= jump_threshold) & inside & ~singular & np.all(np.isfinite(path), axis=1)
+    finite = np.all(np.isfinite(path), axis=1)
+    ok = (chosen == branch) & (jump <= jump_threshold) & inside & ~singular & finite
     bad = np.flatnonzero(~ok)
     return path[: int(bad[0]) if bad.size else path.shape[0]]
 

@@ -267,10 +267,11 @@ class AcmStore:
             _LOG.warning("allowed-collision matrix %s unreadable (%s); recomputing", path, exc)
             return None
         pairs = data.get("disabled") if isinstance(data, dict) else None
-        if (
-            data.get("key") != key
-            or not isinstance(pairs, list)
-            or not all(isinstance(p, list) and len(p) == 2 and all(isinstance(n, str) for n in p) for p in pairs)
+        if not (
+            isinstance(data, dict)
+            and data.get("key") == key
+            and isinstance(pairs, list)
+            and all(isinstance(p, list) and len(p) == 2 and all(isinstance(n, str) for n in p) for p in pairs)
         ):
             _LOG.warning("allowed-collision matrix %s does not match its key; recomputing", path)
             return None

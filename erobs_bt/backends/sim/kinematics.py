@@ -484,8 +484,9 @@ def rpy_matrix(rpy: ArrayLike) -> NDArray[np.float64]:
     """
     a = np.asarray(rpy, dtype=float)
     roll, pitch, yaw = a[..., 0], a[..., 1], a[..., 2]
-    cr, sr, cp, sp, cy, sy = np.cos(roll), np.sin(roll), np.cos(pitch), np.sin(pitch), np.cos(yaw), np.sin(yaw)
-    R = np.empty(a.shape[:-1] + (3, 3))
+    cr, sr, cp, sp = np.cos(roll), np.sin(roll), np.cos(pitch), np.sin(pitch)
+    cy, sy = np.cos(yaw), np.sin(yaw)
+    R = np.empty((*a.shape[:-1], 3, 3))
     R[..., 0, 0] = cy * cp
     R[..., 0, 1] = cy * sp * sr - sy * cr
     R[..., 0, 2] = cy * sp * cr + sy * sr
@@ -528,7 +529,7 @@ def quat_matrix(quat_xyzw: ArrayLike) -> NDArray[np.float64]:
     q = np.asarray(quat_xyzw, dtype=float)
     q = q / np.linalg.norm(q, axis=-1, keepdims=True)
     x, y, z, w = q[..., 0], q[..., 1], q[..., 2], q[..., 3]
-    R = np.empty(q.shape[:-1] + (3, 3))
+    R = np.empty((*q.shape[:-1], 3, 3))
     R[..., 0, 0] = 1 - 2 * (y * y + z * z)
     R[..., 0, 1] = 2 * (x * y - z * w)
     R[..., 0, 2] = 2 * (x * z + y * w)
@@ -558,13 +559,13 @@ def quat_from_matrix(R: ArrayLike) -> NDArray[np.float64]:
         q[:] = ((m[2, 1] - m[1, 2]) * f, (m[0, 2] - m[2, 0]) * f, (m[1, 0] - m[0, 1]) * f, w)
     else:
         i = k - 1
-        j, l = (i + 1) % 3, (i + 2) % 3
-        v = 0.5 * math.sqrt(max(0.0, 1.0 + m[i, i] - m[j, j] - m[l, l]))
+        j, h = (i + 1) % 3, (i + 2) % 3
+        v = 0.5 * math.sqrt(max(0.0, 1.0 + m[i, i] - m[j, j] - m[h, h]))
         f = 0.25 / v
         q[i] = v
         q[j] = (m[j, i] + m[i, j]) * f
-        q[l] = (m[l, i] + m[i, l]) * f
-        q[3] = (m[l, j] - m[j, l]) * f
+        q[h] = (m[h, i] + m[i, h]) * f
+        q[3] = (m[h, j] - m[j, h]) * f
     q /= np.linalg.norm(q)
     return -q if q[3] < 0 else q
 

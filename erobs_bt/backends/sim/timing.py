@@ -37,10 +37,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import ruckig
-from scipy.interpolate import CubicSpline
+
+if TYPE_CHECKING:
+    from scipy.interpolate import CubicSpline
 
 from erobs_bt.backends.base import TrajectoryPoint
 
@@ -255,6 +258,10 @@ def time_parameterize_path(
     if path.shape[0] == 1:
         return [first]
     s = s - s[0]
+    # Imported here: scipy.interpolate costs about 0.3 s of start-up, and only straight tip
+    # lines need it.
+    from scipy.interpolate import CubicSpline
+
     spline = CubicSpline(s, path, axis=0)
     d1, d2 = _derivative_bounds(spline)
     s_vel = math.inf

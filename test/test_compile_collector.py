@@ -16,6 +16,7 @@ from erobs_bt.script.parse import parse_script
 from erobs_bt.tree import compile as compile_module
 from erobs_bt.tree.compile import collector_paused, compile_tree
 from erobs_bt.tree.context import Controls, GoalContext, Mode
+
 from helpers import PAUSE, SUCK, move, script_json
 
 
@@ -56,7 +57,9 @@ def test_compile_runs_with_the_collector_paused_and_restores_it(
         gc.enable()
 
 
-def test_a_failing_compile_restores_the_collector(collector_on: None, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failing_compile_restores_the_collector(
+    collector_on: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     def broken(context: GoalContext) -> compile_module.UnitSequence:
         raise RuntimeError("boom")
 

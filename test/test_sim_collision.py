@@ -286,7 +286,10 @@ def test_the_acm_key_changes_with_the_geometry_and_only_with_it(cell: CellConfig
     )
     resized = dataclasses.replace(
         cell,
-        grippers={**cell.grippers, "epick": dataclasses.replace(epick, collision=(grown, *epick.collision[1:]))},
+        grippers={
+            **cell.grippers,
+            "epick": dataclasses.replace(epick, collision=(grown, *epick.collision[1:])),
+        },
     )
     assert acm_key(acm_key_document(resized, "epick", None)) != base  # a tool part changed size
     moved = dataclasses.replace(
@@ -294,7 +297,10 @@ def test_the_acm_key_changes_with_the_geometry_and_only_with_it(cell: CellConfig
     )
     shifted = dataclasses.replace(
         cell,
-        grippers={**cell.grippers, "epick": dataclasses.replace(epick, collision=(moved, *epick.collision[1:]))},
+        grippers={
+            **cell.grippers,
+            "epick": dataclasses.replace(epick, collision=(moved, *epick.collision[1:])),
+        },
     )
     assert acm_key(acm_key_document(shifted, "epick", None)) != base  # a tool part moved
     for changes in ({"self_collision_samples": 5000}, {"seed": 3}, {"link_geometry": "mesh"}):

@@ -195,6 +195,21 @@ def join(path: str, key: str | int) -> str:
     return f"{path}.{key}" if path else key
 
 
+#: PyYAML's safe loader on libyaml when PyYAML has it (about ten times faster than the pure
+#: Python parser, which cost ~0.1 s of start-up per configuration file), else the pure one.
+#: Both construct plain data only (no Python objects, nothing evaluated).
+SAFE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def safe_load_yaml(text: str) -> Any:
+    """``yaml.safe_load`` with :data:`SAFE_LOADER`: the one YAML parser setting of the project.
+
+    Raises:
+        yaml.YAMLError: the text is not YAML.
+    """
+    return yaml.load(text, Loader=SAFE_LOADER)
+
+
 def load_yaml_file(path: str | Path, *, max_bytes: int) -> Any:
     """Read a size-limited UTF-8 YAML file with ``yaml.safe_load`` (nothing is evaluated).
 
@@ -210,7 +225,7 @@ def load_yaml_file(path: str | Path, *, max_bytes: int) -> Any:
             file.name, f"is {size} bytes; the limit is {max_bytes} bytes (Limits.max_file_bytes)"
         )
     try:
-        return yaml.safe_load(file.read_bytes().decode("utf-8"))
+        return safe_load_yaml(file.read_bytes().decode("utf-8"))
     except UnicodeDecodeError as exc:
         raise ScriptError(file.name, f"is not UTF-8 text: {exc}") from None
     except yaml.YAMLError as exc:

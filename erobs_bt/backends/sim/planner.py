@@ -327,17 +327,16 @@ def _densify(qs: np.ndarray, step: float) -> tuple[np.ndarray, np.ndarray]:
         ``(dense, owner)``: the rows (every vertex of ``qs`` included) and, per row, the
         index of the vertex of ``qs`` that ends the segment it lies on.
     """
-    rows = [qs[:1]]
-    owners = [np.zeros(1, dtype=int)]
-    for k in range(1, qs.shape[0]):
-        delta = qs[k] - qs[k - 1]
-        count = max(1, math.ceil(float(np.max(np.abs(delta))) / step - 1e-9))
-        t = np.arange(1, count + 1)[:, None] / count
-        segment = qs[k - 1] + t * delta
-        segment[-1] = qs[k]
-        rows.append(segment)
-        owners.append(np.full(count, k, dtype=int))
-    return np.concatenate(rows), np.concatenate(owners)
+    if qs.shape[0] == 1:
+        return qs.copy(), np.zeros(1, dtype=int)
+    delta = np.diff(qs, axis=0)
+    counts = np.maximum(1, np.ceil(np.max(np.abs(delta), axis=1) / step - 1e-9).astype(int))
+    owner = np.repeat(np.arange(1, qs.shape[0]), counts)
+    first_of_segment = np.repeat(np.cumsum(counts) - counts, counts)
+    t = (np.arange(owner.shape[0]) - first_of_segment + 1)[:, None] / np.repeat(counts, counts)[:, None]
+    dense = qs[owner - 1] + t * delta[owner - 1]
+    dense[np.cumsum(counts) - 1] = qs[1:]  # every vertex exactly
+    return np.vstack([qs[:1], dense]), np.concatenate([[0], owner])
 
 
 class MotionPlanner:

@@ -34,7 +34,8 @@ re-checked (start state, limits, spacing, collisions, constraints) before it is 
 
 Process-wide OMPL settings: OMPL keeps its log level and its random seed in C++
 globals, and only the first ``RNG.setSeed`` call of a process has an effect
-(motion-planning.md §1). :func:`configure_ompl` is therefore guarded by the one piece of
+(motion-planning.md §1). OMPL is imported and configured when a plan first needs it
+(most moves are straight lines). :func:`configure_ompl` is guarded by the one piece of
 module-level state in this package, a lock-protected record of what the process has
 already set. Planning itself keeps no state between calls and can run in a worker
 thread (OMPL releases the GIL between validity callbacks).
@@ -50,13 +51,10 @@ import math
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from ompl import base as ob
-from ompl import geometric as og
-from ompl import util as ou
 
 from erobs_bt.backends.base import ArmSegment, ErrorCode, MotionError, TrajectoryPoint
 from erobs_bt.backends.sim import kinematics
@@ -74,6 +72,9 @@ from erobs_bt.backends.sim.timing import (
     time_parameterize_path,
 )
 from erobs_bt.script.model import JOINT_NAMES, Constraints, MoveTo
+
+if TYPE_CHECKING:
+    from ompl import base as ob
 
 _LOG = logging.getLogger(__name__)
 
@@ -178,6 +179,8 @@ class _OmplProcessSettings:
         self._seed: int | None = None
 
     def apply(self, seed: int | None) -> None:
+        from ompl import util as ou
+
         with self._lock:
             if not self._log_level_set:
                 ou.setLogLevel(ou.LogLevel.LOG_WARN)
@@ -412,7 +415,6 @@ class MotionPlanner:
                 raise ValueError(f"link_frames[{name!r}]: expected a (4, 4) transform, got {matrix.shape}")
             frames[name] = matrix
         self._link_frames = frames
-        configure_ompl(self._config.ompl_seed)
 
     @property
     def config(self) -> PlannerConfig:
@@ -832,7 +834,13 @@ class MotionPlanner:
         The waypoints are ``None`` when there is no exact solution within
         ``planning_time``; ``status`` is OMPL's status text.
         """
+        # OMPL is imported (and configured) on first use: most moves never need it, and
+        # importing it is part of every process's start-up otherwise.
+        from ompl import base as ob
+        from ompl import geometric as og
+
         cfg = self._config
+        configure_ompl(cfg.ompl_seed)
         everything = np.vstack([request.start, *goals])
         low = np.maximum(self._limits[:, 0], everything.min(axis=0) - cfg.window)
         high = np.minimum(self._limits[:, 1], everything.max(axis=0) + cfg.window)

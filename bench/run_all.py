@@ -29,6 +29,7 @@ OUTPUT = REPO / "BENCHMARKS.md"
 
 #: (label, module) in the order the sections are measured and written.
 SECTIONS: tuple[tuple[str, str], ...] = (
+    ("start-up, collision matrix, speed cap", "bench_startup"),
     ("engine (tick and compile cost)", "bench_engine"),
     ("plan cache", "bench_cache"),
     ("planning", "bench_planning"),

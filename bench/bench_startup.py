@@ -14,7 +14,8 @@ Every figure is measured three times in this run and shown as the median with th
   process pays) and from memory (what a tool change within a process pays).
 * **one-step pipettor goal** (``anti_solvent_dispense.json``: the operator has mounted the
   pipettor, one ``EXPEL``): submit → result of the first goal of a fresh in-process engine
-  at infinite sim speed (mounting the pipettor builds its collision model), with the matrix cached against the matrix sampled afresh (a store without disk
+  at infinite sim speed (mounting the pipettor builds its collision model), with the
+  matrix cached against the matrix sampled afresh (a store without disk
   and memory swapped in for the process default: a bench-only instrument).
 * **the speed cap**: simulated seconds per wall second that the controller delivers while
   it plays trajectories at ``speed`` 1 … ∞, with the coarse steps it now takes against one
@@ -190,7 +191,8 @@ def pipettor_goal_rows(collision: object) -> list[list[str]]:
     ratio = statistics.median(results["sampled"]) / statistics.median(results["cached"])
     return [
         [
-            "`anti_solvent_dispense.json` (pipettor mounted by hand, one `EXPEL`), first goal: submit → result",
+            "`anti_solvent_dispense.json` (pipettor mounted by hand, one `EXPEL`), "
+            "first goal: submit → result",
             spread(results["cached"]),
             spread(results["sampled"]),
             f"{ratio:,.0f}×",

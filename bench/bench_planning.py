@@ -511,6 +511,8 @@ def full_tables(runs: list[FullRun]) -> tuple[str, str, str, dict[str, float]]:
         "p90_move": p90(everything),
         "max_move": max(everything),
         "planning_share": median(planning_total) / motion,
+        "idle": median(move_total),
+        "idle_spread": (min(move_total), max(move_total)),
     }
     return kinds, slow, units, summary
 
@@ -590,6 +592,10 @@ def report() -> str:
         f"{fmt_ms(summary['median_move'])} (median; p90 {fmt_ms(summary['p90_move'])}, worst "
         f"{fmt_ms(summary['max_move'])}), and planning takes {summary['planning_share'] * 100:.2f} % of "
         "the motion time it produces, so on this cell planning is never what the robot waits for. "
+        f"The robot waits for all of it: planning runs between motions (no plan-ahead yet), so the "
+        f"arm stands still for {fmt_ms(summary['idle'])} per run of the full example "
+        f"({fmt_ms(summary['idle_spread'][0])}–{fmt_ms(summary['idle_spread'][1])} over the runs; "
+        "operator pauses excluded; the planning work does not depend on the sim speed). "
         "These are figures of the embedded simulated cell (capsule/box collision geometry, analytic "
         "IK); MoveIt with meshes would plan slower, so they are not a prediction for the real robot.\n"
     )

@@ -258,7 +258,7 @@ def test_a_high_speed_controller_advances_several_periods_per_step() -> None:
     slow, fast, unlimited = (SimController(Q_START, speed=s) for s in (1.0, 1000.0, math.inf))
     try:
         assert slow._periods_per_iteration() == 1
-        assert fast._periods_per_iteration() == 500
+        assert fast._periods_per_iteration() == 250
         assert unlimited._periods_per_iteration() == MAX_PERIODS_PER_STEP
     finally:
         for ctl in (slow, fast, unlimited):

@@ -70,7 +70,7 @@ DEFAULT_START_TOLERANCE = 0.01
 DEFAULT_STATE_RATE = 50.0
 #: Least wall time [s] one control-loop iteration stands for; at high ``speed`` an
 #: iteration advances several control periods at once (see :meth:`SimController._advance`).
-MIN_WALL_STEP = 0.001
+MIN_WALL_STEP = 0.0005
 #: Most control periods one loop iteration advances (10 s of simulated time at 500 Hz).
 MAX_PERIODS_PER_STEP = 5000
 #: Fraction of the acceleration limit always available to the stop ramp.
@@ -449,7 +449,7 @@ class SimController:
 
     def _periods_per_iteration(self) -> int:
         """Control periods per loop iteration: enough that an iteration spans at least
-        :data:`MIN_WALL_STEP` of wall time (1 at real time; 500 at ``speed`` 1000), so the
+        :data:`MIN_WALL_STEP` of wall time (1 up to ``speed`` 7; 250 at ``speed`` 1000), so the
         loop's own cost (tens of µs) never caps the speed; :data:`MAX_PERIODS_PER_STEP` at
         ``speed = inf``."""
         if not math.isfinite(self._speed):

@@ -9,7 +9,9 @@ Two measurements, side by side:
   resident memory (``VmRSS``) is read with the engine's cache empty, then after storing 64
   variants of that solution (start joints shifted by 0.01 rad per variant, so every key
   and every entry is distinct) in the engine's own :class:`PlanCache`, then after
-  ``clear_cache``. ``PlanCache.nbytes()`` gives the serialised size.
+  ``clear_cache``. Each variant is decoded from its own bytes, so no two entries share
+  objects (as distinct plans do not). ``PlanCache.nbytes()`` is the cache's own estimate of
+  the memory its decoded entries hold (``solution_nbytes``, what its byte bound counts).
 * **The node** (``python -m erobs_bt.ros.node``, sim backend): a FULL_EXPERIMENT-sized
   *eligible* goal does not exist among the samples (the full script is 18 units, never
   cache-eligible), so the node's cache is filled the only way a client can fill it: 64
@@ -17,7 +19,7 @@ Two measurements, side by side:
   with its tasks repeated :data:`REPEATS` times, each variant with the ``hotplate`` pose
   moved by 0.001° × its number (a distinct key). ``VmRSS`` of the node process is read
   idle (after a warm-up preview and ``~/clear_cache``), after the 64 previews, and after
-  ``~/clear_cache``. The cache size is the in-process serialised size of the same plan × 64.
+  ``~/clear_cache``. The cache size is ``solution_nbytes`` of the same plan made in-process × 64.
   A control node with ``cache_capacity:=1`` runs the same previews: its growth is what
   planning and previewing leave behind without the cache.
 
@@ -45,7 +47,7 @@ from bench_ros import node_process, ros_domain, rss_bytes
 from common import markdown_table
 
 from erobs_bt.backends.base import Solution
-from erobs_bt.cache import DEFAULT_CAPACITY, make_key
+from erobs_bt.cache import DEFAULT_CAPACITY, make_key, solution_nbytes
 
 #: How often the tasks of spincoat_to_hotplate.json are repeated for the node's entries.
 REPEATS = 3
@@ -91,7 +93,8 @@ def measure_engine() -> dict[str, Any]:
         for k in range(DEFAULT_CAPACITY):
             start = (q0[0] + 0.01 * k, *q0[1:])
             key = make_key(script, model_revision=revision, start=start)
-            cache.put(key, replace(combined, start_positions=start))
+            variant = Solution.from_bytes(replace(combined, start_positions=start).to_bytes())
+            cache.put(key, variant)
         entries = len(cache)
         nbytes = cache.nbytes()
         full = _live_rss()
@@ -154,7 +157,7 @@ def node_figures(capacity: int) -> dict[str, Any]:
     engine = sim_engine()
     try:
         entry = sim_backend(engine).plan(engine.parse(preview_script(0)).steps).result()
-        entry_bytes = len(entry.to_bytes())
+        entry_bytes = solution_nbytes(entry)
         steps = len(engine.parse(preview_script(0)).steps)
     finally:
         engine.close()
@@ -262,13 +265,15 @@ def report() -> str:
     engine_base = engine["empty"] - engine["before_engine"]
     if 0.8 <= engine_ratio <= 1.25:
         engine_reading = (
-            f"In live memory a full cache costs what it stores (growth / nbytes {engine_ratio:.2f}): "
-            "entries are kept as compact JSON bytes, not as trajectory objects."
+            f"In live memory a full cache costs what it says it holds (growth / nbytes "
+            f"{engine_ratio:.2f}): entries are kept decoded (frozen trajectory objects, so a hit needs "
+            "no decoding), and the cache's own estimate of their size, which its byte bound counts, "
+            "matches what the process pays."
         )
     else:
         engine_reading = (
-            f"In live memory the growth is {engine_ratio:.2f}× the stored bytes, not the 1× that "
-            "bytes-only entries would suggest; something besides the serialised bytes is held."
+            f"In live memory the growth is {engine_ratio:.2f}× the cache's own estimate of its "
+            "entries (`nbytes`), not the 1× the estimate is meant to give."
         )
     first_half = control["half"] - control["empty"]
     second_half = control["full"] - control["half"]
@@ -317,7 +322,7 @@ def report() -> str:
         f"nudged by 0.001° × its number (distinct keys); {node['fill_seconds']:.1f} s for the 64. "
         "Raw RSS, as the operating system sees it. The control node runs the same 64 previews "
         "with `cache_capacity:=1`, so its growth is everything except the cache. The node's "
-        "`nbytes` is the serialised size of the same plan made in-process × entries.\n\n"
+        "`nbytes` is the estimated decoded size of the same plan made in-process × entries.\n\n"
         f"{table}\n\n"
         f"For scale: the in-process engine on the simulated cell (cell, collision model, planner, "
         f"after one run of the full script) adds {mib(engine_base)} of live memory to an "
@@ -327,10 +332,11 @@ def report() -> str:
         f"objects (`tracemalloc`), {engine['decoded_object'] / engine['entry_bytes']:.1f}× its "
         "serialised size.\n\n"
         "### Reading the figures\n\n"
-        f"{engine_reading} 64 FULL_EXPERIMENT-sized entries are {mib(engine['nbytes'])}: acceptable "
-        "on a lab PC, but not free, and nothing bounds the cache by bytes, only by entry count; "
-        f"packed float64 arrays instead of JSON text ({per_number:.1f} bytes per number) would cut it "
-        f"about {per_number / 8:.1f}×. In the node "
+        f"{engine_reading} 64 FULL_EXPERIMENT-sized entries are {mib(engine['nbytes'])} "
+        f"(serialised they would be {mib(engine['entry_bytes'] * engine['entries'])}, "
+        f"{per_number:.1f} bytes per number): the price of replays that need no decoding. The cache "
+        "is bounded by bytes as well as by its 64 entries (`PlanCache(max_bytes=…)`, default "
+        "512 MiB, room for 64 entries of this size), evicting the least recently used. In the node "
         f"the raw RSS grew {mib(node_growth)} with 64 entries and {mib(control_growth)} in the "
         f"control with one, so the cache added {mib(attributable)} over the control "
         f"({attributable_ratio:.2f}× its stored bytes). {history} The control's growth comes with "

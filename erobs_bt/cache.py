@@ -16,26 +16,50 @@ the script does not use, and registry entries overridden by inline poses. Moving
 obstacle therefore leaves a stored plan replayable; a fresh preview refreshes it.
 
 Only goals whose whole task list forms one batched unit are eligible
-(:func:`is_eligible`). The cache is an LRU of serialised solutions (capacity 64 by
-default), in memory, lost on restart.
+(:func:`is_eligible`). The cache is an in-memory LRU, lost on restart, bounded by its
+entry count (64 by default, the specification's "up to 64 serialized solutions") and by
+the memory its entries hold (:data:`DEFAULT_MAX_BYTES`).
+
+Entries are kept **decoded**: a :class:`~erobs_bt.backends.base.Solution` is a frozen
+dataclass of tuples, immutable all the way down, so the stored object itself is handed to
+every replay and nobody can change it. A hit then costs a dictionary lookup instead of
+decoding JSON (which was 80–87 % of the replay overhead); the price is memory, about 2.4×
+the serialised size, which :func:`solution_nbytes` estimates and the byte bound caps.
+Bytes (:meth:`Solution.to_bytes`) are for transport only.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from erobs_bt.backends.base import Solution
+from erobs_bt.backends.base import ArmSegment, Solution, TrajectoryPoint
 from erobs_bt.plan import is_eligible
 from erobs_bt.script.model import Script
 
-__all__ = ["DEFAULT_CAPACITY", "CacheKey", "PlanCache", "is_eligible", "make_key", "round_start"]
+__all__ = [
+    "DEFAULT_CAPACITY",
+    "CacheKey",
+    "PlanCache",
+    "is_eligible",
+    "make_key",
+    "round_start",
+    "solution_nbytes",
+]
+
+_LOG = logging.getLogger(__name__)
 
 #: Default capacity, from the specification ("holds up to 64 serialized solutions").
 DEFAULT_CAPACITY = 64
+#: Default bound on the memory held by the entries [bytes]: 512 MiB, room for the 64
+#: entries of the specification even when each is as large as the whole
+#: FULL_EXPERIMENT_RUN.json motion (about 2.5 MiB decoded, see BENCHMARKS.md).
+DEFAULT_MAX_BYTES = 512 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -80,50 +104,122 @@ def make_key(script: Script, *, model_revision: str, start: Sequence[float] | No
     return CacheKey(script.key_document(), model_revision, round_start(start))
 
 
+def solution_nbytes(solution: Solution) -> int:
+    """Estimated memory [bytes] that a decoded solution holds (CPython object sizes).
+
+    Per trajectory point: the point object, its three tuples and a float object per value
+    and for the time (each counted, although zeros are often shared: an upper estimate);
+    per segment the segment object and its tuples. Computed from counts, not by walking
+    the objects, so it is cheap on every :meth:`PlanCache.put`.
+    """
+    float_size = sys.getsizeof(0.0)
+    total = sys.getsizeof(solution) + sys.getsizeof(solution.segments)
+    for segment in solution.segments:
+        total += sys.getsizeof(segment)
+        if isinstance(segment, ArmSegment):
+            joints = len(segment.joint_names)
+            tuple_size = sys.getsizeof((0.0,) * joints)
+            point_size = _POINT_SIZE + 3 * tuple_size + (3 * joints + 1) * float_size
+            total += sys.getsizeof(segment.points) + len(segment.points) * point_size
+    return total
+
+
+_POINT_SIZE = sys.getsizeof(TrajectoryPoint((), (), (), 0.0))
+
+
+def _is_frozen(solution: Solution) -> bool:
+    """True when every container of ``solution`` is a tuple (so the whole object is immutable)."""
+    if not isinstance(solution.segments, tuple):
+        return False
+    if solution.start_positions is not None and not isinstance(solution.start_positions, tuple):
+        return False
+    for segment in solution.segments:
+        if isinstance(segment, ArmSegment):
+            if not isinstance(segment.points, tuple) or not isinstance(segment.joint_names, tuple):
+                return False
+            for point in segment.points:
+                if not (
+                    type(point.positions) is tuple
+                    and type(point.velocities) is tuple
+                    and type(point.accelerations) is tuple
+                ):
+                    return False
+    return True
+
+
 class PlanCache:
-    """A thread-safe LRU of serialised :class:`Solution` objects.
+    """A thread-safe LRU of decoded, immutable :class:`Solution` objects.
 
     Args:
         capacity: the most entries kept; the least recently used is evicted first.
+        max_bytes: the most memory the entries may hold [bytes] (estimated with
+            :func:`solution_nbytes`); least recently used entries are evicted until the
+            total fits. A single solution larger than this is not stored.
 
     Raises:
-        ValueError: ``capacity`` < 1.
+        ValueError: ``capacity`` < 1 or ``max_bytes`` < 1.
     """
 
-    def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
+    def __init__(self, capacity: int = DEFAULT_CAPACITY, *, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         if capacity < 1:
             raise ValueError(f"cache capacity must be >= 1 (got {capacity})")
+        if max_bytes < 1:
+            raise ValueError(f"cache max_bytes must be >= 1 (got {max_bytes})")
         self.capacity = capacity
-        self._entries: OrderedDict[CacheKey, bytes] = OrderedDict()
+        self.max_bytes = max_bytes
+        self._entries: OrderedDict[CacheKey, tuple[Solution, int]] = OrderedDict()
+        self._bytes = 0
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
 
     def get(self, key: CacheKey) -> Solution | None:
-        """Return the stored solution for ``key`` (marking it most recently used), or ``None``."""
+        """Return the stored solution for ``key`` (marking it most recently used), or ``None``.
+
+        The object returned is the stored one (immutable); ``planning_time`` is 0, since
+        replaying it costs no planning.
+        """
         with self._lock:
-            data = self._entries.get(key)
-            if data is None:
+            entry = self._entries.get(key)
+            if entry is None:
                 self.misses += 1
                 return None
             self._entries.move_to_end(key)
             self.hits += 1
-        return Solution.from_bytes(data)
+            return entry[0]
 
     def put(self, key: CacheKey, solution: Solution) -> None:
-        """Store (or replace) the solution for ``key``, evicting the LRU entry when full."""
-        data = solution.to_bytes()
+        """Store (or replace) the solution for ``key``; evict LRU entries past either bound.
+
+        A solution that is not made of tuples throughout is normalised through its
+        serialised form first, so the stored object can never be changed by its creator.
+        """
+        if not _is_frozen(solution):
+            solution = Solution.from_bytes(solution.to_bytes())
+        elif solution.planning_time != 0.0:
+            solution = replace(solution, planning_time=0.0)
+        size = solution_nbytes(solution)
         with self._lock:
-            self._entries[key] = data
-            self._entries.move_to_end(key)
-            while len(self._entries) > self.capacity:
-                self._entries.popitem(last=False)
+            old = self._entries.pop(key, None)
+            if old is not None:
+                self._bytes -= old[1]
+            if size > self.max_bytes:
+                _LOG.info(
+                    "plan cache: solution of %d bytes exceeds max_bytes %d; not stored", size, self.max_bytes
+                )
+                return
+            self._entries[key] = (solution, size)
+            self._bytes += size
+            while len(self._entries) > self.capacity or self._bytes > self.max_bytes:
+                _, (_, evicted) = self._entries.popitem(last=False)
+                self._bytes -= evicted
 
     def clear(self) -> int:
         """Drop every entry; returns how many were dropped."""
         with self._lock:
             count = len(self._entries)
             self._entries.clear()
+            self._bytes = 0
             return count
 
     def __contains__(self, key: object) -> bool:
@@ -135,6 +231,6 @@ class PlanCache:
             return len(self._entries)
 
     def nbytes(self) -> int:
-        """Total size of the stored serialised solutions [bytes]."""
+        """Estimated memory held by the stored solutions [bytes] (:func:`solution_nbytes`)."""
         with self._lock:
-            return sum(len(v) for v in self._entries.values())
+            return self._bytes

@@ -32,9 +32,9 @@ from rich.table import Table
 from rich.text import Text
 
 from erobs_bt.backends.factory import BACKEND_KINDS
-from erobs_bt.console import make_console
 from erobs_bt.plan import GoalPlan, NotPreviewableError, ScriptParser, plan_goal
 from erobs_bt.script.errors import ScriptError
+from erobs_bt.terminal import make_console
 
 EXIT_FAILED = 1
 EXIT_INVALID = 2

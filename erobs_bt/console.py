@@ -8,7 +8,6 @@ the final summary.
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from collections.abc import Mapping
@@ -19,18 +18,9 @@ from rich.console import Console
 from rich.table import Table
 
 from erobs_bt.orchestrator import OrchestratorListener, Result, State
+from erobs_bt.terminal import make_console
 
-
-def make_console(*, stderr: bool = False) -> Console:
-    """A rich console for the CLI.
-
-    On a terminal it behaves as usual; when the output goes to a file or a pipe (a log,
-    CI) lines are not wrapped at 80 columns, so paths and messages stay copyable.
-    """
-    stream = sys.stderr if stderr else sys.stdout
-    if stream.isatty():
-        return Console(stderr=stderr)
-    return Console(stderr=stderr, width=200, soft_wrap=True)
+__all__ = ["ConsoleProgress", "RunTotals", "make_console"]
 
 
 @dataclass

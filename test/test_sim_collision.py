@@ -21,7 +21,14 @@ import yaml
 
 from erobs_bt.backends.sim import kinematics as kin
 from erobs_bt.backends.sim.cell import CellConfig, Obstacle, Pose, Shape
-from erobs_bt.backends.sim.collision import ADJACENT_LINKS, CollisionModel
+from erobs_bt.backends.sim.collision import (
+    ADJACENT_LINKS,
+    AcmStore,
+    CollisionModel,
+    acm_key,
+    acm_key_document,
+    default_cache_dir,
+)
 
 
 @pytest.fixture(scope="module")
@@ -258,3 +265,99 @@ def test_threads_get_their_own_data(epick_model: CollisionModel) -> None:
     for t in threads:
         t.join()
     assert all(results[k] == expected for k in range(3))
+
+
+# -- the allowed-collision matrix, computed once per geometry -------------------------------------
+
+
+def test_the_acm_key_changes_with_the_geometry_and_only_with_it(cell: CellConfig) -> None:
+    base = acm_key(acm_key_document(cell, "epick", None))
+    assert acm_key(acm_key_document(cell, "epick", None)) == base  # deterministic
+    assert acm_key(acm_key_document(cell, "pipettor", None)) != base  # another tool
+    epick = cell.gripper("epick")
+    profiles = list(epick.cup_profiles)
+    if len(profiles) > 1:
+        assert acm_key(acm_key_document(cell, "epick", profiles[1])) != acm_key(
+            acm_key_document(cell, "epick", profiles[0])
+        )
+    first = epick.collision[0]
+    grown = dataclasses.replace(
+        first, shape=dataclasses.replace(first.shape, size=tuple(v * 1.01 for v in first.shape.size))
+    )
+    resized = dataclasses.replace(
+        cell,
+        grippers={
+            **cell.grippers,
+            "epick": dataclasses.replace(epick, collision=(grown, *epick.collision[1:])),
+        },
+    )
+    assert acm_key(acm_key_document(resized, "epick", None)) != base  # a tool part changed size
+    moved = dataclasses.replace(
+        first, pose=dataclasses.replace(first.pose, xyz=(first.pose.xyz[0] + 0.001, *first.pose.xyz[1:]))
+    )
+    shifted = dataclasses.replace(
+        cell,
+        grippers={
+            **cell.grippers,
+            "epick": dataclasses.replace(epick, collision=(moved, *epick.collision[1:])),
+        },
+    )
+    assert acm_key(acm_key_document(shifted, "epick", None)) != base  # a tool part moved
+    for changes in ({"self_collision_samples": 5000}, {"seed": 3}, {"link_geometry": "mesh"}):
+        assert acm_key(acm_key_document(_with_collision(cell, **changes), "epick", None)) != base, changes
+    # Obstacles and padding are not self-collision geometry: the matrix is the same.
+    assert acm_key(acm_key_document(_with_collision(cell, padding=0.05), "epick", None)) == base
+    assert acm_key(acm_key_document(dataclasses.replace(cell, obstacles=()), "epick", None)) == base
+
+
+def test_a_cached_acm_equals_a_fresh_one_and_is_reused_across_processes(
+    cell: CellConfig, tmp_path: Path
+) -> None:
+    fresh = CollisionModel(cell, gripper="pipettor", acm_store=AcmStore(persist=False))
+    first = AcmStore(tmp_path)
+    computed = CollisionModel(cell, gripper="pipettor", acm_store=first)
+    assert (first.computed, first.loaded) == (1, 0)
+    path = first.path(acm_key(acm_key_document(cell, "pipettor", None)))
+    assert path.parent == tmp_path / "acm" and path.is_file()
+    # A new process: a new store on the same directory reads the file instead of sampling.
+    second = AcmStore(tmp_path)
+    loaded = CollisionModel(cell, gripper="pipettor", acm_store=second)
+    assert (second.computed, second.loaded) == (0, 1)
+    assert loaded.disabled_pairs == computed.disabled_pairs == fresh.disabled_pairs
+    # Tool changes inside the process are answered from memory.
+    loaded.set_gripper("epick")
+    loaded.set_gripper("pipettor")
+    assert (second.computed, second.loaded, second.reused) == (1, 1, 1)
+    q = np.asarray(cell.named_states["moveit_home"])
+    assert loaded.contacts(q) == fresh.contacts(q)
+
+
+def test_a_damaged_acm_file_is_recomputed_and_rewritten(cell: CellConfig, tmp_path: Path) -> None:
+    store = AcmStore(tmp_path)
+    reference = CollisionModel(cell, gripper="pipettor", acm_store=store).disabled_pairs
+    path = store.path(acm_key(acm_key_document(cell, "pipettor", None)))
+    for damage in ("{not json", json.dumps({"key": "another", "disabled": []}), json.dumps([1, 2])):
+        path.write_text(damage)
+        again = AcmStore(tmp_path)
+        assert CollisionModel(cell, gripper="pipettor", acm_store=again).disabled_pairs == reference
+        assert (again.computed, again.loaded) == (1, 0)
+        assert json.loads(path.read_text())["key"] == path.stem  # rewritten
+
+
+def test_an_unwritable_cache_directory_only_costs_the_recomputation(cell: CellConfig, tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("")
+    store = AcmStore(blocker)
+    model = CollisionModel(cell, gripper="pipettor", acm_store=store)
+    assert store.computed == 1 and len(model.disabled_pairs) > 0
+
+
+def test_the_cache_directory_follows_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("EROBS_BT_CACHE_DIR", str(tmp_path / "explicit"))
+    assert default_cache_dir() == tmp_path / "explicit"
+    assert AcmStore().path("k") == tmp_path / "explicit" / "acm" / "k.json"
+    monkeypatch.delenv("EROBS_BT_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert default_cache_dir() == tmp_path / "xdg" / "erobs_bt"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    assert default_cache_dir() == Path.home() / ".cache" / "erobs_bt"

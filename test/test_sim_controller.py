@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 import threading
 import time
 from collections.abc import Iterator
@@ -11,7 +12,7 @@ import numpy as np
 import pytest
 
 from erobs_bt.backends.base import ArmSegment, ErrorCode, MotionError, TrajectoryPoint
-from erobs_bt.backends.sim.controller import SimController
+from erobs_bt.backends.sim.controller import MAX_PERIODS_PER_STEP, SimController
 from erobs_bt.backends.sim.kinematics import ACCELERATION_LIMITS, VELOCITY_LIMITS
 from erobs_bt.backends.sim.timing import time_parameterize
 
@@ -220,3 +221,45 @@ def test_joint_states_come_at_the_rate_on_the_simulated_clock(speed: float) -> N
     wall_rate = (len(moving) - 1) / (moving[-1][1] - moving[0][1])
     print(f"speed {speed:g}: {per_simulated_second:.3f} per simulated s, {wall_rate:.1f} Hz wall")
     assert received[-1][2] is False, "the final state at rest is reported"
+
+
+def _final_states(speed: float) -> list[tuple[float, ...]]:
+    """Play a move, a move that an injected fault stops half-way, and a move back to the start;
+    the arm state after each."""
+    ctl = SimController(Q_START, speed=speed)
+    try:
+        states = []
+        ctl.execute(segment(Q_START, Q_GOAL, scaling=1.0)).result(timeout=60)
+        states.append(ctl.joint_positions())
+        fault = MotionError(ErrorCode.EXECUTION_FAILED, "injected")
+        faulted = segment(Q_GOAL, Q_START, scaling=1.0)
+        with pytest.raises(MotionError, match="injected"):
+            ctl.execute(faulted, fault=(faulted.duration * 0.47, fault)).result(timeout=60)
+        states.append(ctl.joint_positions())
+        ctl.execute(segment(ctl.joint_positions(), Q_START, scaling=1.0)).result(timeout=60)
+        states.append(ctl.joint_positions())
+        return states
+    finally:
+        ctl.shutdown()
+
+
+def test_high_speeds_reach_the_same_final_states_as_slow_playback() -> None:
+    """The coarse steps taken at high speed change how often the state is computed, never
+    where a trajectory ends, where an injected fault stops the arm, or what follows."""
+    reference = _final_states(4.0)
+    assert reference[0] == Q_GOAL and reference[2] == Q_START
+    assert np.max(np.abs(np.subtract(reference[1], Q_GOAL))) > 0.05  # stopped on the way
+    for speed in (1000.0, math.inf):
+        for got, want in zip(_final_states(speed), reference, strict=True):
+            np.testing.assert_allclose(got, want, rtol=0.0, atol=1e-12)
+
+
+def test_a_high_speed_controller_advances_several_periods_per_step() -> None:
+    slow, fast, unlimited = (SimController(Q_START, speed=s) for s in (1.0, 1000.0, math.inf))
+    try:
+        assert slow._periods_per_iteration() == 1
+        assert fast._periods_per_iteration() == 250
+        assert unlimited._periods_per_iteration() == MAX_PERIODS_PER_STEP
+    finally:
+        for ctl in (slow, fast, unlimited):
+            ctl.shutdown()

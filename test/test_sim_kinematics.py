@@ -168,3 +168,52 @@ def test_bad_inputs_are_rejected_with_their_name() -> None:
         kin.ik(np.eye(4), seed=[0.0, 0.0])
     with pytest.raises(ValueError, match="quaternion"):
         kin.pose_from_xyz_quat([0, 0, 0], [0, 0, 0, 0])
+
+
+def test_vectorised_ik_branches_are_the_scalar_branches() -> None:
+    rng = np.random.default_rng(21)
+    qs = _random_q(rng, 300)
+    poses = np.array([kin.fk(q) for q in qs])
+    branches, singular = kin.ik_branches(poses)
+    assert branches.shape == (300, 8, 6) and not singular.any()
+    for pose, found in zip(poses, branches, strict=True):
+        raw = kin._raw_ik(kin.T_BASE_LINK_BASE @ pose @ kin.invert_pose(kin.T_TOOL0_FLANGE), 0.0)
+        present = found[~np.isnan(found[:, 0])]
+        assert len(present) == len(raw)
+        for a, b in zip(raw, present, strict=True):
+            assert _same_up_to_2pi(a, b, 1e-9)
+    unreachable = kin.pose_from_xyz_rpy([3.0, 0.0, 0.0], [0.0, 0.0, 0.0], degrees=False)
+    assert np.isnan(kin.ik_branches(unreachable[None])[0]).all()
+    with pytest.raises(ValueError, match="N, 4, 4"):
+        kin.ik_branches(np.eye(4))
+
+
+def test_vectorised_fk_is_the_scalar_fk() -> None:
+    qs = _random_q(np.random.default_rng(22), 100)
+    np.testing.assert_allclose(kin.fk_batch(qs), np.array([kin.fk(q) for q in qs]), atol=1e-12)
+
+
+def test_numpy_rotation_helpers_agree_with_scipy() -> None:
+    Rotation = pytest.importorskip("scipy.spatial.transform").Rotation
+    rng = np.random.default_rng(23)
+    for _ in range(300):
+        rpy = rng.uniform(-math.pi, math.pi, 3)
+        rpy[1] = rng.uniform(-math.pi / 2, math.pi / 2)
+        R = Rotation.from_euler("xyz", rpy).as_matrix()
+        np.testing.assert_allclose(kin.rpy_matrix(rpy), R, atol=1e-12)
+        np.testing.assert_allclose(kin.rpy_from_matrix(R), Rotation.from_matrix(R).as_euler("xyz"), atol=1e-9)
+        quat = Rotation.from_matrix(R).as_quat()
+        quat = -quat if quat[3] < 0 else quat
+        np.testing.assert_allclose(kin.quat_from_matrix(R), quat, atol=1e-12)
+        np.testing.assert_allclose(kin.quat_matrix(quat), R, atol=1e-12)
+        np.testing.assert_allclose(kin.rotvec_from_matrix(R), Rotation.from_matrix(R).as_rotvec(), atol=1e-9)
+        other = Rotation.from_rotvec(rng.normal(size=3)).as_matrix()
+        u = np.linspace(0.0, 1.0, 5)
+        expected = Rotation.from_matrix(R) * Rotation.from_rotvec(
+            u[:, None] * (Rotation.from_matrix(R).inv() * Rotation.from_matrix(other)).as_rotvec()
+        )
+        np.testing.assert_allclose(kin.slerp_matrices(R, other, u), expected.as_matrix(), atol=1e-9)
+    for half_turn in (np.diag([1.0, -1.0, -1.0]), np.diag([-1.0, 1.0, -1.0]), np.diag([-1.0, -1.0, 1.0])):
+        assert kin.rotation_angle(half_turn) == pytest.approx(math.pi)
+        assert np.linalg.norm(kin.rotvec_from_matrix(half_turn)) == pytest.approx(math.pi)
+    assert kin.rotation_angle(np.eye(3)) == 0.0

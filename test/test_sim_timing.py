@@ -221,3 +221,22 @@ def test_a_path_parameter_that_does_not_increase_is_rejected() -> None:
     u, path = curved_path(10)
     with pytest.raises(ValueError, match="path_parameter"):
         time_parameterize_path(path, path_parameter=u[::-1], velocity_limits=V_MAX, acceleration_limits=A_MAX)
+
+
+def test_the_numpy_spline_is_scipys_not_a_knot_spline() -> None:
+    scipy_interpolate = pytest.importorskip("scipy.interpolate")
+    from erobs_bt.backends.sim.timing import CubicSpline
+
+    rng = np.random.default_rng(41)
+    for n in (2, 3, 4, 5, 17, 600):
+        x = np.cumsum(rng.uniform(0.01, 1.0, n))
+        y = rng.normal(size=(n, 6))
+        ours, reference = CubicSpline(x, y), scipy_interpolate.CubicSpline(x, y, axis=0)
+        t = np.linspace(x[0], x[-1], 997)
+        for nu in (0, 1, 2):
+            scale = max(1.0, float(np.max(np.abs(reference(t, nu)))))
+            np.testing.assert_allclose(ours(t, nu), reference(t, nu), rtol=0.0, atol=1e-11 * scale)
+        coefficient_scale = max(1.0, float(np.max(np.abs(reference.c))))
+        np.testing.assert_allclose(ours.c, reference.c, rtol=0.0, atol=1e-9 * coefficient_scale)
+    with pytest.raises(ValueError, match="increasing"):
+        CubicSpline(np.array([0.0, 1.0, 1.0]), np.zeros((3, 6)))

@@ -77,6 +77,7 @@ import yaml
 from numpy.typing import NDArray
 
 from erobs_bt.backends.sim.kinematics import T_BASE_LINK_BASE, pose_from_xyz_rpy
+from erobs_bt.script._values import safe_load_yaml
 from erobs_bt.script.errors import ScriptError
 from erobs_bt.script.vocabulary import DEFAULT_CELL_PATH as _VOCABULARY_CELL_PATH
 from erobs_bt.script.vocabulary import CellVocabulary
@@ -796,7 +797,7 @@ def load_cell(path: str | Path = DEFAULT_CELL_PATH) -> CellConfig:
     except OSError as exc:
         raise CellConfigError(source, "", f"cannot read: {exc.strerror or exc}") from exc
     try:
-        document = yaml.safe_load(text)
+        document = safe_load_yaml(text)
     except yaml.YAMLError as exc:
         raise CellConfigError(source, "", f"invalid YAML: {exc}") from exc
     return parse_cell(document, source=source)

@@ -24,7 +24,14 @@ The model, in ``base_link`` (the URDF root, pinocchio's universe):
 Self-collision pairs follow the MoveIt Setup Assistant recipe: all pairs of bodies that are
 not adjacent in the chain, minus the pairs that collided in every or in none of
 ``collision.self_collision_samples`` random configurations (seeded, so deterministic). The
-matrix is computed once per tool and cup profile and kept in the instance.
+matrix depends only on the geometry, so it is computed **once per cell geometry**
+(:class:`AcmStore`): keyed by a SHA-256 of everything it is computed from (the URDF text
+and the bytes of its collision meshes, the link-geometry mode, the tool and cup primitives,
+the sampling settings, the pinocchio and coal versions and :data:`ACM_FORMAT`), kept in
+memory for the process and as a small JSON file in the user's cache directory
+(:func:`default_cache_dir`; ``EROBS_BT_CACHE_DIR`` overrides it), like the SRDF that
+MoveIt's Setup Assistant writes once per robot. A changed geometry gives another key, so a
+stale matrix is never used; an unreadable or unwritable cache only costs the recomputation.
 
 Threads: planning runs off the tick thread, so every thread gets its own ``pinocchio.Data``
 and ``GeometryData`` (``threading.local``). The model itself is an immutable snapshot that
@@ -35,9 +42,15 @@ finishes on the snapshot it started with.
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
+import json
+import logging
+import os
 import re
+import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
@@ -50,6 +63,14 @@ from numpy.typing import ArrayLike, NDArray
 
 from erobs_bt.backends.sim.cell import ROBOT_LINKS, CellConfig, Shape, ToolShape
 from erobs_bt.backends.sim.kinematics import JOINT_LIMITS
+
+_LOG = logging.getLogger(__name__)
+
+#: Version of the allowed-collision-matrix computation; part of every ACM key. Bump it when
+#: the candidate pairs or the sampling rule change, so matrices cached on disk are recomputed.
+ACM_FORMAT = 1
+#: Environment variable naming the directory of erobs_bt's on-disk caches.
+CACHE_DIR_ENV = "EROBS_BT_CACHE_DIR"
 
 #: Pairs of arm links joined by a joint (never checked), airo-models URDF names.
 ADJACENT_LINKS: tuple[tuple[str, str], ...] = tuple(pairwise(ROBOT_LINKS))
@@ -70,10 +91,18 @@ _BASE_MESH_COLLISION = (
 
 
 def ur5e_urdf_path() -> Path:
-    """Path of the UR5e URDF shipped by ``airo-models`` (meshes beside it)."""
-    import airo_models
+    """Path of the UR5e URDF shipped by ``airo-models`` (meshes beside it).
 
-    return Path(airo_models.__file__).resolve().parent / "arms" / "ur5e" / "ur5e.urdf"
+    Found without importing ``airo_models`` (its ``__init__`` imports its URDF tooling,
+    about 0.1 s of start-up this package does not need).
+
+    Raises:
+        RuntimeError: ``airo-models`` is not installed.
+    """
+    spec = importlib.util.find_spec("airo_models")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("the airo-models package (UR5e URDF and meshes) is not installed")
+    return Path(next(iter(spec.submodule_search_locations))).resolve() / "arms" / "ur5e" / "ur5e.urdf"
 
 
 def ur5e_urdf_text(*, base_mesh: bool) -> str:
@@ -109,6 +138,170 @@ def build_robot_model(*, base_mesh: bool = True) -> tuple[pin.Model, pin.Geometr
         model, text, pin.GeometryType.COLLISION, package_dirs=[str(ur5e_urdf_path().parent)]
     )
     return model, geometry
+
+
+def default_cache_dir() -> Path:
+    """The directory of erobs_bt's on-disk caches (the allowed-collision matrices).
+
+    ``$EROBS_BT_CACHE_DIR`` when set, else ``$XDG_CACHE_HOME/erobs_bt``, else
+    ``~/.cache/erobs_bt`` (the XDG Base Directory default). Nothing in it is precious:
+    deleting it only costs a recomputation.
+    """
+    explicit = os.environ.get(CACHE_DIR_ENV)
+    if explicit:
+        return Path(explicit)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "erobs_bt"
+
+
+_COLLISION_MESH = re.compile(r'<collision>.*?filename="([^"]+)".*?</collision>', re.S)
+_ROBOT_DIGESTS: dict[str, str] = {}
+_ROBOT_DIGESTS_LOCK = threading.Lock()
+
+
+def robot_geometry_digest(link_geometry: LinkGeometry) -> str:
+    """SHA-256 of the arm's collision geometry: the URDF as loaded, its collision meshes' bytes
+    and the link-geometry mode (computed once per process; about 1 ms)."""
+    with _ROBOT_DIGESTS_LOCK:
+        cached = _ROBOT_DIGESTS.get(link_geometry)
+        if cached is not None:
+            return cached
+        text = ur5e_urdf_text(base_mesh=True)
+        digest = hashlib.sha256(text.encode())
+        digest.update(link_geometry.encode())
+        root = ur5e_urdf_path().parent
+        for filename in _COLLISION_MESH.findall(text):
+            digest.update(filename.encode())
+            digest.update((root / filename).read_bytes())
+        _ROBOT_DIGESTS[link_geometry] = digest.hexdigest()
+        return _ROBOT_DIGESTS[link_geometry]
+
+
+def acm_key_document(cell: CellConfig, gripper: str, cup_profile: str | None) -> dict[str, Any]:
+    """Everything the allowed-collision matrix of a tool is computed from (JSON-ready).
+
+    The arm geometry (:func:`robot_geometry_digest`), the tool's and cup's primitives with
+    their placements in ``flange`` (rounded to 1e-12 m/rad), the sampling settings, the
+    pinocchio and coal versions and :data:`ACM_FORMAT`. Obstacles and padding are not in it:
+    the matrix covers self-collision pairs only.
+    """
+    settings = cell.collision
+    tool = [
+        {
+            "name": f"{gripper}/{s.name}",
+            "kind": s.shape.kind,
+            "size": [round(float(v), 12) for v in s.shape.size],
+            "pose": [round(float(v), 12) for v in (*s.pose.xyz, *s.pose.rpy)],
+        }
+        for s in cell.gripper(gripper).collision_shapes(cup_profile)
+    ]
+    return {
+        "format": ACM_FORMAT,
+        "robot": robot_geometry_digest(settings.link_geometry),
+        "tool": tool,
+        "samples": int(settings.self_collision_samples),
+        "seed": int(settings.seed),
+        "pinocchio": str(pin.__version__),
+        "coal": str(coal.__version__),
+    }
+
+
+def acm_key(document: dict[str, Any]) -> str:
+    """The SHA-256 hex digest of an :func:`acm_key_document` (canonical JSON)."""
+    return hashlib.sha256(json.dumps(document, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+PairSet = frozenset[tuple[str, str]]
+
+
+class AcmStore:
+    """Allowed-collision matrices by geometry key: in memory for the process, and on disk.
+
+    Files are ``<directory>/acm/<key>.json`` (the key document, for people, and the
+    disabled pairs), written atomically; a file that does not parse or does not match its
+    key is ignored and rewritten. Disk errors are logged and cost only the recomputation.
+    Thread-safe.
+
+    Args:
+        directory: the cache directory; ``None`` uses :func:`default_cache_dir` at each
+            lookup (so ``EROBS_BT_CACHE_DIR`` set later still applies).
+        persist: ``False`` keeps matrices in memory only.
+
+    Attributes:
+        computed: matrices computed by sampling in this store.
+        loaded: matrices read from disk.
+        reused: lookups answered from memory.
+    """
+
+    def __init__(self, directory: Path | None = None, *, persist: bool = True) -> None:
+        self._directory = directory
+        self._persist = persist
+        self._memory: dict[str, PairSet] = {}
+        self._lock = threading.Lock()
+        self.computed = 0
+        self.loaded = 0
+        self.reused = 0
+
+    def path(self, key: str) -> Path:
+        """Where the matrix of ``key`` is (or would be) stored."""
+        directory = self._directory if self._directory is not None else default_cache_dir()
+        return directory / "acm" / f"{key}.json"
+
+    def get(self, document: dict[str, Any], compute: Callable[[], PairSet]) -> PairSet:
+        """The matrix for ``document`` (:func:`acm_key_document`): memory, else disk, else ``compute()``."""
+        key = acm_key(document)
+        with self._lock:
+            cached = self._memory.get(key)
+            if cached is not None:
+                self.reused += 1
+                return cached
+            pairs = self._load(key) if self._persist else None
+            if pairs is not None:
+                self.loaded += 1
+            else:
+                pairs = compute()
+                self.computed += 1
+                if self._persist:
+                    self._save(key, document, pairs)
+            self._memory[key] = pairs
+            return pairs
+
+    def _load(self, key: str) -> PairSet | None:
+        path = self.path(key)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as exc:
+            _LOG.warning("allowed-collision matrix %s unreadable (%s); recomputing", path, exc)
+            return None
+        pairs = data.get("disabled") if isinstance(data, dict) else None
+        if not (
+            isinstance(data, dict)
+            and data.get("key") == key
+            and isinstance(pairs, list)
+            and all(isinstance(p, list) and len(p) == 2 and all(isinstance(n, str) for n in p) for p in pairs)
+        ):
+            _LOG.warning("allowed-collision matrix %s does not match its key; recomputing", path)
+            return None
+        return frozenset((a, b) for a, b in pairs)
+
+    def _save(self, key: str, document: dict[str, Any], pairs: PairSet) -> None:
+        path = self.path(key)
+        payload = {"key": key, "inputs": document, "disabled": sorted([a, b] for a, b in pairs)}
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile(
+                "w", encoding="utf-8", dir=path.parent, prefix=".acm-", suffix=".tmp", delete=False
+            ) as handle:
+                json.dump(payload, handle, indent=1)
+            os.replace(handle.name, path)
+        except OSError as exc:
+            _LOG.warning("cannot store the allowed-collision matrix in %s (%s)", path, exc)
+
+
+#: The process-wide store (default cache directory) that :class:`CollisionModel` uses.
+DEFAULT_ACM_STORE = AcmStore()
 
 
 def coal_shape(shape: Shape) -> coal.CollisionGeometry:
@@ -171,13 +364,23 @@ class CollisionModel:
         cell: the cell description.
         gripper: the attached tool (a key of ``cell.grippers``).
         cup_profile: the fitted cup (``None``: the gripper's default profile).
+        acm_store: where allowed-collision matrices are looked up and kept
+            (default :data:`DEFAULT_ACM_STORE`: process memory and the user cache directory).
 
     Raises:
         ValueError: unknown gripper or cup profile.
     """
 
-    def __init__(self, cell: CellConfig, *, gripper: str, cup_profile: str | None = None) -> None:
+    def __init__(
+        self,
+        cell: CellConfig,
+        *,
+        gripper: str,
+        cup_profile: str | None = None,
+        acm_store: AcmStore | None = None,
+    ) -> None:
         self._cell = cell
+        self._acm_store = acm_store if acm_store is not None else DEFAULT_ACM_STORE
         self._lock = threading.Lock()
         self._local = threading.local()
         self._robot_model, self._robot_geometry = build_robot_model()
@@ -190,7 +393,6 @@ class CollisionModel:
         flange = self._robot_model.getFrameId(TOOL_FRAME)
         self._T_joint_flange: pin.SE3 = self._robot_model.frames[flange].placement
         self._tool_joint = self._robot_model.frames[flange].parentJoint
-        self._acm_cache: dict[tuple[str, str | None], frozenset[tuple[str, str]]] = {}
         cup = cell.gripper(gripper).cup(cup_profile)
         self._scene: _Scene = self._build_scene(gripper, cup.name if cup is not None else None, None)
 
@@ -387,9 +589,15 @@ class CollisionModel:
         model, geometry, data, geometry_data = scene.model, scene.geometry, state.data, state.geometry_data
         if pin.computeCollisions(model, data, geometry, geometry_data, path[0], True):
             return 0
+        deltas = np.diff(path, axis=0)
+        counts = np.maximum(1, np.ceil(np.max(np.abs(deltas), axis=1) / max_step - 1e-12).astype(int))
         for i in range(1, path.shape[0]):
-            delta = path[i] - path[i - 1]
-            steps = max(1, int(np.ceil(float(np.max(np.abs(delta))) / max_step - 1e-12)))
+            steps = int(counts[i - 1])
+            if steps == 1:  # already dense (the common case): no interpolation
+                if pin.computeCollisions(model, data, geometry, geometry_data, path[i], True):
+                    return i
+                continue
+            delta = deltas[i - 1]
             for s in range(1, steps + 1):
                 q = path[i - 1] + delta * (s / steps)
                 if pin.computeCollisions(model, data, geometry, geometry_data, q, True):
@@ -469,12 +677,13 @@ class CollisionModel:
                 pairs.append((i, j))
         return pairs
 
-    def _acm(self, gripper: str, cup_profile: str | None) -> frozenset[tuple[str, str]]:
+    def _acm(self, gripper: str, cup_profile: str | None) -> PairSet:
+        """Disabled self pairs of a tool, from the store or computed (:meth:`_sample_acm`)."""
+        document = acm_key_document(self._cell, gripper, cup_profile)
+        return self._acm_store.get(document, lambda: self._sample_acm(gripper, cup_profile))
+
+    def _sample_acm(self, gripper: str, cup_profile: str | None) -> PairSet:
         """Disabled self pairs: adjacent, and always/never colliding in seeded sampling."""
-        key = (gripper, cup_profile)
-        cached = self._acm_cache.get(key)
-        if cached is not None:
-            return cached
         geometry, names = self._base_geometry(gripper, cup_profile)
         candidates = self._candidate_self_pairs(names)
         for i, j in candidates:
@@ -490,14 +699,12 @@ class CollisionModel:
             if pin.computeCollisions(self._robot_model, data, geometry, geometry_data, q, False):
                 hits += np.fromiter((r.isCollision() for r in results), dtype=bool, count=len(candidates))
         enabled = {
-            (names[i], names[j]) for (i, j), h in zip(candidates, hits, strict=True) if 0 < h < len(samples)
+            _pair_key(names[i], names[j])
+            for (i, j), h in zip(candidates, hits, strict=True)
+            if 0 < h < len(samples)
         }
-        every = {
-            tuple(sorted((names[i], names[j]))) for i in range(len(names)) for j in range(i + 1, len(names))
-        }
-        disabled = frozenset(p for p in every if p not in {tuple(sorted(e)) for e in enabled})
-        self._acm_cache[key] = disabled  # type: ignore[assignment]
-        return disabled  # type: ignore[return-value]
+        every = {_pair_key(names[i], names[j]) for i in range(len(names)) for j in range(i + 1, len(names))}
+        return frozenset(every - enabled)
 
     def _build_scene(self, gripper: str, cup_profile: str | None, attached: AttachedObject | None) -> _Scene:
         disabled = self._acm(gripper, cup_profile)

@@ -13,7 +13,14 @@ that segment, so the spline between them stays on it too.
 
 Time: ``speed`` is simulated seconds per wall second (1.0 = real time, 10.0 for tests,
 ``math.inf`` = as fast as the CPU allows). The control loop keeps a wall-clock deadline
-per control period, so the simulated clock tracks ``speed`` × wall time without drift.
+per iteration, so the simulated clock tracks ``speed`` × wall time without drift. One
+iteration costs tens of microseconds of CPU, more than a 2 ms control period lasts at
+``speed`` 1000, so at high speed one iteration advances several periods at once
+(:data:`MIN_WALL_STEP`): playing a trajectory needs no integration (the arm *is* the
+trajectory at ``τ = k·dt``), so this changes only how often the state is computed, not
+the states. Faults fire and trajectories end at the same period at every speed, and the
+stop ramp is still integrated period by period, so the final states do not depend on
+``speed``.
 
 Stopping, like UR's speed slider (motion-planning.md §7): a time-scaling factor ``s``
 (1 while playing) is ramped to 0, so the arm decelerates along the trajectory path and
@@ -61,6 +68,11 @@ DEFAULT_CONTROL_RATE = 500.0
 DEFAULT_START_TOLERANCE = 0.01
 #: Default rate of joint-state notifications [Hz of wall time].
 DEFAULT_STATE_RATE = 50.0
+#: Least wall time [s] one control-loop iteration stands for; at high ``speed`` an
+#: iteration advances several control periods at once (see :meth:`SimController._advance`).
+MIN_WALL_STEP = 0.0005
+#: Most control periods one loop iteration advances (10 s of simulated time at 500 Hz).
+MAX_PERIODS_PER_STEP = 5000
 #: Fraction of the acceleration limit always available to the stop ramp.
 _RAMP_FLOOR = 0.05
 #: Velocities below this [rad/s] do not constrain the stop ramp.
@@ -116,9 +128,21 @@ class _Active:
         self.step_index = step_index
         self.duration = float(times[-1])
         self.tau = 0.0
+        self.steps = 0
         self.scale = 1.0
         self.index = 0
         self.stop_error: MotionError | None = None
+
+    def periods_until(self, fault_time: float, dt: float) -> int:
+        """Periods of normal play (at least 1) until ``τ = min(duration, k·dt)`` first
+        reaches ``fault_time`` or the end."""
+        target = min(fault_time, self.duration)
+        k = max(self.steps + 1, math.ceil(target / dt) - 1)
+        while k > self.steps + 1 and min(self.duration, (k - 1) * dt) >= target:
+            k -= 1
+        while min(self.duration, k * dt) < target:
+            k += 1
+        return k - self.steps
 
     def locate(self, tau: float) -> int:
         """Index ``k`` with ``times[k] <= tau <= times[k + 1]`` (the pointer only moves forward)."""
@@ -413,6 +437,25 @@ class SimController:
             self._thread.join(timeout)
 
     # -- internals -----------------------------------------------------------------------
+    def _periods_until_due(self, periods: int) -> int:
+        """At most ``periods``, and no further than the next listener's scheduled state (at
+        least 1), so coarse steps never skip a state of a listener's schedule. Caller holds
+        the lock."""
+        if not self._listeners:
+            return periods
+        next_due = min(s.due for s in self._listeners)
+        until = math.ceil((next_due - self._sim_time) / self._period - 1e-9)
+        return max(1, min(periods, until))
+
+    def _periods_per_iteration(self) -> int:
+        """Control periods per loop iteration: enough that an iteration spans at least
+        :data:`MIN_WALL_STEP` of wall time (1 up to ``speed`` 7; 250 at ``speed`` 1000), so the
+        loop's own cost (tens of µs) never caps the speed; :data:`MAX_PERIODS_PER_STEP` at
+        ``speed = inf``."""
+        if not math.isfinite(self._speed):
+            return MAX_PERIODS_PER_STEP
+        return max(1, min(MAX_PERIODS_PER_STEP, int(self._speed * MIN_WALL_STEP / self._period)))
+
     def _arrays(
         self, segment: ArmSegment
     ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
@@ -483,13 +526,33 @@ class SimController:
             except Exception:
                 _LOG.exception("joint-state listener %r failed", listener)
 
-    def _advance(self, active: _Active) -> MotionError | bool | None:
-        """One control period. Returns False while playing, True when done, or the failure."""
+    def _advance(self, active: _Active, periods: int) -> MotionError | bool | None:
+        """Advance ``periods`` control periods. Returns False while playing, True when done,
+        or the failure.
+
+        Normal play needs no integration: ``τ`` is ``k·dt`` after ``k`` periods and the arm
+        is the trajectory evaluated there, so many periods are taken in one jump and the
+        trajectory is evaluated once, at the end of the jump (the coarse integration that
+        lets high ``speed`` values be honoured). The jump never passes the period at which
+        an injected fault fires or the trajectory ends, so those happen at the same ``τ``
+        at any speed. A stop ramp is integrated period by period.
+        """
         dt = self._period
-        self._sim_time += dt
-        if active.stop_error is None and active.fault is not None and active.tau >= active.fault[0]:
-            active.stop_error = active.fault[1]
-        if active.stop_error is not None:
+        remaining = periods
+        while remaining > 0:
+            if active.stop_error is None and active.fault is not None and active.tau >= active.fault[0]:
+                active.stop_error = active.fault[1]
+            if active.stop_error is None:
+                jump = min(remaining, active.periods_until(active.fault[0] if active.fault else math.inf, dt))
+                active.steps += jump
+                active.tau = min(active.duration, active.steps * dt)
+                self._sim_time += jump * dt
+                remaining -= jump
+                if active.tau >= active.duration:
+                    break
+                continue
+            self._sim_time += dt
+            remaining -= 1
             _, qd, qdd = active.evaluate(active.tau)
             room = np.maximum(self._accel - active.scale**2 * np.abs(qdd), _RAMP_FLOOR * self._accel)
             moving = np.abs(qd) > _TINY_VELOCITY
@@ -497,8 +560,8 @@ class SimController:
             new_scale = max(0.0, active.scale - rate * dt)
             active.tau = min(active.duration, active.tau + 0.5 * (active.scale + new_scale) * dt)
             active.scale = new_scale
-        else:
-            active.tau = min(active.duration, active.tau + dt)
+            if active.tau >= active.duration or active.scale <= 0.0:
+                break
         position, qd, _ = active.evaluate(active.tau)
         if active.tau >= active.duration:
             self._positions = active.positions[-1].copy()
@@ -513,10 +576,12 @@ class SimController:
 
     def _run(self) -> None:
         deadline = time.monotonic()
+        periods = self._periods_per_iteration()
         while True:
             finished: tuple[Future[None], MotionError | None] | None = None
             snapshot: JointState | None = None
             due: list[JointStateListener] | None = None
+            advanced = 0
             with self._cond:
                 if self._shutdown:
                     break
@@ -532,7 +597,8 @@ class SimController:
                     if self._active is None and self._listeners:
                         snapshot = self._snapshot()
                 else:
-                    outcome = self._advance(active)
+                    advanced = self._periods_until_due(periods)
+                    outcome = self._advance(active, advanced)
                     if outcome is not False:
                         self._active = None
                         finished = (active.future, None if outcome is True else outcome)  # type: ignore[arg-type]
@@ -552,7 +618,7 @@ class SimController:
                         self._idle.set()
                 continue
             if active is not None and math.isfinite(self._speed):
-                deadline += self._period / self._speed
+                deadline += advanced * self._period / self._speed
                 delay = deadline - time.monotonic()
                 if delay > 0.0:
                     time.sleep(delay)

@@ -67,6 +67,7 @@ from typing import Any
 import yaml
 
 from erobs_bt.backends.base import ErrorCode, MotionError
+from erobs_bt.script._values import safe_load_yaml
 
 #: Call kinds an entry can target.
 FAULT_CALLS: tuple[str, ...] = ("plan", "execute", "replay", "run_step", "acceptance")
@@ -405,7 +406,7 @@ def load_faults(path: str | Path) -> FaultInjector:
     """
     file = Path(path)
     try:
-        data = yaml.safe_load(file.read_text(encoding="utf-8"))
+        data = safe_load_yaml(file.read_text(encoding="utf-8"))
     except OSError as exc:
         raise ValueError(f"{file}: cannot read fault configuration: {exc.strerror or exc}") from exc
     except yaml.YAMLError as exc:

@@ -34,7 +34,8 @@ re-checked (start state, limits, spacing, collisions, constraints) before it is 
 
 Process-wide OMPL settings: OMPL keeps its log level and its random seed in C++
 globals, and only the first ``RNG.setSeed`` call of a process has an effect
-(motion-planning.md §1). :func:`configure_ompl` is therefore guarded by the one piece of
+(motion-planning.md §1). OMPL is imported and configured when a plan first needs it
+(most moves are straight lines). :func:`configure_ompl` is guarded by the one piece of
 module-level state in this package, a lock-protected record of what the process has
 already set. Planning itself keeps no state between calls and can run in a worker
 thread (OMPL releases the GIL between validity callbacks).
@@ -50,19 +51,16 @@ import math
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from ompl import base as ob
-from ompl import geometric as og
-from ompl import util as ou
-from scipy.spatial.transform import Rotation
 
 from erobs_bt.backends.base import ArmSegment, ErrorCode, MotionError, TrajectoryPoint
 from erobs_bt.backends.sim import kinematics
 from erobs_bt.backends.sim.cartesian import (
     CartesianPath,
+    IkBranchesFunction,
     distance_from_segment,
     follow_line,
     interpolate_poses,
@@ -74,6 +72,9 @@ from erobs_bt.backends.sim.timing import (
     time_parameterize_path,
 )
 from erobs_bt.script.model import JOINT_NAMES, Constraints, MoveTo
+
+if TYPE_CHECKING:
+    from ompl import base as ob
 
 _LOG = logging.getLogger(__name__)
 
@@ -178,6 +179,8 @@ class _OmplProcessSettings:
         self._seed: int | None = None
 
     def apply(self, seed: int | None) -> None:
+        from ompl import util as ou
+
         with self._lock:
             if not self._log_level_set:
                 ou.setLogLevel(ou.LogLevel.LOG_WARN)
@@ -249,7 +252,7 @@ class _Validity:
             R_base_flange = self.fk(q)[:3, :3]
             for R_flange_link, R_frame_base, R_target, tolerance, label in self.orientation_bounds:
                 R_frame_link = R_frame_base @ R_base_flange @ R_flange_link
-                error = np.abs(Rotation.from_matrix(R_target.T @ R_frame_link).as_rotvec())
+                error = np.abs(kinematics.rotvec_from_matrix(R_target.T @ R_frame_link))
                 if np.any(error > tolerance + 1e-9):
                     return f"{label} (error {_fmt(error)} rad)"
         return None
@@ -327,17 +330,16 @@ def _densify(qs: np.ndarray, step: float) -> tuple[np.ndarray, np.ndarray]:
         ``(dense, owner)``: the rows (every vertex of ``qs`` included) and, per row, the
         index of the vertex of ``qs`` that ends the segment it lies on.
     """
-    rows = [qs[:1]]
-    owners = [np.zeros(1, dtype=int)]
-    for k in range(1, qs.shape[0]):
-        delta = qs[k] - qs[k - 1]
-        count = max(1, math.ceil(float(np.max(np.abs(delta))) / step - 1e-9))
-        t = np.arange(1, count + 1)[:, None] / count
-        segment = qs[k - 1] + t * delta
-        segment[-1] = qs[k]
-        rows.append(segment)
-        owners.append(np.full(count, k, dtype=int))
-    return np.concatenate(rows), np.concatenate(owners)
+    if qs.shape[0] == 1:
+        return qs.copy(), np.zeros(1, dtype=int)
+    delta = np.diff(qs, axis=0)
+    counts = np.maximum(1, np.ceil(np.max(np.abs(delta), axis=1) / step - 1e-9).astype(int))
+    owner = np.repeat(np.arange(1, qs.shape[0]), counts)
+    first_of_segment = np.repeat(np.cumsum(counts) - counts, counts)
+    t = (np.arange(owner.shape[0]) - first_of_segment + 1)[:, None] / np.repeat(counts, counts)[:, None]
+    dense = qs[owner - 1] + t * delta[owner - 1]
+    dense[np.cumsum(counts) - 1] = qs[1:]  # every vertex exactly
+    return np.vstack([qs[:1], dense]), np.concatenate([[0], owner])
 
 
 class MotionPlanner:
@@ -351,6 +353,10 @@ class MotionPlanner:
         ik: ``ik(T_base_link_flange, seed=q) -> [q, ...]`` all solutions within the joint
             limits, unwrapped towards and sorted by distance to the seed
             (default :func:`erobs_bt.backends.sim.kinematics.ik`).
+        ik_branches: the vectorised form of ``ik`` for straight tip lines
+            (:data:`~erobs_bt.backends.sim.cartesian.IkBranchesFunction`); default
+            :func:`~erobs_bt.backends.sim.kinematics.ik_branches` when ``ik`` is the default,
+            else ``None`` (lines are then solved pose by pose with ``ik``).
         joint_limits: (6, 2) position limits [rad] (default UR5e: ±2π, elbow ±π).
         velocity_limits: (6,) unscaled [rad/s] (default π).
         acceleration_limits: (6,) unscaled [rad/s²] (default 5).
@@ -374,6 +380,7 @@ class MotionPlanner:
         collision: CollisionChecker,
         fk: Callable[[np.ndarray], np.ndarray] = kinematics.fk,
         ik: Callable[..., Sequence[np.ndarray]] = kinematics.ik,
+        ik_branches: IkBranchesFunction | None = None,
         joint_limits: ArrayLike = kinematics.JOINT_LIMITS,
         velocity_limits: ArrayLike = kinematics.VELOCITY_LIMITS,
         acceleration_limits: ArrayLike = kinematics.ACCELERATION_LIMITS,
@@ -385,6 +392,9 @@ class MotionPlanner:
         self._collision = collision
         self._fk = fk
         self._ik = ik
+        self._ik_branches = ik_branches
+        if ik_branches is None and ik is kinematics.ik:
+            self._ik_branches = kinematics.ik_branches
         self._limits = np.array(joint_limits, dtype=float)
         if self._limits.shape != (6, 2) or np.any(self._limits[:, 0] >= self._limits[:, 1]):
             raise ValueError(f"joint_limits: expected (6, 2) with lower < upper, got {self._limits.tolist()}")
@@ -405,7 +415,6 @@ class MotionPlanner:
                 raise ValueError(f"link_frames[{name!r}]: expected a (4, 4) transform, got {matrix.shape}")
             frames[name] = matrix
         self._link_frames = frames
-        configure_ompl(self._config.ompl_seed)
 
     @property
     def config(self) -> PlannerConfig:
@@ -749,7 +758,7 @@ class MotionPlanner:
                         raise _planning_failed(
                             where, f"constraints.orientation[{n}]: invalid quaternion {oc.orientation}"
                         )
-                    R_target = Rotation.from_quat(quat).as_matrix()
+                    R_target = kinematics.quat_matrix(quat)
                 tolerance = np.abs(np.asarray(oc.absolute_tolerance, dtype=float))
                 label = (
                     f"constraints.orientation[{n}] ({oc.link_name} in {oc.frame_id}, "
@@ -825,7 +834,13 @@ class MotionPlanner:
         The waypoints are ``None`` when there is no exact solution within
         ``planning_time``; ``status`` is OMPL's status text.
         """
+        # OMPL is imported (and configured) on first use: most moves never need it, and
+        # importing it is part of every process's start-up otherwise.
+        from ompl import base as ob
+        from ompl import geometric as og
+
         cfg = self._config
+        configure_ompl(cfg.ompl_seed)
         everything = np.vstack([request.start, *goals])
         low = np.maximum(self._limits[:, 0], everything.min(axis=0) - cfg.window)
         high = np.minimum(self._limits[:, 1], everything.max(axis=0) + cfg.window)
@@ -919,6 +934,14 @@ class MotionPlanner:
     # ------------------------------------------------------------------------------------
 
     def _plan_line(self, request: _Request, T_goal_tip: np.ndarray, step_index: int) -> ArmSegment:
+        """A straight tip line: IK along the line, timing, and ONE validity check of the result.
+
+        The timed trajectory is what the controller plays, so it is the path that is
+        checked (:meth:`_verify`). Only when that check fails is the IK path itself
+        checked, to find how far along the line it stays valid: ``cartesian`` then keeps
+        that prefix when it is long enough (and checks the re-timed prefix), ``pilz``
+        fails naming where.
+        """
         cfg = self._config
         T_start_tip = self._fk(request.start) @ request.T_flange_tip
         u, poses = interpolate_poses(
@@ -934,17 +957,35 @@ class MotionPlanner:
             ik=self._ik,
             T_flange_tip=request.T_flange_tip,
             jump_threshold=cfg.jump_threshold,
+            ik_branches=self._ik_branches,
         )
-        bad = request.validity.first_bad(path.joints)
-        if bad is not None:
-            keep = max(1, bad[0])
-            path = CartesianPath(
-                joints=path.joints[:keep],
-                parameter=path.parameter[:keep],
-                fraction=float(path.parameter[keep - 1]),
-                stop_reason=f"{bad[1]} ({u[bad[0]] * 100:.1f}% along the line)",
-            )
         required = 1.0 if request.planning_type == "pilz" else cfg.min_cartesian_fraction
+        self._check_fraction(request, path, required)
+        points, problem = self._timed_line(request, T_start_tip, T_goal_tip, path)
+        if problem is None:
+            return ArmSegment(step_index=step_index, points=tuple(points))
+        bad = request.validity.first_bad(path.joints)
+        if bad is None:
+            raise _planning_failed(
+                request.where, f"the timed straight-line trajectory failed the re-check: {problem}"
+            )
+        keep = max(1, bad[0])
+        path = CartesianPath(
+            joints=path.joints[:keep],
+            parameter=path.parameter[:keep],
+            fraction=float(path.parameter[keep - 1]),
+            stop_reason=f"{bad[1]} ({u[bad[0]] * 100:.1f}% along the line)",
+        )
+        self._check_fraction(request, path, required)
+        points, problem = self._timed_line(request, T_start_tip, T_goal_tip, path)
+        if problem is not None:
+            raise _planning_failed(
+                request.where, f"the timed straight-line trajectory failed the re-check: {problem}"
+            )
+        return ArmSegment(step_index=step_index, points=tuple(points))
+
+    def _check_fraction(self, request: _Request, path: CartesianPath, required: float) -> None:
+        """Fail unless ``path`` covers ``required`` of the line; log a partial line."""
         if path.fraction < required - 1e-12:
             label = (
                 "pilz (LIN) needs the whole line"
@@ -963,6 +1004,12 @@ class MotionPlanner:
                 path.fraction * 100,
                 path.stop_reason,
             )
+
+    def _timed_line(
+        self, request: _Request, T_start_tip: np.ndarray, T_goal_tip: np.ndarray, path: CartesianPath
+    ) -> tuple[list[TrajectoryPoint], str | None]:
+        """Time-parameterise a line's joint path and re-check it: ``(points, problem or None)``."""
+        cfg = self._config
         line_start = T_start_tip[:3, 3]
         line_end = line_start + path.fraction * (T_goal_tip[:3, 3] - line_start)
         if path.joints.shape[0] == 1:
@@ -977,12 +1024,7 @@ class MotionPlanner:
                 sample_period=cfg.sample_period,
                 max_sample_step=cfg.check_step,
             )
-        problem = self._verify(request, points, line=(line_start, line_end))
-        if problem is not None:
-            raise _planning_failed(
-                request.where, f"the timed straight-line trajectory failed the re-check: {problem}"
-            )
-        return ArmSegment(step_index=step_index, points=tuple(points))
+        return points, self._verify(request, points, line=(line_start, line_end))
 
     # ------------------------------------------------------------------------------------
     # The final re-check
@@ -1033,7 +1075,10 @@ class MotionPlanner:
         if bad is not None:
             return f"sample {bad[0]} at t = {t[bad[0]]:.3f} s {bad[1]}"
         if line is not None:
-            tips = np.array([(self._fk(row) @ request.T_flange_tip)[:3, 3] for row in q])
+            if self._fk is kinematics.fk:
+                tips = (kinematics.fk_batch(q) @ request.T_flange_tip)[:, :3, 3]
+            else:
+                tips = np.array([(self._fk(row) @ request.T_flange_tip)[:3, 3] for row in q])
             deviation = float(np.max(distance_from_segment(tips, line[0], line[1])))
             if deviation > cfg.cartesian_tolerance:
                 return (

@@ -40,7 +40,6 @@ from collections.abc import Sequence
 
 import numpy as np
 import ruckig
-from scipy.interpolate import CubicSpline
 
 from erobs_bt.backends.base import TrajectoryPoint
 
@@ -255,7 +254,7 @@ def time_parameterize_path(
     if path.shape[0] == 1:
         return [first]
     s = s - s[0]
-    spline = CubicSpline(s, path, axis=0)
+    spline = CubicSpline(s, path)
     d1, d2 = _derivative_bounds(spline)
     s_vel = math.inf
     for i in range(dofs):
@@ -308,6 +307,110 @@ def time_parameterize_path(
     )
     points.append(TrajectoryPoint(_tuple(path[-1]), zeros, zeros, duration))
     return points
+
+
+class CubicSpline:
+    """A C² cubic spline with not-a-knot end conditions through ``(x_i, y_i)``.
+
+    The same spline as ``scipy.interpolate.CubicSpline(x, y, axis=0)`` (its default end
+    conditions), in numpy: scipy.interpolate costs about 0.6 s of CPU to import, more than
+    planning a whole script. The slopes at the knots solve the tridiagonal system of C²
+    continuity (C. de Boor, *A Practical Guide to Splines*, ch. IV), one scalar elimination
+    shared by all columns (Thomas algorithm); with two points the spline is the straight
+    line, with three the parabola through them.
+
+    Args:
+        x: (n,) strictly increasing knots, n ≥ 2.
+        y: (n, J) values at the knots.
+
+    Attributes:
+        x: the knots.
+        c: (4, n-1, J) coefficients: on ``[x_k, x_{k+1}]``,
+            ``y = c[0]·d³ + c[1]·d² + c[2]·d + c[3]`` with ``d = t − x_k`` (scipy's layout).
+
+    Raises:
+        ValueError: fewer than two knots, knots not increasing, or mismatched shapes.
+    """
+
+    def __init__(self, x: np.ndarray, y: np.ndarray) -> None:
+        x = np.asarray(x, dtype=float)
+        y = np.asarray(y, dtype=float)
+        n = x.shape[0]
+        if x.ndim != 1 or n < 2 or y.ndim != 2 or y.shape[0] != n:
+            raise ValueError(
+                f"CubicSpline: expected x (n,) and y (n, J) with n >= 2, got {x.shape}, {y.shape}"
+            )
+        dx = np.diff(x)
+        if np.any(dx <= 0.0):
+            raise ValueError("CubicSpline: x must be strictly increasing")
+        slope = np.diff(y, axis=0) / dx[:, None]
+        if n == 2:
+            s = np.vstack([slope, slope])
+        elif n == 3:
+            # The parabola through the three points: its derivative at each knot.
+            curvature = (slope[1] - slope[0]) / (x[2] - x[0])
+            s = np.vstack(
+                [slope[0] - curvature * dx[0], slope[0] + curvature * dx[0], slope[1] + curvature * dx[1]]
+            )
+        else:
+            s = self._slopes(dx, slope)
+        t = (s[:-1] + s[1:] - 2.0 * slope) / dx[:, None]
+        self.x = x
+        self.c = np.stack([t / dx[:, None], (slope - s[:-1]) / dx[:, None] - t, s[:-1], y[:-1]])
+
+    @staticmethod
+    def _slopes(dx: np.ndarray, slope: np.ndarray) -> np.ndarray:
+        """Knot slopes (n, J) of the not-a-knot C² spline (tridiagonal solve)."""
+        n = dx.shape[0] + 1
+        lower = np.zeros(n)  # sub-diagonal (row i, column i-1)
+        diag = np.zeros(n)
+        upper = np.zeros(n)  # super-diagonal (row i, column i+1)
+        rhs = np.zeros((n, slope.shape[1]))
+        lower[1:-1] = dx[1:]
+        diag[1:-1] = 2.0 * (dx[:-1] + dx[1:])
+        upper[1:-1] = dx[:-1]
+        rhs[1:-1] = 3.0 * (dx[1:, None] * slope[:-1] + dx[:-1, None] * slope[1:])
+        # Not-a-knot: the third derivative is continuous at the second and last-but-one knots.
+        d = dx[0] + dx[1]
+        diag[0], upper[0] = dx[1], d
+        rhs[0] = ((dx[0] + 2.0 * d) * dx[1] * slope[0] + dx[0] ** 2 * slope[1]) / d
+        d = dx[-1] + dx[-2]
+        lower[-1], diag[-1] = d, dx[-2]
+        rhs[-1] = (dx[-1] ** 2 * slope[-2] + (2.0 * d + dx[-1]) * dx[-2] * slope[-1]) / d
+        # Thomas algorithm: the elimination factors are shared by all columns; the
+        # recurrences run on Python floats (faster than numpy for one row at a time).
+        low, dia, upp = lower.tolist(), diag.tolist(), upper.tolist()
+        factor = [0.0] * n  # c'_i
+        pivot = [0.0] * n
+        pivot[0] = dia[0]
+        factor[0] = upp[0] / dia[0]
+        for i in range(1, n):
+            pivot[i] = dia[i] - low[i] * factor[i - 1]
+            factor[i] = upp[i] / pivot[i]
+        out = np.empty_like(rhs)
+        for j, column in enumerate(rhs.T.tolist()):
+            d = [0.0] * n
+            d[0] = column[0] / pivot[0]
+            for i in range(1, n):
+                d[i] = (column[i] - low[i] * d[i - 1]) / pivot[i]
+            for i in range(n - 2, -1, -1):
+                d[i] -= factor[i] * d[i + 1]
+            out[:, j] = d
+        return out
+
+    def __call__(self, t: np.ndarray, nu: int = 0) -> np.ndarray:
+        """Values (``nu = 0``), first or second derivatives at ``t`` (m,) → (m, J)."""
+        t = np.asarray(t, dtype=float)
+        k = np.clip(np.searchsorted(self.x, t, side="right") - 1, 0, self.x.shape[0] - 2)
+        d = (t - self.x[k])[:, None]
+        c0, c1, c2, c3 = self.c[0][k], self.c[1][k], self.c[2][k], self.c[3][k]
+        if nu == 0:
+            return ((c0 * d + c1) * d + c2) * d + c3
+        if nu == 1:
+            return (3.0 * c0 * d + 2.0 * c1) * d + c2
+        if nu == 2:
+            return 6.0 * c0 * d + 2.0 * c1
+        raise ValueError(f"nu: expected 0, 1 or 2, got {nu}")
 
 
 def _derivative_bounds(spline: CubicSpline) -> tuple[np.ndarray, np.ndarray]:

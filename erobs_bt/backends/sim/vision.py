@@ -51,11 +51,16 @@ from typing import Any, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.spatial.transform import Rotation
 
 from erobs_bt.backends.base import ErrorCode, MotionError
 from erobs_bt.backends.sim.cell import CellConfig, Marker, read_pose
-from erobs_bt.backends.sim.kinematics import fk, pose_from_xyz_rpy, xyz_rpy_from_pose
+from erobs_bt.backends.sim.kinematics import (
+    fk,
+    pose_from_xyz_rpy,
+    rpy_from_matrix,
+    rpy_matrix,
+    xyz_rpy_from_pose,
+)
 from erobs_bt.backends.sim.tools import ToolState, gripper_roles
 from erobs_bt.script.model import EndEffector, JointPositions, MoveTo, Step, Vision
 
@@ -202,8 +207,7 @@ def approach_tip_pose(
     R_marker = T_base_marker[:3, :3]
     position = T_base_marker[:3, 3] + R_marker @ np.asarray(marker_offset, dtype=float)
     position[2] += z_offset
-    turned = Rotation.from_matrix(R_marker) * Rotation.from_euler("z", math.pi)
-    yaw = float(turned.as_euler("xyz")[2])
+    yaw = float(rpy_from_matrix(R_marker @ rpy_matrix((0.0, 0.0, math.pi)))[2])
     return pose_from_xyz_rpy(position, (math.pi, 0.0, yaw), degrees=False)
 
 
@@ -328,7 +332,7 @@ def run_vision(
     if step.goal_computer == "j6_snap":
         if step.target_joints is None:
             raise _fail(step, "j6_snap needs a target pose")
-        angle = float(Rotation.from_matrix(detection.pose[:3, :3]).as_euler("xyz")[2])
+        angle = float(rpy_from_matrix(detection.pose[:3, :3])[2])
         k_offset = math.radians(float(step.params.get("k_offset", 0.0)))
         goal = list(step.target_joints)
         goal[5] = snap_j6(goal[5], angle, k_offset)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -28,6 +29,12 @@ from rich.text import Text
 from erobs_bt.orchestrator import OrchestratorListener
 
 _LOG = logging.getLogger(__name__)
+
+
+def default_log_dir() -> Path:
+    """Where run logs go by default: ``$EROBS_BT_LOG_DIR``, else ``~/.local/state/erobs_bt/runs``."""
+    configured = os.environ.get("EROBS_BT_LOG_DIR")
+    return Path(configured) if configured else Path.home() / ".local" / "state" / "erobs_bt" / "runs"
 
 
 class RunLogWriter(OrchestratorListener):

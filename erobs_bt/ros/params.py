@@ -211,7 +211,7 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
     ParameterSpec(
         "default_snapshot_period",
         2.0,
-        "py_trees_ros: [s] the default stream republishes an unchanged tree this often (.inf = only on change)",
+        "py_trees_ros: [s] the default stream republishes an unchanged tree this often (0 = only on change)",
         read_only=False,
         minimum=0.0,
         section="tree snapshots",
@@ -264,38 +264,149 @@ class Endpoint:
 #: The node's surface. ``~`` is the node's name, so under ``__ns:=/cell2`` the native
 #: execute action is ``/cell2/erobs_bt/execute`` and the EROBS one ``/cell2/beambot_execution``.
 ENDPOINTS: tuple[Endpoint, ...] = (
-    Endpoint("execute", "~/execute", "action", "erobs_bt_interfaces/action/ExecuteScript", "native", "run or preview a script"),
-    Endpoint("pause", "~/pause", "service", "std_srvs/srv/Trigger", "native", "pause at the next unit boundary"),
+    Endpoint(
+        "execute",
+        "~/execute",
+        "action",
+        "erobs_bt_interfaces/action/ExecuteScript",
+        "native",
+        "run or preview a script",
+    ),
+    Endpoint(
+        "pause", "~/pause", "service", "std_srvs/srv/Trigger", "native", "pause at the next unit boundary"
+    ),
     Endpoint("resume", "~/resume", "service", "std_srvs/srv/Trigger", "native", "resume a paused goal"),
-    Endpoint("stop", "~/stop", "service", "std_srvs/srv/Trigger", "native", "stop the robot now and end the goal"),
-    Endpoint("reset_fault", "~/reset_fault", "service", "std_srvs/srv/Trigger", "native", "clear FAULTED after checking the cell"),
-    Endpoint("clear_cache", "~/clear_cache", "service", "std_srvs/srv/Trigger", "native", "drop every cached plan"),
-    Endpoint("execution_state", "~/execution_state", "topic", "erobs_bt_interfaces/msg/ExecutionState", "native", "orchestrator state (latched)"),
-    Endpoint("current_gripper", "~/current_gripper", "topic", "std_msgs/msg/String", "native", "attached gripper (latched)"),
-    Endpoint("preview_trajectory", "~/preview_trajectory", "topic", "trajectory_msgs/msg/JointTrajectory", "native", "last preview (latched)"),
-    Endpoint("tree_snapshot", "~/tree_snapshot", "topic", "erobs_bt_interfaces/msg/TreeSnapshot", "native", "tree structure once per goal, then what changed (latched)"),
-    Endpoint("joint_states", "joint_states", "topic", "sensor_msgs/msg/JointState", "native", "arm joint states [rad, rad/s]"),
-    Endpoint("beambot_execution", "beambot_execution", "action", "beambot_interfaces/action/MTCExecution", "erobs", "EROBS's execute action"),
+    Endpoint(
+        "stop", "~/stop", "service", "std_srvs/srv/Trigger", "native", "stop the robot now and end the goal"
+    ),
+    Endpoint(
+        "reset_fault",
+        "~/reset_fault",
+        "service",
+        "std_srvs/srv/Trigger",
+        "native",
+        "clear FAULTED after checking the cell",
+    ),
+    Endpoint(
+        "clear_cache", "~/clear_cache", "service", "std_srvs/srv/Trigger", "native", "drop every cached plan"
+    ),
+    Endpoint(
+        "execution_state",
+        "~/execution_state",
+        "topic",
+        "erobs_bt_interfaces/msg/ExecutionState",
+        "native",
+        "orchestrator state (latched)",
+    ),
+    Endpoint(
+        "current_gripper",
+        "~/current_gripper",
+        "topic",
+        "std_msgs/msg/String",
+        "native",
+        "attached gripper (latched)",
+    ),
+    Endpoint(
+        "preview_trajectory",
+        "~/preview_trajectory",
+        "topic",
+        "trajectory_msgs/msg/JointTrajectory",
+        "native",
+        "last preview (latched)",
+    ),
+    Endpoint(
+        "tree_snapshot",
+        "~/tree_snapshot",
+        "topic",
+        "erobs_bt_interfaces/msg/TreeSnapshot",
+        "native",
+        "tree structure once per goal, then what changed (latched)",
+    ),
+    Endpoint(
+        "joint_states",
+        "joint_states",
+        "topic",
+        "sensor_msgs/msg/JointState",
+        "native",
+        "arm joint states [rad, rad/s]",
+    ),
+    Endpoint(
+        "beambot_execution",
+        "beambot_execution",
+        "action",
+        "beambot_interfaces/action/MTCExecution",
+        "erobs",
+        "EROBS's execute action",
+    ),
     Endpoint("beambot_pause", "beambot/pause", "service", "std_srvs/srv/Trigger", "erobs", "EROBS pause"),
     Endpoint("beambot_resume", "beambot/resume", "service", "std_srvs/srv/Trigger", "erobs", "EROBS resume"),
-    Endpoint("beambot_execution_state", "beambot/execution_state", "topic", "std_msgs/msg/String", "erobs", "EROBS state text; IDLE after every goal"),
-    Endpoint("beambot_current_gripper", "beambot/current_gripper", "topic", "std_msgs/msg/String", "erobs", "EROBS gripper (transient local)"),
-    Endpoint("beambot_preview_trajectory", "beambot/preview_trajectory", "topic", "moveit_msgs/msg/DisplayTrajectory", "erobs", "preview for EROBS's GUI (transient local)"),
-    Endpoint("snapshot_streams_open", "~/snapshot_streams/open", "service", "py_trees_ros_interfaces/srv/OpenSnapshotStream", "py_trees_ros", "open a snapshot stream"),
-    Endpoint("snapshot_streams_close", "~/snapshot_streams/close", "service", "py_trees_ros_interfaces/srv/CloseSnapshotStream", "py_trees_ros", "close a snapshot stream"),
-    Endpoint("snapshot_streams_reconfigure", "~/snapshot_streams/reconfigure", "service", "py_trees_ros_interfaces/srv/ReconfigureSnapshotStream", "py_trees_ros", "reconfigure a snapshot stream"),
-    Endpoint("snapshots", "~/snapshots", "topic", "py_trees_ros_interfaces/msg/BehaviourTree", "py_trees_ros", "the default snapshot stream (latched)"),
-)  # fmt: skip
+    Endpoint(
+        "beambot_execution_state",
+        "beambot/execution_state",
+        "topic",
+        "std_msgs/msg/String",
+        "erobs",
+        "EROBS state text; IDLE after every goal",
+    ),
+    Endpoint(
+        "beambot_current_gripper",
+        "beambot/current_gripper",
+        "topic",
+        "std_msgs/msg/String",
+        "erobs",
+        "EROBS gripper (transient local)",
+    ),
+    Endpoint(
+        "beambot_preview_trajectory",
+        "beambot/preview_trajectory",
+        "topic",
+        "moveit_msgs/msg/DisplayTrajectory",
+        "erobs",
+        "preview for EROBS's GUI (transient local)",
+    ),
+    Endpoint(
+        "snapshot_streams_open",
+        "~/snapshot_streams/open",
+        "service",
+        "py_trees_ros_interfaces/srv/OpenSnapshotStream",
+        "py_trees_ros",
+        "open a snapshot stream",
+    ),
+    Endpoint(
+        "snapshot_streams_close",
+        "~/snapshot_streams/close",
+        "service",
+        "py_trees_ros_interfaces/srv/CloseSnapshotStream",
+        "py_trees_ros",
+        "close a snapshot stream",
+    ),
+    Endpoint(
+        "snapshot_streams_reconfigure",
+        "~/snapshot_streams/reconfigure",
+        "service",
+        "py_trees_ros_interfaces/srv/ReconfigureSnapshotStream",
+        "py_trees_ros",
+        "reconfigure a snapshot stream",
+    ),
+    Endpoint(
+        "snapshots",
+        "~/snapshots",
+        "topic",
+        "py_trees_ros_interfaces/msg/BehaviourTree",
+        "py_trees_ros",
+        "the default snapshot stream (latched)",
+    ),
+)
 
 ENDPOINT_NAMES: Mapping[str, str] = MappingProxyType({e.key: e.name for e in ENDPOINTS})
 
 
-def coerce_parameter(name: str, value: object) -> object:
-    """An integer given for a double parameter, as a float; anything else unchanged."""
+def coerce_parameter(name: str, value: object) -> float | None:
+    """The double to use for an integer given to a double parameter, else ``None``."""
     spec = SPECS.get(name)
-    if spec is not None and spec.type_name == "double" and isinstance(value, int) and not isinstance(value, bool):
+    if spec is not None and spec.type_name == "double" and type(value) is int:
         return float(value)
-    return value
+    return None
 
 
 @dataclass(frozen=True)
@@ -342,7 +453,9 @@ class NodeSettings:
             raise ValueError(f"unknown parameter(s): {', '.join(sorted(unknown))}")
         checked = {spec.name: spec.check(values.get(spec.name, spec.default)) for spec in PARAMETERS}
         timeouts = {
-            name.split(".", 1)[1]: float(value) for name, value in checked.items() if name.startswith("timeout.")
+            name.split(".", 1)[1]: float(value)
+            for name, value in checked.items()
+            if name.startswith("timeout.")
         }
         plain = {name: value for name, value in checked.items() if not name.startswith("timeout.")}
         return NodeSettings(timeouts=MappingProxyType(timeouts), **plain)  # type: ignore[arg-type]
@@ -394,7 +507,6 @@ def _yaml_value(value: Value) -> str:
     if isinstance(value, int):
         return str(value)
     return '""' if value == "" else value
-
 
 
 def render_params_file() -> str:

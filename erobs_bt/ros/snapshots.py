@@ -212,6 +212,21 @@ class TreeTracker:
         """Number of behaviours in the tree."""
         return len(self._nodes)
 
+    @property
+    def behaviours(self) -> list[py_trees.behaviour.Behaviour]:
+        """The live behaviours, pre-order (read-only use)."""
+        return self._nodes
+
+    @property
+    def states(self) -> list[BehaviourState]:
+        """Their states as of the last refresh, pre-order (a changed one is a new object)."""
+        return self._states
+
+    @property
+    def active_path(self) -> list[int]:
+        """Pre-order positions from the tip up to the root, as of the last refresh."""
+        return self._active
+
     def _window(self) -> range | None:
         """Pre-order positions that may have changed since the last refresh (None: all)."""
         root = self.root
@@ -266,7 +281,14 @@ class TreeTracker:
         self.sequence += 1
         tip_id = self._states[self._tip].id if self._tip >= 0 else ""
         return TreeState(
-            self.goal_id, behaviours, tip_id, final, time.time(), unit_index, full=full, sequence=self.sequence
+            self.goal_id,
+            behaviours,
+            tip_id,
+            final,
+            time.time(),
+            unit_index,
+            full=full,
+            sequence=self.sequence,
         )
 
     def full(self, *, final: bool = False, unit_index: int = 0) -> TreeState:

@@ -107,9 +107,7 @@ class ParameterSpec:
         if self.minimum is not None:
             below = number <= self.minimum if self.minimum_open else number < self.minimum
             if below:
-                relation = ">" if self.minimum_open else ">="
-                bound = int(self.minimum) if kind == "int" else self.minimum
-                raise ValueError(f"parameter {self.name}: must be {relation} {bound} (got {value!r})")
+                raise ValueError(f"parameter {self.name}: must be {self.range_text()} (got {number!r})")
         return number
 
     def range_text(self) -> str:

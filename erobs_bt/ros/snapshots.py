@@ -206,6 +206,8 @@ class TreeTracker:
         self._active: list[int] = []
         self._tip = -1
         self.sequence = -1
+        #: Behaviours the last refresh re-read (its cost, in behaviours).
+        self.last_scanned = 0
 
     @property
     def size(self) -> int:
@@ -258,6 +260,7 @@ class TreeTracker:
             scan.update(active)
         changed: list[int] = []
         nodes, states = self._nodes, self._states
+        self.last_scanned = len(scan)
         for i in scan:
             b = nodes[i]
             old = states[i]

@@ -3,7 +3,11 @@
 Verbs, by what they need:
 
 * ``validate`` — parse, expand, group and key a script; nothing moves.
-* ``run`` / ``preview`` — execute or preview a script on the embedded simulated cell.
+* ``run`` / ``preview`` — execute or preview a script on the embedded simulated cell
+  (Ctrl-C cancels at the next unit boundary, a second Ctrl-C stops now).
+* ROS verbs (:mod:`erobs_bt.ros.commands`): ``serve``, ``send``, ``pause``, ``resume``,
+  ``cancel``, ``stop``, ``reset-fault``, ``clear-cache``, ``state``; viewers
+  (:mod:`erobs_bt.viz.commands`): ``watch`` and others.
 
 Exit codes: 0 success, 1 the goal failed (planning, execution, cancel), 2 the script
 or a configuration file is invalid.
@@ -352,7 +356,8 @@ def _wait(engine: Any, handle: Any, auto_resume: float | None, console: Console)
         try:
             return handle.wait()
         except KeyboardInterrupt:
-            engine.backend.stop()
+            console.print("[red]stopping now[/]: the arm decelerates to rest, the goal aborts (STOPPED)")
+            orchestrator.stop()
             return handle.wait()
     return handle.result
 

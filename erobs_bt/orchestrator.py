@@ -2,38 +2,57 @@
 
 States (erobs-semantics.md §3): ``IDLE``, ``RUNNING``, ``COMPLETING_TASK`` (a pause
 was requested, the unit is still running), ``PAUSED``, ``CANCELING``, ``FAULTED``.
+The orchestrator is the only thing that changes its state: the tree reports what it
+does (a unit started, the goal is parked at a boundary or a ``pause`` step) and the
+orchestrator decides the state after each tick. Listeners hear of every change, in
+order, outside the orchestrator's lock.
 
 A goal is parsed, grouped and compiled when it is submitted (so a bad script is
 answered at once, moves nothing and reports ``completed_steps = 0``), then run on a
 goal thread that ticks the root of the compiled tree. Ticking is event-driven: the
-thread sleeps until a backend future completes or a request (pause, resume, cancel)
-arrives, with a slow safety timer to notice timeouts, and a tick visits only the
+thread sleeps until a backend future completes or a request (pause, resume, cancel,
+stop) arrives, with a slow safety timer to notice timeouts, and a tick visits only the
 active path of the tree (:class:`erobs_bt.tree.compile.UnitSequence`).
 
-Pause and cancel take effect only at unit boundaries (nodes of the tree). A fatal
-error (``TIMEOUT:``/``REPLAY_TIMEOUT:``) faults the orchestrator: the goal aborts,
-nothing more is dispatched and every later goal is rejected until the process is
-restarted, as in EROBS (Resume does not clear it). A unit that fails while a cancel
-is pending also faults it.
+Pause and cancel take effect only at unit boundaries (nodes of the tree); a cancel
+accepted before the goal finishes ends it CANCELED. :meth:`Orchestrator.stop` and
+:meth:`Orchestrator.shutdown` halt the goal at once: the robot decelerates to rest
+(controlled stop), the tree is halted (every running leaf stops what it started), and
+the goal aborts with ``STOPPED``/``SHUTDOWN``; the orchestrator ends IDLE.
+
+A fatal error (``TIMEOUT:``/``REPLAY_TIMEOUT:``), or a unit failing while a cancel is
+pending, faults the orchestrator (the rule: :func:`erobs_bt.tree.decorators.fault_of`):
+the goal aborts, nothing more is dispatched and every later goal is rejected until
+:meth:`Orchestrator.reset_fault` (after the operator has checked the cell) or a restart.
+Resume does not clear it.
 """
 
 from __future__ import annotations
 
-import enum
 import itertools
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
-import py_trees
 from py_trees.common import Status
 
-from erobs_bt.backends.base import MotionBackend, MotionError, Solution
+from erobs_bt.backends.base import ErrorCode, MotionBackend, MotionError, Solution
 from erobs_bt.batching import Unit, group_into_batches
 from erobs_bt.cache import PlanCache, is_eligible
+from erobs_bt.goal import (
+    Feedback,
+    GoalHandle,
+    GoalRejected,
+    GoalStatus,
+    ListenerGroup,
+    OrchestratorListener,
+    Reply,
+    Result,
+    State,
+)
 from erobs_bt.script.errors import ScriptError
 from erobs_bt.script.model import Script
 from erobs_bt.tree.compile import NotPreviewableError, compile_tree
@@ -44,225 +63,37 @@ from erobs_bt.tree.context import (
     FinishReason,
     GoalContext,
     GoalEvents,
+    Halt,
+    HaltReason,
     Mode,
 )
+from erobs_bt.tree.decorators import fault_of
+
+__all__ = [
+    "Feedback",
+    "GoalHandle",
+    "GoalRejected",
+    "GoalStatus",
+    "ListenerGroup",
+    "Orchestrator",
+    "OrchestratorListener",
+    "Reply",
+    "Result",
+    "State",
+]
 
 _LOG = logging.getLogger(__name__)
 
-
-class State(enum.Enum):
-    """Orchestrator state, as published on the ``execution_state`` topic."""
-
-    IDLE = "IDLE"
-    RUNNING = "RUNNING"
-    COMPLETING_TASK = "COMPLETING_TASK"
-    PAUSED = "PAUSED"
-    CANCELING = "CANCELING"
-    FAULTED = "FAULTED"
-
-
-class GoalStatus(enum.Enum):
-    """Terminal status of a goal (as ROS action goal statuses)."""
-
-    SUCCEEDED = "SUCCEEDED"
-    ABORTED = "ABORTED"
-    CANCELED = "CANCELED"
-
-
-class GoalRejected(RuntimeError):
-    """A goal was refused: another goal is running or the orchestrator is FAULTED."""
-
-
-@dataclass(frozen=True)
-class Reply:
-    """Answer to pause/resume/cancel (``std_srvs/Trigger`` shaped)."""
-
-    success: bool
-    message: str
-
-
-@dataclass(frozen=True)
-class Feedback:
-    """Progress of the running goal.
-
-    Attributes:
-        current_step: 1-based index of the first step of the running unit (0 before any).
-        total_steps: steps after macro expansion.
-        current_action: the unit label, e.g. ``batch[3]: moveto, moveto, end_effector``.
-        progress_percentage: completed steps / total steps × 100.
-        status_message: what is happening, for people.
-        current_gripper: the attached gripper.
-        unit_index: 1-based index of the running unit (0 before any).
-        cache_status: ``HIT``, ``MISS``, ``INELIGIBLE`` for motion units, ``""`` otherwise.
-    """
-
-    current_step: int
-    total_steps: int
-    current_action: str
-    progress_percentage: float
-    status_message: str
-    current_gripper: str
-    unit_index: int
-    cache_status: str
-
-
-@dataclass(frozen=True)
-class Result:
-    """Outcome of a goal.
-
-    Attributes:
-        status: SUCCEEDED, ABORTED or CANCELED.
-        success: ``status is SUCCEEDED``.
-        error_message: empty on success; otherwise the error with its prefix, the
-            path-specific validation error, or the cancel reason.
-        error_code: ``""``, ``INVALID_SCRIPT``, ``NOT_PREVIEWABLE``, ``CANCELED``, or
-            the motion error prefix (``PLANNING_FAILED``, ``EXECUTION_FAILED``,
-            ``TIMEOUT``, ``REPLAY_TIMEOUT``).
-        completed_steps: steps of units that completed (a failed batch counts none).
-        total_steps: steps after macro expansion (0 when the script did not parse).
-    """
-
-    status: GoalStatus
-    error_message: str
-    error_code: str
-    completed_steps: int
-    total_steps: int
-
-    @property
-    def success(self) -> bool:
-        return self.status is GoalStatus.SUCCEEDED
-
-
-class OrchestratorListener:
-    """Observer of an orchestrator (ROS node, CLI, run log). Methods are no-ops by default.
-
-    Methods are called from the goal thread or from the caller of a request; keep them
-    short and thread-safe.
-    """
-
-    def state_changed(self, state: State, message: str) -> None:
-        """The orchestrator entered ``state``."""
-
-    def feedback(self, goal_id: str, feedback: Feedback) -> None:
-        """New feedback for the running goal."""
-
-    def event(self, goal_id: str, record: Mapping[str, Any]) -> None:
-        """A run-log record: ``{"t": epoch s, "event": name, ...fields}``."""
-
-    def preview(self, goal_id: str, solution: Solution) -> None:
-        """A preview trajectory was planned."""
-
-    def ticked(self, goal_id: str, root: py_trees.behaviour.Behaviour) -> None:
-        """The tree of the running goal was ticked (snapshot opportunity)."""
-
-    def finished(self, goal_id: str, result: Result) -> None:
-        """The goal ended."""
-
-
-class ListenerGroup(OrchestratorListener):
-    """Forward every callback to several listeners, in order (console, run log, live view).
-
-    A listener that raises is logged and skipped: an observer never fails a goal.
-    """
-
-    def __init__(self, *listeners: OrchestratorListener) -> None:
-        self.listeners = list(listeners)
-
-    def add(self, listener: OrchestratorListener) -> None:
-        """Append ``listener``."""
-        self.listeners.append(listener)
-
-    def remove(self, listener: OrchestratorListener) -> None:
-        """Remove ``listener`` if present."""
-        self.listeners = [item for item in self.listeners if item is not listener]
-
-    def _each(self, method: str, *args: Any) -> None:
-        for listener in list(self.listeners):
-            try:
-                getattr(listener, method)(*args)
-            except Exception:
-                _LOG.exception("listener %r failed in %s()", listener, method)
-
-    def state_changed(self, state: State, message: str) -> None:
-        self._each("state_changed", state, message)
-
-    def feedback(self, goal_id: str, feedback: Feedback) -> None:
-        self._each("feedback", goal_id, feedback)
-
-    def event(self, goal_id: str, record: Mapping[str, Any]) -> None:
-        self._each("event", goal_id, record)
-
-    def preview(self, goal_id: str, solution: Solution) -> None:
-        self._each("preview", goal_id, solution)
-
-    def ticked(self, goal_id: str, root: py_trees.behaviour.Behaviour) -> None:
-        self._each("ticked", goal_id, root)
-
-    def finished(self, goal_id: str, result: Result) -> None:
-        self._each("finished", goal_id, result)
-
-
-class GoalHandle:
-    """A submitted goal: wait for its :class:`Result`.
-
-    Attributes:
-        goal_id: ``goal-<n>``.
-        dry_run: preview instead of execution.
-        script: the parsed script, or ``None`` when it did not parse.
-        units: its units ([] when it did not parse).
-        root: the compiled tree, or ``None``.
-    """
-
-    def __init__(self, goal_id: str, *, dry_run: bool) -> None:
-        self.goal_id = goal_id
-        self.dry_run = dry_run
-        self.script: Script | None = None
-        self.units: list[Unit] = []
-        self.root: py_trees.behaviour.Behaviour | None = None
-        self.context: GoalContext | None = None
-        self._done = threading.Event()
-        self._result: Result | None = None
-        self._callbacks: list[Callable[[Result], None]] = []
-        self._lock = threading.Lock()
-
-    @property
-    def result(self) -> Result | None:
-        """The result, or ``None`` while the goal runs."""
-        return self._result
-
-    def done(self) -> bool:
-        return self._done.is_set()
-
-    def wait(self, timeout: float | None = None) -> Result:
-        """Block until the goal ends.
-
-        Raises:
-            TimeoutError: the goal did not end within ``timeout`` seconds.
-        """
-        if not self._done.wait(timeout):
-            raise TimeoutError(f"{self.goal_id} did not finish within {timeout} s")
-        assert self._result is not None
-        return self._result
-
-    def add_done_callback(self, callback: Callable[[Result], None]) -> None:
-        """Call ``callback(result)`` when the goal ends (at once if it has)."""
-        with self._lock:
-            if self._result is None:
-                self._callbacks.append(callback)
-                return
-        callback(self._result)
-
-    def _finish(self, result: Result) -> None:
-        with self._lock:
-            self._result = result
-            callbacks, self._callbacks = self._callbacks, []
-        self._done.set()
-        for callback in callbacks:
-            callback(result)
+#: Default reason given by :meth:`Orchestrator.shutdown`.
+SHUTDOWN_REASON = "node shutting down"
 
 
 class Orchestrator:
     """Runs one goal at a time on a :class:`MotionBackend`.
+
+    Every public method is thread-safe and may be called from any thread (a ROS
+    service or action callback, a CLI signal handler); none blocks on the goal thread
+    except :meth:`shutdown`, which joins it.
 
     Args:
         backend: what moves the robot.
@@ -307,6 +138,10 @@ class Orchestrator:
         self._controls: Controls | None = None
         self._thread: threading.Thread | None = None
         self._ids = itertools.count(1)
+        # State changes waiting to reach the listeners (filled under the lock, delivered
+        # outside it, in order, by one thread at a time).
+        self._outbox: deque[tuple[State, str, str]] = deque()
+        self._delivering = False
         self.last_tick_visits = 0
         self.ticks = 0
 
@@ -318,7 +153,7 @@ class Orchestrator:
 
     @property
     def fault_reason(self) -> str:
-        """The fatal error that faulted the orchestrator (``""`` when not faulted)."""
+        """The error that faulted the orchestrator (``""`` when not faulted)."""
         return self._fault_reason
 
     @property
@@ -343,109 +178,194 @@ class Orchestrator:
         Raises:
             GoalRejected: a goal is running, or the orchestrator is FAULTED.
         """
-        with self._lock:
-            if self._state is State.FAULTED:
-                raise GoalRejected(f"orchestrator is FAULTED ({self._fault_reason}); restart required")
-            if self._goal is not None:
-                raise GoalRejected(f"busy: {self._goal.goal_id} is {self._state.value}")
-            handle = GoalHandle(f"goal-{next(self._ids)}", dry_run=dry_run)
-            try:
-                script = self.parser(full_json)
-            except ScriptError as exc:
-                handle._finish(Result(GoalStatus.ABORTED, str(exc), "INVALID_SCRIPT", 0, 0))
-                self._emit(handle.goal_id, "rejected_script", error=str(exc))
-                return handle
-            units = group_into_batches(script.steps, enabled=self.enable_batching)
-            controls = Controls(on_change=self._wake.set)
-            context = GoalContext(
-                script=script,
-                units=units,
-                mode=Mode.PREVIEW if dry_run else Mode.EXECUTE,
-                backend=self.backend,
-                cache=self.cache,
-                eligible=is_eligible(units),
-                controls=controls,
-                timeouts=self.timeouts,
-                wake=self._wake.set,
+        try:
+            with self._lock:
+                return self._submit(full_json, dry_run=dry_run)
+        finally:
+            self._deliver()
+
+    def _submit(self, full_json: str, *, dry_run: bool) -> GoalHandle:
+        if self._state is State.FAULTED:
+            raise GoalRejected(
+                f"orchestrator is FAULTED ({self._fault_reason}); check the cell, then reset the fault "
+                "(~/reset_fault, `erobs-bt reset-fault`) or restart"
             )
-            try:
-                root = compile_tree(context)
-            except NotPreviewableError as exc:
-                total = len(script.steps)
-                handle._finish(Result(GoalStatus.ABORTED, str(exc), "NOT_PREVIEWABLE", 0, total))
-                self._emit(handle.goal_id, "rejected_script", error=str(exc))
-                return handle
-            handle.script, handle.units, handle.root, handle.context = script, units, root, context
-            context.events = _GoalEventsAdapter(self, handle)
-            self._goal = handle
-            self._controls = controls
-            self._set_state(State.RUNNING, f"{handle.goal_id}: {len(script.steps)} steps, {len(units)} units")
-            self._thread = threading.Thread(
-                target=self._run, args=(handle,), name=handle.goal_id, daemon=True
-            )
-            self._thread.start()
+        if self._goal is not None:
+            raise GoalRejected(f"busy: {self._goal.goal_id} is {self._state.value}")
+        handle = GoalHandle(f"goal-{next(self._ids)}", dry_run=dry_run)
+        try:
+            script = self.parser(full_json)
+        except ScriptError as exc:
+            handle._finish(Result(GoalStatus.ABORTED, str(exc), "INVALID_SCRIPT", 0, 0))
+            self._emit(handle.goal_id, "rejected_script", error=str(exc))
             return handle
+        units = group_into_batches(script.steps, enabled=self.enable_batching)
+        controls = Controls(on_change=self._wake.set)
+        context = GoalContext(
+            script=script,
+            units=units,
+            mode=Mode.PREVIEW if dry_run else Mode.EXECUTE,
+            backend=self.backend,
+            cache=self.cache,
+            eligible=is_eligible(units),
+            controls=controls,
+            timeouts=self.timeouts,
+            wake=self._wake.set,
+        )
+        try:
+            root = compile_tree(context)
+        except NotPreviewableError as exc:
+            total = len(script.steps)
+            handle._finish(Result(GoalStatus.ABORTED, str(exc), "NOT_PREVIEWABLE", 0, total))
+            self._emit(handle.goal_id, "rejected_script", error=str(exc))
+            return handle
+        handle.script, handle.units, handle.root, handle.context = script, units, root, context
+        context.events = _GoalEventsAdapter(self, handle)
+        self._goal = handle
+        self._controls = controls
+        self._transition(State.RUNNING, f"{handle.goal_id}: {len(script.steps)} steps, {len(units)} units")
+        self._thread = threading.Thread(target=self._run, args=(handle,), name=handle.goal_id, daemon=True)
+        self._thread.start()
+        return handle
 
     def pause(self) -> Reply:
-        """Request a pause at the next unit boundary (EROBS reply messages)."""
-        with self._lock:
-            if self._goal is None or self._controls is None:
-                return Reply(False, "No task is currently executing")
-            if self._state is State.PAUSED:
-                return Reply(False, "Already paused")
-            if self._state is State.COMPLETING_TASK:
-                return Reply(False, "Pause already requested; completing the current unit")
-            if self._state is State.CANCELING:
-                return Reply(False, "Goal is being cancelled")
-            self._controls.request_pause()
-            self._set_state(State.COMPLETING_TASK, "pause requested; completing the current unit")
-            return Reply(True, "Pause requested; pausing after the current unit completes")
+        """Request a pause at the next unit boundary (EROBS reply messages).
+
+        Refused only when nothing is executing or the goal is already paused (or a pause
+        is already pending); accepted otherwise, also while a cancel is pending (the
+        cancel still wins at the next boundary, and the state stays CANCELING).
+        """
+        try:
+            with self._lock:
+                if self._goal is None or self._controls is None:
+                    return Reply(False, "No task is currently executing")
+                if self._state is State.PAUSED:
+                    return Reply(False, "Already paused")
+                if self._state is State.COMPLETING_TASK or self._controls.pause_requested:
+                    return Reply(False, "Pause already requested; completing the current unit")
+                self._controls.request_pause()
+                if self._state is State.RUNNING:
+                    self._transition(State.COMPLETING_TASK, "pause requested; completing the current unit")
+                return Reply(True, "Pause requested; pausing after the current unit completes")
+        finally:
+            self._deliver()
 
     def resume(self) -> Reply:
         """Resume a paused goal (paused at a boundary or at a ``pause`` step)."""
-        with self._lock:
-            if self._goal is None or self._controls is None or self._state is not State.PAUSED:
-                return Reply(False, "Not paused")
-            self._controls.request_resume()
-            self._set_state(State.RUNNING, "resumed")
-            return Reply(True, "Resumed")
+        try:
+            with self._lock:
+                if self._goal is None or self._controls is None or self._state is not State.PAUSED:
+                    return Reply(False, "Not paused")
+                self._controls.request_resume()
+                self._transition(State.RUNNING, "resumed")
+                return Reply(True, "Resumed")
+        finally:
+            self._deliver()
 
-    def cancel(self) -> Reply:
-        """Request cancellation; always accepted. Takes effect at the next unit boundary,
-        or at once while paused."""
-        with self._lock:
-            if self._goal is None or self._controls is None:
-                return Reply(True, "No task is currently executing; nothing to cancel")
-            paused = self._state is State.PAUSED
-            self._controls.request_cancel()
-            if self._state is not State.FAULTED:
-                self._set_state(State.CANCELING, "cancel requested")
-            if paused:
-                return Reply(True, "Cancelling the paused goal")
-            return Reply(True, "Cancel requested; stopping at the next unit boundary")
+    def cancel(self, goal_id: str | None = None) -> Reply:
+        """Request cancellation; takes effect at the next unit boundary, or at once while paused.
+
+        Thread-safe and non-blocking: call it directly from a ROS cancel callback. A
+        cancel accepted here before the goal finishes ends the goal CANCELED, even when
+        it arrives during (or just after) the final unit; the running unit is never
+        interrupted (use :meth:`stop` for that).
+
+        Args:
+            goal_id: cancel only this goal; ``None``: whatever goal is running.
+
+        Returns:
+            ``success`` True when a running goal will end CANCELED (or, with no
+            ``goal_id``, when nothing runs: EROBS always accepts a cancel); False when
+            ``goal_id`` is not the running goal (it has already finished).
+        """
+        try:
+            with self._lock:
+                goal, controls = self._goal, self._controls
+                if goal is None or controls is None or (goal_id is not None and goal.goal_id != goal_id):
+                    if goal_id is not None:
+                        return Reply(False, f"{goal_id} is not running; nothing to cancel")
+                    return Reply(True, "No task is currently executing; nothing to cancel")
+                paused = self._state is State.PAUSED
+                controls.request_cancel()
+                self._transition(State.CANCELING, "cancel requested")
+                if paused:
+                    return Reply(True, "Cancelling the paused goal")
+                return Reply(True, "Cancel requested; stopping at the next unit boundary")
+        finally:
+            self._deliver()
+
+    def stop(self) -> Reply:
+        """Stop now: halt the motion at once (controlled deceleration) and abort the goal.
+
+        Unlike :meth:`cancel`, this does not wait for the unit boundary: the backend is
+        told to stop in the caller's thread (so it happens even while the goal thread is
+        busy planning), the tree is halted (its running leaves stop what they started,
+        nothing more is dispatched) and the goal ends ABORTED with ``error_code``
+        ``STOPPED``. The orchestrator ends IDLE, not FAULTED. Works while paused and
+        during planning. Idempotent; with no goal running it still stops the arm.
+
+        Returns:
+            Always ``success`` True: the arm has been told to stop.
+        """
+        goal = self._halt(Halt(HaltReason.STOPPED, "stopped by operator request"))
+        if goal is None:
+            return Reply(True, "No task is currently executing; motion stopped")
+        return Reply(True, f"Stopping {goal.goal_id}: motion halted, the goal is aborted")
+
+    def reset_fault(self) -> Reply:
+        """Clear FAULTED after the operator has checked the cell (EROBS needs a restart).
+
+        Refused when the orchestrator is not faulted. Recorded in the run log as a
+        ``fault_reset`` event with the time and the fault that was cleared.
+        """
+        try:
+            with self._lock:
+                if self._state is not State.FAULTED:
+                    return Reply(False, f"Not faulted (state {self._state.value}); nothing to reset")
+                reason, self._fault_reason = self._fault_reason, ""
+                self._state = State.IDLE
+                self._outbox.append((State.IDLE, f"fault reset (was: {reason})", ""))
+        finally:
+            self._deliver()
+        self._emit("", "fault_reset", fault=reason)
+        return Reply(True, f"Fault cleared: {reason}")
 
     def clear_cache(self) -> Reply:
         """Drop every cached solution."""
         count = self.cache.clear()
         return Reply(True, f"cleared {count} cached solution(s)")
 
-    def shutdown(self, timeout: float = 10.0) -> None:
-        """Cancel the running goal, stop the backend's motion and join the goal thread."""
+    def shutdown(self, timeout: float = 10.0, *, reason: str = SHUTDOWN_REASON) -> None:
+        """Halt the running goal (it aborts with ``SHUTDOWN: <reason>``), stop the backend's
+        motion and join the goal thread (at most ``timeout`` seconds)."""
+        self._halt(Halt(HaltReason.SHUTDOWN, reason))
         with self._lock:
-            if self._controls is not None:
-                self._controls.request_cancel()
             thread = self._thread
-        self.backend.stop()
-        if thread is not None:
+        if thread is not None and thread is not threading.current_thread():
             thread.join(timeout)
+
+    def _halt(self, halt: Halt) -> GoalHandle | None:
+        """Mark the goal halted, then stop the backend from this thread; the goal thread
+        halts the tree before its next tick."""
+        with self._lock:
+            goal, controls = self._goal, self._controls
+            if controls is not None:
+                controls.request_halt(halt)
+        # Outside the lock and after the halt is recorded: a future failing because of this
+        # stop is seen by the goal thread only after it knows the goal is being halted.
+        self.backend.stop()
+        return goal
 
     # -- the goal thread -----------------------------------------------------------
     def _run(self, handle: GoalHandle) -> None:
         ctx = handle.context
         root = handle.root
         assert ctx is not None and root is not None and handle.script is not None
+        events = ctx.events
+        assert isinstance(events, _GoalEventsAdapter)
         try:
-            self.backend.prepare_goal(handle.script.start_gripper)
+            if ctx.controls.halt is None:
+                self.backend.prepare_goal(handle.script.start_gripper)
             self._emit(
                 handle.goal_id,
                 "goal_started",
@@ -454,28 +374,45 @@ class Orchestrator:
                 units=len(handle.units),
                 eligible=ctx.eligible,
             )
-            while True:
+            while ctx.controls.halt is None:
                 self._wake.clear()
                 visits = 0
                 for _node in root.tick():
                     visits += 1
                 self.last_tick_visits = visits
                 self.ticks += 1
+                self._after_tick(events)
                 self.listener.ticked(handle.goal_id, root)
                 if root.status != Status.RUNNING:
                     break
                 self._wake.wait(self.safety_period)
         except MotionError as exc:
             ctx.fail(exc)
-            ctx.faulted = ctx.faulted or exc.fatal
+            ctx.fault = ctx.fault or fault_of(ctx)
         except Exception as exc:
-            ctx.fail(f"EXECUTION_FAILED: {type(exc).__name__}: {exc}")
+            ctx.fail(MotionError(ErrorCode.EXECUTION_FAILED, f"{type(exc).__name__}: {exc}"))
         finally:
             if root.status == Status.RUNNING:
-                # The loop ended abnormally with work in flight: stop the robot first.
+                # Halted, or the loop ended abnormally with work in flight: stop the robot
+                # first, then halt the tree (each running leaf stops what it started).
                 self.backend.stop()
                 root.stop(Status.INVALID)
             self._finish(handle)
+
+    def _after_tick(self, events: _GoalEventsAdapter) -> None:
+        """Decide the state from what the tree reported during the tick."""
+        try:
+            with self._lock:
+                controls = self._controls
+                if (
+                    events.parked is not None
+                    and self._state in (State.RUNNING, State.COMPLETING_TASK)
+                    and controls is not None
+                    and not controls.resume_requested
+                ):
+                    self._transition(State.PAUSED, events.parked)
+        finally:
+            self._deliver()
 
     def _finish(self, handle: GoalHandle) -> None:
         ctx = handle.context
@@ -485,31 +422,50 @@ class Orchestrator:
         total = len(handle.script.steps)
         completed = events.completed_steps
         root_ok = handle.root is not None and handle.root.status == Status.SUCCESS
-        with self._lock:
-            if root_ok:
-                result = Result(GoalStatus.SUCCEEDED, "", "", completed, total)
-                next_state, message = State.IDLE, f"{handle.goal_id} succeeded"
-            elif ctx.finish_reason is FinishReason.CANCELED:
-                result = Result(GoalStatus.CANCELED, ctx.cancel_message, "CANCELED", completed, total)
-                next_state, message = State.IDLE, f"{handle.goal_id} {ctx.cancel_message}"
-            else:
-                error = ctx.error or "EXECUTION_FAILED: goal stopped without a recorded error"
-                code = error.split(":", 1)[0] if ":" in error else "EXECUTION_FAILED"
-                result = Result(GoalStatus.ABORTED, error, code, completed, total)
-                if ctx.faulted or ctx.fatal_error is not None or ctx.failed_while_canceling:
-                    self._fault_reason = ctx.fatal_error or f"unit failed while a cancel was pending: {error}"
-                    next_state, message = State.FAULTED, self._fault_reason
-                else:
+        try:
+            with self._lock:
+                halt = ctx.controls.halt
+                failure = ctx.failure
+                if ctx.fault is not None:
+                    error = str(failure) if failure is not None else ctx.fault
+                    code = failure.code.value if failure is not None else ErrorCode.EXECUTION_FAILED.value
+                    result = Result(GoalStatus.ABORTED, error, code, completed, total)
+                    self._fault_reason = ctx.fault
+                    next_state, message = State.FAULTED, ctx.fault
+                elif halt is not None:
+                    where = f" during {events.where()}" if events.current is not None else ""
+                    error = f"{halt.reason.value}: {halt.message}{where}"
+                    result = Result(GoalStatus.ABORTED, error, halt.reason.value, completed, total)
                     next_state, message = State.IDLE, f"{handle.goal_id} aborted: {error}"
-            self._goal = None
-            self._controls = None
-            self._thread = None
-            self._set_state(next_state, message)
+                elif ctx.finish_reason is FinishReason.CANCELED or (
+                    root_ok and ctx.controls.cancel_requested
+                ):
+                    # A cancel accepted before the goal finished wins over success, even one
+                    # that arrived after the last boundary was passed.
+                    cancel_message = ctx.cancel_message or "cancelled"
+                    result = Result(GoalStatus.CANCELED, cancel_message, "CANCELED", completed, total)
+                    next_state, message = State.IDLE, f"{handle.goal_id} {cancel_message}"
+                elif root_ok:
+                    result = Result(GoalStatus.SUCCEEDED, "", "", completed, total)
+                    next_state, message = State.IDLE, f"{handle.goal_id} succeeded"
+                else:
+                    why = failure or MotionError(
+                        ErrorCode.EXECUTION_FAILED, "goal ended without a recorded error"
+                    )
+                    result = Result(GoalStatus.ABORTED, str(why), why.code.value, completed, total)
+                    next_state, message = State.IDLE, f"{handle.goal_id} aborted: {why}"
+                self._goal = None
+                self._controls = None
+                self._thread = None
+                self._transition(next_state, message, goal_id=handle.goal_id)
+        finally:
+            self._deliver()
         self._emit(
             handle.goal_id,
             "goal_finished",
             status=result.status.value,
             error=result.error_message,
+            error_code=result.error_code,
             completed_steps=completed,
             total_steps=total,
         )
@@ -517,23 +473,45 @@ class Orchestrator:
         handle._finish(result)
 
     # -- helpers ---------------------------------------------------------------------
-    def _set_state(self, state: State, message: str) -> None:
-        # Listeners are told under the lock, so published states arrive in the order the
-        # state changed (the goal thread and request threads both change it).
-        with self._lock:
-            if self._state is State.FAULTED and state is not State.FAULTED:
-                return
-            self._state = state
-            self.listener.state_changed(state, message)
-            goal = self._goal
-            self._emit(goal.goal_id if goal else "", "state", state=state.value, message=message)
+    def _transition(self, state: State, message: str, *, goal_id: str | None = None) -> None:
+        """Change the state (caller holds the lock); listeners hear of it in :meth:`_deliver`.
+
+        FAULTED is left only through :meth:`reset_fault`.
+        """
+        if self._state is State.FAULTED and state is not State.FAULTED:
+            return
+        self._state = state
+        if goal_id is None:
+            goal_id = self._goal.goal_id if self._goal is not None else ""
+        self._outbox.append((state, message, goal_id))
+
+    def _deliver(self) -> None:
+        """Tell the listeners of queued state changes, in order, outside the lock.
+
+        One thread delivers at a time; a change queued meanwhile by another thread is
+        delivered by the one already delivering, so the order is the order of change.
+        Must not be called with the lock held.
+        """
+        while True:
+            with self._lock:
+                if self._delivering or not self._outbox:
+                    return
+                self._delivering = True
+                state, message, goal_id = self._outbox.popleft()
+            try:
+                self.listener.state_changed(state, message)
+                self._emit(goal_id, "state", state=state.value, message=message)
+            finally:
+                with self._lock:
+                    self._delivering = False
 
     def _emit(self, goal_id: str, event: str, **fields: Any) -> None:
         self.listener.event(goal_id, {"t": time.time(), "event": event, **fields})
 
 
 class _GoalEventsAdapter(GoalEvents):
-    """Turns tree events into orchestrator state changes, feedback and run-log records."""
+    """Turns tree events into feedback and run-log records, and keeps what the
+    orchestrator reads after each tick (the running unit, whether the goal is parked)."""
 
     def __init__(self, orchestrator: Orchestrator, handle: GoalHandle) -> None:
         self.orchestrator = orchestrator
@@ -544,6 +522,14 @@ class _GoalEventsAdapter(GoalEvents):
         self.current: Unit | None = None
         self.cache_status = ""
         self.message = ""
+        self.parked: str | None = None
+
+    def where(self) -> str:
+        """``unit 2/5 (batch[2]: moveto, end_effector)`` for the running unit."""
+        unit = self.current
+        if unit is None:
+            return "no unit"
+        return f"unit {unit.index + 1}/{len(self.handle.units)} ({unit.label})"
 
     def _publish(self) -> None:
         unit = self.current
@@ -590,15 +576,14 @@ class _GoalEventsAdapter(GoalEvents):
         self._publish()
 
     def paused(self, reason: str) -> None:
+        # The orchestrator turns this into PAUSED after the tick (_after_tick).
+        self.parked = reason
         self.message = reason
-        self.orchestrator._set_state(State.PAUSED, reason)
         self._publish()
 
     def resumed(self) -> None:
+        self.parked = None
         self.message = "resumed"
-        with self.orchestrator._lock:
-            if self.orchestrator.state is State.PAUSED:
-                self.orchestrator._set_state(State.RUNNING, "resumed")
         self._publish()
 
     def preview(self, unit: Unit, solution: Solution) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 from erobs_bt.backends.base import MotionBackend
 from erobs_bt.backends.factory import create_backend
 from erobs_bt.cache import DEFAULT_CAPACITY, PlanCache
-from erobs_bt.orchestrator import Orchestrator, OrchestratorListener
+from erobs_bt.orchestrator import SHUTDOWN_REASON, Orchestrator, OrchestratorListener
 from erobs_bt.script.macros import VisionTargets
 from erobs_bt.script.model import Script
 from erobs_bt.script.parse import parse_script
@@ -62,9 +62,10 @@ class Engine:
         """Parse a script exactly as goals are parsed (same registry, cell names)."""
         return self.orchestrator.parser(text if isinstance(text, str) else text.decode())
 
-    def close(self) -> None:
-        """Stop the goal thread and the backend."""
-        self.orchestrator.shutdown()
+    def close(self, reason: str = SHUTDOWN_REASON) -> None:
+        """Halt the running goal (it aborts with ``SHUTDOWN: <reason>``), then stop the goal
+        thread and the backend."""
+        self.orchestrator.shutdown(reason=reason)
         shutdown = getattr(self.backend, "shutdown", None)
         if callable(shutdown):
             shutdown()

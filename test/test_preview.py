@@ -53,7 +53,9 @@ def test_preview_never_replays_even_when_the_cache_holds_the_goal() -> None:
     assert orchestrator.submit(TWO_MOVES, dry_run=True).wait(10).success
     assert backend.count("replay") == 0
     assert backend.count("plan") == 2
-    assert recorder.cache_statuses() == ["MISS"], "a preview makes no cache decision"
+    assert recorder.cache_statuses() == ["MISS", "HIT"], (
+        "the preview reports that the cache holds the goal, and plans afresh all the same"
+    )
 
 
 def test_successful_eligible_preview_stores_a_solution_that_execution_replays() -> None:
@@ -64,7 +66,7 @@ def test_successful_eligible_preview_stores_a_solution_that_execution_replays() 
     assert len(orchestrator.cache) == 1
     assert orchestrator.submit(TWO_MOVES, dry_run=False).wait(10).success
     assert backend.count("replay") == 1 and backend.count("plan") == 1
-    assert recorder.cache_statuses() == ["HIT"], "preview never replays; execution does"
+    assert recorder.cache_statuses() == ["MISS", "HIT"], "the preview missed and stored; execution replays"
 
 
 def test_failed_preview_leaves_the_older_entry_in_place() -> None:
@@ -90,3 +92,18 @@ def test_successful_preview_replaces_the_matching_entry() -> None:
     assert list(orchestrator.cache._entries) == [key]
     stored = orchestrator.cache.get(key)
     assert stored is not None and stored.start_positions == (0.101, -1.5, 1.5, -1.5, -1.5, 0.0)
+
+
+def test_a_preview_of_a_motion_unit_reports_its_cache_status_in_feedback() -> None:
+    """The interface: motion units report HIT/MISS/INELIGIBLE (issue 9, item 9)."""
+    backend = ScriptedBackend()
+    recorder = Recorder()
+    orchestrator = make_orchestrator(backend, listener=recorder)
+    assert orchestrator.submit(TWO_MOVES, dry_run=True).wait(10).success
+    assert recorder.feedbacks[-1].cache_status == "MISS"
+    assert orchestrator.submit(TWO_MOVES, dry_run=True).wait(10).success
+    assert recorder.feedbacks[-1].cache_status == "HIT"
+    two_units = script_json([move("a"), move("b")])
+    unbatched = make_orchestrator(backend, listener=recorder, enable_batching=False)
+    assert unbatched.submit(two_units, dry_run=True).wait(10).success
+    assert {f.cache_status for f in recorder.feedbacks[-4:] if f.unit_index} == {"INELIGIBLE"}

@@ -67,7 +67,7 @@ def test_two_cells_run_a_goal_each_at_the_same_time(cells: Cells, clients: dict[
         "cell1": clients["cell1"].send(script("cell_one_run", "sample_scan_1", "vial_scan")),
         "cell2": clients["cell2"].send(script("cell_two_run", "vial_scan")),
     }
-    for ns, run in runs.items():
+    for run in runs.values():
         assert run.accepted, run.rejection
     results = {ns: run.wait(GOAL_TIMEOUT) for ns, run in runs.items()}
 

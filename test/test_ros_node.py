@@ -15,6 +15,7 @@ a fatal replay error, and path-specific validation errors.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,6 @@ from ros_fixtures import (
 from erobs_bt.backends.base import ArmSegment, Solution, ToolSegment, TrajectoryPoint
 from erobs_bt.ros import commands, convert
 from erobs_bt.ros.client import ErobsBtClient, GoalRun
-from erobs_bt.ros.node import PARAMETERS
 from erobs_bt.ros.snapshots import SnapshotThrottle, TreeState
 from erobs_bt.script.model import JOINT_NAMES
 
@@ -258,6 +258,121 @@ def test_a_malformed_script_aborts_with_its_path_and_the_node_serves_the_next(
     assert run_to_end(client, script([move("vial_scan")])).status_name == "SUCCEEDED"
 
 
+#: Scripts whose text reaches ROS messages with a lone surrogate (the JSON escape \ud800)
+#: or an escaped NUL in a field (issue 9, item 7). Raw JSON text, escapes kept as written.
+HOSTILE_SCRIPTS = (
+    '{"start_gripper":"epick","tasks":[{"task_type":"moveto","cartesian_target":[0.3,0.2,0.4],'
+    '"frame_id":"\\ud800"}]}',
+    '{"start_gripper":"\\ud800","tasks":[{"task_type":"pipettor","operation":"EJECT_TIP"}]}',
+    '{"start_gripper":"epick","tasks":[{"task_type":"end_effector","end_effector_action":"vacuum_on",'
+    '"end_effector_type":"\\ud800"}]}',
+    '{"start_gripper":"none","tasks":[{"task_type":"tool_exchange","operation":"load",'
+    '"gripper":"\\ud800","dock_number":1}]}',
+    '{"start_gripper":"pipettor","tasks":[{"task_type":"vision_task","detector":"\\ud800","tag_id":1}]}',
+    '{"start_gripper":"ep\\u0000ick","tasks":[{"task_type":"pipettor","operation":"EJECT_TIP"}]}',
+)
+
+
+def test_lone_surrogates_and_nul_in_a_script_never_take_the_node_down(
+    node: NodeProcess, client: ErobsBtClient
+) -> None:
+    for text in HOSTILE_SCRIPTS:
+        states_before = client.states.count
+        run = run_to_end(client, text)
+
+        assert node.running(), f"the node died on {text}:\n{node.output}"
+        assert run.status_name == "ABORTED", text
+        assert run.result.error_message and run.result.error_code, (text, run.result)
+        # The latched state is right: the node is idle again (not stuck at RUNNING).
+        latest = client.states.wait_for(
+            lambda m: m is client.states.latest() and m.state == "IDLE", 10.0, since=states_before - 1
+        )
+        assert latest is not None, (text, [m.state for m in client.states.items()][-4:])
+        if "u0000" in text:
+            # An embedded NUL no longer cuts the message short ("Unknown gripper: ep").
+            assert run.result.error_message != "Unknown gripper: ep", run.result.error_message
+            assert "Unknown gripper: ep" not in run.result.error_message or (
+                "ep\\x00ick" in run.result.error_message
+            ), run.result.error_message
+    assert "Exception in thread" not in node.output, node.output
+    assert run_to_end(client, script([move("vial_scan")])).status_name == "SUCCEEDED"
+
+
+def test_a_preview_cancelled_right_after_its_goal_response_always_ends_canceled(
+    client: ErobsBtClient,
+) -> None:
+    """Issue 9, item 8: the cancel callback hands the cancel to the orchestrator at once,
+    so a cancel accepted before the goal finishes is never lost to a short last unit."""
+    text = script(LONG_BATCH[:3])
+    outcomes = []
+    for trial in range(16):
+        run = client.send(text, dry_run=True)
+        assert run.accepted, run.rejection
+        time.sleep((trial * 3 % 41) / 1000.0)  # 0-40 ms after the goal response: the stimulus
+        response = run.cancel()
+        result = run.wait(GOAL_TIMEOUT)
+        accepted = response.return_code == 0 and len(response.goals_canceling) == 1
+        outcomes.append((trial, accepted, run.status_name, result.error_code))
+    assert all(
+        (status, code) == ("CANCELED", "CANCELED") for _, accepted, status, code in outcomes if accepted
+    ), outcomes
+    assert all(accepted for _, accepted, _, _ in outcomes), (
+        f"a preview of three moves plans for longer than 40 ms; every cancel is accepted: {outcomes}"
+    )
+
+
+def test_stop_halts_the_arm_at_once_aborts_with_stopped_and_leaves_the_node_idle(
+    client: ErobsBtClient,
+) -> None:
+    run = client.send(script([*LONG_BATCH, LED, move("vial_scan")]))
+    assert run.accepted, run.rejection
+    wait_feedback(run, lambda f: f.unit_index == 1 and "execut" in f.status_message, "executing unit 1")
+    moving = client.joint_states.wait_for(
+        lambda m: any(abs(v) > 1e-6 for v in m.velocity), GOAL_TIMEOUT, since=client.joint_states.count
+    )
+    assert moving is not None
+    states_before = client.states.count
+
+    reply = client.stop()
+    result = run.wait(GOAL_TIMEOUT)
+
+    assert reply[0], reply
+    assert run.status_name == "ABORTED" and result.error_code == "STOPPED", result
+    assert result.error_message.startswith("STOPPED: "), result.error_message
+    assert result.completed_steps == 0, "the batch was halted: none of its steps counts"
+    idle = client.states.wait_for(lambda m: m.state == "IDLE", 10.0, since=states_before)
+    assert idle is not None, [m.state for m in client.states.items()]
+    assert client.states.wait_for(lambda m: m.state == "FAULTED", 0.0, since=states_before) is None
+    # At rest, and it stays there: the next joint states all have zero velocity.
+    since = client.joint_states.count
+    rest = client.joint_states.wait_for(lambda m: not any(m.velocity), 10.0, since=since)
+    assert rest is not None
+    since = client.joint_states.count
+    later = [client.joint_states.wait_for(lambda m: True, 10.0, since=since + i) for i in range(10)]
+    assert all(m is not None and not any(m.velocity) for m in later)
+    assert all(list(m.position) == pytest.approx(list(rest.position), abs=1e-9) for m in later if m)
+    assert run_to_end(client, script([move("safe_sample_transport")])).status_name == "SUCCEEDED"
+
+
+def test_stop_works_while_paused_and_when_idle(client: ErobsBtClient) -> None:
+    states_before = client.states.count
+    run = client.send(script([move("vial_scan"), PAUSE, move("safe_sample_transport")]))
+    assert run.accepted, run.rejection
+    assert client.wait_for_state("PAUSED", GOAL_TIMEOUT, since=states_before) is not None
+
+    stopped = CliRunner().invoke(commands.stop, [])
+    result = run.wait(GOAL_TIMEOUT)
+    idle_stop = client.stop()
+    not_faulted = CliRunner().invoke(commands.reset_fault, [])
+
+    assert stopped.exit_code == 0, stopped.output
+    assert run.status_name == "ABORTED" and result.error_code == "STOPPED", result
+    assert (result.completed_steps, result.total_steps) == (1, 3)
+    assert idle_stop[0] and "No task" in idle_stop[1]
+    assert not_faulted.exit_code == 1 and "Not faulted" in not_faulted.output, not_faulted.output
+    assert run_to_end(client, script([move("vial_scan")])).status_name == "SUCCEEDED"
+
+
 def test_a_dry_run_publishes_the_preview_and_moves_nothing(client: ErobsBtClient) -> None:
     assert run_to_end(client, script([move("safe_sample_transport")], gripper="epick")).result.success
     previews_before = client.previews.count
@@ -306,8 +421,12 @@ def test_sigint_during_a_goal_stops_the_node_cleanly(
 
     status = node.stop()
     farewell = client.states.wait_for(lambda m: m.message == "node shutting down", 5.0, since=states_before)
+    result = run.wait(10.0)
     client.close()
 
+    # The result says why the goal ended, and its status and code agree.
+    assert run.status_name == "ABORTED" and result.error_code == "SHUTDOWN", result
+    assert "node shutting down" in result.error_message, result.error_message
     assert status == 0, node.output
     assert "Traceback" not in node.output and "never retrieved" not in node.output, node.output
     assert farewell is not None and farewell.state == "IDLE", "the final state was not published"
@@ -334,6 +453,11 @@ def test_an_injected_replay_timeout_faults_the_node_and_later_goals_are_rejected
                 faulted = ros_client.wait_for_state("FAULTED", 5.0)
                 third = ros_client.send(there_and_back)
                 resume = ros_client.resume()
+                states_before = ros_client.states.count
+                reset = CliRunner().invoke(commands.reset_fault, [])
+                cleared = ros_client.wait_for_state("IDLE", 5.0, since=states_before)
+                again = ros_client.reset_fault()
+                fourth = run_to_end(ros_client, script([move("vial_scan")], gripper="epick"))
         finally:
             status = process.stop()
 
@@ -345,26 +469,16 @@ def test_an_injected_replay_timeout_faults_the_node_and_later_goals_are_rejected
     assert faulted is not None and faulted.message.startswith("REPLAY_TIMEOUT: ")
     assert not third.accepted and "FAULTED" in third.rejection
     assert resume == (False, "Not paused"), "Resume does not clear a fault"
+    assert reset.exit_code == 0 and "Fault cleared: REPLAY_TIMEOUT: " in reset.output, reset.output
+    assert cleared is not None and "fault reset" in cleared.message
+    assert again[0] is False and "Not faulted" in again[1]
+    assert fourth.status_name == "SUCCEEDED", "the node serves goals again without a restart"
+    assert "fault_reset" in process.output or "reset_fault" in process.output, process.output
     assert status == 0, process.output
     assert orphaned_segments(shm_before) == set()
 
 
 # -- pieces without a ROS graph -----------------------------------------------------------------
-def test_the_params_file_states_every_node_default() -> None:
-    document = yaml.safe_load((REPO / "config" / "erobs_bt.yaml").read_text())
-    flat: dict[str, Any] = {}
-
-    def flatten(prefix: str, value: Any) -> None:
-        if isinstance(value, dict):
-            for key, item in value.items():
-                flatten(f"{prefix}{key}.", item)
-        else:
-            flat[prefix[:-1]] = value
-
-    flatten("", document["erobs_bt"]["ros__parameters"])
-    assert flat == {spec.name: spec.default for spec in PARAMETERS}
-
-
 def test_the_launch_file_is_valid_python() -> None:
     source = (REPO / "launch" / "erobs_bt.launch.py").read_text()
     code = compile(source, "erobs_bt.launch.py", "exec")
@@ -429,3 +543,84 @@ def test_a_solution_becomes_one_joint_trajectory_without_tool_commands() -> None
     assert tuple(trajectory.joint_names) == JOINT_NAMES
     assert [convert.seconds(p.time_from_start) for p in trajectory.points] == [0.0, 1.5, 2.0]
     assert [tuple(p.positions) for p in trajectory.points] == [a, b, c]
+
+
+def test_a_goal_shut_down_while_paused_is_aborted_with_shutdown(tmp_path: Path) -> None:
+    shm_before = fastdds_segments()
+    with ros_environment(tmp_path / "ros_log") as environment:
+        process = NodeProcess(environment, {"speed": SPEED})
+        process.start()
+        try:
+            with ErobsBtClient() as ros_client:
+                assert ros_client.wait_for_server(30.0), process.output
+                run = ros_client.send(script([PAUSE, move("vial_scan")]))
+                assert run.accepted, run.rejection
+                assert ros_client.wait_for_state("PAUSED", GOAL_TIMEOUT) is not None
+                status = process.stop()
+                result = run.wait(10.0)
+        finally:
+            status = process.stop()
+
+    assert status == 0, process.output
+    # Before: ABORTED with error_code "CANCELED" (status and code disagreed).
+    assert run.status_name == "ABORTED" and result.error_code == "SHUTDOWN", result
+    assert "node shutting down" in result.error_message
+    assert orphaned_segments(shm_before) == set()
+
+
+def test_a_dead_executor_thread_makes_the_node_exit_non_zero(tmp_path: Path) -> None:
+    """A supervisor with respawn-on-failure must see the node fail (it exited 0 before)."""
+    from erobs_bt.ros.node import EXIT_EXECUTOR_DIED, run
+
+    def kill_the_executor(ros_node: Any) -> None:
+        def boom() -> None:
+            raise RuntimeError("a callback that raises, outside the node's guards")
+
+        ros_node.create_timer(0.01, boom)
+
+    with ros_environment(tmp_path / "ros_log"):
+        code = run(["--ros-args", "-p", "backend:=scripted"], on_ready=kill_the_executor)
+
+    assert code == EXIT_EXECUTOR_DIED != 0
+
+
+def test_every_text_reaching_a_message_is_valid_utf8_without_nul() -> None:
+    """Unit check of the conversions (no graph): serialising a message whose text came from
+    a hostile script works, and nothing after an embedded NUL is lost."""
+    from erobs_bt_interfaces.action import ExecuteScript
+    from erobs_bt_interfaces.msg import ExecutionState
+    from rclpy.serialization import deserialize_message, serialize_message
+
+    from erobs_bt.orchestrator import Feedback, GoalStatus, Result, State
+
+    nasty = "frame \ud800 / ep\x00ick"
+    result = convert.result_to_msg(Result(GoalStatus.ABORTED, nasty, "EXECUTION_FAILED", 0, 1))
+    state = convert.state_to_msg(
+        State.IDLE,
+        nasty,
+        goal_id="goal-\udfff",
+        current_step=0,
+        total_steps=1,
+        unit_index=0,
+        stamp=convert.time_msg(0.0),
+    )
+    feedback = convert.feedback_to_msg(
+        Feedback(
+            current_step=1,
+            total_steps=1,
+            current_action=nasty,
+            progress_percentage=0.0,
+            status_message=nasty,
+            current_gripper="ep\x00ick",
+            unit_index=1,
+            cache_status="",
+        )
+    )
+
+    back = deserialize_message(serialize_message(result), ExecuteScript.Result)
+    assert back.error_message == "frame \\ud800 / ep\\x00ick"
+    assert deserialize_message(serialize_message(state), ExecutionState).goal_id == "goal-\\udfff"
+    assert deserialize_message(serialize_message(feedback), ExecuteScript.Feedback).current_gripper == (
+        "ep\\x00ick"
+    )
+    assert convert.ros_text("Grüße, ok") == "Grüße, ok", "valid text is unchanged"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 from collections.abc import Iterator
 
 import numpy as np
@@ -81,8 +82,20 @@ def test_trajectory_starting_away_from_the_robot_is_rejected(controller: SimCont
 
 
 def test_second_trajectory_while_busy_is_rejected(controller: SimController) -> None:
+    # Hold the controller thread in a listener while the first trajectory plays, so its
+    # simulated clock cannot run out before the second request, however loaded the machine.
+    holding, release = threading.Event(), threading.Event()
+
+    def hold(names: tuple[str, ...], q: tuple[float, ...], qd: tuple[float, ...]) -> None:
+        if max(map(abs, qd)) > 0.0 and not release.is_set():
+            holding.set()
+            release.wait(30)
+
+    controller.add_listener(hold)
     first = controller.execute(segment(Q_START, Q_GOAL))
+    assert holding.wait(30), "the first trajectory is playing"
     second = controller.execute(segment(Q_START, Q_GOAL, index=1))
+    release.set()
 
     error = second.exception(timeout=5)
     assert isinstance(error, MotionError) and "executing the trajectory of step 0" in str(error)
@@ -94,21 +107,26 @@ def test_stop_ramps_down_within_the_acceleration_limit_and_stays_on_the_path() -
     far = (2.0, -0.8, 0.3, -0.5, -1.0, 1.5)
     seg = segment(Q_START, far, scaling=1.0)
     samples: list[tuple[float, np.ndarray, np.ndarray]] = []
-    fast = threading.Event()
+    stopped = threading.Event()
+    stop_at: list[int] = []
 
     def record(names: tuple[str, ...], q: tuple[float, ...], qd: tuple[float, ...]) -> None:
         state = controller.joint_state()  # the controller thread: consistent with q, qd
         samples.append((state.sim_time, np.array(q), np.array(qd)))
-        if np.max(np.abs(qd)) > 0.8 * np.pi:
-            fast.set()
+        if not stop_at and np.max(np.abs(qd)) > 0.8 * np.pi:
+            # Stop from the controller thread at this simulated instant: the moment of the
+            # stop is fixed in simulated time, whatever the machine's load (the whole
+            # trajectory lasts only 0.27 s of wall time at speed 5).
+            stop_at.append(len(samples))
+            controller.stop()
+            controller.stop()  # idempotent
+            stopped.set()
 
     controller.add_listener(record)
     try:
         future = controller.execute(seg)
-        assert fast.wait(timeout=30), "the arm reaches full speed"
-        stop_index = len(samples)
-        controller.stop()
-        controller.stop()  # idempotent
+        assert stopped.wait(timeout=30), "the arm reaches full speed"
+        stop_index = stop_at[0]
 
         error = future.exception(timeout=30)
         assert isinstance(error, MotionError) and error.code is ErrorCode.EXECUTION_FAILED
@@ -157,3 +175,46 @@ def test_shutdown_fails_the_active_trajectory_and_joins_the_thread() -> None:
     )
     assert isinstance(late.exception(timeout=1), MotionError)
     assert not controller.is_busy()
+
+
+@pytest.mark.parametrize("speed", [1.0, 20.0])
+def test_joint_states_come_at_the_rate_on_the_simulated_clock(speed: float) -> None:
+    """A listener at 50 Hz hears the moving arm every ``speed / 50`` simulated seconds,
+    exactly, however the wall clock behaves (regression: a wall-clock throttle of the
+    controller thread gave 41 Hz with gaps of 76-152 ms during planning)."""
+    controller = SimController(Q_START, speed=speed)
+    received: list[tuple[float, float, bool]] = []  # (simulated time, wall time, moving)
+    done = threading.Event()
+
+    def record(names: tuple[str, ...], q: tuple[float, ...], qd: tuple[float, ...]) -> None:
+        if done.is_set():
+            return
+        received.append((controller.joint_state().sim_time, time.monotonic(), max(map(abs, qd)) > 0.0))
+
+    controller.add_listener(record, rate=50.0)
+    # About 0.3 s of wall time either way: 15 states at 50 Hz.
+    seg = (
+        segment(Q_START, (2.0, -0.8, 0.3, -0.5, -1.0, 1.5), scaling=0.1)
+        if speed > 1.0
+        else segment(Q_START, Q_GOAL, scaling=1.0)
+    )
+    try:
+        controller.execute(seg).result(timeout=60)
+        done.set()
+    finally:
+        controller.shutdown()
+
+    moving = [(t, w) for t, w, m in received if m]
+    assert len(moving) >= 5
+    spacing = np.diff([t for t, _ in moving])
+    period = speed / 50.0
+    control_period = 1.0 / 500.0
+    # Every interval is the period, to one control period (the simulated clock's resolution).
+    assert np.all(np.abs(spacing - period) <= control_period + 1e-9), spacing
+    per_simulated_second = (len(moving) - 1) / (moving[-1][0] - moving[0][0])
+    assert per_simulated_second == pytest.approx(50.0 / speed, rel=0.02)
+    # The wall-clock rate is what the simulated one implies at this speed; reported, not
+    # asserted (an assertion on wall time would depend on the machine's load).
+    wall_rate = (len(moving) - 1) / (moving[-1][1] - moving[0][1])
+    print(f"speed {speed:g}: {per_simulated_second:.3f} per simulated s, {wall_rate:.1f} Hz wall")
+    assert received[-1][2] is False, "the final state at rest is reported"

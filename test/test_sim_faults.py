@@ -60,7 +60,12 @@ def test_planning_failure_fires_on_the_configured_occurrence(
         (
             {"call": "execute", "outcome": "server_unavailable"},
             False,
-            "TIMEOUT: execute_task_solution action",
+            "EXECUTION_FAILED: execute_task_solution action server unavailable",
+        ),
+        (
+            {"call": "replay", "outcome": "server_unavailable"},
+            True,
+            "EXECUTION_FAILED: execute_task_solution action server unavailable",
         ),
         (
             {"call": "replay", "outcome": "replay_error", "prefix": "REPLAY_TIMEOUT"},
@@ -255,3 +260,25 @@ def test_a_unit_planned_with_an_injected_cell_fault_section(cell: CellConfig) ->
     step = MoveTo(index=0, path="tasks[0]", spec={}, target="moveit_home")
     with SimBackend(faulty, speed=math.inf) as backend:
         assert str(error_of(backend.plan([step]))) == "PLANNING_FAILED: scene is stale"
+
+
+def test_server_unavailable_during_a_replay_plans_afresh_once_and_does_not_fault(cell: CellConfig) -> None:
+    """erobs-semantics §3: only TIMEOUT:/REPLAY_TIMEOUT: faults (issue 9, item 3)."""
+    from erobs_bt.orchestrator import GoalStatus, Orchestrator, State
+
+    text = (
+        '{"start_gripper": "epick", "tasks": [{"task_type": "moveto", "target": "moveit_home"},'
+        ' {"task_type": "end_effector", "end_effector_action": "vacuum_off"}]}'
+    )
+    faults = parse_faults([{"call": "replay", "outcome": "server_unavailable"}], source="test")
+    with SimBackend(cell, speed=math.inf, faults=faults) as backend:
+        start = backend.joint_positions()
+        orchestrator = Orchestrator(backend, parser=parse_script, enable_batching=True)
+        first = orchestrator.submit(text, dry_run=False).wait(120)
+        assert first.success, first
+        backend.controller.set_joint_positions(start)  # the same goal from the same start replays
+        second = orchestrator.submit(text, dry_run=False).wait(120)
+        assert second.status is GoalStatus.SUCCEEDED, second
+        assert orchestrator.state is State.IDLE
+        assert [f.call for f in backend.faults.fired()] == ["replay"], "one replay, then one fresh attempt"
+        assert backend.joint_positions() != start, "the fresh attempt moved the arm"

@@ -94,3 +94,71 @@ def test_watch_once_draws_the_latched_snapshot(private_ros: int) -> None:
     assert "unit 2: batch[2]: moveto, end_effector" in text and "◀ current" in text
     assert "ExecuteSolution  executing" in text
     assert "step 2/3, unit 2" in text, "the ExecutionState topic gives the step and unit"
+
+
+def test_watch_once_waits_for_an_execution_state_that_arrives_after_the_snapshot(
+    private_ros: int,
+) -> None:
+    """Regression: ``watch --once`` drew as soon as the snapshot arrived (``state ?``), so
+    the test above failed about 1 run in 6. Here the state is published only after the
+    watcher is subscribed and has had time to receive the snapshot; it must still be drawn."""
+    import time
+
+    import rclpy
+    from builtin_interfaces.msg import Time
+    from erobs_bt_interfaces.msg import BehaviourStatus, ExecutionState, TreeSnapshot
+    from rclpy.context import Context
+    from rclpy.node import Node
+    from rclpy.signals import SignalHandlerOptions
+
+    from erobs_bt.ros.client import latched_qos
+    from erobs_bt.viz.watch import watch_ros
+
+    context = Context()
+    rclpy.init(context=context, signal_handler_options=SignalHandlerOptions.NO)
+    node = Node("erobs_bt", context=context, start_parameter_services=False)
+    console = Console(record=True, width=160, color_system=None)
+    codes: list[int] = []
+    try:
+        snapshots = node.create_publisher(TreeSnapshot, "~/tree_snapshot", latched_qos())
+        states = node.create_publisher(ExecutionState, "~/execution_state", latched_qos())
+        snapshots.publish(
+            TreeSnapshot(
+                stamp=Time(sec=1),
+                goal_id="goal-7",
+                state="SUCCESS",
+                unit_index=0,
+                final=True,
+                tip_id="r",
+                behaviours=[
+                    BehaviourStatus(
+                        id="r", name="script", type="UnitSequence", parent_id="", status="SUCCESS"
+                    )
+                ],
+                tree_json="",
+            )
+        )
+        watcher = threading.Thread(
+            target=lambda: codes.append(
+                watch_ros("/erobs_bt", console=console, once=True, timeout=30.0, grace=30.0)
+            )
+        )
+        watcher.start()
+        deadline = time.monotonic() + 30.0
+        while (
+            snapshots.get_subscription_count() == 0 or states.get_subscription_count() == 0
+        ) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        # Give the snapshot time to arrive first (the old watcher drew right then); the new
+        # one waits for the state whatever this delay is.
+        time.sleep(0.5)
+        states.publish(
+            ExecutionState(stamp=Time(sec=2), state="IDLE", goal_id="goal-7", message="goal-7 succeeded")
+        )
+        watcher.join(60.0)
+    finally:
+        node.destroy_node()
+        context.try_shutdown()
+    text = console.export_text()
+    assert codes == [0], text
+    assert "state ?" not in text and "IDLE" in text and "goal-7 succeeded" in text, text

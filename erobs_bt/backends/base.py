@@ -61,16 +61,6 @@ class MotionError(RuntimeError):
         return self.code.fatal
 
 
-def is_fatal_message(message: str) -> bool:
-    """True when an error string starts with ``REPLAY_TIMEOUT:`` or ``TIMEOUT:``.
-
-    The rule of the specification's "Replay failure handling" table, applied to the
-    text of an error (e.g. one produced by a backend that does not raise
-    :class:`MotionError`).
-    """
-    return message.startswith(("REPLAY_TIMEOUT:", "TIMEOUT:"))
-
-
 def as_motion_error(exc: BaseException, *, default: ErrorCode) -> MotionError:
     """Wrap any exception raised by a backend call as a :class:`MotionError`.
 

@@ -10,7 +10,9 @@ for as long as the test needs to send pause or cancel.
 
 Plans are straight two-point joint segments to each target's resolved joints (or a
 zero-length segment when the target has none) and a tool segment per end_effector;
-executing a solution moves the recorded arm state to its final point.
+a plan's ``start_positions`` is the arm state it was planned from, ``None`` when that is
+unknown; executing a solution moves the recorded arm state to its final point, and
+:meth:`ScriptedBackend.stop` fails the execution in flight as a real stop would.
 """
 
 from __future__ import annotations
@@ -105,6 +107,7 @@ class ScriptedBackend:
         self.calls: list[Call] = []
         self.gripper_states: list[tuple[str, str]] = []
         self.stops = 0
+        self._in_flight: set[Future[Any]] = set()
 
     # -- scripting ---------------------------------------------------------------
     def script(self, kind: str, *outcomes: Outcome) -> None:
@@ -157,10 +160,13 @@ class ScriptedBackend:
     def plan(self, steps: Sequence[Step], *, start: JointPositions | None) -> Future[Solution]:
         outcome = self._next("plan", {"steps": [s.index for s in steps], "start": start})
         with self._lock:
-            origin = start if start is not None else (self._positions or _ZERO6)
+            known = start if start is not None else self._positions
             gripper = self._gripper
             revision = self._revision()
-        solution = Solution(_straight_segments(steps, origin, gripper), revision, origin)
+        # With no known arm state the trajectory is drawn from zeros, but the solution
+        # does not pretend to know where it starts (start_positions stays None).
+        origin = known if known is not None else _ZERO6
+        solution = Solution(_straight_segments(steps, origin, gripper), revision, known)
         return self._complete(outcome, lambda: solution)
 
     def execute(self, solution: Solution, *, replay: bool) -> Future[None]:
@@ -170,13 +176,14 @@ class ScriptedBackend:
         def apply() -> None:
             final = solution.final_positions()
             with self._lock:
-                if final is not None:
+                # An unknown arm state (mock hardware) stays unknown.
+                if final is not None and self._positions is not None:
                     self._positions = tuple(final)  # type: ignore[assignment]
                 for segment in solution.segments:
                     if isinstance(segment, ToolSegment):
                         self.gripper_states.append((segment.gripper, segment.command))
 
-        return self._complete(outcome, apply)
+        return self._complete(outcome, apply, moves=True)
 
     def run_step(self, step: Step) -> Future[str]:
         outcome = self._next("run_step", {"step": step.index, "task_type": step.task_type})
@@ -188,11 +195,16 @@ class ScriptedBackend:
                 return f"{step.operation} {step.gripper}: done"
             return f"{step.task_type}: done"
 
-        return self._complete(outcome, apply)
+        return self._complete(outcome, apply, moves=True)
 
     def stop(self) -> None:
+        """Count the stop and fail every execution in flight (``EXECUTION_FAILED``), as a
+        controller that decelerates and drops its trajectory would."""
         with self._lock:
             self.stops += 1
+            in_flight, self._in_flight = self._in_flight, set()
+        for future in in_flight:
+            self._settle(future, MotionError(ErrorCode.EXECUTION_FAILED, "stopped by request"))
 
     # -- internals -------------------------------------------------------------------
     def _revision(self) -> str:
@@ -207,28 +219,46 @@ class ScriptedBackend:
             queue = self._queues[kind]
             return queue.popleft() if queue else Outcome()
 
-    def _complete(self, outcome: Outcome, on_success: Any) -> Future[Any]:
+    def _settle(self, future: Future[Any], error: BaseException | None, result: Any = None) -> None:
+        """Complete ``future`` unless it already is (a stop and the outcome may race)."""
+        with self._lock:
+            if future.done():
+                return
+            self._in_flight.discard(future)
+            if error is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(result)
+
+    def _complete(self, outcome: Outcome, on_success: Any, *, moves: bool = False) -> Future[Any]:
         if outcome.raises is not None:
             raise outcome.raises
         future: Future[Any] = Future()
         future.set_running_or_notify_cancel()
+        if moves:
+            with self._lock:
+                self._in_flight.add(future)
 
         def finish() -> None:
             if outcome.gate is not None:
                 outcome.gate.wait()
             if outcome.delay > 0:
                 threading.Event().wait(outcome.delay)
+            if future.done():
+                return  # stopped meanwhile: nothing of it is applied
             if outcome.fail_with is not None:
-                future.set_exception(outcome.fail_with)
+                self._settle(future, outcome.fail_with)
             elif outcome.error is not None:
-                future.set_exception(
-                    as_motion_error(RuntimeError(outcome.error), default=ErrorCode.EXECUTION_FAILED)
+                self._settle(
+                    future, as_motion_error(RuntimeError(outcome.error), default=ErrorCode.EXECUTION_FAILED)
                 )
             else:
                 try:
-                    future.set_result(on_success())
+                    value = on_success()
                 except MotionError as exc:
-                    future.set_exception(exc)
+                    self._settle(future, exc)
+                else:
+                    self._settle(future, None, value)
 
         if outcome.gate is None and outcome.delay <= 0:
             finish()

@@ -82,6 +82,10 @@ CANCEL_CODES: Mapping[int, str] = MappingProxyType(
 )
 
 
+#: The node's native ``std_srvs/Trigger`` services, by key (:data:`erobs_bt.ros.params.ENDPOINTS`).
+TRIGGER_SERVICES = ("pause", "resume", "stop", "reset_fault", "clear_cache")
+
+
 def default_names(node: str = "/erobs_bt") -> dict[str, str]:
     """The fully qualified names of a node's endpoints (:data:`erobs_bt.ros.params.ENDPOINTS`).
 
@@ -245,7 +249,7 @@ def _wait_future(future: Any, timeout: float, what: str) -> Any:
 
 
 class ErobsBtClient:
-    """Talks to one ``erobs_bt`` node: goals, pause/resume/cancel, latched state.
+    """Talks to one ``erobs_bt`` node: goals, pause/resume/cancel/stop/reset_fault, latched state.
 
     Usable as a context manager; :meth:`close` shuts the private context down.
 
@@ -290,8 +294,7 @@ class ErobsBtClient:
             self.node, ExecuteScript, self.names["execute"]
         )
         self._triggers: dict[str, Any] = {
-            key: self.node.create_client(Trigger, self.names[key])
-            for key in ("pause", "resume", "clear_cache")
+            key: self.node.create_client(Trigger, self.names[key]) for key in TRIGGER_SERVICES
         }
         self._cancel_all: Any = self.node.create_client(
             CancelGoal, f"{self.names['execute']}/_action/cancel_goal"
@@ -427,7 +430,7 @@ class ErobsBtClient:
 
     # -- services --------------------------------------------------------------------
     def trigger(self, key: str, timeout: float = 5.0) -> tuple[bool, str]:
-        """Call a Trigger service (``pause``, ``resume`` or ``clear_cache``).
+        """Call a Trigger service (a key of :data:`TRIGGER_SERVICES`).
 
         Returns:
             ``(success, message)`` of the reply.
@@ -448,6 +451,14 @@ class ErobsBtClient:
     def resume(self, timeout: float = 5.0) -> tuple[bool, str]:
         """Resume a paused goal."""
         return self.trigger("resume", timeout)
+
+    def stop(self, timeout: float = 5.0) -> tuple[bool, str]:
+        """Stop now: halt the motion at once and abort the goal (``STOPPED``)."""
+        return self.trigger("stop", timeout)
+
+    def reset_fault(self, timeout: float = 5.0) -> tuple[bool, str]:
+        """Clear FAULTED (refused when the node is not faulted)."""
+        return self.trigger("reset_fault", timeout)
 
     def clear_cache(self, timeout: float = 5.0) -> tuple[bool, str]:
         """Drop the node's cached plans."""

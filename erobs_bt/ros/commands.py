@@ -3,6 +3,11 @@
 * ``serve`` — run the node in this process with ``config/erobs_bt.yaml`` plus overrides.
 * ``send SCRIPT`` — send a goal; print feedback as it arrives and the result.
 * ``pause`` / ``resume`` / ``clear-cache`` — call the node's Trigger services.
+* ``stop`` — stop now (``~/stop``): the arm decelerates to rest at once, the goal aborts
+  with ``STOPPED``, the node stays IDLE. Unlike ``cancel`` it does not wait for the unit
+  boundary; it also works while paused and during planning.
+* ``reset-fault`` — clear FAULTED (``~/reset_fault``) after checking the cell; refused
+  when the node is not faulted.
 * ``cancel`` — cancel the node's active goal through the action's cancel service with the
   protocol's "cancel all goals" request (zero goal id and stamp). No extra service is
   needed, any action client can do the same, and the goal still ends with the action
@@ -206,7 +211,8 @@ def _feedback_line(feedback: Any) -> str:
 def send(script: Path, dry_run: bool, node: str, timeout: float) -> None:
     """Send SCRIPT to the node as a goal; print feedback and the result (exit 0 on success).
 
-    Ctrl-C while the goal runs cancels it (at the next unit boundary) and waits for the result.
+    Ctrl-C while the goal runs cancels it (at the next unit boundary) and waits for the
+    result; a second Ctrl-C stops it now (``~/stop``).
     """
     console = _console()
     text = script.read_text(encoding="utf-8")
@@ -238,9 +244,14 @@ def send(script: Path, dry_run: bool, node: str, timeout: float) -> None:
         try:
             result = run.wait()
         except KeyboardInterrupt:
-            console.print("[yellow]cancelling[/] (stops at the next unit boundary)")
+            console.print("[yellow]cancelling[/] (stops at the next unit boundary; Ctrl-C again to stop now)")
             run.cancel(timeout)
-            result = run.wait()
+            try:
+                result = run.wait()
+            except KeyboardInterrupt:
+                console.print("[red]stopping now[/] (~/stop: the arm decelerates to rest)")
+                client.stop(timeout)
+                result = run.wait()
         table = Table(title=f"{script.name}: {run.status_name}", show_header=False)
         colour = "green" if result.success else "red"
         table.add_row("result", f"[{colour}]{run.status_name}[/]")
@@ -279,6 +290,26 @@ def pause(node: str, timeout: float) -> None:
 def resume(node: str, timeout: float) -> None:
     """Resume a paused goal."""
     _trigger("resume", node, timeout)
+
+
+@click.command()
+@_node_option
+@_timeout_option
+def stop(node: str, timeout: float) -> None:
+    """Stop now: halt the arm at once (controlled deceleration) and abort the goal (STOPPED).
+
+    Unlike cancel, this does not wait for the unit boundary. The node stays IDLE and
+    serves the next goal.
+    """
+    _trigger("stop", node, timeout)
+
+
+@click.command("reset-fault")
+@_node_option
+@_timeout_option
+def reset_fault(node: str, timeout: float) -> None:
+    """Clear the node's FAULTED state after you have checked the cell (refused when not faulted)."""
+    _trigger("reset_fault", node, timeout)
 
 
 @click.command("clear-cache")
@@ -343,4 +374,14 @@ def state(node: str, timeout: float) -> None:
 
 
 #: The ROS verbs, for ``main.add_command`` in :mod:`erobs_bt.cli`.
-COMMANDS: tuple[click.Command, ...] = (serve, send, pause, resume, cancel, clear_cache, state)
+COMMANDS: tuple[click.Command, ...] = (
+    serve,
+    send,
+    pause,
+    resume,
+    cancel,
+    stop,
+    reset_fault,
+    clear_cache,
+    state,
+)

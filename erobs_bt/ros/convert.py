@@ -16,6 +16,10 @@ joint positions, velocities        ``sensor_msgs/JointState``
 
 Units are unchanged across the boundary: joint positions in radians, velocities in
 rad/s, accelerations in rad/s², times in seconds (``builtin_interfaces/Duration``).
+
+Text: every string field goes through :func:`ros_text`, so any text that reaches a
+message (a script's field echoed in an error, a behaviour's name) is valid UTF-8 with no
+embedded NUL, whatever the goal contained.
 """
 
 from __future__ import annotations
@@ -36,6 +40,21 @@ from erobs_bt.orchestrator import Feedback, Result, State
 from erobs_bt.ros.snapshots import BehaviourState, TreeState
 
 _NANO = 1_000_000_000
+
+
+def ros_text(text: object) -> str:
+    """``text`` as a string any ROS message can carry: valid UTF-8, no NUL character.
+
+    ROS strings are UTF-8 and NUL-terminated on the wire: a lone surrogate (what the JSON
+    escape ``\\ud800`` decodes to) cannot be encoded, so rclpy raises
+    ``UnicodeEncodeError`` when it serialises the message, and an embedded NUL cuts the
+    string short (``Unknown gripper: ep``). A lone surrogate becomes the backslash escape
+    ``\\ud800``, a NUL becomes ``\\x00``; valid text is returned unchanged.
+    """
+    value = text if isinstance(text, str) else str(text)
+    if value.isascii() and "\x00" not in value:
+        return value
+    return value.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")
 
 
 def duration(seconds: float) -> Duration:
@@ -60,12 +79,12 @@ def feedback_to_msg(feedback: Feedback) -> ExecuteScript.Feedback:
     return ExecuteScript.Feedback(
         current_step=feedback.current_step,
         total_steps=feedback.total_steps,
-        current_action=feedback.current_action,
+        current_action=ros_text(feedback.current_action),
         progress_percentage=float(feedback.progress_percentage),
-        status_message=feedback.status_message,
-        current_gripper=feedback.current_gripper,
+        status_message=ros_text(feedback.status_message),
+        current_gripper=ros_text(feedback.current_gripper),
         unit_index=feedback.unit_index,
-        cache_status=feedback.cache_status,
+        cache_status=ros_text(feedback.cache_status),
     )
 
 
@@ -77,8 +96,8 @@ def result_to_msg(result: Result) -> ExecuteScript.Result:
     """
     return ExecuteScript.Result(
         success=result.success,
-        error_message=result.error_message,
-        error_code=result.error_code,
+        error_message=ros_text(result.error_message),
+        error_code=ros_text(result.error_code),
         completed_steps=result.completed_steps,
         total_steps=result.total_steps,
     )
@@ -108,11 +127,11 @@ def state_to_msg(
     return ExecutionState(
         stamp=stamp,
         state=state.value,
-        goal_id=goal_id,
+        goal_id=ros_text(goal_id),
         current_step=current_step,
         total_steps=total_steps,
         unit_index=unit_index,
-        message=message,
+        message=ros_text(message),
     )
 
 
@@ -161,21 +180,21 @@ def snapshot_to_msg(state: TreeState, *, with_json: bool) -> TreeSnapshot:
     """
     return TreeSnapshot(
         stamp=time_msg(state.stamp),
-        goal_id=state.goal_id,
-        state=state.root_status,
+        goal_id=ros_text(state.goal_id),
+        state=ros_text(state.root_status),
         unit_index=state.unit_index,
         final=state.final,
-        tip_id=state.tip_id,
-        full=state.full,
+        tip_id=ros_text(state.tip_id),
+        delta=not state.full,
         sequence=state.sequence,
         behaviours=[
             BehaviourStatus(
-                id=b.id,
-                name=b.name,
-                type=b.type_name,
-                parent_id=b.parent_id,
-                status=b.status,
-                message=b.message,
+                id=ros_text(b.id),
+                name=ros_text(b.name),
+                type=ros_text(b.type_name),
+                parent_id=ros_text(b.parent_id),
+                status=ros_text(b.status),
+                message=ros_text(b.message),
                 is_active=b.is_active,
             )
             for b in state.behaviours
@@ -213,7 +232,7 @@ def snapshot_from_msg(msg: TreeSnapshot) -> TreeState:
         final=msg.final,
         stamp=seconds(msg.stamp),
         unit_index=msg.unit_index,
-        full=msg.full,
+        full=not msg.delta,
         sequence=msg.sequence,
     )
 
@@ -242,7 +261,7 @@ def solution_to_trajectory(solution: Solution, *, stamp: Time) -> JointTrajector
         if not isinstance(segment, ArmSegment) or not segment.points:
             continue
         if not trajectory.joint_names:
-            trajectory.joint_names = list(segment.joint_names)
+            trajectory.joint_names = [ros_text(name) for name in segment.joint_names]
         for point in segment.points:
             t = offset + point.time_from_start
             if t <= last_time:
@@ -279,7 +298,7 @@ def joint_state_msg(
         )
     msg = JointState()
     msg.header.stamp = stamp
-    msg.name = list(names)
+    msg.name = [ros_text(name) for name in names]
     msg.position = [float(q) for q in positions]
     msg.velocity = [float(v) for v in velocities] if velocities is not None else []
     return msg

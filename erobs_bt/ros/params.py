@@ -228,7 +228,12 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
         read_only=False,
         section="tree snapshots",
     ),
-    _positive("joint_state_rate", 50.0, "[Hz] most joint_states messages per second", section="node"),
+    _positive(
+        "joint_state_rate",
+        50.0,
+        "[Hz] joint_states messages per second while moving (sim: on the controller's clock)",
+        section="node",
+    ),
     ParameterSpec(
         "executor_threads", 4, "worker threads of the MultiThreadedExecutor", minimum=3, section="node"
     ),
@@ -275,7 +280,12 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     ),
     Endpoint("resume", "~/resume", "service", "std_srvs/srv/Trigger", "native", "resume a paused goal"),
     Endpoint(
-        "stop", "~/stop", "service", "std_srvs/srv/Trigger", "native", "stop the robot now and end the goal"
+        "stop",
+        "~/stop",
+        "service",
+        "std_srvs/srv/Trigger",
+        "native",
+        "stop now: the arm decelerates to rest, the goal aborts (STOPPED), the node stays IDLE",
     ),
     Endpoint(
         "reset_fault",
@@ -283,7 +293,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         "service",
         "std_srvs/srv/Trigger",
         "native",
-        "clear FAULTED after checking the cell",
+        "clear FAULTED after the operator checked the cell (refused when not faulted)",
     ),
     Endpoint(
         "clear_cache", "~/clear_cache", "service", "std_srvs/srv/Trigger", "native", "drop every cached plan"

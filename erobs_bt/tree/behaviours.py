@@ -3,9 +3,13 @@
 Every leaf that waits for the robot follows the same non-blocking pattern
 (:class:`FutureBehaviour`): ``initialise()`` starts the work and gets a
 :class:`concurrent.futures.Future` from the backend, ``update()`` polls it and returns
-RUNNING until it is done, ``terminate()`` cancels a pending future and is idempotent.
-A future's completion calls the context's ``wake`` so the orchestrator ticks again at
-once instead of on a timer. Per-type execution timeouts are enforced here: past them
+RUNNING until it is done, ``terminate()`` is idempotent and, when the behaviour is
+halted (``terminate(INVALID)``: a parent's preemption, ``root.stop()``, the
+orchestrator's stop) with work in flight, **stops the motion it started**
+(:meth:`MotionBackend.stop`, a controlled deceleration) and cancels the future: a
+preemption is a stop, not a detach (DESIGN.md §2). A leaf whose goal is being halted
+starts nothing. A future's completion calls the context's ``wake`` so the orchestrator
+ticks again at once instead of on a timer. Per-type execution timeouts are enforced here: past them
 the backend is stopped and the unit fails with ``TIMEOUT:`` (``REPLAY_TIMEOUT:`` for a
 replay), which faults the orchestrator.
 """
@@ -37,7 +41,12 @@ class FutureBehaviour(py_trees.behaviour.Behaviour):
         timeout: [s] after which the work is stopped and reported as ``timeout_code``;
             ``None`` for no timeout.
         timeout_code: error code reported on timeout.
+
+    Class attribute ``moves``: the work dispatches arm or tool motion, so halting the
+    behaviour (or its timeout) must stop the robot. Planning does not move anything.
     """
+
+    moves = True
 
     def __init__(
         self,
@@ -70,9 +79,14 @@ class FutureBehaviour(py_trees.behaviour.Behaviour):
         raise NotImplementedError
 
     def initialise(self) -> None:
+        """Start the work (:meth:`start`); nothing starts while the goal is being halted."""
         self._future = None
         self._immediate = None
         self._started = time.monotonic()
+        if self.context.controls.halt is not None:
+            self.feedback_message = f"not started: {self.context.controls.halt.message}"
+            self._immediate = Status.FAILURE
+            return
         try:
             started = self.start()
         except Exception as exc:
@@ -85,13 +99,15 @@ class FutureBehaviour(py_trees.behaviour.Behaviour):
             started.add_done_callback(lambda _f: self.context.wake())
 
     def update(self) -> Status:
+        """Poll the future: RUNNING until done, then :meth:`on_success`/:meth:`on_error`."""
         if self._immediate is not None:
             return self._immediate
         assert self._future is not None
         elapsed = time.monotonic() - self._started
         if not self._future.done():
             if self.timeout is not None and elapsed > self.timeout:
-                self.context.backend.stop()
+                if self.moves:
+                    self.context.backend.stop()
                 self._future.cancel()
                 self._immediate = self.on_error(
                     MotionError(self.timeout_code, f"{self.name} exceeded its {self.timeout:.1f} s timeout"),
@@ -107,19 +123,28 @@ class FutureBehaviour(py_trees.behaviour.Behaviour):
         return self._immediate
 
     def terminate(self, new_status: Status) -> None:
-        if new_status == Status.INVALID and self._future is not None and not self._future.done():
-            self._future.cancel()
-        self._future = None
+        """Halted with work in flight: stop the motion it started, then drop the future.
+
+        Idempotent: the future is forgotten, so a second call does nothing. A behaviour
+        that finished (SUCCESS/FAILURE) has nothing in flight and stops nothing.
+        """
+        future, self._future = self._future, None
+        if new_status == Status.INVALID and future is not None and not future.done():
+            if self.moves:
+                self.context.backend.stop()
+            future.cancel()
+            self.feedback_message = "halted"
 
 
 class ReplayCached(FutureBehaviour):
     """Replay the cached solution of an eligible goal.
 
     FAILURE at once, with no dispatch, when the goal is ineligible or the cache has no
-    entry (the selector then plans afresh). On a hit, the stored solution is executed
-    with ``replay=True``. A fatal error (``REPLAY_TIMEOUT:``/``TIMEOUT:``) is recorded
-    in the context so that the fresh branch is never entered; any other error is
-    recorded as ``replay_error`` and the selector plans the whole unit afresh, once.
+    entry under the unit's key (the selector then plans afresh). On a hit, the stored
+    solution is executed with ``replay=True``. A fatal error (``REPLAY_TIMEOUT:``/
+    ``TIMEOUT:``) is recorded as the goal's failure so that the fresh branch is never
+    entered; any other error (server unavailable, goal rejected, an unsuccessful result,
+    a caught exception) is logged and the selector plans the whole unit afresh, once.
     """
 
     def __init__(self, context: GoalContext, unit: Unit) -> None:
@@ -137,9 +162,13 @@ class ReplayCached(FutureBehaviour):
             ctx.events.cache_decision(self.unit, CacheStatus.INELIGIBLE)
             self.feedback_message = "ineligible"
             return Status.FAILURE
-        # The key is taken when the unit starts (after its boundary, where the goal may
-        # have been paused), from the robot as it is then.
-        key = ctx.live_key()
+        # The key was taken when the unit started (after its boundary, where the goal may
+        # have been paused), from the robot as it was then; it is also the store key.
+        key = ctx.unit_key
+        if key is None:
+            ctx.begin_unit(self.unit)
+            key = ctx.unit_key
+        assert key is not None
         solution = ctx.cache.get(key)
         if solution is None:
             ctx.events.cache_decision(self.unit, CacheStatus.MISS, key.digest())
@@ -159,8 +188,8 @@ class ReplayCached(FutureBehaviour):
         self.feedback_message = str(error)
         if error.fatal:
             self.context.fail(error)
+            self.context.events.phase(self.unit, "replay", seconds, f"failed: {error}")
         else:
-            self.context.replay_error = str(error)
             self.context.events.phase(self.unit, "replay", seconds, f"failed, planning afresh: {error}")
         return Status.FAILURE
 
@@ -177,7 +206,8 @@ class ReplayNotFatal(py_trees.behaviour.Behaviour):
         self.context = context
 
     def update(self) -> Status:
-        return Status.FAILURE if self.context.fatal_error else Status.SUCCESS
+        """FAILURE when the goal's failure is fatal, else SUCCESS."""
+        return Status.FAILURE if self.context.fatal else Status.SUCCESS
 
 
 class PlanUnit(FutureBehaviour):
@@ -187,7 +217,14 @@ class PlanUnit(FutureBehaviour):
     preview mode it is published as the preview and, for an eligible goal, stored in
     the plan cache (replacing an older entry). A failed plan fails the unit and leaves
     the cache untouched.
+
+    In preview mode it also reports the unit's cache decision (the interface's
+    ``cache_status`` for motion units): ``INELIGIBLE``, or for an eligible goal ``HIT``
+    when the cache already holds an entry under the unit's key (the preview plans
+    afresh anyway and replaces it) and ``MISS`` when it does not.
     """
+
+    moves = False
 
     def __init__(self, context: GoalContext, unit: Unit) -> None:
         super().__init__(
@@ -199,6 +236,14 @@ class PlanUnit(FutureBehaviour):
         )
 
     def start(self) -> Future[Solution]:
+        ctx = self.context
+        if ctx.mode is Mode.PREVIEW:
+            key = ctx.unit_key
+            if key is None:
+                ctx.events.cache_decision(self.unit, CacheStatus.INELIGIBLE)
+            else:
+                status = CacheStatus.HIT if key in ctx.cache else CacheStatus.MISS
+                ctx.events.cache_decision(self.unit, status, key.digest())
         self.context.events.phase(self.unit, "plan")
         self.feedback_message = "planning"
         return self.context.backend.plan(self.unit.steps, start=None)

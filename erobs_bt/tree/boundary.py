@@ -8,7 +8,7 @@ first and after the last. When ticked it
    the final unit still wins over success),
 3. before a unit: parks the goal in PAUSED (RUNNING, no work) if a pause is pending,
    until Resume, or ends it if a cancel arrives while paused,
-4. lets the next unit start.
+4. takes the next unit's cache key from the live robot state and lets the unit start.
 
 After the last unit a pending pause is dropped: the goal may finish without pausing.
 Making boundaries nodes keeps the pause/cancel granularity visible in every rendering
@@ -43,10 +43,12 @@ class UnitBoundary(py_trees.behaviour.Behaviour):
         self._paused = False
 
     def initialise(self) -> None:
+        """Forget the previous visit: report the previous unit again, not paused."""
         self._reported = False
         self._paused = False
 
     def update(self) -> Status:
+        """Report the previous unit, then cancel (FAILURE), park (RUNNING) or let through (SUCCESS)."""
         ctx = self.context
         controls = ctx.controls
         if not self._reported:
@@ -72,5 +74,6 @@ class UnitBoundary(py_trees.behaviour.Behaviour):
             ctx.events.paused(f"paused before unit {self.following.index + 1}")
             return Status.RUNNING
         self.feedback_message = ""
+        ctx.begin_unit(self.following)
         ctx.events.unit_started(self.following)
         return Status.SUCCESS

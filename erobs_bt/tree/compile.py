@@ -22,8 +22,8 @@ Why the unit boundaries are nodes: pause and cancel take effect only between uni
 so the places where they can take effect are visible in every rendering and snapshot
 of the tree, and the orchestrator needs no separate bookkeeping of "between units".
 
-Preview compiles the same shape with ``PlanUnit`` as the only leaf of a motion unit:
-preview never replays and never executes.
+Preview compiles the same shape with ``PlanUnit`` (under ``FaultOnFatal``) as the only
+leaf of a motion unit: preview never replays and never executes.
 
 Ticking cost: the root is a :class:`UnitSequence`, a memory sequence that resumes at
 its running child by position. py_trees' ``Sequence`` finds the running child with
@@ -99,6 +99,8 @@ class UnitSequence(py_trees.composites.Sequence):
         return self._index
 
     def tick(self) -> Iterator[py_trees.behaviour.Behaviour]:
+        """Tick from the running child (or from the first one when not RUNNING), yielding
+        every behaviour ticked; stops at the first child that does not succeed."""
         if self.status != Status.RUNNING:
             for child in self.children:
                 if child.status != Status.INVALID:
@@ -128,7 +130,9 @@ class UnitSequence(py_trees.composites.Sequence):
         yield self
 
     def stop(self, new_status: Status = Status.INVALID) -> None:
-        # As Composite.stop, but only the children up to the current one can be active.
+        """As ``Composite.stop``; on a halt (INVALID) only the children up to the current
+        one can be active, so only they are stopped (each running leaf then stops the
+        motion it started)."""
         if new_status == Status.INVALID:
             self.current_child = None
             for child in self.children[: self._index + 1]:
@@ -147,7 +151,7 @@ def unit_name(unit: Unit) -> str:
 
 def _motion_unit(context: GoalContext, unit: Unit) -> py_trees.behaviour.Behaviour:
     if context.mode is Mode.PREVIEW:
-        work: py_trees.behaviour.Behaviour = PlanUnit(context, unit)
+        work = FaultOnFatal("FaultOnFatal", PlanUnit(context, unit), context)
         return py_trees.composites.Sequence(unit_name(unit), memory=True, children=[work])
     fresh = py_trees.composites.Sequence(
         "fresh",

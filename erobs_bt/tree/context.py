@@ -3,10 +3,10 @@
 py_trees' blackboard is process-global; two orchestrators (or two tests) in one
 process would see each other's keys. Instead, each goal gets one :class:`GoalContext`
 that its behaviours hold a reference to: the backend, the plan cache and the goal's
-cache key, the pause/cancel :class:`Controls` shared with the orchestrator, the
+cache key, the pause/cancel/halt :class:`Controls` shared with the orchestrator, the
 :class:`GoalEvents` sink that turns progress into feedback, and the few values
-behaviours pass to each other (the planned solution of a unit, the first error, the
-fatal error that faults the orchestrator).
+behaviours pass to each other (the planned solution of a unit, the unit's cache key,
+the goal's one typed failure and the fault latched by the fault decorator).
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from erobs_bt.backends.base import MotionBackend, MotionError, Solution, is_fatal_message
+from erobs_bt.backends.base import MotionBackend, MotionError, Solution
 from erobs_bt.batching import Unit
-from erobs_bt.cache import CacheKey, PlanCache, make_key
+from erobs_bt.cache import CacheKey, PlanCache, make_key, round_start
 from erobs_bt.script.model import Script
 
 
@@ -61,11 +61,35 @@ DEFAULT_TIMEOUTS: Mapping[str, float] = MappingProxyType(
 )
 
 
+class HaltReason(enum.Enum):
+    """Why a goal is halted at once (motion stopped mid-unit), as its ``error_code``."""
+
+    STOPPED = "STOPPED"
+    """:meth:`erobs_bt.orchestrator.Orchestrator.stop`: the operator asked to stop now."""
+    SHUTDOWN = "SHUTDOWN"
+    """:meth:`erobs_bt.orchestrator.Orchestrator.shutdown`: the node is shutting down."""
+
+
+@dataclass(frozen=True)
+class Halt:
+    """A request to halt the goal now (not at a unit boundary).
+
+    Attributes:
+        reason: stop or shutdown; becomes the result's ``error_code``.
+        message: for people, e.g. ``stopped by operator request`` or ``node shutting down``.
+    """
+
+    reason: HaltReason
+    message: str
+
+
 class Controls:
-    """Pause, resume and cancel requests, shared by the orchestrator and the tree.
+    """Pause, resume, cancel and halt requests, shared by the orchestrator and the tree.
 
     All methods are thread-safe; ``on_change`` (typically the orchestrator's wake-up)
-    is called after every change so the tree is ticked promptly.
+    is called after every change so the tree is ticked promptly. Pause and cancel are
+    seen by the tree at unit boundaries; a halt is acted on by the orchestrator, which
+    halts the tree before its next tick (the leaves then stop the motion they started).
     """
 
     def __init__(self, on_change: Callable[[], None] = lambda: None) -> None:
@@ -74,6 +98,7 @@ class Controls:
         self.pause_requested = False
         self.resume_requested = False
         self.cancel_requested = False
+        self.halt: Halt | None = None
 
     def request_pause(self) -> None:
         """Ask the tree to pause at the next unit boundary.
@@ -97,6 +122,13 @@ class Controls:
         """Ask the tree to stop at the next unit boundary (or now, when paused)."""
         with self._lock:
             self.cancel_requested = True
+        self._on_change()
+
+    def request_halt(self, halt: Halt) -> None:
+        """Ask for the goal to be halted now; the first halt request wins."""
+        with self._lock:
+            if self.halt is None:
+                self.halt = halt
         self._on_change()
 
     def take_pause(self) -> bool:
@@ -154,18 +186,21 @@ class GoalContext:
         backend: the motion backend.
         cache: the plan cache shared across goals.
         eligible: the goal forms exactly one batched unit, so it may replay and store.
-        controls: pause/resume/cancel requests.
+        controls: pause/resume/cancel/halt requests.
         events: progress receiver.
         timeouts: per-type timeouts [s] (keys of :data:`DEFAULT_TIMEOUTS`).
         wake: called from backend threads when a future completes, to tick again.
         solutions: planned solutions by unit index (filled by ``PlanUnit``).
-        error: the first error that failed the goal, with its prefix.
-        fatal_error: a ``TIMEOUT:``/``REPLAY_TIMEOUT:`` error.
-        failed_while_canceling: a unit failed while a cancel was pending (faults the
-            orchestrator); recorded when the failure happens.
-        faulted: latched by the fault decorator when a unit failed fatally; the
-            orchestrator then goes to FAULTED.
-        replay_error: the non-fatal error of a failed replay (the unit is planned afresh).
+        unit_key: the cache key of the running unit, taken from the live robot state
+            when the unit started (:meth:`begin_unit`); the one key used for both lookup
+            and store. ``None`` for an ineligible goal.
+        failure: the first error that failed the goal (typed; its ``code`` is the
+            result's ``error_code``). A non-fatal replay error is not a failure: the unit
+            is planned afresh.
+        failed_while_canceling: ``failure`` happened while a cancel was pending (the fault
+            decorator then latches the fault, erobs-semantics.md §3).
+        fault: the reason the orchestrator goes to FAULTED, latched only by
+            :class:`erobs_bt.tree.decorators.FaultOnFatal`.
         finish_reason: set when the tree stops on purpose (cancel) or fails.
         cancel_message: how the cancel was observed ("cancelled", "cancelled while paused").
     """
@@ -181,43 +216,58 @@ class GoalContext:
     timeouts: Mapping[str, float] = field(default_factory=lambda: DEFAULT_TIMEOUTS)
     wake: Callable[[], None] = lambda: None
     solutions: dict[int, Solution] = field(default_factory=dict)
-    error: str | None = None
-    fatal_error: str | None = None
+    unit_key: CacheKey | None = None
+    failure: MotionError | None = None
     failed_while_canceling: bool = False
-    faulted: bool = False
-    replay_error: str | None = None
+    fault: str | None = None
     finish_reason: FinishReason | None = None
     cancel_message: str = ""
 
-    def fail(self, error: MotionError | str) -> None:
-        """Record a unit failure; the first error wins, a fatal one is kept separately."""
-        text = str(error)
-        if self.error is None:
-            self.error = text
+    def fail(self, error: MotionError) -> None:
+        """Record a failure; the first one wins (a later fatal error cannot hide behind it
+        because a fatal error ends the unit, and so the goal, at once)."""
+        if self.failure is None:
+            self.failure = error
             self.failed_while_canceling = self.controls.cancel_requested
-        fatal = error.fatal if isinstance(error, MotionError) else is_fatal_message(text)
-        if fatal and self.fatal_error is None:
-            self.fatal_error = text
 
-    def live_key(self) -> CacheKey:
-        """The cache key of this goal for the robot as it is now (model revision, live joints)."""
-        return make_key(
-            self.script, model_revision=self.backend.model_revision(), start=self.backend.joint_positions()
-        )
+    @property
+    def fatal(self) -> bool:
+        """True when the recorded failure is ``TIMEOUT:``/``REPLAY_TIMEOUT:``."""
+        return self.failure is not None and self.failure.fatal
 
-    def store(self, solution: Solution) -> None:
-        """Store ``solution`` for an eligible goal, under the key of the state it starts from.
+    def begin_unit(self, unit: Unit) -> None:
+        """Take the cache key of ``unit`` from the robot as it is now (eligible goals only).
 
-        The key is built from the solution itself (its model revision and start joints),
-        not from the state the goal started in: a fresh plan made after a partial replay,
-        or after the arm moved during a pause, must not be filed under a start it does
-        not begin at.
+        Called when the unit starts, after its boundary let it through (so after a pause,
+        from where the arm is then). The same key is used to look the unit up and to
+        store its solution: with no complete six-joint state it is the start-less key
+        (batching-and-caches.txt, "When a plan can be reused").
         """
-        if self.eligible:
-            key = make_key(
-                self.script, model_revision=solution.model_revision, start=solution.start_positions
+        self.unit_key = None
+        if self.eligible and unit.is_motion:
+            self.unit_key = make_key(
+                self.script,
+                model_revision=self.backend.model_revision(),
+                start=self.backend.joint_positions(),
             )
-            self.cache.put(key, solution)
+
+    def store(self, solution: Solution) -> bool:
+        """Store ``solution`` under :attr:`unit_key`; returns whether it was stored.
+
+        Nothing is stored for an ineligible goal, nor when the solution does not begin
+        where the unit began (a fresh plan after a replay that stopped part-way): filed
+        under the unit's key it would be replayed from a start it does not begin at.
+        """
+        key = self.unit_key
+        if key is None:
+            return False
+        begins = round_start(solution.start_positions)
+        if key.start is not None and begins is not None and begins != key.start:
+            return False
+        if solution.model_revision != key.model_revision:
+            return False
+        self.cache.put(key, solution)
+        return True
 
     def timeout_for(self, unit: Unit) -> float:
         """Execution timeout of ``unit`` [s]: the sum of its steps' per-type timeouts."""

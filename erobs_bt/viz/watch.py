@@ -256,6 +256,40 @@ def picture_from_ros(snapshot: Any, state: Any | None) -> dict[str, Any]:
     return picture
 
 
+#: [s] how long ``watch --once`` waits for the other latched topic after the first arrived.
+DEFAULT_GRACE = 3.0
+
+
+def _await_latched(
+    latest: dict[str, Any],
+    changed: threading.Condition,
+    stop: threading.Event,
+    *,
+    timeout: float,
+    grace: float,
+) -> tuple[Any, Any]:
+    """Wait for the latched snapshot and state (see :func:`watch_ros`); returns both, either
+    may be ``None``. ``latest`` is read only under ``changed``'s lock."""
+    start = time.monotonic()
+    deadline = start + timeout
+    first_at: float | None = None
+    with changed:
+        while not stop.is_set():
+            snapshot, state = latest["snapshot"], latest["state"]
+            if snapshot is not None and state is not None:
+                break
+            now = time.monotonic()
+            if first_at is None and (snapshot is not None or state is not None):
+                first_at = now
+            limit = deadline if first_at is None else min(deadline, first_at + grace)
+            if snapshot is None and first_at is not None:
+                limit = deadline  # the snapshot is what is drawn: wait for it the full timeout
+            if now >= limit:
+                break
+            changed.wait(min(0.25, limit - now))
+        return latest["snapshot"], latest["state"]
+
+
 def watch_ros(
     node: str,
     *,
@@ -263,15 +297,23 @@ def watch_ros(
     once: bool,
     timeout: float = 10.0,
     stop: threading.Event | None = None,
+    grace: float = DEFAULT_GRACE,
 ) -> int:
     """Draw the tree snapshots of the ``erobs_bt`` node ``node`` until interrupted.
+
+    With ``once``, both latched topics are awaited: the snapshot (within ``timeout``) and
+    the execution state. The two arrive independently (one subscription each), so drawing
+    on the first would show ``state ?``; after the first of them has arrived, the other is
+    awaited for at most ``grace`` more seconds (never past ``timeout``). A node that has
+    published no state within that time is drawn with ``state ?`` and a note.
 
     Args:
         node: the node's fully qualified name (``/erobs_bt``).
         console: where to draw.
-        once: print the first snapshot received (latched: the last one published) and return.
-        timeout: with ``once``, how long to wait for it [s].
+        once: print the latched snapshot and state (the last ones published) and return.
+        timeout: with ``once``, how long to wait for the snapshot [s].
         stop: set it to end the watch.
+        grace: [s] with ``once``, the longest wait for the second latched topic.
 
     Returns:
         0, or 1 when ``once`` and no snapshot arrived in time.
@@ -291,16 +333,16 @@ def watch_ros(
 
     names = default_names(node)
     stop = stop or threading.Event()
-    lock = threading.Lock()
+    # The spin thread writes, this thread reads: every access under the condition's lock.
+    changed = threading.Condition()
     latest: dict[str, Any] = {"snapshot": None, "state": None, "count": 0}
-    changed = threading.Event()
 
     def keep(key: str) -> Callable[[Any], None]:
         def callback(message: Any) -> None:
-            with lock:
+            with changed:
                 latest[key] = message
                 latest["count"] += 1
-            changed.set()
+                changed.notify_all()
 
         return callback
 
@@ -339,28 +381,31 @@ def watch_ros(
     spinner.start()
 
     def current() -> dict[str, Any]:
-        with lock:
+        with changed:
             return picture_from_ros(latest["snapshot"], latest["state"])
 
     try:
         if once:
-            deadline = time.monotonic() + timeout
-            while latest["snapshot"] is None and time.monotonic() < deadline and not stop.is_set():
-                changed.wait(0.1)
-                changed.clear()
-            if latest["snapshot"] is None:
+            snapshot, state = _await_latched(latest, changed, stop, timeout=timeout, grace=grace)
+            if snapshot is None:
                 console.print(
                     f"[bold red]no tree snapshot from {names['tree_snapshot']} within {timeout:g} s[/]"
                 )
                 return 1
-            console.print(render_picture(current(), source=names["tree_snapshot"]))
+            console.print(render_picture(picture_from_ros(snapshot, state), source=names["tree_snapshot"]))
+            if state is None:
+                console.print(f"[yellow]no execution state from {names['execution_state']} yet[/]")
             return 0
         with Live(
             Text(f"waiting for {names['tree_snapshot']} …"), console=console, refresh_per_second=8
         ) as live:
+            seen = 0
             while not stop.is_set():
-                if changed.wait(0.25):
-                    changed.clear()
+                with changed:
+                    if latest["count"] == seen:
+                        changed.wait(0.25)
+                    fresh, seen = latest["count"] != seen, latest["count"]
+                if fresh:
                     live.update(render_picture(current(), source=names["tree_snapshot"]))
         return 0
     finally:

@@ -166,6 +166,7 @@ class SimBackend:
         self._tag_cache: dict[int, NDArray[np.float64]] = {}
         self._controller = SimController(cell.initial_joint_state, speed=speed, control_rate=control_rate)
         self._stop_generation = 0
+        self._motion_lock = threading.Lock()  # stop() vs. starting a trajectory
         self._plan_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sim-plan")
         self._action_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sim-action")
         self._closed = False
@@ -287,10 +288,17 @@ class SimBackend:
         return self._submit(self._action_pool, job, ErrorCode.EXECUTION_FAILED)
 
     def stop(self) -> None:
-        """Ramp the arm down and drop the trajectory; pending segments of the dispatch are dropped."""
-        with self._state_lock:
-            self._stop_generation += 1
-        self._controller.stop()
+        """Ramp the arm down and drop the trajectory; pending segments of the dispatch are dropped.
+
+        Non-blocking and idempotent. Every dispatch started before the stop fails with
+        ``EXECUTION_FAILED: stopped by request`` at its next segment; the check and the
+        start of a trajectory are atomic with respect to this call, so a segment cannot
+        slip onto the controller just after a stop.
+        """
+        with self._motion_lock:
+            with self._state_lock:
+                self._stop_generation += 1
+            self._controller.stop()
 
     # -- extras ----------------------------------------------------------------------------
     @property
@@ -489,7 +497,10 @@ class SimBackend:
             if cut is not None and not dispatch.fired and cut <= elapsed + segment.duration:
                 assert dispatch.error is not None
                 fault_at = (max(0.0, cut - elapsed), dispatch.error)
-            error = self._controller.execute(segment, fault=fault_at).exception()
+            with self._motion_lock:
+                self._check_stopped(dispatch)
+                started = self._controller.execute(segment, fault=fault_at)
+            error = started.exception()
             if error is not None:
                 if fault_at is not None and error is fault_at[1]:
                     dispatch.fired = True

@@ -24,6 +24,12 @@ stays below 95 % of them (the remaining 5 % is a floor that guarantees the ramp 
 When ``s`` reaches 0 the trajectory is dropped and its future fails with
 ``EXECUTION_FAILED``. Injected execution faults use the same ramp.
 
+Joint states come from the controller's own clock: while a trajectory plays, each
+listener is called every ``speed / rate`` seconds of *simulated* time, counted in control
+periods (so ``rate`` per wall second at the nominal speed). A thread that is starved for a
+while (heavy planning) catches up in simulated time, so no state of the schedule is lost
+and the rate per simulated second is exact; a wall-clock throttle would drop states instead.
+
 Start-state tolerance: like a real controller, a trajectory whose first point is more
 than ``start_tolerance`` (default 0.01 rad) from the live state is rejected with
 ``EXECUTION_FAILED``; this is what protects a cached trajectory replayed from a slightly
@@ -62,6 +68,15 @@ _TINY_VELOCITY = 1e-9
 
 #: A joint-state listener: ``(joint names, positions [rad], velocities [rad/s])``.
 JointStateListener = Callable[[tuple[str, ...], tuple[float, ...], tuple[float, ...]], None]
+
+
+@dataclass
+class _Subscriber:
+    """A listener and its schedule on the simulated clock."""
+
+    listener: JointStateListener
+    period: float  # [s of simulated time] between notifications while moving
+    due: float = 0.0  # simulated time of the next notification
 
 
 @dataclass(frozen=True)
@@ -154,8 +169,9 @@ class SimController:
             (default :data:`~erobs_bt.backends.sim.kinematics.ACCELERATION_LIMITS`).
         start_tolerance: largest allowed distance [rad] (any joint) between the live
             state and a trajectory's first point.
-        state_rate: joint-state notifications per wall second (the final state of every
-            trajectory is always notified).
+        state_rate: default joint-state notifications per wall second at the nominal
+            ``speed`` (per listener: :meth:`add_listener`); the final state of every
+            trajectory is always notified.
 
     Raises:
         ValueError: bad arguments (the message names the argument).
@@ -192,13 +208,14 @@ class SimController:
         self._period = 1.0 / control_rate
         self._accel = accel
         self._start_tolerance = float(start_tolerance)
+        self._state_rate = float(state_rate)
         self._state_period = 1.0 / state_rate
         self._cond = threading.Condition()
         self._positions = q0
         self._velocities = np.zeros_like(q0)
         self._sim_time = 0.0
         self._active: _Active | None = None
-        self._listeners: list[JointStateListener] = []
+        self._listeners: list[_Subscriber] = []
         self._shutdown = False
         self._idle = threading.Event()
         self._idle.set()
@@ -280,21 +297,35 @@ class SimController:
             f"(start tolerance {self._start_tolerance} rad)",
         )
 
-    def add_listener(self, listener: JointStateListener) -> None:
-        """Call ``listener(names, positions, velocities)`` with every joint-state update.
+    def add_listener(self, listener: JointStateListener, *, rate: float | None = None) -> None:
+        """Call ``listener(names, positions, velocities)`` with joint-state updates.
 
-        Updates come at most ``state_rate`` times per wall second, plus the final state
-        of every trajectory; while idle, the resting state is repeated at that rate.
+        While a trajectory plays, updates come every ``speed / rate`` seconds of simulated
+        time (``rate`` per wall second at the nominal speed; every simulated second when
+        ``speed`` is infinite), on the controller's own clock, plus the final state of every
+        trajectory. While idle, the resting state is repeated ``state_rate`` times per wall
+        second. Called on the controller thread, outside its lock.
+
+        Args:
+            listener: the callback.
+            rate: [Hz] notifications per wall second at the nominal speed, > 0
+                (default: the controller's ``state_rate``).
+
+        Raises:
+            ValueError: ``rate`` is not finite and > 0.
         """
+        hertz = self._state_rate if rate is None else float(rate)
+        if not (math.isfinite(hertz) and hertz > 0.0):
+            raise ValueError(f"rate: must be finite and > 0 Hz, got {rate}")
+        period = (self._speed if math.isfinite(self._speed) else 1.0) / hertz
         with self._cond:
-            self._listeners.append(listener)
+            self._listeners.append(_Subscriber(listener, period, self._sim_time))
             self._cond.notify_all()
 
     def remove_listener(self, listener: JointStateListener) -> None:
         """Stop notifying ``listener`` (no error when it was not registered)."""
         with self._cond:
-            if listener in self._listeners:
-                self._listeners.remove(listener)
+            self._listeners = [s for s in self._listeners if s.listener is not listener]
 
     # -- commands ------------------------------------------------------------------------
     def execute(
@@ -348,6 +379,8 @@ class SimController:
                 positions = np.vstack((self._positions, positions))
                 velocities = np.vstack((np.zeros_like(self._positions), velocities))
             self._active = _Active(times, positions, velocities, future, fault, segment.step_index)
+            for subscriber in self._listeners:
+                subscriber.due = self._sim_time  # the first control period notifies
             self._idle.clear()
             self._cond.notify_all()
         return future
@@ -426,9 +459,24 @@ class SimController:
             self._sim_time,
         )
 
-    def _notify(self, snapshot: JointState) -> None:
-        with self._cond:
-            listeners = list(self._listeners)
+    def _due(self, finished: bool) -> list[JointStateListener]:
+        """The listeners whose simulated-time schedule is due (all when ``finished``);
+        advances their schedules. Caller holds the lock."""
+        due: list[JointStateListener] = []
+        # Half a control period of slack absorbs the float sum of the simulated clock.
+        now = self._sim_time + 0.5 * self._period
+        for subscriber in self._listeners:
+            if finished or subscriber.due <= now:
+                due.append(subscriber.listener)
+                subscriber.due += subscriber.period
+                if subscriber.due <= now:
+                    subscriber.due = self._sim_time + subscriber.period
+        return due
+
+    def _notify(self, snapshot: JointState, listeners: list[JointStateListener] | None = None) -> None:
+        if listeners is None:
+            with self._cond:
+                listeners = [s.listener for s in self._listeners]
         for listener in listeners:
             try:
                 listener(snapshot.names, snapshot.positions, snapshot.velocities)
@@ -465,10 +513,10 @@ class SimController:
 
     def _run(self) -> None:
         deadline = time.monotonic()
-        last_notified = -math.inf
         while True:
             finished: tuple[Future[None], MotionError | None] | None = None
             snapshot: JointState | None = None
+            due: list[JointStateListener] | None = None
             with self._cond:
                 if self._shutdown:
                     break
@@ -488,14 +536,11 @@ class SimController:
                     if outcome is not False:
                         self._active = None
                         finished = (active.future, None if outcome is True else outcome)  # type: ignore[arg-type]
-                    now = time.monotonic()
-                    if self._listeners and (
-                        finished is not None or now - last_notified >= self._state_period
-                    ):
+                    due = self._due(finished is not None)
+                    if due:
                         snapshot = self._snapshot()
-                        last_notified = now
             if snapshot is not None:
-                self._notify(snapshot)
+                self._notify(snapshot, due)
             if finished is not None:
                 future, error = finished
                 if error is None:

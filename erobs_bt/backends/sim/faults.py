@@ -39,7 +39,8 @@ Outcomes and the error each produces (``T`` is ``REPLAY_TIMEOUT`` for a replay, 
 * ``acceptance_timeout`` (dispatches): ``T: goal acceptance over <acceptance_timeout> s (<server>)``;
 * ``execution_timeout`` (dispatches): ``T: execution over <execution_timeout> s (<server>)``,
   after part of the motion;
-* ``server_unavailable`` (dispatches): ``T: <server> action server unavailable``;
+* ``server_unavailable`` (dispatches): ``EXECUTION_FAILED: <server> action server unavailable``
+  (not fatal: a replay is followed by one fresh attempt, erobs-semantics.md §3);
 * ``replay_error`` (replay): ``<prefix>: <message>``.
 
 "Dispatches" are ``execute``, ``replay``, ``run_step`` and ``acceptance``. Timeouts are
@@ -175,8 +176,10 @@ class FaultSpec:
             text = f"execution over {execution_timeout:g} s ({server})"
             return MotionError(timeout_code, f"{text}: {detail}" if detail else text)
         if self.outcome == "server_unavailable":
+            # Not fatal (erobs-semantics.md §3): the specification lists server
+            # unavailability with the errors that plan the whole batch afresh, once.
             text = f"{server} action server unavailable"
-            return MotionError(timeout_code, f"{text}: {detail}" if detail else text)
+            return MotionError(ErrorCode.EXECUTION_FAILED, f"{text}: {detail}" if detail else text)
         return MotionError(self.prefix, detail or _DEFAULT_MESSAGES["replay_error"])
 
 

@@ -1,0 +1,238 @@
+"""Value types of the orchestrator's API: states, replies, feedback, results, goal handles
+and listeners (DESIGN.md §3). :mod:`erobs_bt.orchestrator` re-exports all of them."""
+
+from __future__ import annotations
+
+import enum
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import py_trees
+
+from erobs_bt.backends.base import Solution
+from erobs_bt.batching import Unit
+from erobs_bt.script.model import Script
+
+if TYPE_CHECKING:
+    from erobs_bt.tree.context import GoalContext
+
+_LOG = logging.getLogger(__name__)
+
+
+class State(enum.Enum):
+    """Orchestrator state, as published on the ``execution_state`` topic."""
+
+    IDLE = "IDLE"
+    RUNNING = "RUNNING"
+    COMPLETING_TASK = "COMPLETING_TASK"
+    PAUSED = "PAUSED"
+    CANCELING = "CANCELING"
+    FAULTED = "FAULTED"
+
+
+class GoalStatus(enum.Enum):
+    """Terminal status of a goal (as ROS action goal statuses)."""
+
+    SUCCEEDED = "SUCCEEDED"
+    ABORTED = "ABORTED"
+    CANCELED = "CANCELED"
+
+
+class GoalRejected(RuntimeError):
+    """A goal was refused: another goal is running or the orchestrator is FAULTED."""
+
+
+@dataclass(frozen=True)
+class Reply:
+    """Answer to pause/resume/cancel/stop/reset_fault (``std_srvs/Trigger`` shaped)."""
+
+    success: bool
+    message: str
+
+
+@dataclass(frozen=True)
+class Feedback:
+    """Progress of the running goal.
+
+    Attributes:
+        current_step: 1-based index of the first step of the running unit (0 before any).
+        total_steps: steps after macro expansion.
+        current_action: the unit label, e.g. ``batch[3]: moveto, moveto, end_effector``.
+        progress_percentage: completed steps / total steps × 100.
+        status_message: what is happening, for people.
+        current_gripper: the attached gripper.
+        unit_index: 1-based index of the running unit (0 before any).
+        cache_status: ``HIT``, ``MISS``, ``INELIGIBLE`` for motion units, ``""`` otherwise.
+    """
+
+    current_step: int
+    total_steps: int
+    current_action: str
+    progress_percentage: float
+    status_message: str
+    current_gripper: str
+    unit_index: int
+    cache_status: str
+
+
+@dataclass(frozen=True)
+class Result:
+    """Outcome of a goal.
+
+    Attributes:
+        status: SUCCEEDED, ABORTED or CANCELED.
+        success: ``status is SUCCEEDED``.
+        error_message: empty on success; otherwise the error with its prefix, the
+            path-specific validation error, or the cancel reason.
+        error_code: ``""`` exactly when SUCCEEDED; ``CANCELED`` exactly when CANCELED;
+            for ABORTED one of ``INVALID_SCRIPT``, ``NOT_PREVIEWABLE``, ``STOPPED``
+            (:meth:`Orchestrator.stop`), ``SHUTDOWN`` (the node is shutting down), or the
+            motion error code (``PLANNING_FAILED``, ``EXECUTION_FAILED``, ``TIMEOUT``,
+            ``REPLAY_TIMEOUT``). ``error_message`` starts with ``<error_code>:`` for
+            motion errors, stop and shutdown.
+        completed_steps: steps of units that completed (a failed batch counts none).
+        total_steps: steps after macro expansion (0 when the script did not parse).
+    """
+
+    status: GoalStatus
+    error_message: str
+    error_code: str
+    completed_steps: int
+    total_steps: int
+
+    @property
+    def success(self) -> bool:
+        return self.status is GoalStatus.SUCCEEDED
+
+
+class OrchestratorListener:
+    """Observer of an orchestrator (ROS node, CLI, run log). Methods are no-ops by default.
+
+    Methods are called from the goal thread or from the caller of a request, never while
+    the orchestrator holds its lock (a listener may call the orchestrator back). State
+    changes arrive one at a time, in the order they happened. Keep them short and
+    thread-safe.
+    """
+
+    def state_changed(self, state: State, message: str) -> None:
+        """The orchestrator entered ``state``."""
+
+    def feedback(self, goal_id: str, feedback: Feedback) -> None:
+        """New feedback for the running goal."""
+
+    def event(self, goal_id: str, record: Mapping[str, Any]) -> None:
+        """A run-log record: ``{"t": epoch s, "event": name, ...fields}``."""
+
+    def preview(self, goal_id: str, solution: Solution) -> None:
+        """A preview trajectory was planned."""
+
+    def ticked(self, goal_id: str, root: py_trees.behaviour.Behaviour) -> None:
+        """The tree of the running goal was ticked (snapshot opportunity)."""
+
+    def finished(self, goal_id: str, result: Result) -> None:
+        """The goal ended."""
+
+
+class ListenerGroup(OrchestratorListener):
+    """Forward every callback to several listeners, in order (console, run log, live view).
+
+    A listener that raises is logged and skipped: an observer never fails a goal.
+    """
+
+    def __init__(self, *listeners: OrchestratorListener) -> None:
+        self.listeners = list(listeners)
+
+    def add(self, listener: OrchestratorListener) -> None:
+        """Append ``listener``."""
+        self.listeners.append(listener)
+
+    def remove(self, listener: OrchestratorListener) -> None:
+        """Remove ``listener`` if present."""
+        self.listeners = [item for item in self.listeners if item is not listener]
+
+    def _each(self, method: str, *args: Any) -> None:
+        for listener in list(self.listeners):
+            try:
+                getattr(listener, method)(*args)
+            except Exception:
+                _LOG.exception("listener %r failed in %s()", listener, method)
+
+    def state_changed(self, state: State, message: str) -> None:
+        self._each("state_changed", state, message)
+
+    def feedback(self, goal_id: str, feedback: Feedback) -> None:
+        self._each("feedback", goal_id, feedback)
+
+    def event(self, goal_id: str, record: Mapping[str, Any]) -> None:
+        self._each("event", goal_id, record)
+
+    def preview(self, goal_id: str, solution: Solution) -> None:
+        self._each("preview", goal_id, solution)
+
+    def ticked(self, goal_id: str, root: py_trees.behaviour.Behaviour) -> None:
+        self._each("ticked", goal_id, root)
+
+    def finished(self, goal_id: str, result: Result) -> None:
+        self._each("finished", goal_id, result)
+
+
+class GoalHandle:
+    """A submitted goal: wait for its :class:`Result`.
+
+    Attributes:
+        goal_id: ``goal-<n>``.
+        dry_run: preview instead of execution.
+        script: the parsed script, or ``None`` when it did not parse.
+        units: its units ([] when it did not parse).
+        root: the compiled tree, or ``None``.
+    """
+
+    def __init__(self, goal_id: str, *, dry_run: bool) -> None:
+        self.goal_id = goal_id
+        self.dry_run = dry_run
+        self.script: Script | None = None
+        self.units: list[Unit] = []
+        self.root: py_trees.behaviour.Behaviour | None = None
+        self.context: GoalContext | None = None
+        self._done = threading.Event()
+        self._result: Result | None = None
+        self._callbacks: list[Callable[[Result], None]] = []
+        self._lock = threading.Lock()
+
+    @property
+    def result(self) -> Result | None:
+        """The result, or ``None`` while the goal runs."""
+        return self._result
+
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def wait(self, timeout: float | None = None) -> Result:
+        """Block until the goal ends.
+
+        Raises:
+            TimeoutError: the goal did not end within ``timeout`` seconds.
+        """
+        if not self._done.wait(timeout):
+            raise TimeoutError(f"{self.goal_id} did not finish within {timeout} s")
+        assert self._result is not None
+        return self._result
+
+    def add_done_callback(self, callback: Callable[[Result], None]) -> None:
+        """Call ``callback(result)`` when the goal ends (at once if it has)."""
+        with self._lock:
+            if self._result is None:
+                self._callbacks.append(callback)
+                return
+        callback(self._result)
+
+    def _finish(self, result: Result) -> None:
+        with self._lock:
+            self._result = result
+            callbacks, self._callbacks = self._callbacks, []
+        self._done.set()
+        for callback in callbacks:
+            callback(result)

@@ -180,9 +180,14 @@ class Orchestrator:
         """
         try:
             with self._lock:
-                return self._submit(full_json, dry_run=dry_run)
+                handle = self._submit(full_json, dry_run=dry_run)
+                thread = self._thread if self._goal is handle else None
         finally:
             self._deliver()
+        # Started once RUNNING has reached the listeners, so it comes before the goal's events.
+        if thread is not None:
+            thread.start()
+        return handle
 
     def _submit(self, full_json: str, *, dry_run: bool) -> GoalHandle:
         if self._state is State.FAULTED:
@@ -225,7 +230,6 @@ class Orchestrator:
         self._controls = controls
         self._transition(State.RUNNING, f"{handle.goal_id}: {len(script.steps)} steps, {len(units)} units")
         self._thread = threading.Thread(target=self._run, args=(handle,), name=handle.goal_id, daemon=True)
-        self._thread.start()
         return handle
 
     def pause(self) -> Reply:
@@ -341,7 +345,7 @@ class Orchestrator:
         self._halt(Halt(HaltReason.SHUTDOWN, reason))
         with self._lock:
             thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
+        if thread is not None and thread is not threading.current_thread() and thread.ident is not None:
             thread.join(timeout)
 
     def _halt(self, halt: Halt) -> GoalHandle | None:

@@ -302,29 +302,33 @@ def test_a_preview_cancelled_right_after_its_goal_response_always_ends_canceled(
     client: ErobsBtClient,
 ) -> None:
     """Issue 9, item 8: the cancel callback hands the cancel to the orchestrator at once,
-    so a cancel accepted before the goal finishes is never lost to a short last unit."""
-    text = script(LONG_BATCH[:3])
+    so a cancel accepted before the goal finishes is never lost to a short last unit
+    (before: CancelGoal accepted, yet the goal SUCCEEDED in 5 of 9 tries)."""
     outcomes = []
-    for trial in range(16):
+    # A preview of one vacuum command takes 10-25 ms (one move: 100-170 ms), so a cancel
+    # 0-40 ms after the goal response races the end of its only (final) unit.
+    text = script([{"task_type": "end_effector", "end_effector_action": "vacuum_on"}], gripper="epick")
+    for trial in range(30):
         run = client.send(text, dry_run=True)
         assert run.accepted, run.rejection
-        time.sleep((trial * 3 % 41) / 1000.0)  # 0-40 ms after the goal response: the stimulus
+        time.sleep((trial * 7 % 41) / 1000.0)  # 0-40 ms after the goal response: the stimulus
         response = run.cancel()
         result = run.wait(GOAL_TIMEOUT)
         accepted = response.return_code == 0 and len(response.goals_canceling) == 1
         outcomes.append((trial, accepted, run.status_name, result.error_code))
-    assert all(
-        (status, code) == ("CANCELED", "CANCELED") for _, accepted, status, code in outcomes if accepted
-    ), outcomes
-    assert all(accepted for _, accepted, _, _ in outcomes), (
-        f"a preview of three moves plans for longer than 40 ms; every cancel is accepted: {outcomes}"
-    )
+    # An accepted cancel always ends CANCELED; a refused one (the preview had finished)
+    # leaves the success standing. Nothing else happens.
+    for _, accepted, status, code in outcomes:
+        expected = ("CANCELED", "CANCELED") if accepted else ("SUCCEEDED", "")
+        assert (status, code) == expected, outcomes
+    assert sum(accepted for _, accepted, _, _ in outcomes) >= 2, f"no cancel raced the goal: {outcomes}"
 
 
 def test_stop_halts_the_arm_at_once_aborts_with_stopped_and_leaves_the_node_idle(
     client: ErobsBtClient,
 ) -> None:
-    run = client.send(script([*LONG_BATCH, LED, move("vial_scan")]))
+    # Twelve moves in one batch: about 2 s of motion at 20x, a wide window for the stop.
+    run = client.send(script([*LONG_BATCH, *LONG_BATCH, LED, move("vial_scan")]))
     assert run.accepted, run.rejection
     wait_feedback(run, lambda f: f.unit_index == 1 and "execut" in f.status_message, "executing unit 1")
     moving = client.joint_states.wait_for(

@@ -866,7 +866,7 @@ class ErobsBtNode(Node):
         """Controller listener (controller thread): publish every state it hands over.
 
         The controller calls it every ``speed / joint_state_rate`` simulated seconds while
-        moving, with the final state of every motion, and at ``joint_state_rate`` while idle;
+        moving, with the final state of every motion, and at its idle rate while at rest;
         a second throttle on the wall clock here would drop states (41 Hz measured).
         """
         self._publish_joint_state(names, positions, velocities)

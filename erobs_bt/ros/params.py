@@ -231,7 +231,8 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
     _positive(
         "joint_state_rate",
         50.0,
-        "[Hz] joint_states messages per second while moving (sim: on the controller's clock)",
+        "[Hz] joint_states messages per second while moving (sim: on the controller's clock; "
+        "at rest it repeats the state at its idle rate, 50 Hz)",
         section="node",
     ),
     ParameterSpec(

@@ -44,6 +44,9 @@ class RunLogWriter(OrchestratorListener):
     orchestrator (a viewer must not fail a goal): after an ``OSError`` (disk full, file
     removed) or :meth:`close`, records are dropped and :attr:`error` says why.
 
+    Text that UTF-8 cannot encode (a lone surrogate from a script's ``\\ud800`` escape) is
+    written as its backslash escape, so such a script is logged like any other.
+
     Args:
         path: the log file; created with its parent directory, appended to when it
             exists (several goals and runs share one log; every line names its goal).
@@ -56,7 +59,7 @@ class RunLogWriter(OrchestratorListener):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._file: IO[str] | None = self.path.open("a", encoding="utf-8")
+        self._file: IO[str] | None = self.path.open("a", encoding="utf-8", errors="backslashreplace")
         self.error = ""
         self.lines = 0
 

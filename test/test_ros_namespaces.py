@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 from conftest import Cells
 
+from erobs_bt.ros import commands
 from erobs_bt.ros.client import ErobsBtClient, default_names
 from erobs_bt.script.model import JOINT_NAMES
 from erobs_bt.viz.runlog import read_run_log
@@ -97,3 +100,16 @@ def test_two_cells_run_a_goal_each_at_the_same_time(cells: Cells, clients: dict[
             steps,
             steps,
         )
+
+
+def test_send_with_no_node_in_reach_hints_at_the_domain_and_exits_3(cells: Cells, tmp_path: Path) -> None:
+    script_file = tmp_path / "move.json"
+    script_file.write_text(script("unreachable", "vial_scan"))
+
+    sent = CliRunner().invoke(
+        commands.send, [str(script_file), "--node", "/nowhere/erobs_bt", "--timeout", "1"]
+    )
+
+    assert sent.exit_code == commands.EXIT_UNREACHABLE == 3, sent.output
+    assert "/nowhere/erobs_bt/execute" in sent.output
+    assert f"ROS_DOMAIN_ID={cells.environment.domain_id}" in sent.output and "discovery range" in sent.output

@@ -456,6 +456,9 @@ def test_an_injected_replay_timeout_faults_the_node_and_later_goals_are_rejected
                 second = run_to_end(ros_client, there_and_back)
                 faulted = ros_client.wait_for_state("FAULTED", 5.0)
                 third = ros_client.send(there_and_back)
+                script_file = tmp_path / "there_and_back.json"
+                script_file.write_text(there_and_back)
+                refused = CliRunner().invoke(commands.send, [str(script_file)])
                 resume = ros_client.resume()
                 states_before = ros_client.states.count
                 reset = CliRunner().invoke(commands.reset_fault, [])
@@ -472,6 +475,9 @@ def test_an_injected_replay_timeout_faults_the_node_and_later_goals_are_rejected
     assert second.result.error_message.startswith("REPLAY_TIMEOUT: ")
     assert faulted is not None and faulted.message.startswith("REPLAY_TIMEOUT: ")
     assert not third.accepted and "FAULTED" in third.rejection
+    assert refused.exit_code == 1, refused.output
+    assert "orchestrator is FAULTED (REPLAY_TIMEOUT: " in refused.output, refused.output
+    assert "reset the fault or restart" in refused.output and "state is unknown" not in refused.output
     assert resume == (False, "Not paused"), "Resume does not clear a fault"
     assert reset.exit_code == 0 and "Fault cleared: REPLAY_TIMEOUT: " in reset.output, reset.output
     assert cleared is not None and "fault reset" in cleared.message

@@ -68,14 +68,14 @@ def test_two_cells_run_a_goal_each_at_the_same_time(cells: Cells, clients: dict[
     states_before = {ns: c.states.count for ns, c in clients.items()}
     runs = {
         "cell1": clients["cell1"].send(script("cell_one_run", "sample_scan_1", "vial_scan")),
-        "cell2": clients["cell2"].send(script("cell_two_run", "vial_scan")),
+        "cell2": clients["cell2"].send(script("cell_two_run", "sample_scan_1", "vial_scan")),
     }
     for run in runs.values():
         assert run.accepted, run.rejection
     results = {ns: run.wait(GOAL_TIMEOUT) for ns, run in runs.items()}
 
     assert {ns: run.status_name for ns, run in runs.items()} == {"cell1": "SUCCEEDED", "cell2": "SUCCEEDED"}
-    assert (results["cell1"].total_steps, results["cell2"].total_steps) == (2, 1)
+    assert (results["cell1"].total_steps, results["cell2"].total_steps) == (2, 2)
     for ns, client in clients.items():
         moving = client.joint_states.wait_for(
             lambda m: any(abs(v) > 1e-6 for v in m.velocity), 5.0, since=joints_before[ns]
@@ -83,7 +83,7 @@ def test_two_cells_run_a_goal_each_at_the_same_time(cells: Cells, clients: dict[
         assert moving is not None and tuple(moving.name) == JOINT_NAMES, f"no motion on /{ns}/joint_states"
 
     # Each node wrote the goal's run log, named by goal id and script, in its own folder.
-    for ns, run_name, steps in (("cell1", "cell_one_run", 2), ("cell2", "cell_two_run", 1)):
+    for ns, run_name, steps in (("cell1", "cell_one_run", 2), ("cell2", "cell_two_run", 2)):
         idle = clients[ns].states.wait_for(
             lambda m: m.state == "IDLE" and m.goal_id != "", 5.0, since=states_before[ns]
         )

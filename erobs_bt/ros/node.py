@@ -690,6 +690,10 @@ class ErobsBtNode(Node):
                 )
             if handle is not None:
                 result = self._wait(handle)
+                # Every feedback before the result; while the goal is still this node's
+                # (a cancel arriving now is refused by the orchestrator, not taken for an
+                # early one).
+                self._feedback.flush(self.settings.shutdown_timeout)
         finally:
             with self._goal_lock:
                 if self._ros_goal is goal_handle:
@@ -702,7 +706,6 @@ class ErobsBtNode(Node):
         result = self._agreeing(goal_handle, result)
         with self._goal_lock:
             self._ros_cancels.discard(key)
-        self._feedback.flush(self.settings.shutdown_timeout)  # every feedback before the result
         self._last_result = result
         if self.erobs is not None:
             self.erobs.goal_finished()

@@ -1,17 +1,29 @@
-"""Shared pytest fixtures."""
+"""Shared pytest fixtures, and the suite's hypothesis profile.
+
+Hypothesis runs derandomised and without an example database by default, so the suite draws
+the same examples on every machine and every run (a failure found once is kept as an
+``@example`` in its test). ``HYPOTHESIS_PROFILE=explore`` draws fresh random examples, for
+hunting new counterexamples by hand.
+"""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 from erobs_bt.backends.sim.cell import CellConfig, load_cell
 from erobs_bt.script.model import Step
 from erobs_bt.script.parse import parse_script
+
+settings.register_profile("deterministic", derandomize=True, database=None)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -202,17 +203,31 @@ def _mapped_by_live_processes() -> set[str]:
     return used
 
 
-def orphaned_segments(before: set[str]) -> set[str]:
+_PORT_FILE = re.compile(r"fastdds_port(\d+)")
+
+
+def _other_domain(name: str, domain: int | None) -> bool:
+    """True for a port file (``fastdds_port<port>``, ``sem.fastdds_port<port>_mutex``) of a
+    domain other than ``domain``: Fast DDS ports are ``7400 + 250 * domain + offset``."""
+    match = _PORT_FILE.search(name)
+    if domain is None or match is None:
+        return False
+    return (int(match.group(1)) - 7400) // 250 != domain
+
+
+def orphaned_segments(before: set[str], domain: int | None = None) -> set[str]:
     """Fast DDS files created since ``before`` that no live process uses any more.
 
     Checked twice, 0.5 s apart, so a file another process is just creating (not yet
-    mapped) is not mistaken for a leftover.
+    mapped) is not mistaken for a leftover. With ``domain``, port files of other domains
+    are ignored: other people's ROS processes on this machine (other test runs) create
+    and leave files of their own domains meanwhile, which says nothing about this test.
     """
     suspects: set[str] | None = None
     for attempt in range(2):
         if attempt:
             time.sleep(0.5)
-        new = fastdds_segments() - before
+        new = {name for name in fastdds_segments() - before if not _other_domain(name, domain)}
         found = new - _mapped_by_live_processes() if new else set()
         suspects = found if suspects is None else suspects & found
     return suspects or set()

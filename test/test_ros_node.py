@@ -434,7 +434,7 @@ def test_sigint_during_a_goal_stops_the_node_cleanly(
     assert status == 0, node.output
     assert "Traceback" not in node.output and "never retrieved" not in node.output, node.output
     assert farewell is not None and farewell.state == "IDLE", "the final state was not published"
-    assert orphaned_segments(shm_before) == set()
+    assert orphaned_segments(shm_before, node.environment.domain_id) == set()
 
 
 # -- a node of its own: a fatal replay error faults it ------------------------------------
@@ -485,7 +485,7 @@ def test_an_injected_replay_timeout_faults_the_node_and_later_goals_are_rejected
     assert fourth.status_name == "SUCCEEDED", "the node serves goals again without a restart"
     assert "fault_reset" in process.output or "reset_fault" in process.output, process.output
     assert status == 0, process.output
-    assert orphaned_segments(shm_before) == set()
+    assert orphaned_segments(shm_before, environment.domain_id) == set()
 
 
 # -- pieces without a ROS graph -----------------------------------------------------------------
@@ -575,7 +575,7 @@ def test_a_goal_shut_down_while_paused_is_aborted_with_shutdown(tmp_path: Path) 
     # Before: ABORTED with error_code "CANCELED" (status and code disagreed).
     assert run.status_name == "ABORTED" and result.error_code == "SHUTDOWN", result
     assert "node shutting down" in result.error_message
-    assert orphaned_segments(shm_before) == set()
+    assert orphaned_segments(shm_before, environment.domain_id) == set()
 
 
 def test_a_dead_executor_thread_makes_the_node_exit_non_zero(tmp_path: Path) -> None:

@@ -73,9 +73,9 @@ def time_parameterize(
     """Time-parameterise a piecewise-linear joint path, stopping at every waypoint.
 
     Each segment ``waypoints[k] → waypoints[k+1]`` is one rest-to-rest Ruckig problem
-    with ``Synchronization.Phase``, so every joint follows the same normalised profile
-    and every sample lies on the straight joint segment (positions are evaluated as
-    ``q_k + σ(t)·(q_{k+1} − q_k)``, exact to rounding). Consecutive duplicate
+    in the normalised path parameter σ ∈ [0, 1] (:func:`_unit_profile`), so every joint
+    follows the same profile and every sample lies on the straight joint segment
+    (positions are ``q_k + σ(t)·(q_{k+1} − q_k)``, exact to rounding). Consecutive duplicate
     waypoints are skipped.
 
     Args:
@@ -107,42 +107,21 @@ def time_parameterize(
     zeros = (0.0,) * dofs
     points = [TrajectoryPoint(_tuple(path[0]), zeros, zeros, 0.0)]
     t_offset = 0.0
-    otg = ruckig.Ruckig(dofs)
     current = path[0]
     for k in range(1, path.shape[0]):
         target = path[k]
         delta = target - current
         if np.max(np.abs(delta)) <= _SAME_STATE:
             continue
-        inp = ruckig.InputParameter(dofs)
-        inp.current_position = current.tolist()
-        inp.target_position = target.tolist()
-        inp.current_velocity = list(zeros)
-        inp.current_acceleration = list(zeros)
-        inp.target_velocity = list(zeros)
-        inp.target_acceleration = list(zeros)
-        inp.max_velocity = v_max.tolist()
-        inp.max_acceleration = a_max.tolist()
-        inp.max_jerk = j_max.tolist()
-        inp.synchronization = ruckig.Synchronization.Phase
-        trajectory = ruckig.Trajectory(dofs)
-        result = otg.calculate(inp, trajectory)
-        if result not in _RUCKIG_OK:
-            raise RuntimeError(f"waypoints[{k - 1}] → waypoints[{k}]: Ruckig failed ({result})")
-        duration = float(trajectory.duration)
-        # The joint with the largest displacement carries the normalised profile σ(t)
-        # with the best precision; all joints are phase-synchronised to it.
-        lead = int(np.argmax(np.abs(delta)))
+        profile = _unit_profile(delta, v_max, a_max, j_max, segment=f"waypoints[{k - 1}] → waypoints[{k}]")
+        duration = float(profile.duration)
         count = max(1, math.ceil(duration / period - 1e-9))
         for j in range(1, count + 1):
             if j == count:
                 points.append(TrajectoryPoint(_tuple(target), zeros, zeros, t_offset + duration))
                 break
             t = duration * j / count
-            p, v, a = trajectory.at_time(t)
-            sigma = (p[lead] - current[lead]) / delta[lead]
-            sigma_dot = v[lead] / delta[lead]
-            sigma_ddot = a[lead] / delta[lead]
+            (sigma,), (sigma_dot,), (sigma_ddot,) = profile.at_time(t)
             points.append(
                 TrajectoryPoint(
                     _tuple(current + sigma * delta),
@@ -158,6 +137,50 @@ def time_parameterize(
         last = points[-1]
         points[-1] = TrajectoryPoint(_tuple(path[-1]), zeros, zeros, last.time_from_start)
     return points
+
+
+def _unit_profile(
+    delta: np.ndarray, v_max: np.ndarray, a_max: np.ndarray, j_max: np.ndarray, *, segment: str
+) -> ruckig.Trajectory:
+    """The rest-to-rest profile σ(t) from 0 to 1 of one straight joint segment.
+
+    Moving every joint as ``q_k + σ(t)·delta`` keeps each joint within its limits when σ's
+    limits are the tightest of ``limit_i / |delta_i|``: the same motion as a phase-synchronised
+    multi-DOF Ruckig problem, solved as one DOF that always starts at 0 and moves forwards.
+    Ruckig's solver can fail on a profile that sits exactly on a limit boundary (seen for
+    2.0 → 1.9 rad at 5 rad/s², 50 rad/s³: the jerk-limited profile reaches the acceleration
+    limit exactly); such a case is solved again with the limits lowered by one part in 10⁹,
+    which stays within the limits.
+
+    Args:
+        delta: (J,) joint displacement of the segment [rad], not all zero.
+        v_max, a_max, j_max: (J,) scaled limits [rad/s, rad/s², rad/s³].
+        segment: the segment's name for the error message.
+
+    Raises:
+        RuntimeError: Ruckig could not solve the segment even with the lowered limits.
+    """
+    moving = np.abs(delta) > 0.0
+    limits = [float(np.min(limit[moving] / np.abs(delta[moving]))) for limit in (v_max, a_max, j_max)]
+    otg = ruckig.Ruckig(1)
+    failure = ""
+    for shrink in (1.0, 1.0 - 1e-9, 1.0 - 1e-6):
+        inp = ruckig.InputParameter(1)
+        inp.current_position = [0.0]
+        inp.target_position = [1.0]
+        inp.max_velocity = [limits[0] * shrink]
+        inp.max_acceleration = [limits[1] * shrink]
+        inp.max_jerk = [limits[2] * shrink]
+        trajectory = ruckig.Trajectory(1)
+        try:
+            result = otg.calculate(inp, trajectory)
+        except ruckig.RuckigError as exc:
+            failure = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            continue
+        if result in _RUCKIG_OK:
+            return trajectory
+        failure = str(result)
+    raise RuntimeError(f"{segment}: Ruckig failed ({failure})")
 
 
 def time_parameterize_path(

@@ -54,7 +54,7 @@ bench: setup
 	fi
 
 clean:
-	rm -rf interfaces/erobs_bt_interfaces/build build *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf interfaces/*/build build *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis
 	find erobs_bt test bench -name __pycache__ -type d -prune -exec rm -rf {} +
 
 distclean: clean

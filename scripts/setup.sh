@@ -10,13 +10,18 @@
 #   2. .venv with python3 (3.11: the ROS wheels on PyPI are cp311 only).
 #   3. pip, then requirements.txt + requirements-build.txt + requirements-dev.txt (all pins live
 #      there).
-#   4. interfaces/erobs_bt_interfaces: built by CMake through scikit-build-core and installed into
-#      the venv with `pip install --no-build-isolation` (recipe A of
-#      ../shared/notes/ros2-from-pypi.md; an isolated build cannot see ament_package).
+#   4. the ROS interface packages under interfaces/ (erobs_bt_interfaces, and the subsets of
+#      control_msgs, ur_msgs, beambot_interfaces, py_trees_ros_interfaces,
+#      object_recognition_msgs and moveit_msgs that no wheel provides), in dependency order
+#      (scripts/interface_packages.py): each built by CMake through scikit-build-core and
+#      installed into the venv with `pip install --no-build-isolation` (recipe A of
+#      ../shared/notes/ros2-from-pypi.md; an isolated build cannot see ament_package). A package
+#      that is already importable from elsewhere (a sourced ROS distribution) is not built.
 #   5. erobs_bt itself: `pip install -e .` (setup.py), which puts `erobs-bt` and `erobs_bt_node`
 #      in .venv/bin.
-# Steps 3-5 keep a stamp in .venv/.erobs_bt-setup/ holding a hash of their inputs (requirement
-# files, interface sources, packaging files); a stamp that matches means the step is done.
+# Steps 3-5 keep stamps in .venv/.erobs_bt-setup/ holding a hash of their inputs (requirement
+# files, interface sources, packaging files; one stamp per interface package, which also covers
+# the interface packages it depends on); a stamp that matches means the step is done.
 #
 # Environment: PYTHON (interpreter for the venv, default python3), EROBS_VENV (default .venv),
 # EROBS_SETUP_FORCE=1 (ignore the stamps).
@@ -29,7 +34,7 @@ cd "${ROOT}"
 
 PYTHON="${PYTHON:-python3}"
 STAMPS="${VENV}/.erobs_bt-setup"
-IFACE_DIR="${ROOT}/interfaces/erobs_bt_interfaces"
+IFACE_ROOT="${ROOT}/interfaces"
 REQUIREMENTS=(requirements.txt requirements-build.txt requirements-dev.txt)
 PACKAGING=(setup.py setup.cfg package.xml pyproject.toml resource/erobs_bt requirements.txt)
 START=${SECONDS}
@@ -154,41 +159,80 @@ else
 fi
 
 # --------------------------------------------------------------------------------------------
-step "4/5 ROS interfaces (interfaces/erobs_bt_interfaces)"
-mapfile -t iface_files < <(cd "${IFACE_DIR}" && find . -path ./build -prune -o -type f -print | LC_ALL=C sort)
+step "4/5 ROS interface packages (interfaces/)"
 # The build depends on the ROS wheels and build tooling, not on the test tools.
 build_deps_hash="$(hash_of "python ${py_version}" requirements.txt requirements-build.txt)"
-iface_hash="$(cd "${IFACE_DIR}" && hash_of "deps ${build_deps_hash}" "${iface_files[@]}")"
-if stamp_matches interfaces "${iface_hash}" &&
-  "${VPY}" -c 'import erobs_bt_interfaces.action, erobs_bt_interfaces.msg' 2>/dev/null; then
-  info "up to date"
-else
-  iface_t=${SECONDS}
+mapfile -t shared_cmake < <(find "${IFACE_ROOT}/cmake" -type f | LC_ALL=C sort)
+shared_hash="$(hash_of "shared" "${shared_cmake[@]}")"
+iface_status() {
+  "${VPY}" "${ROOT}/scripts/interface_packages.py" "${IFACE_ROOT}" ||
+    die "scripts/interface_packages.py failed (is catkin_pkg installed? requirements-build.txt)"
+}
+iface_out="$(iface_status)"
+mapfile -t iface_lines <<<"${iface_out}"
+[[ -n "${iface_out}" ]] || die "no interface packages found under ${IFACE_ROOT}"
+# Stamps of the single-package step of old: keep its CMake tree usable, then drop them.
+if [[ -f "${STAMPS}/interfaces-deps" && ! -f "${STAMPS}/iface-deps-erobs_bt_interfaces" ]]; then
+  mv -- "${STAMPS}/interfaces-deps" "${STAMPS}/iface-deps-erobs_bt_interfaces"
+fi
+rm -f -- "${STAMPS}/interfaces" "${STAMPS}/interfaces-deps"
+declare -A iface_hash=()
+built=0
+export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"
+for line in "${iface_lines[@]}"; do
+  read -r name dir dist origin needs <<<"${line}"
+  pkg_dir="${IFACE_ROOT}/${dir}"
+  if [[ "${origin}" == provided:* ]]; then
+    info "${name}: provided by ${origin#provided:}, not built (a sourced ROS distribution or another wheel)"
+    iface_hash[${name}]="provided ${origin}"
+    continue
+  fi
+  mapfile -t pkg_files < <(cd "${pkg_dir}" && find . -path ./build -prune -o -type f -print | LC_ALL=C sort)
+  label="deps ${build_deps_hash} shared ${shared_hash}"
+  if [[ "${needs}" != - ]]; then
+    for dependency in ${needs//,/ }; do label+=" ${dependency} ${iface_hash[${dependency}]:-?}"; done
+  fi
+  iface_hash[${name}]="$(cd "${pkg_dir}" && hash_of "${label}" "${pkg_files[@]}")"
+  if [[ "${origin}" == venv ]] && stamp_matches "iface-${name}" "${iface_hash[${name}]}"; then
+    info "${name}: up to date"
+    continue
+  fi
+  pkg_t=${SECONDS}
   # The CMake tree under build/ is kept for incremental rebuilds; drop it when the ROS wheels or
   # build tools changed since it was configured, or it belongs to another checkout, venv or
   # generator.
   build_deps_changed=1
-  stamp_matches interfaces-deps "${build_deps_hash}" && build_deps_changed=0
-  for cache in "${IFACE_DIR}"/build/*/CMakeCache.txt; do
+  stamp_matches "iface-deps-${name}" "${build_deps_hash}" && build_deps_changed=0
+  for cache in "${pkg_dir}"/build/*/CMakeCache.txt; do
     [[ -f "${cache}" ]] || continue
     tree="$(dirname "${cache}")"
     source_dir="$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "${cache}")"
     python_exe="$(sed -n 's/^Python3_EXECUTABLE:[A-Z]*=//p' "${cache}")"
     generator="$(sed -n 's/^CMAKE_GENERATOR:INTERNAL=//p' "${cache}")"
-    if ((build_deps_changed)) || [[ "${source_dir}" != "${IFACE_DIR}" || "${python_exe}" != "${VENV}/bin/"* ]] ||
+    if ((build_deps_changed)) || [[ "${source_dir}" != "${pkg_dir}" || "${python_exe}" != "${VENV}/bin/"* ]] ||
       { [[ "${generator}" == Ninja ]] && ! command -v ninja >/dev/null; }; then
-      info "removing stale CMake tree ${tree#"${ROOT}"/}"
+      info "${name}: removing stale CMake tree ${tree#"${ROOT}"/}"
       rm -rf -- "${tree}"
     fi
   done
-  info "building with CMake (clean: ~15-45 s; incremental: ~7 s)"
-  export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"
-  pip_install -v --no-build-isolation --no-deps --force-reinstall "${IFACE_DIR}"
-  "${VPY}" -c 'import erobs_bt_interfaces.action, erobs_bt_interfaces.msg' ||
-    die "erobs_bt_interfaces was installed but does not import"
-  write_stamp interfaces "${iface_hash}"
-  write_stamp interfaces-deps "${build_deps_hash}"
-  took "${iface_t}"
+  how=clean
+  compgen -G "${pkg_dir}/build/*/CMakeCache.txt" >/dev/null && how=incremental
+  info "${name}: building with CMake (${how}) and installing ${dist} into the venv"
+  pip_install -v --no-build-isolation --no-deps --force-reinstall "${pkg_dir}"
+  write_stamp "iface-${name}" "${iface_hash[${name}]}"
+  write_stamp "iface-deps-${name}" "${build_deps_hash}"
+  built=$((built + 1))
+  took "${pkg_t}"
+done
+if ((built)); then
+  # Every package must now import (its C type support loads) from the venv or from elsewhere.
+  iface_out="$(iface_status)"
+  while read -r name dir dist origin needs; do
+    if [[ "${origin}" == missing ]]; then
+      rm -f -- "${STAMPS}/iface-${name}"
+      die "${name} was built and installed (${dist}) but its types do not import"
+    fi
+  done <<<"${iface_out}"
 fi
 
 # --------------------------------------------------------------------------------------------

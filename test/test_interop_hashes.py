@@ -1,0 +1,227 @@
+"""Wire compatibility of the interface packages we build in place of upstream ones.
+
+Every type and every generated sub-type (``_Goal``, ``_Result``, ``_Feedback``,
+``_FeedbackMessage``, ``_SendGoal*``, ``_GetResult*``, ``_Request``, ``_Response``, ``_Event``)
+listed in ``../shared/interop/type-hashes.json`` must have exactly the upstream RIHS01 hash in
+the types this venv imports. The hash is read from the loaded C type support (what rclpy hands
+to rcl and rmw announces on the wire), so the check covers the built artefact itself, whether it
+came from interfaces/ (scripts/setup.sh) or from a sourced ROS distribution: nothing is skipped
+for a package that is provided elsewhere. A second test asks rmw itself, through the ROS graph.
+
+The constants (not part of a RIHS01 hash) are checked against the upstream values too.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from interop import (
+    built_type_hash,
+    load_type_hashes,
+    python_type,
+    require_type_hashes,
+    service_part_hashes,
+    shared_required,
+    type_origin,
+)
+from ros_fixtures import ros_environment
+
+#: The upstream interface packages erobs_bt builds under interfaces/ when nothing provides them.
+BUILT_HERE = (
+    "control_msgs",
+    "ur_msgs",
+)
+
+try:
+    _ALL = {
+        name: value
+        for name, value in load_type_hashes().all_hashes().items()
+        if name.split("/")[0] in BUILT_HERE
+    }
+except FileNotFoundError:
+    _ALL = {}
+
+
+def _origin(name: str) -> str:
+    try:
+        return type_origin(name.split("/")[0])
+    except ImportError as error:
+        return f"not importable ({error}); run `make setup`"
+
+
+@pytest.mark.parametrize("name", sorted(_ALL) or ["(type-hashes.json absent)"])
+def test_built_type_has_the_upstream_hash(name: str) -> None:
+    require_type_hashes()
+    expected = _ALL[name]
+    try:
+        actual = built_type_hash(name)
+    except (ImportError, LookupError) as error:
+        pytest.fail(f"{name}: cannot read its type hash: {error} (package from {_origin(name)})")
+    assert actual == expected, f"{name} from {_origin(name)}: {actual} != upstream {expected}"
+
+
+def test_service_type_support_agrees_with_its_parts() -> None:
+    """The Request/Response/Event members of each service's type support (what rcl uses for a
+    client or server) carry the same hashes as the parts' own type supports."""
+    upstream = require_type_hashes()
+    services = [
+        component.removesuffix("_Request")
+        for entry in upstream.values()
+        if entry.package in BUILT_HERE
+        for component in entry.hashes()
+        if component.endswith("_Request")
+    ]
+    assert services, "no service listed"
+    for service in services:
+        for part, value in service_part_hashes(service).items():
+            assert value == upstream.all_hashes()[part], f"{part} via {service}"
+
+
+def test_follow_joint_trajectory_is_the_kilted_layout_not_jazzy() -> None:
+    upstream = require_type_hashes()
+    fjt = upstream["control_msgs/action/FollowJointTrajectory"]
+    jazzy = {variant["hash"] for variant in fjt.variants}
+    assert jazzy and built_type_hash(fjt.type) not in jazzy
+    feedback = python_type("control_msgs/action/FollowJointTrajectory_Feedback")
+    fields: dict[str, str] = feedback.get_fields_and_field_types()  # type: ignore[attr-defined]
+    assert fields["index"] == "int32" and fields["multi_dof_index"] == "int32"
+
+
+def test_absent_shared_skips_with_the_reason_or_fails_when_required(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import interop
+
+    monkeypatch.setattr(interop, "TYPE_HASHES_FILE", tmp_path / "shared" / "interop" / "type-hashes.json")
+    monkeypatch.delenv(interop.REQUIRE_SHARED_ENV, raising=False)
+    assert not shared_required()
+    with pytest.raises(pytest.skip.Exception, match=r"type-hashes.json not found \(../shared is absent\)"):
+        interop.require_type_hashes()
+    monkeypatch.setenv(interop.REQUIRE_SHARED_ENV, "1")
+    assert shared_required()
+    with pytest.raises(pytest.fail.Exception, match="EROBS_REQUIRE_SHARED=1 requires them"):
+        interop.require_type_hashes()
+
+
+# ---- constants (facts of the upstream definitions; a RIHS01 hash does not cover them) --------
+
+
+def _constants(full_name: str) -> dict[str, Any]:
+    """The constants of a generated type (rosidl_generator_py makes them properties of the
+    type's metaclass)."""
+    cls = python_type(full_name)
+    return {
+        name: getattr(cls, name)
+        for name, attribute in vars(type(cls)).items()
+        if isinstance(attribute, property) and name.isupper()
+    }
+
+
+def test_follow_joint_trajectory_error_codes() -> None:
+    assert _constants("control_msgs/action/FollowJointTrajectory_Result") == {
+        "SUCCESSFUL": 0,
+        "INVALID_GOAL": -1,
+        "INVALID_JOINTS": -2,
+        "OLD_HEADER_TIMESTAMP": -3,
+        "PATH_TOLERANCE_VIOLATED": -4,
+        "GOAL_TOLERANCE_VIOLATED": -5,
+    }
+
+
+def test_joint_component_tolerance_components() -> None:
+    assert _constants("control_msgs/msg/JointComponentTolerance") == {
+        "X_AXIS": 1,
+        "Y_AXIS": 2,
+        "Z_AXIS": 3,
+        "TRANSLATION": 4,
+        "ROTATION": 5,
+    }
+
+
+def test_set_io_constants() -> None:
+    constants = _constants("ur_msgs/srv/SetIO_Request")
+    assert {name: value for name, value in constants.items() if name.startswith(("FUN_", "STATE_"))} == {
+        "FUN_SET_DIGITAL_OUT": 1,
+        "FUN_SET_FLAG": 2,
+        "FUN_SET_ANALOG_OUT": 3,
+        "FUN_SET_TOOL_VOLTAGE": 4,
+        "STATE_OFF": 0,
+        "STATE_ON": 1,
+        "STATE_TOOL_VOLTAGE_0V": 0,
+        "STATE_TOOL_VOLTAGE_12V": 12,
+        "STATE_TOOL_VOLTAGE_24V": 24,
+    }
+    pins = {name: value for name, value in constants.items() if name.startswith("PIN_")}
+    assert pins == {
+        "PIN_AOUT0": 0,
+        "PIN_AOUT1": 1,
+        **{f"PIN_DOUT{i}": i for i in range(8)},
+        **{f"PIN_CONF_OUT{i}": 8 + i for i in range(8)},
+        "PIN_TOOL_DOUT0": 16,
+        "PIN_TOOL_DOUT1": 17,
+    }
+
+
+def test_rmw_announces_the_upstream_hashes(tmp_path: Path) -> None:
+    """A publisher of every listed message, a client of every listed service and an action
+    client of every listed action, in one node of a private domain: the endpoints rmw puts in
+    the graph carry the upstream hashes (msg topic: the msg hash; service client: its request
+    writer the ``_Request`` hash, its reply reader the ``_Response`` hash; action client: its
+    feedback reader the ``_FeedbackMessage`` hash, its send_goal request writer the
+    ``_SendGoal_Request`` hash)."""
+    upstream = require_type_hashes()
+    import rclpy
+    from rclpy.action import ActionClient
+
+    with ros_environment(tmp_path / "ros-log"):
+        context = rclpy.Context()
+        rclpy.init(context=context)
+        try:
+            node = rclpy.create_node("interop_hashes", context=context)
+            # (publishers or subscriptions, DDS-level topic name) -> expected hash
+            expected: dict[tuple[str, str], str] = {}
+            keep: list[Any] = []
+            for entry in upstream.values():
+                package, kind, name = entry.type.split("/")
+                if package not in BUILT_HERE:
+                    continue
+                cls = python_type(entry.type)
+                topic = f"interop/{package}/{name}"
+                if kind == "msg":
+                    keep.append(node.create_publisher(cls, topic, 1))
+                    expected["publishers", f"rt/{topic}"] = entry.hash
+                elif kind == "srv":
+                    keep.append(node.create_client(cls, topic))
+                    expected["publishers", f"rq/{topic}Request"] = entry.components[f"{entry.type}_Request"]
+                    expected["subscriptions", f"rr/{topic}Reply"] = entry.components[f"{entry.type}_Response"]
+                else:
+                    keep.append(ActionClient(node, cls, topic))
+                    expected["subscriptions", f"rt/{topic}/_action/feedback"] = entry.components[
+                        f"{entry.type}_FeedbackMessage"
+                    ]
+                    expected["publishers", f"rq/{topic}/_action/send_goalRequest"] = entry.components[
+                        f"{entry.type}_SendGoal_Request"
+                    ]
+            announced = _announced(node, expected)
+            assert announced == expected
+        finally:
+            rclpy.shutdown(context=context)
+
+
+def _announced(node: Any, expected: dict[tuple[str, str], str]) -> dict[tuple[str, str], str]:
+    """The hash the graph reports for each (endpoint kind, DDS topic) of ``expected``, from the
+    node's own endpoints. rmw_fastrtps_cpp enters a node's endpoints into its graph cache when
+    they are created, so no discovery wait is needed."""
+    found: dict[tuple[str, str], str] = {}
+    for kind, topic in expected:
+        query = (
+            node.get_publishers_info_by_topic
+            if kind == "publishers"
+            else node.get_subscriptions_info_by_topic
+        )
+        for info in query(topic, no_mangle=True):
+            if info.node_name == node.get_name():
+                found[kind, topic] = str(info.topic_type_hash)
+    return found

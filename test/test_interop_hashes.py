@@ -30,6 +30,7 @@ from ros_fixtures import ros_environment
 
 #: The upstream interface packages erobs_bt builds under interfaces/ when nothing provides them.
 BUILT_HERE = (
+    "beambot_interfaces",
     "control_msgs",
     "ur_msgs",
 )

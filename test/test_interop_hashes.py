@@ -32,6 +32,7 @@ from ros_fixtures import ros_environment
 BUILT_HERE = (
     "beambot_interfaces",
     "control_msgs",
+    "py_trees_ros_interfaces",
     "ur_msgs",
 )
 

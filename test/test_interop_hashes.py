@@ -13,6 +13,7 @@ The constants (not part of a RIHS01 hash) are checked against the upstream value
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,8 @@ from ros_fixtures import ros_environment
 BUILT_HERE = (
     "beambot_interfaces",
     "control_msgs",
+    "moveit_msgs",
+    "object_recognition_msgs",
     "py_trees_ros_interfaces",
     "ur_msgs",
 )
@@ -62,6 +65,15 @@ def test_built_type_has_the_upstream_hash(name: str) -> None:
     except (ImportError, LookupError) as error:
         pytest.fail(f"{name}: cannot read its type hash: {error} (package from {_origin(name)})")
     assert actual == expected, f"{name} from {_origin(name)}: {actual} != upstream {expected}"
+
+
+def test_every_listed_package_is_one_we_build_or_import() -> None:
+    upstream = require_type_hashes()
+    assert set(upstream.packages()) <= set(BUILT_HERE), (
+        "type-hashes.json lists a package that interfaces/ does not build; add it there"
+    )
+    for package in BUILT_HERE:
+        importlib.import_module(package)  # an ImportError fails: nothing is skipped
 
 
 def test_service_type_support_agrees_with_its_parts() -> None:
@@ -164,6 +176,57 @@ def test_set_io_constants() -> None:
         "PIN_TOOL_DOUT0": 16,
         "PIN_TOOL_DOUT1": 17,
     }
+
+
+def test_behaviour_status_type_and_blackbox_constants() -> None:
+    assert _constants("py_trees_ros_interfaces/msg/Behaviour") == {
+        "INVALID": 1,
+        "RUNNING": 2,
+        "SUCCESS": 3,
+        "FAILURE": 4,
+        "UNKNOWN_TYPE": 0,
+        "BEHAVIOUR": 1,
+        "SEQUENCE": 2,
+        "SELECTOR": 3,
+        "PARALLEL": 4,
+        "CHOOSER": 5,
+        "DECORATOR": 6,
+        "BLACKBOX_LEVEL_DETAIL": 1,
+        "BLACKBOX_LEVEL_COMPONENT": 2,
+        "BLACKBOX_LEVEL_BIG_PICTURE": 3,
+        "BLACKBOX_LEVEL_NOT_A_BLACKBOX": 4,
+        "BLACKBOARD_ACCESS_READ": "r",
+        "BLACKBOARD_ACCESS_WRITE": "w",
+        "BLACKBOARD_ACCESS_EXCLUSIVE_WRITE": "x",
+    }
+
+
+def test_activity_item_types() -> None:
+    names = ("READ", "INITIALISED", "WRITE", "ACCESSED", "ACCESS_DENIED", "NO_KEY", "NO_OVERWRITE", "UNSET")
+    assert _constants("py_trees_ros_interfaces/msg/ActivityItem") == {name: name for name in names}
+
+
+def test_collision_object_operations() -> None:
+    constants = _constants("moveit_msgs/msg/CollisionObject")
+    assert {name: bytes(value) for name, value in constants.items()} == {
+        "ADD": b"\x00",
+        "REMOVE": b"\x01",
+        "APPEND": b"\x02",
+        "MOVE": b"\x03",
+    }
+
+
+def test_behaviour_constants_match_py_trees() -> None:
+    """py_trees_ros maps py_trees' enums onto these numbers; our tree conversion relies on it."""
+    import py_trees
+
+    constants = _constants("py_trees_ros_interfaces/msg/Behaviour")
+    assert {status.name for status in py_trees.common.Status} <= set(constants)
+    levels = {level.name for level in py_trees.common.BlackBoxLevel}
+    assert {f"BLACKBOX_LEVEL_{name}" for name in levels} <= set(constants)
+
+
+# ---- what rmw announces in the ROS graph -----------------------------------------------------
 
 
 def test_rmw_announces_the_upstream_hashes(tmp_path: Path) -> None:

@@ -56,7 +56,7 @@ def origin_of(name: str, package_dir: Path, distribution: str) -> str:
         )
     except importlib.metadata.PackageNotFoundError:
         ours = False
-    location = module_file.parents[1]
+    location = module_file.parents[2]  # <pkg>/<kind>/__init__.py -> the directory holding <pkg>
     if ours:
         return "venv"
     return f"provided:{location}"

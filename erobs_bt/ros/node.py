@@ -211,9 +211,9 @@ class _FeedbackPump:
     phase, done). Publishing each on the goal thread made a long script of quick units
     several times slower through the node than in-process. The goal thread now only
     queues (O(1)); this thread publishes, and while it is behind, a newer feedback of the
-    same unit and goal replaces the queued one. So every unit's latest feedback is still
-    published, in order, and :meth:`flush` (called before the result is sent) delivers all
-    of a goal's feedback before its result.
+    same unit, goal and cache decision replaces the queued one. So every unit's latest
+    feedback and every cache decision are still published, in order, and :meth:`flush`
+    (called before the result is sent) delivers all of a goal's feedback before its result.
 
     Args:
         log_error: receives a message when publishing fails (never raised).
@@ -229,10 +229,16 @@ class _FeedbackPump:
         self._thread.start()
 
     def put(self, goal_handle: Any, api: _GoalApi, feedback: Feedback) -> None:
-        """Queue ``feedback`` for ``goal_handle`` (replacing a queued one of the same unit)."""
+        """Queue ``feedback`` for ``goal_handle`` (replacing a queued one of the same unit
+        and cache status)."""
         with self._cond:
             last = self._pending[-1] if self._pending else None
-            if last is not None and last[0] is goal_handle and last[2].unit_index == feedback.unit_index:
+            if (
+                last is not None
+                and last[0] is goal_handle
+                and last[2].unit_index == feedback.unit_index
+                and last[2].cache_status == feedback.cache_status
+            ):
                 self._pending[-1] = (goal_handle, api, feedback)
             else:
                 self._pending.append((goal_handle, api, feedback))

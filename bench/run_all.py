@@ -34,6 +34,7 @@ SECTIONS: tuple[tuple[str, str], ...] = (
     ("plan cache", "bench_cache"),
     ("planning", "bench_planning"),
     ("ROS node", "bench_ros"),
+    ("snapshot scaling", "bench_snapshots"),
     ("memory", "bench_memory"),
 )
 #: Longest a section may take [s] (the whole run is meant to stay well under 10 minutes).

@@ -387,11 +387,11 @@ def _run_goals(
 
 def default_log_path(script: Path) -> Path:
     """``$EROBS_BT_LOG_DIR`` (default ``~/.local/state/erobs_bt/runs``)/``<UTC time>_<script>.jsonl``."""
-    import os
     import time
 
-    base = Path(os.environ.get("EROBS_BT_LOG_DIR") or Path.home() / ".local" / "state" / "erobs_bt" / "runs")
-    return base / f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}_{script.stem}.jsonl"
+    from erobs_bt.viz.runlog import default_log_dir
+
+    return default_log_dir() / f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}_{script.stem}.jsonl"
 
 
 def _return_to(engine: Any, start: Any, progress: Any, console: Console) -> bool:

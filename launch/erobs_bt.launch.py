@@ -1,45 +1,76 @@
-"""Launch the erobs_bt node with its default parameters (config/erobs_bt.yaml).
+"""Launch the erobs_bt node: ``ros2 launch erobs_bt erobs_bt.launch.py [arg:=value ...]``.
 
-Needs a ROS 2 installation with ``launch`` and ``launch_ros`` (not installable from PyPI;
-without them, run ``erobs_bt_node --ros-args --params-file config/erobs_bt.yaml`` or
-``erobs-bt serve``). Arguments override single parameters, e.g.
-``ros2 launch erobs_bt erobs_bt.launch.py speed:=20.0 params_file:=/path/to/params.yaml``.
-The node sets ``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST`` itself unless it is already set.
+Arguments (all optional):
+
+* ``namespace`` — the node's namespace, e.g. ``cell2``: every name moves under it
+  (``/cell2/erobs_bt/execute``, ``/cell2/joint_states``, ``/cell2/beambot_execution``),
+  so several cells run side by side in one ROS domain;
+* ``params_file`` — the node's params file (default: the package's
+  ``config/erobs_bt.yaml``, keyed ``/**`` so it applies under any namespace);
+* ``poses_file``, ``cell_config`` — override those parameters **only when given**;
+* ``log_level`` — ``debug``, ``info`` (default), ``warn``, ``error``;
+* ``use_sim_time`` — set the parameter only when given (``true``/``false``).
+
+Nothing else is passed as a parameter, so the params file's values are never replaced
+by launch defaults. Needs a ROS 2 installation with ``launch`` and ``launch_ros`` (not
+installable from PyPI; without them run ``erobs_bt_node --ros-args --params-file
+config/erobs_bt.yaml -r __ns:=/cell2`` or ``erobs-bt serve``). The node sets
+``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST`` itself unless it is already set.
 """
 
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from ament_index_python.packages import get_package_share_directory
-from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument
+from launch import LaunchContext, LaunchDescription
+from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
+#: (name, default, description) of every launch argument.
+ARGUMENTS = (
+    ("namespace", "", "node namespace, e.g. cell2 ('' = the root namespace)"),
+    ("params_file", "", "node params file ('' = the package's config/erobs_bt.yaml)"),
+    ("poses_file", "", "pose registry YAML, degrees (set only when given)"),
+    ("cell_config", "", "cell YAML for the sim backend (set only when given)"),
+    ("log_level", "info", "ROS log level: debug, info, warn, error"),
+    ("use_sim_time", "", "true or false (set only when given)"),
+)
+
+
+def _node(context: LaunchContext, *args: Any, **kwargs: Any) -> list[Node]:
+    value = {name: LaunchConfiguration(name).perform(context) for name, _, _ in ARGUMENTS}
+    params_file = value["params_file"] or os.path.join(
+        get_package_share_directory("erobs_bt"), "config", "erobs_bt.yaml"
+    )
+    overrides: dict[str, object] = {
+        name: value[name] for name in ("poses_file", "cell_config") if value[name]
+    }
+    if value["use_sim_time"]:
+        overrides["use_sim_time"] = value["use_sim_time"].lower() in ("true", "1", "yes")
+    parameters: list[object] = [params_file]
+    if overrides:
+        parameters.append(overrides)
+    return [
+        Node(
+            package="erobs_bt",
+            executable="erobs_bt_node",
+            name="erobs_bt",
+            namespace=value["namespace"],
+            output="screen",
+            emulate_tty=True,
+            parameters=parameters,
+            ros_arguments=["--log-level", value["log_level"]],
+        )
+    ]
+
 
 def generate_launch_description() -> LaunchDescription:
-    """The erobs_bt node, its params file and a few common overrides as launch arguments."""
-    default_params = os.path.join(get_package_share_directory("erobs_bt"), "config", "erobs_bt.yaml")
-    arguments = [
-        DeclareLaunchArgument("params_file", default_value=default_params, description="node params file"),
-        DeclareLaunchArgument("backend", default_value="sim", description="'sim' or 'scripted'"),
-        DeclareLaunchArgument("speed", default_value="1.0", description="sim playback speed factor"),
-        DeclareLaunchArgument("enable_batching", default_value="true", description="batch motion steps"),
+    """The erobs_bt node with the arguments above."""
+    declared = [
+        DeclareLaunchArgument(name, default_value=default, description=description)
+        for name, default, description in ARGUMENTS
     ]
-    node = Node(
-        package="erobs_bt",
-        executable="erobs_bt_node",
-        name="erobs_bt",
-        output="screen",
-        emulate_tty=True,
-        parameters=[
-            LaunchConfiguration("params_file"),
-            {
-                "backend": LaunchConfiguration("backend"),
-                "speed": LaunchConfiguration("speed"),
-                "enable_batching": LaunchConfiguration("enable_batching"),
-            },
-        ],
-    )
-    return LaunchDescription([*arguments, node])
+    return LaunchDescription([*declared, OpaqueFunction(function=_node)])

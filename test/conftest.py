@@ -9,7 +9,10 @@ hunting new counterexamples by hand.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import settings
@@ -62,3 +65,44 @@ def cell() -> CellConfig:
 def perf_steps(samples_dir: Path) -> tuple[Step, ...]:
     """The two moves of ``perf_safe_transport_to_safe_exchange.json`` (one batch)."""
     return parse_script((samples_dir / "perf_safe_transport_to_safe_exchange.json").read_text()).steps
+
+
+@dataclass
+class Cells:
+    """Two erobs_bt node processes, ``/cell1/erobs_bt`` and ``/cell2/erobs_bt``, in one domain.
+
+    Attributes:
+        environment: the reserved domain (its variables are set in this process).
+        nodes: namespace (``cell1``, ``cell2``) → the node process.
+        run_logs: namespace → the node's ``run_log_dir``.
+    """
+
+    environment: Any
+    nodes: dict[str, Any]
+    run_logs: dict[str, Path]
+
+
+@pytest.fixture(scope="session")
+def cells(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cells]:
+    """Shared by the ROS convention, parameter, EROBS API and py_trees_ros tests (one pair
+    of node processes for all of them). ``speed:=20`` is given as an integer on purpose:
+    integers are accepted for double parameters."""
+    from ros_fixtures import NodeProcess, ros_environment
+
+    with ros_environment(tmp_path_factory.mktemp("cells_ros_log")) as environment:
+        logs = {ns: tmp_path_factory.mktemp(f"run_logs_{ns}") for ns in ("cell1", "cell2")}
+        nodes = {
+            ns: NodeProcess(
+                environment, {"speed": 20, "run_log_dir": str(logs[ns])}, ros_arguments=["-r", f"__ns:=/{ns}"]
+            )
+            for ns in ("cell1", "cell2")
+        }
+        started = []
+        try:
+            for process in nodes.values():
+                process.start()
+                started.append(process)
+            yield Cells(environment, nodes, logs)
+        finally:
+            for process in started:
+                process.stop()

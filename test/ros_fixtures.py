@@ -22,7 +22,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,9 +90,16 @@ class NodeProcess:
     Args:
         environment: the reserved domain's environment.
         parameters: ``-p`` overrides on top of ``config/erobs_bt.yaml``.
+        ros_arguments: more ROS arguments after them, e.g. ``["-r", "__ns:=/cell2"]``.
     """
 
-    def __init__(self, environment: RosEnvironment, parameters: Mapping[str, object]) -> None:
+    def __init__(
+        self,
+        environment: RosEnvironment,
+        parameters: Mapping[str, object],
+        *,
+        ros_arguments: Sequence[str] = (),
+    ) -> None:
         self.environment = environment
         self.command = [
             sys.executable,
@@ -104,6 +111,7 @@ class NodeProcess:
         ]
         for name, value in parameters.items():
             self.command += ["-p", f"{name}:={ros_value(value)}"]
+        self.command += list(ros_arguments)
         self.process: subprocess.Popen[str] | None = None
         self.lines: list[str] = []
         self._ready = threading.Event()

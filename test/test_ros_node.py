@@ -37,7 +37,6 @@ from ros_fixtures import (
 from erobs_bt.backends.base import ArmSegment, Solution, ToolSegment, TrajectoryPoint
 from erobs_bt.ros import commands, convert
 from erobs_bt.ros.client import ErobsBtClient, GoalRun
-from erobs_bt.ros.node import PARAMETERS
 from erobs_bt.ros.snapshots import SnapshotThrottle, TreeState
 from erobs_bt.script.model import JOINT_NAMES
 
@@ -457,6 +456,9 @@ def test_an_injected_replay_timeout_faults_the_node_and_later_goals_are_rejected
                 second = run_to_end(ros_client, there_and_back)
                 faulted = ros_client.wait_for_state("FAULTED", 5.0)
                 third = ros_client.send(there_and_back)
+                script_file = tmp_path / "there_and_back.json"
+                script_file.write_text(there_and_back)
+                refused = CliRunner().invoke(commands.send, [str(script_file)])
                 resume = ros_client.resume()
                 states_before = ros_client.states.count
                 reset = CliRunner().invoke(commands.reset_fault, [])
@@ -473,6 +475,9 @@ def test_an_injected_replay_timeout_faults_the_node_and_later_goals_are_rejected
     assert second.result.error_message.startswith("REPLAY_TIMEOUT: ")
     assert faulted is not None and faulted.message.startswith("REPLAY_TIMEOUT: ")
     assert not third.accepted and "FAULTED" in third.rejection
+    assert refused.exit_code == 1, refused.output
+    assert "orchestrator is FAULTED (REPLAY_TIMEOUT: " in refused.output, refused.output
+    assert "reset the fault or restart" in refused.output and "state is unknown" not in refused.output
     assert resume == (False, "Not paused"), "Resume does not clear a fault"
     assert reset.exit_code == 0 and "Fault cleared: REPLAY_TIMEOUT: " in reset.output, reset.output
     assert cleared is not None and "fault reset" in cleared.message
@@ -484,21 +489,6 @@ def test_an_injected_replay_timeout_faults_the_node_and_later_goals_are_rejected
 
 
 # -- pieces without a ROS graph -----------------------------------------------------------------
-def test_the_params_file_states_every_node_default() -> None:
-    document = yaml.safe_load((REPO / "config" / "erobs_bt.yaml").read_text())
-    flat: dict[str, Any] = {}
-
-    def flatten(prefix: str, value: Any) -> None:
-        if isinstance(value, dict):
-            for key, item in value.items():
-                flatten(f"{prefix}{key}.", item)
-        else:
-            flat[prefix[:-1]] = value
-
-    flatten("", document["erobs_bt"]["ros__parameters"])
-    assert flat == {spec.name: spec.default for spec in PARAMETERS}
-
-
 def test_the_launch_file_is_valid_python() -> None:
     source = (REPO / "launch" / "erobs_bt.launch.py").read_text()
     code = compile(source, "erobs_bt.launch.py", "exec")

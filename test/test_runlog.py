@@ -147,3 +147,11 @@ def test_log_command_prints_the_timeline_of_one_goal(tmp_path: Path) -> None:
     (tmp_path / "bad.jsonl").write_text("nope\n")
     result = runner.invoke(log_command, [str(tmp_path / "bad.jsonl")])
     assert result.exit_code == 2 and "bad.jsonl:1: not JSON" in result.output
+
+
+def test_text_utf8_cannot_encode_is_logged_escaped(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+    with RunLogWriter(path) as writer:
+        writer.event("goal-1", {"t": 1.0, "event": "rejected_script", "error": "Unknown gripper: \ud800"})
+    assert writer.error == "closed" and writer.lines == 1
+    assert read_run_log(path)[0]["error"] == "Unknown gripper: \ud800"

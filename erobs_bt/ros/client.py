@@ -14,15 +14,16 @@ process that did not send the goal (``erobs-bt cancel``) stops whatever the node
 runs. The server answers it with the goals it is cancelling, and the goal then ends
 CANCELED at the next unit boundary.
 
-Names: by default everything is relative to the node's fully qualified name (``/erobs_bt``),
-with the suffixes of the default parameters (``execute``, ``pause``, ``resume``,
-``stop``, ``reset_fault``, ``clear_cache``, ``execution_state``, ``current_gripper``, ``tree_snapshot``,
-``preview_trajectory``) and ``/joint_states``; pass ``names`` when the node was
-configured otherwise.
+Names: by default the node's own names (:func:`default_names`) under its fully qualified
+name (``/erobs_bt``, ``/cell2/erobs_bt``); pass ``names`` when the node's names were
+remapped. ``~/tree_snapshot`` sends a full tree and then deltas; :attr:`ErobsBtClient.trees`
+holds the rebuilt full trees. An endpoint that is not discovered in time raises
+:class:`NodeUnreachable` with a hint at ``ROS_DOMAIN_ID`` and the discovery range.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import uuid
@@ -49,6 +50,11 @@ from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
 
 from erobs_bt.ros import ensure_localhost_discovery
+from erobs_bt.ros.params import ENDPOINTS
+from erobs_bt.ros.snapshots import SnapshotAssembler, TreeState
+
+#: History depth for ~/tree_snapshot (the node's is the same): deltas follow a full snapshot.
+SNAPSHOT_DEPTH = 50
 
 T = TypeVar("T")
 
@@ -76,30 +82,40 @@ CANCEL_CODES: Mapping[int, str] = MappingProxyType(
 )
 
 
-#: The node's ``std_srvs/Trigger`` services, by ``names.*`` key.
+#: The node's native ``std_srvs/Trigger`` services, by key (:data:`erobs_bt.ros.params.ENDPOINTS`).
 TRIGGER_SERVICES = ("pause", "resume", "stop", "reset_fault", "clear_cache")
 
 
 def default_names(node: str = "/erobs_bt") -> dict[str, str]:
-    """The node's endpoint names under its default parameters.
+    """The fully qualified names of a node's endpoints (:data:`erobs_bt.ros.params.ENDPOINTS`).
+
+    ``~/x`` names are under the node (``/cell2/erobs_bt/x``), the other relative names
+    under its namespace (``/cell2/joint_states``, ``/cell2/beambot_execution``).
 
     Args:
         node: the node's fully qualified name.
     """
-    base = node.rstrip("/")
-    keys = (
-        "execute",
-        "pause",
-        "resume",
-        "stop",
-        "reset_fault",
-        "clear_cache",
-        "execution_state",
-        "current_gripper",
-        "tree_snapshot",
-        "preview_trajectory",
+    base = "/" + node.strip("/")
+    namespace = base.rsplit("/", 1)[0]
+    return {
+        e.key: f"{base}/{e.name[2:]}" if e.name.startswith("~/") else f"{namespace}/{e.name}"
+        for e in ENDPOINTS
+    }
+
+
+class NodeUnreachable(TimeoutError):
+    """No ``erobs_bt`` node answered: wrong name, another ROS domain, or no discovery."""
+
+
+def unreachable(what: str, timeout: float) -> NodeUnreachable:
+    """The error for an endpoint not discovered within ``timeout``, with what to check."""
+    domain = os.environ.get("ROS_DOMAIN_ID", "0")
+    scope = os.environ.get("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    return NodeUnreachable(
+        f"{what} not available within {timeout:g} s: is the node running, under this name, in "
+        f"ROS_DOMAIN_ID={domain} with discovery range {scope}? (set ROS_DOMAIN_ID and "
+        "ROS_AUTOMATIC_DISCOVERY_RANGE as the node's shell has them; `erobs-bt serve` prints both)"
     )
-    return {**{key: f"{base}/{key}" for key in keys}, "joint_states": "/joint_states"}
 
 
 def latched_qos(depth: int = 1) -> QoSProfile:
@@ -247,7 +263,8 @@ class ErobsBtClient:
     Attributes:
         states: every ``ExecutionState`` received.
         grippers: every gripper name received.
-        snapshots: every ``TreeSnapshot`` received.
+        snapshots: every ``TreeSnapshot`` received (a full tree, then deltas).
+        trees: the full trees rebuilt from them (:class:`~erobs_bt.ros.snapshots.TreeState`).
         previews: every preview ``JointTrajectory`` received.
         joint_states: ``JointState`` messages (only with ``joint_states=True``).
     """
@@ -269,6 +286,8 @@ class ErobsBtClient:
         self.states: Recorder[Any] = Recorder()
         self.grippers: Recorder[str] = Recorder()
         self.snapshots: Recorder[Any] = Recorder()
+        self.trees: Recorder[TreeState] = Recorder(maxlen=100)
+        self._assembler = SnapshotAssembler()
         self.previews: Recorder[Any] = Recorder()
         self.joint_states: Recorder[Any] = Recorder(maxlen=1000)
         self._action: ActionClient[Any, Any, Any] = ActionClient(
@@ -287,7 +306,7 @@ class ErobsBtClient:
             String, self.names["current_gripper"], lambda m: self.grippers.add(m.data), latched_qos()
         )
         self.node.create_subscription(
-            TreeSnapshot, self.names["tree_snapshot"], self.snapshots.add, latched_qos()
+            TreeSnapshot, self.names["tree_snapshot"], self._on_snapshot, latched_qos(SNAPSHOT_DEPTH)
         )
         self.node.create_subscription(
             JointTrajectory, self.names["preview_trajectory"], self.previews.add, latched_qos()
@@ -300,6 +319,14 @@ class ErobsBtClient:
         self._spinner = threading.Thread(target=self._spin, name="erobs_bt-client", daemon=True)
         self._spinner.start()
         self._closed = False
+
+    def _on_snapshot(self, msg: Any) -> None:
+        from erobs_bt.ros.convert import snapshot_from_msg
+
+        self.snapshots.add(msg)
+        tree = self._assembler.add(snapshot_from_msg(msg))
+        if tree is not None:
+            self.trees.add(tree)
 
     def _spin(self) -> None:
         # spin_once in a loop rather than spin(): close() stops the loop and joins this
@@ -364,7 +391,7 @@ class ErobsBtClient:
             TimeoutError: the action server is not available or did not answer.
         """
         if not self._action.wait_for_server(timeout_sec=timeout):
-            raise TimeoutError(f"action server {self.names['execute']} not available within {timeout} s")
+            raise unreachable(f"action server {self.names['execute']}", timeout)
         goal = ExecuteScript.Goal(full_json=full_json, dry_run=dry_run)
         run = GoalRun(accepted=False)
 
@@ -392,10 +419,13 @@ class ErobsBtClient:
         goal_handle.get_result_async().add_done_callback(on_result)
         return run
 
-    def _rejection_reason(self) -> str:
-        state = self.states.latest()
+    def _rejection_reason(self, timeout: float = 2.0) -> str:
+        # The latched state may still be on its way to a client that has just started.
+        state = self.states.latest() or self.states.wait_for(lambda _m: True, timeout)
         if state is None:
             return "rejected by the server (its state is unknown)"
+        if state.state == "FAULTED":
+            return f"orchestrator is FAULTED ({state.message}); reset the fault or restart"
         return f"the node is {state.state}: {state.message}".rstrip(": ")
 
     # -- services --------------------------------------------------------------------
@@ -410,7 +440,7 @@ class ErobsBtClient:
         """
         client = self._triggers[key]
         if not client.wait_for_service(timeout_sec=timeout):
-            raise TimeoutError(f"service {self.names[key]} not available within {timeout} s")
+            raise unreachable(f"service {self.names[key]}", timeout)
         response = _wait_future(client.call_async(Trigger.Request()), timeout, key)
         return bool(response.success), str(response.message)
 
@@ -445,7 +475,7 @@ class ErobsBtClient:
             TimeoutError: the action server is not available or did not answer.
         """
         if not self._cancel_all.wait_for_service(timeout_sec=timeout):
-            raise TimeoutError(f"action server {self.names['execute']} not available within {timeout} s")
+            raise unreachable(f"action server {self.names['execute']}", timeout)
         request = CancelGoal.Request(goal_info=GoalInfo())
         return _wait_future(self._cancel_all.call_async(request), timeout, "cancel")
 

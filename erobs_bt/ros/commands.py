@@ -17,9 +17,10 @@
 rclpy is imported inside the functions only: the ``erobs-bt`` group must start fast for
 the verbs that do not touch ROS. The lead adds :data:`COMMANDS` to the group.
 
-Exit codes: 0 success; 1 the goal failed, was rejected or cancelled, a request was
-refused, or the node did not answer; 2 the node could not start (``serve``: an invalid
-parameter or configuration file).
+Exit codes: 0 success; 1 the goal failed, was rejected or cancelled, or a request was
+refused; 2 the node could not start (``serve``: an invalid parameter or configuration
+file); 3 no node in reach (not discovered: wrong name, ``ROS_DOMAIN_ID`` or discovery
+range; the message says which to check).
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ if TYPE_CHECKING:
     from erobs_bt.ros.node import ErobsBtNode
 
 EXIT_FAILED = 1
+#: No node answered (distinct from a failed goal).
+EXIT_UNREACHABLE = 3
 
 #: Script fields whose values name poses (docs/behaviour.md §1).
 
@@ -59,6 +62,13 @@ def _client(node: str) -> ErobsBtClient:
     from erobs_bt.ros.client import ErobsBtClient
 
     return ErobsBtClient(node)
+
+
+def _timeout_exit(exc: TimeoutError) -> int:
+    """:data:`EXIT_UNREACHABLE` when no node was discovered, else :data:`EXIT_FAILED`."""
+    from erobs_bt.ros.client import NodeUnreachable
+
+    return EXIT_UNREACHABLE if isinstance(exc, NodeUnreachable) else EXIT_FAILED
 
 
 def _ros_value(value: object) -> str:
@@ -226,7 +236,7 @@ def send(script: Path, dry_run: bool, node: str, timeout: float) -> None:
             run = client.send(text, dry_run=dry_run, on_feedback=show, timeout=timeout)
         except TimeoutError as exc:
             console.print(f"[red]error[/] {exc}", highlight=False)
-            sys.exit(EXIT_FAILED)
+            sys.exit(_timeout_exit(exc))
         if not run.accepted:
             console.print(f"[red]REJECTED[/] {run.rejection}", highlight=False)
             sys.exit(EXIT_FAILED)
@@ -260,7 +270,7 @@ def _trigger(key: str, node: str, timeout: float) -> None:
             success, message = client.trigger(key, timeout)
         except TimeoutError as exc:
             console.print(f"[red]error[/] {exc}", highlight=False)
-            sys.exit(EXIT_FAILED)
+            sys.exit(_timeout_exit(exc))
     mark = "[green]ok[/]" if success else "[red]refused[/]"
     console.print(f"{mark} {message}", highlight=False)
     sys.exit(0 if success else EXIT_FAILED)
@@ -323,7 +333,7 @@ def cancel(node: str, timeout: float) -> None:
             response = client.cancel_all(timeout)
         except TimeoutError as exc:
             console.print(f"[red]error[/] {exc}", highlight=False)
-            sys.exit(EXIT_FAILED)
+            sys.exit(_timeout_exit(exc))
     goals = len(response.goals_canceling)
     if response.return_code == 0 and goals:
         console.print(f"[green]ok[/] cancelling {goals} goal(s); it stops at the next unit boundary")
@@ -338,16 +348,18 @@ def cancel(node: str, timeout: float) -> None:
 @_timeout_option
 def state(node: str, timeout: float) -> None:
     """Print the node's latched execution state, gripper and last tree snapshot."""
-    from erobs_bt.ros.convert import snapshot_from_msg
-
     console = _console()
     with _client(node) as client:
         message = client.states.wait_for(lambda _m: True, timeout)
         if message is None:
-            console.print(f"[red]error[/] no execution state from {node} within {timeout} s", highlight=False)
-            sys.exit(EXIT_FAILED)
+            from erobs_bt.ros.client import unreachable
+
+            console.print(
+                f"[red]error[/] {unreachable(f'execution state of {node}', timeout)}", highlight=False
+            )
+            sys.exit(EXIT_UNREACHABLE)
         gripper = client.grippers.wait_for(lambda _m: True, 1.0)
-        snapshot = client.snapshots.wait_for(lambda _m: True, 1.0)
+        tree = client.trees.wait_for(lambda _m: True, 1.0)
     table = Table(title=f"{node}", show_header=False)
     colour = {"FAULTED": "red", "IDLE": "green"}.get(message.state, "yellow")
     table.add_row("state", f"[{colour}]{message.state}[/]")
@@ -357,7 +369,7 @@ def state(node: str, timeout: float) -> None:
         step = f"step {message.current_step}/{message.total_steps}"
         table.add_row("running", f"unit {message.unit_index}, {step}")
     table.add_row("gripper", gripper if gripper is not None else "?")
-    table.add_row("last snapshot", snapshot_from_msg(snapshot).summary() if snapshot is not None else "none")
+    table.add_row("last snapshot", tree.summary() if tree is not None else "none")
     console.print(table)
 
 

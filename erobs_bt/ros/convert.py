@@ -149,9 +149,9 @@ def _behaviour_json(b: BehaviourState) -> dict[str, Any]:
 
 
 def snapshot_json(state: TreeState) -> str:
-    """The snapshot as compact JSON (the ``tree_json`` field).
+    """The snapshot as compact JSON (the ``tree_json`` field of a full snapshot).
 
-    Keys: ``goal_id``, ``state``, ``unit_index``, ``final``, ``tip_id``, ``stamp``
+    Keys: ``goal_id``, ``state``, ``unit_index``, ``final``, ``full``, ``sequence``, ``tip_id``, ``stamp``
     [s since the epoch] and ``behaviours`` (pre-order; each with ``id``, ``name``,
     ``type``, ``parent_id``, ``status``, ``message``, ``is_active``, ``children``).
     """
@@ -161,6 +161,8 @@ def snapshot_json(state: TreeState) -> str:
             "state": state.root_status,
             "unit_index": state.unit_index,
             "final": state.final,
+            "full": state.full,
+            "sequence": state.sequence,
             "tip_id": state.tip_id,
             "stamp": state.stamp,
             "behaviours": [_behaviour_json(b) for b in state.behaviours],
@@ -173,8 +175,8 @@ def snapshot_to_msg(state: TreeState, *, with_json: bool) -> TreeSnapshot:
     """A ``TreeSnapshot`` for a :class:`TreeState`.
 
     Args:
-        state: the snapshot.
-        with_json: also fill ``tree_json`` (:func:`snapshot_json`).
+        state: the snapshot (full or a delta).
+        with_json: also fill ``tree_json`` (:func:`snapshot_json`) when it is full.
     """
     return TreeSnapshot(
         stamp=time_msg(state.stamp),
@@ -183,6 +185,8 @@ def snapshot_to_msg(state: TreeState, *, with_json: bool) -> TreeSnapshot:
         unit_index=state.unit_index,
         final=state.final,
         tip_id=ros_text(state.tip_id),
+        delta=not state.full,
+        sequence=state.sequence,
         behaviours=[
             BehaviourStatus(
                 id=ros_text(b.id),
@@ -195,12 +199,16 @@ def snapshot_to_msg(state: TreeState, *, with_json: bool) -> TreeSnapshot:
             )
             for b in state.behaviours
         ],
-        tree_json=snapshot_json(state) if with_json else "",
+        tree_json=snapshot_json(state) if with_json and state.full else "",
     )
 
 
 def snapshot_from_msg(msg: TreeSnapshot) -> TreeState:
-    """The :class:`TreeState` of a received ``TreeSnapshot`` (children rebuilt from parents)."""
+    """The :class:`TreeState` of a received ``TreeSnapshot``.
+
+    Children are rebuilt from the parents in a full snapshot (a delta lists only changed
+    behaviours, so its ``child_ids`` are empty: :class:`SnapshotAssembler` keeps them).
+    """
     children: dict[str, list[str]] = {}
     for b in msg.behaviours:
         children.setdefault(b.parent_id, []).append(b.id)
@@ -224,6 +232,8 @@ def snapshot_from_msg(msg: TreeSnapshot) -> TreeState:
         final=msg.final,
         stamp=seconds(msg.stamp),
         unit_index=msg.unit_index,
+        full=not msg.delta,
+        sequence=msg.sequence,
     )
 
 

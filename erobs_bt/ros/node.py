@@ -57,20 +57,22 @@ import sys
 import threading
 import time
 import traceback
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType, MappingProxyType
+from types import FrameType
 from typing import Any
 
 import rclpy
 from erobs_bt_interfaces.action import ExecuteScript
 from erobs_bt_interfaces.msg import ExecutionState, TreeSnapshot
-from rcl_interfaces.msg import ParameterDescriptor
+from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.action.server import ServerGoalHandle
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.context import Context
+from rclpy.event_handler import PublisherEventCallbacks
 from rclpy.exceptions import ParameterException
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
@@ -83,8 +85,6 @@ from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
 
 from erobs_bt.backends.base import MotionBackend, Solution
-from erobs_bt.backends.factory import BACKEND_KINDS
-from erobs_bt.cache import DEFAULT_CAPACITY
 from erobs_bt.orchestrator import (
     Feedback,
     GoalHandle,
@@ -97,13 +97,32 @@ from erobs_bt.orchestrator import (
     State,
 )
 from erobs_bt.ros import convert, ensure_localhost_discovery
+from erobs_bt.ros.params import (
+    ENDPOINTS,
+    NODE_NAME,
+    PARAMETERS,
+    SPECS,
+    NodeSettings,
+    ParameterSpec,
+    coerce_parameter,
+    endpoints_doc,
+    parameters_doc,
+)
+from erobs_bt.ros.runlogs import NodeRunLogs
 from erobs_bt.ros.snapshots import SnapshotThrottle, TreeState
 from erobs_bt.script.model import JOINT_NAMES
 from erobs_bt.session import EngineConfig, build_engine
-from erobs_bt.tree.context import DEFAULT_TIMEOUTS
 
-#: The node's name; the params file section is ``erobs_bt: ros__parameters:``.
-NODE_NAME = "erobs_bt"
+__all__ = [
+    "NODE_NAME",
+    "PARAMETERS",
+    "ErobsBtNode",
+    "NodeSettings",
+    "ParameterSpec",
+    "engine_config",
+    "main",
+    "run",
+]
 
 #: Exit code of :func:`main` when a parameter or a configuration file is invalid.
 EXIT_CONFIG = 2
@@ -118,144 +137,9 @@ CANCELED_OUTSIDE_ROS = "CANCELED_OUTSIDE_ROS"
 #: The reason a goal halted by the node's shutdown gives (``SHUTDOWN: node shutting down``).
 SHUTDOWN_REASON = "node shutting down"
 
-
-@dataclass(frozen=True)
-class ParameterSpec:
-    """One ROS parameter of the node: its name, default value and meaning."""
-
-    name: str
-    default: bool | int | float | str
-    description: str
-
-
-def _timeout_specs() -> tuple[ParameterSpec, ...]:
-    return tuple(
-        ParameterSpec(
-            f"timeout.{kind}",
-            float(seconds),
-            (
-                "[s] time allowed to plan one unit; past it the unit fails with PLANNING_FAILED: (not fatal)"
-                if kind == "planning"
-                else f"[s] execution timeout of a {kind} step; past it the unit fails with "
-                "TIMEOUT: and the orchestrator faults"
-            ),
-        )
-        for kind, seconds in DEFAULT_TIMEOUTS.items()
-    )
-
-
-#: Every parameter of the node, with its default (config/erobs_bt.yaml repeats these).
-PARAMETERS: tuple[ParameterSpec, ...] = (
-    ParameterSpec("backend", "sim", "motion backend: 'sim' (simulated UR5e cell) or 'scripted'"),
-    ParameterSpec("cell_config", "", "cell YAML for the sim backend; '' = the built-in default cell"),
-    ParameterSpec("poses_file", "", "pose registry YAML (name: 6 joint angles in degrees); '' = none"),
-    ParameterSpec("speed", 1.0, "sim playback speed factor (1.0 = real time, 20.0 = 20x faster), > 0"),
-    ParameterSpec("faults_file", "", "sim fault-injection YAML; '' = no faults"),
-    ParameterSpec("enable_batching", True, "group consecutive moveto/end_effector steps into one unit"),
-    ParameterSpec("cache_capacity", DEFAULT_CAPACITY, "plan cache size (LRU, in-memory), >= 1"),
-    *_timeout_specs(),
-    ParameterSpec("snapshot_rate", 10.0, "[Hz] most tree snapshots per second (final one always sent)"),
-    ParameterSpec("snapshot_json", True, "also fill TreeSnapshot.tree_json (for viewers without the msgs)"),
-    ParameterSpec(
-        "joint_state_rate",
-        50.0,
-        "[Hz] /joint_states messages per second while moving (sim: on the controller's clock)",
-    ),
-    ParameterSpec("executor_threads", 4, "worker threads of the MultiThreadedExecutor, >= 3"),
-    ParameterSpec("shutdown_timeout", 10.0, "[s] wait for the running unit to stop on shutdown"),
-    ParameterSpec("names.execute", "~/execute", "action server (erobs_bt_interfaces/action/ExecuteScript)"),
-    ParameterSpec("names.pause", "~/pause", "pause service (std_srvs/Trigger)"),
-    ParameterSpec("names.resume", "~/resume", "resume service (std_srvs/Trigger)"),
-    ParameterSpec("names.stop", "~/stop", "stop-now service (std_srvs/Trigger): halt motion, abort the goal"),
-    ParameterSpec(
-        "names.reset_fault", "~/reset_fault", "fault-reset service (std_srvs/Trigger): clear FAULTED"
-    ),
-    ParameterSpec("names.clear_cache", "~/clear_cache", "cache-clear service (std_srvs/Trigger)"),
-    ParameterSpec("names.execution_state", "~/execution_state", "state topic (latched ExecutionState)"),
-    ParameterSpec("names.current_gripper", "~/current_gripper", "gripper topic (latched std_msgs/String)"),
-    ParameterSpec("names.joint_states", "/joint_states", "arm joint states (sensor_msgs/JointState)"),
-    ParameterSpec(
-        "names.preview_trajectory", "~/preview_trajectory", "preview topic (latched JointTrajectory)"
-    ),
-    ParameterSpec("names.tree_snapshot", "~/tree_snapshot", "tree snapshots (latched TreeSnapshot)"),
-)
-
-
-@dataclass(frozen=True)
-class NodeSettings:
-    """The node's parameters, read once at start-up and validated.
-
-    Attribute names follow the parameter names (``timeout.moveto`` → ``timeouts['moveto']``,
-    ``names.pause`` → ``names['pause']``); see :data:`PARAMETERS` for their meaning.
-    """
-
-    backend: str
-    cell_config: str
-    poses_file: str
-    speed: float
-    faults_file: str
-    enable_batching: bool
-    cache_capacity: int
-    timeouts: Mapping[str, float]
-    snapshot_rate: float
-    snapshot_json: bool
-    joint_state_rate: float
-    executor_threads: int
-    shutdown_timeout: float
-    names: Mapping[str, str]
-
-    @staticmethod
-    def from_values(values: Mapping[str, Any]) -> NodeSettings:
-        """Build from ``{parameter name: value}`` (missing names take their defaults).
-
-        Raises:
-            ValueError: a value is out of range, naming the parameter
-                (``parameter speed: must be > 0 (got 0.0)``).
-        """
-        merged = {spec.name: spec.default for spec in PARAMETERS}
-        merged.update(values)
-
-        def positive(name: str) -> float:
-            value = merged[name]
-            if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-                raise ValueError(f"parameter {name}: must be > 0 (got {value!r})")
-            return float(value)
-
-        def at_least(name: str, low: int) -> int:
-            value = merged[name]
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ValueError(f"parameter {name}: must be an integer >= {low} (got {value!r})")
-            return value
-
-        backend = str(merged["backend"])
-        if backend not in BACKEND_KINDS:
-            raise ValueError(
-                f"parameter backend: must be one of {', '.join(BACKEND_KINDS)} (got {backend!r})"
-            )
-        names = {
-            spec.name.split(".", 1)[1]: str(merged[spec.name])
-            for spec in PARAMETERS
-            if spec.name.startswith("names.")
-        }
-        for key, name in names.items():
-            if not name:
-                raise ValueError(f"parameter names.{key}: must not be empty")
-        return NodeSettings(
-            backend=backend,
-            cell_config=str(merged["cell_config"]),
-            poses_file=str(merged["poses_file"]),
-            speed=positive("speed"),
-            faults_file=str(merged["faults_file"]),
-            enable_batching=bool(merged["enable_batching"]),
-            cache_capacity=at_least("cache_capacity", 1),
-            timeouts=MappingProxyType({kind: positive(f"timeout.{kind}") for kind in DEFAULT_TIMEOUTS}),
-            snapshot_rate=positive("snapshot_rate"),
-            snapshot_json=bool(merged["snapshot_json"]),
-            joint_state_rate=positive("joint_state_rate"),
-            executor_threads=at_least("executor_threads", 3),
-            shutdown_timeout=positive("shutdown_timeout"),
-            names=MappingProxyType(names),
-        )
+#: Depth of the ~/tree_snapshot history: a full snapshot is followed by deltas, and a
+#: subscriber that misses one waits for the next full snapshot, so keep a few.
+SNAPSHOT_DEPTH = 50
 
 
 def engine_config(settings: NodeSettings) -> EngineConfig:
@@ -293,6 +177,9 @@ class _Bridge(OrchestratorListener):
     def feedback(self, goal_id: str, feedback: Feedback) -> None:
         self.node._forward_feedback(goal_id, feedback)
 
+    def event(self, goal_id: str, record: Mapping[str, Any]) -> None:
+        self.node._note_event(goal_id, record)
+
     def preview(self, goal_id: str, solution: Solution) -> None:
         self.node._publish_preview(goal_id, solution)
 
@@ -303,93 +190,149 @@ class _Bridge(OrchestratorListener):
         self.node._log_finished(goal_id, result)
 
 
-class ErobsBtNode(Node):
-    """Executes EROBS task scripts on a motion backend through the orchestrator.
+@dataclass(frozen=True)
+class _GoalApi:
+    """How one action API turns orchestrator values into its messages."""
 
-    One goal at a time; pause and cancel take effect at unit boundaries
-    (docs/behaviour.md §3). Names below are the defaults (parameters ``names.*``);
-    ``~`` is the node's name, ``/erobs_bt``.
+    name: str
+    feedback: Callable[[Feedback], Any]
+    result: Callable[[Result], Any]
+    started: Callable[[Any], None] = lambda goal_handle: None
+    ended: Callable[[Any], None] = lambda goal_handle: None
 
-    Parameters (defaults in ``config/erobs_bt.yaml``; all read-only after start-up):
-        * **backend** (str, ``sim``): ``sim`` (embedded simulated UR5e cell) or
-          ``scripted`` (deterministic test double).
-        * **cell_config** (str, ``""``): cell YAML for the sim; ``""`` = built-in cell.
-        * **poses_file** (str, ``""``): pose registry YAML (degrees); ``""`` = none.
-        * **speed** (float, 1.0): sim playback speed factor.
-        * **faults_file** (str, ``""``): sim fault-injection YAML.
-        * **enable_batching** (bool, true): batch consecutive moveto/end_effector steps.
-        * **cache_capacity** (int, 64): plan cache size.
-        * **timeout.moveto / end_effector / tool_exchange / pipettor / vision / planning**
-          (float [s]; 120 / 30 / 240 / 60 / 240 / 60): per-type timeouts.
-        * **snapshot_rate** (float [Hz], 10): most tree snapshots per second.
-        * **snapshot_json** (bool, true): also fill ``TreeSnapshot.tree_json``.
-        * **joint_state_rate** (float [Hz], 50): joint-state messages per second while
-          moving (the sim cell: every ``speed / joint_state_rate`` simulated seconds).
-        * **executor_threads** (int, 4): executor worker threads (>= 3).
-        * **shutdown_timeout** (float [s], 10): wait for the running unit on shutdown.
-        * **names.*** (str): every action, service and topic name below.
 
-    Publishers:
-        * **~/execution_state** (``erobs_bt_interfaces/msg/ExecutionState``, latched):
-          ``IDLE``, ``RUNNING``, ``COMPLETING_TASK``, ``PAUSED``, ``CANCELING``,
-          ``FAULTED``, on every change, with the reason.
-        * **~/current_gripper** (``std_msgs/String``, latched): the attached gripper.
-        * **/joint_states** (``sensor_msgs/JointState``): arm joints [rad, rad/s],
-          ``joint_state_rate`` per second while moving, on the controller's own clock
-          (plus the final state of every motion); the resting state at the controller's
-          idle rate (50 Hz) otherwise.
-        * **~/preview_trajectory** (``trajectory_msgs/JointTrajectory``, latched): the
-          arm motion of the latest preview (dry-run) unit.
-        * **~/tree_snapshot** (``erobs_bt_interfaces/msg/TreeSnapshot``, latched): the
-          goal's tree statuses on change, at most ``snapshot_rate`` Hz; the final
-          snapshot of every goal is always published.
+_NATIVE = _GoalApi("native", convert.feedback_to_msg, convert.result_to_msg)
 
-    Services:
-        * **~/pause** (``std_srvs/Trigger``): pause at the next unit boundary.
-        * **~/resume** (``std_srvs/Trigger``): resume a paused goal.
-        * **~/stop** (``std_srvs/Trigger``): stop now: the arm decelerates to rest at
-          once (controlled stop), the goal aborts with ``STOPPED``, the node stays IDLE;
-          works while paused and during planning.
-        * **~/reset_fault** (``std_srvs/Trigger``): clear FAULTED after the operator has
-          checked the cell (refused when not faulted; recorded in the run log).
-        * **~/clear_cache** (``std_srvs/Trigger``): drop every cached plan.
 
-    Actions:
-        * **~/execute** (``erobs_bt_interfaces/action/ExecuteScript``): run (or, with
-          ``dry_run``, preview) a script. Rejected while a goal runs or the node is
-          FAULTED. Feedback per unit and phase; result ``success``, ``error_message``,
-          ``error_code``, ``completed_steps``, ``total_steps``; status SUCCEEDED, ABORTED
-          or CANCELED. A cancel request is handed to the orchestrator at once and
-          honoured at the next unit boundary (at once while paused); accepted means the
-          goal ends CANCELED. A goal that has already finished refuses it. To cancel
-          "whatever runs", send the action's cancel request for all goals (zero goal id
-          and stamp), as ``erobs-bt cancel`` does.
+class _FeedbackPump:
+    """Publishes action feedback off the goal thread, keeping the latest one of each unit.
 
-    The engine (backend, pose registry, parser, plan cache, orchestrator) is assembled by
-    :func:`erobs_bt.session.build_engine`, exactly as for the CLI.
+    The orchestrator reports several feedbacks per unit (started, cache decision, each
+    phase, done). Publishing each on the goal thread made a long script of quick units
+    several times slower through the node than in-process. The goal thread now only
+    queues (O(1)); this thread publishes, and while it is behind, a newer feedback of the
+    same unit, goal and cache decision replaces the queued one. So every unit's latest
+    feedback and every cache decision are still published, in order, and :meth:`flush`
+    (called before the result is sent) delivers all of a goal's feedback before its result.
 
     Args:
-        context: the rclpy context (default: the global one).
-        parameter_overrides: initial parameter values (as ``-p`` would give).
-
-    Raises:
-        ValueError: a parameter is out of range or a configuration file is invalid.
-        OSError: a configuration file cannot be read.
+        log_error: receives a message when publishing fails (never raised).
     """
+
+    def __init__(self, log_error: Callable[[str], None]) -> None:
+        self._cond = threading.Condition()
+        self._pending: deque[tuple[Any, _GoalApi, Feedback]] = deque()
+        self._busy = False
+        self._closed = False
+        self._log_error = log_error
+        self._thread = threading.Thread(target=self._run, name="erobs_bt-feedback", daemon=True)
+        self._thread.start()
+
+    def put(self, goal_handle: Any, api: _GoalApi, feedback: Feedback) -> None:
+        """Queue ``feedback`` for ``goal_handle`` (replacing a queued one of the same unit
+        and cache status)."""
+        with self._cond:
+            last = self._pending[-1] if self._pending else None
+            if (
+                last is not None
+                and last[0] is goal_handle
+                and last[2].unit_index == feedback.unit_index
+                and last[2].cache_status == feedback.cache_status
+            ):
+                self._pending[-1] = (goal_handle, api, feedback)
+            else:
+                self._pending.append((goal_handle, api, feedback))
+            self._cond.notify_all()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: self._pending or self._closed)
+                if not self._pending:
+                    return
+                goal_handle, api, feedback = self._pending.popleft()
+                self._busy = True
+            try:
+                if goal_handle.is_active:
+                    goal_handle.publish_feedback(api.feedback(feedback))
+            except Exception as exc:  # a feedback never ends the node
+                self._log_error(f"feedback: {type(exc).__name__}: {exc}")
+            finally:
+                with self._cond:
+                    self._busy = False
+                    self._cond.notify_all()
+
+    def flush(self, timeout: float) -> None:
+        """Wait until everything queued so far is published (at most ``timeout`` [s])."""
+        with self._cond:
+            self._cond.wait_for(lambda: not self._pending and not self._busy, timeout)
+
+    def close(self) -> None:
+        """Publish what is queued, then stop the thread."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        self._thread.join(5.0)
+
+
+_CLASS_DOC = """Executes EROBS task scripts on a motion backend through the orchestrator.
+
+One goal at a time, whichever API it comes through; pause and cancel take effect at unit
+boundaries (erobs-semantics.md §3). ``~`` is the node's name (``erobs_bt``); every name
+is relative and changed by remapping (``-r __ns:=/cell2``, ``-r joint_states:=...``),
+so several cells run side by side in one domain.
+
+Parameters (from :data:`erobs_bt.ros.params.PARAMETERS`; ``config/erobs_bt.yaml`` is
+rendered from the same table; integers are accepted for doubles):
+
+{parameters}
+Names (:data:`erobs_bt.ros.params.ENDPOINTS`):
+
+{endpoints}
+
+The native action ``~/execute`` (``ExecuteScript``) and EROBS's ``beambot_execution``
+(``MTCExecution``) run (or, with ``dry_run``, preview) a script; a goal is rejected
+while another runs or the node is FAULTED. Feedback per unit and phase; status
+SUCCEEDED, ABORTED or CANCELED. A cancel request is accepted and honoured at the next
+unit boundary (at once while paused); the action's cancel-all request (zero goal id
+and stamp, as ``erobs-bt cancel`` and EROBS's ``stop_robot`` send) cancels whatever runs.
+``~/tree_snapshot`` carries a goal's whole tree first, then only what changed
+(:mod:`erobs_bt.ros.snapshots`); py_trees_ros viewers open snapshot streams
+(:mod:`erobs_bt.ros.pytrees_streams`). Every goal gets a JSON Lines run log
+(:mod:`erobs_bt.ros.runlogs`). rclpy's parameter services (``~/describe_parameters``,
+``~/get_parameters``, ``~/set_parameters``, …) serve the parameters; all are read-only
+except the py_trees_ros ``default_snapshot_*`` ones.
+
+The engine (backend, pose registry, parser, plan cache, orchestrator) is assembled by
+:func:`erobs_bt.session.build_engine`, exactly as for the CLI.
+
+Args:
+    context: the rclpy context (default: the global one).
+    parameter_overrides: initial parameter values (as ``-p`` would give).
+    node_name: the node's name (default ``erobs_bt``).
+    namespace: the node's namespace (default: from ``__ns`` remapping, else ``/``).
+
+Raises:
+    ValueError: a parameter is out of range or a configuration file is invalid.
+    OSError: a configuration file cannot be read.
+"""
+
+
+class ErobsBtNode(Node):
+    __doc__ = _CLASS_DOC.format(parameters=parameters_doc(), endpoints=endpoints_doc())
 
     def __init__(
         self,
         *,
         context: Context | None = None,
         parameter_overrides: Sequence[Parameter[Any]] = (),
+        node_name: str = NODE_NAME,
+        namespace: str | None = None,
     ) -> None:
-        super().__init__(NODE_NAME, context=context, parameter_overrides=list(parameter_overrides))
-        for spec in PARAMETERS:
-            self.declare_parameter(
-                spec.name,
-                spec.default,
-                ParameterDescriptor(description=spec.description, read_only=True),
-            )
+        super().__init__(
+            node_name, context=context, namespace=namespace, parameter_overrides=list(parameter_overrides)
+        )
+        self._declare_parameters()
         self.settings = NodeSettings.from_values(
             {spec.name: self.get_parameter(spec.name).value for spec in PARAMETERS}
         )
@@ -401,6 +344,7 @@ class ErobsBtNode(Node):
         self._no_execute = threading.Event()  # set while no execute callback runs
         self._no_execute.set()
         self._ros_goal: ServerGoalHandle[Any, Any, Any] | None = None
+        self._ros_api: _GoalApi = _NATIVE
         self._handle: GoalHandle | None = None  # the orchestrator's handle of _ros_goal
         self._early_cancels: set[bytes] = set()  # cancelled before they were submitted
         self._ros_cancels: set[bytes] = set()  # goals whose cancel request this node accepted
@@ -408,43 +352,86 @@ class ErobsBtNode(Node):
         self._progress = (0, 0, 0)  # current_step, total_steps, unit_index of the goal
         self._gripper = ""
         self._last_result: Result | None = None
+        self._goal_context: dict[str, str] = {}
         self._joint_listener: Callable[..., None] | None = None
 
+        self._feedback = _FeedbackPump(self._log_error)
         self._service_group = MutuallyExclusiveCallbackGroup()
         self._action_group = ReentrantCallbackGroup()
-        names = settings.names
-        self._state_pub = self.create_publisher(ExecutionState, names["execution_state"], _latched())
-        self._gripper_pub = self.create_publisher(String, names["current_gripper"], _latched())
-        self._joint_pub = self.create_publisher(JointState, names["joint_states"], 10)
-        self._preview_pub = self.create_publisher(JointTrajectory, names["preview_trajectory"], _latched())
-        self._snapshot_pub = self.create_publisher(TreeSnapshot, names["tree_snapshot"], _latched())
+        native = settings.native_api
+        self._state_pub = (
+            self.create_publisher(ExecutionState, "~/execution_state", _latched()) if native else None
+        )
+        self._gripper_pub = self.create_publisher(String, "~/current_gripper", _latched()) if native else None
+        self._preview_pub = (
+            self.create_publisher(JointTrajectory, "~/preview_trajectory", _latched()) if native else None
+        )
+        self._joint_pub = self.create_publisher(JointState, "joint_states", 10)
+        self._snapshot_pub = self.create_publisher(
+            TreeSnapshot,
+            "~/tree_snapshot",
+            _latched(SNAPSHOT_DEPTH),
+            event_callbacks=PublisherEventCallbacks(matched=self._snapshot_subscriber_matched),
+        )
         self._snapshots = SnapshotThrottle(
             self._publish_snapshot, rate=settings.snapshot_rate, unit_index=self._unit_index
         )
 
+        self.run_logs = (
+            NodeRunLogs(settings.run_log_folder(), on_error=lambda text: self.get_logger().warning(text))
+            if settings.run_logs
+            else None
+        )
         self.engine = build_engine(engine_config(settings), listener=_Bridge(self))
+        if self.run_logs is not None:
+            self.engine.orchestrator.listener.add(self.run_logs)
         self.backend: MotionBackend = self.engine.backend
         self.orchestrator: Orchestrator = self.engine.orchestrator
-        stop_group = MutuallyExclusiveCallbackGroup()
-        self._services = [
-            self.create_service(Trigger, names[key], self._trigger(key, handler), callback_group=group)
-            for key, handler, group in (
-                ("pause", self.orchestrator.pause, self._service_group),
-                ("resume", self.orchestrator.resume, self._service_group),
-                ("stop", self.orchestrator.stop, stop_group),
-                ("reset_fault", self.orchestrator.reset_fault, self._service_group),
-                ("clear_cache", self.orchestrator.clear_cache, self._service_group),
+        self._action_servers: list[ActionServer[Any, Any, Any]] = []
+        # Not ``self._services``: rclpy keeps its parameter services in that list.
+        self._trigger_services = []
+        if native:
+            self._trigger_services = [
+                self.create_service(Trigger, f"~/{key}", self._trigger(key, handler), callback_group=group)
+                for key, (handler, group) in self._native_triggers().items()
+            ]
+            self._action_servers.append(self._action_server(ExecuteScript, "~/execute", _NATIVE))
+
+        self.erobs: Any = None
+        ErobsApi = _optional("erobs_bt.ros.erobs_api", "ErobsApi", self) if settings.erobs_api else None
+        if ErobsApi is not None:
+            self.erobs = ErobsApi(
+                self,
+                self.orchestrator,
+                current_gripper=self.backend.current_gripper,
+                feedback_period=settings.erobs_api_feedback_period,
+                callback_group=self._service_group,
             )
-        ]
-        self._action_server = ActionServer(
-            self,
-            ExecuteScript,
-            names["execute"],
-            execute_callback=self._execute,
-            goal_callback=self._on_goal,
-            cancel_callback=self._on_cancel,
-            callback_group=self._action_group,
-        )
+            api = _GoalApi(
+                "erobs",
+                self.erobs.feedback_msg,
+                self.erobs.result_msg,
+                self.erobs.goal_started,
+                self.erobs.goal_ended,
+            )
+            self._action_servers.append(
+                self._action_server(self.erobs.action_type, self.erobs.action_name, api)
+            )
+
+        self.streams: Any = None
+        SnapshotStreams = _optional("erobs_bt.ros.pytrees_streams", "SnapshotStreams", self)
+        if SnapshotStreams is not None:
+            self.streams = SnapshotStreams(
+                self,
+                context=self._context_items,
+                rate=settings.snapshot_rate,
+                callback_group=self._service_group,
+            )
+            self._configure_default_stream()
+        self.add_pre_set_parameters_callback(self._coerce_set)
+        self.add_on_set_parameters_callback(self._check_set)
+        self.add_post_set_parameters_callback(self._apply_set)
+
         self._timers_owned = [
             self.create_timer(
                 1.0 / settings.snapshot_rate,
@@ -455,15 +442,125 @@ class ErobsBtNode(Node):
         self.joint_state_source = self._connect_joint_states()
         self._publish_state(self.orchestrator.state, "ready")
 
+    # -- construction helpers -------------------------------------------------------------
+    def _declare_parameters(self) -> None:
+        # An integer given for a double parameter (-p speed:=20) is taken as a double.
+        for name, override in list(self._parameter_overrides.items()):
+            value = coerce_parameter(name, override.value)
+            if value is not None:
+                self._parameter_overrides[name] = Parameter(name, Parameter.Type.DOUBLE, value)
+        for spec in PARAMETERS:
+            self.declare_parameter(
+                spec.name,
+                spec.default,
+                ParameterDescriptor(
+                    description=spec.description,
+                    read_only=spec.read_only,
+                    additional_constraints=spec.range_text(),
+                ),
+            )
+
+    def _native_triggers(self) -> dict[str, tuple[Callable[[], Reply], Any]]:
+        """The native Trigger services: key → (handler, callback group). Stop has a group
+        of its own, so it is never queued behind another request."""
+        stop_group = MutuallyExclusiveCallbackGroup()
+        return {
+            "pause": (self.orchestrator.pause, self._service_group),
+            "resume": (self.orchestrator.resume, self._service_group),
+            "stop": (self.orchestrator.stop, stop_group),
+            "reset_fault": (self.orchestrator.reset_fault, self._service_group),
+            "clear_cache": (self.orchestrator.clear_cache, self._service_group),
+        }
+
+    def _action_server(self, action_type: Any, name: str, api: _GoalApi) -> ActionServer[Any, Any, Any]:
+        return ActionServer(
+            self,
+            action_type,
+            name,
+            execute_callback=lambda goal_handle: self._execute(goal_handle, api),
+            goal_callback=self._on_goal,
+            cancel_callback=self._on_cancel,
+            callback_group=self._action_group,
+        )
+
+    # -- parameters ---------------------------------------------------------------------
+    @staticmethod
+    def _coerce_set(parameters: list[Parameter[Any]]) -> list[Parameter[Any]]:
+        """Pre-set callback: an integer for a double parameter becomes a double."""
+        out: list[Parameter[Any]] = []
+        for parameter in parameters:
+            value = coerce_parameter(parameter.name, parameter.value)
+            out.append(
+                parameter if value is None else Parameter(parameter.name, Parameter.Type.DOUBLE, value)
+            )
+        return out
+
+    @staticmethod
+    def _check_set(parameters: list[Parameter[Any]]) -> SetParametersResult:
+        for parameter in parameters:
+            spec = SPECS.get(parameter.name)
+            if spec is None:
+                continue
+            try:
+                spec.check(parameter.value)
+            except ValueError as exc:
+                return SetParametersResult(successful=False, reason=str(exc))
+        return SetParametersResult(successful=True)
+
+    def _apply_set(self, parameters: list[Parameter[Any]]) -> None:
+        if any(p.name.startswith("default_snapshot_") for p in parameters):
+            self._configure_default_stream()
+
+    def _configure_default_stream(self) -> None:
+        if self.streams is None:
+            return
+        from erobs_bt.ros.pytrees_streams import StreamParameters
+
+        value = {
+            name: self.get_parameter(name).value
+            for name in (
+                "default_snapshot_stream",
+                "default_snapshot_period",
+                "default_snapshot_blackboard_data",
+                "default_snapshot_blackboard_activity",
+            )
+        }
+        self.streams.configure_default(
+            bool(value["default_snapshot_stream"]),
+            StreamParameters(
+                snapshot_period=float(value["default_snapshot_period"]) or float("inf"),
+                blackboard_data=bool(value["default_snapshot_blackboard_data"]),
+                blackboard_activity=bool(value["default_snapshot_blackboard_activity"]),
+            ),
+        )
+
     # -- public --------------------------------------------------------------------
     def endpoints(self) -> dict[str, str]:
-        """The fully qualified action, service and topic names, by ``names.*`` key."""
+        """The fully qualified names of the node's actions, services and topics, by key
+        (:data:`erobs_bt.ros.params.ENDPOINTS`), for the APIs this node serves."""
+        served = {
+            "native": self.settings.native_api,
+            "erobs": self.erobs is not None,
+            "py_trees_ros": self.streams is not None,
+        }
+        native_services = (
+            {"pause", "resume", "stop", "reset_fault", "clear_cache"} if self.settings.native_api else set()
+        )
         resolved: dict[str, str] = {}
-        for key, name in self.settings.names.items():
-            if key in ("execute", "pause", "resume", "stop", "reset_fault", "clear_cache"):
-                resolved[key] = self.resolve_service_name(name, only_expand=True)
+        for endpoint in ENDPOINTS:
+            always = endpoint.key in ("joint_states", "tree_snapshot")
+            if not (served[endpoint.api] or always):
+                continue
+            if (
+                endpoint.api == "native"
+                and endpoint.kind == "service"
+                and endpoint.key not in native_services
+            ):
+                continue
+            if endpoint.kind == "topic":
+                resolved[endpoint.key] = self.resolve_topic_name(endpoint.name, only_expand=True)
             else:
-                resolved[key] = self.resolve_topic_name(name, only_expand=True)
+                resolved[endpoint.key] = self.resolve_service_name(endpoint.name, only_expand=True)
         return resolved
 
     def close(self) -> None:
@@ -486,6 +583,8 @@ class ErobsBtNode(Node):
         # that outlives the executor's guard condition raises InvalidHandle).
         for timer in self._timers_owned:
             timer.cancel()
+        if self.erobs is not None:
+            self.erobs.close()
         controller = _joint_state_controller(self.backend)
         if controller is not None and self._joint_listener is not None:
             controller.remove_listener(self._joint_listener)
@@ -495,6 +594,9 @@ class ErobsBtNode(Node):
         backend_close = getattr(self.backend, "close", None)
         if callable(backend_close):
             backend_close()
+        if self.run_logs is not None:
+            self.run_logs.close()
+        self._feedback.close()
         self._publish_state(self.orchestrator.state, SHUTDOWN_REASON)
 
     @property
@@ -503,7 +605,7 @@ class ErobsBtNode(Node):
         return self._last_result
 
     # -- action ----------------------------------------------------------------------
-    def _on_goal(self, request: ExecuteScript.Goal) -> GoalResponse:
+    def _on_goal(self, request: Any) -> GoalResponse:
         with self._goal_lock:
             reason = ""
             active = self.orchestrator.active_goal
@@ -548,17 +650,21 @@ class ErobsBtNode(Node):
         )
         return CancelResponse.ACCEPT if reply.success else CancelResponse.REJECT
 
-    def _execute(self, goal_handle: ServerGoalHandle[Any, Any, Any]) -> ExecuteScript.Result:
+    def _execute(self, goal_handle: ServerGoalHandle[Any, Any, Any], api: _GoalApi) -> Any:
+        """Execute callback of either action: the same goal plumbing, the API's messages."""
         with self._goal_lock:
             self._ros_goal = goal_handle
+            self._ros_api = api
             self._handle = None
             self._no_execute.clear()
+        api.started(goal_handle)
         try:
-            return self._run_goal(goal_handle)
+            return api.result(self._run_goal(goal_handle))
         finally:
+            api.ended(goal_handle)
             self._no_execute.set()
 
-    def _run_goal(self, goal_handle: ServerGoalHandle[Any, Any, Any]) -> ExecuteScript.Result:
+    def _run_goal(self, goal_handle: ServerGoalHandle[Any, Any, Any]) -> Result:
         request = goal_handle.request
         key = _goal_key(goal_handle)
         handle: GoalHandle | None = None
@@ -571,6 +677,8 @@ class ErobsBtNode(Node):
                     elif self._closing.is_set():
                         result = Result(GoalStatus.ABORTED, f"SHUTDOWN: {SHUTDOWN_REASON}", "SHUTDOWN", 0, 0)
                     else:
+                        if self.run_logs is not None:
+                            self.run_logs.expect(request.full_json)
                         handle = self.orchestrator.submit(request.full_json, dry_run=request.dry_run)
                         self._handle = handle
                 except GoalRejected as exc:
@@ -588,6 +696,10 @@ class ErobsBtNode(Node):
                 )
             if handle is not None:
                 result = self._wait(handle)
+                # Every feedback before the result; while the goal is still this node's
+                # (a cancel arriving now is refused by the orchestrator, not taken for an
+                # early one).
+                self._feedback.flush(self.settings.shutdown_timeout)
         finally:
             with self._goal_lock:
                 if self._ros_goal is goal_handle:
@@ -601,13 +713,15 @@ class ErobsBtNode(Node):
         with self._goal_lock:
             self._ros_cancels.discard(key)
         self._last_result = result
+        if self.erobs is not None:
+            self.erobs.goal_finished()
         if result.status is GoalStatus.SUCCEEDED:
             goal_handle.succeed()
         elif result.status is GoalStatus.CANCELED:
             goal_handle.canceled()
         else:
             goal_handle.abort()
-        return convert.result_to_msg(result)
+        return result
 
     def _agreeing(self, goal_handle: ServerGoalHandle[Any, Any, Any], result: Result) -> Result:
         """The result as the action reports it: status and ``error_code`` agree.
@@ -700,19 +814,26 @@ class ErobsBtNode(Node):
             if goal is not None and goal.goal_id != self._goal_id:
                 total = len(goal.script.steps) if goal.script is not None else 0
                 self._goal_id, self._progress = goal.goal_id, (0, total, 0)
+                self._goal_context = {"goal_id": goal.goal_id}
+            if state is State.FAULTED:
+                self._goal_context["fault"] = message
+            self._goal_context["state"] = state.value
             current_step, total_steps, unit_index = self._progress
             if state in (State.IDLE, State.FAULTED):
                 current_step = unit_index = 0
-            msg = convert.state_to_msg(
-                state,
-                message,
-                goal_id=self._goal_id,
-                current_step=current_step,
-                total_steps=total_steps,
-                unit_index=unit_index,
-                stamp=self.get_clock().now().to_msg(),
-            )
-            self._state_pub.publish(msg)
+            if self._state_pub is not None:
+                msg = convert.state_to_msg(
+                    state,
+                    message,
+                    goal_id=self._goal_id,
+                    current_step=current_step,
+                    total_steps=total_steps,
+                    unit_index=unit_index,
+                    stamp=self.get_clock().now().to_msg(),
+                )
+                self._state_pub.publish(msg)
+        if self.erobs is not None:
+            self.erobs.state_changed(state)
         self._publish_gripper()
 
     def _publish_gripper(self) -> None:
@@ -721,32 +842,71 @@ class ErobsBtNode(Node):
             if gripper == self._gripper:
                 return
             self._gripper = gripper
-            self._gripper_pub.publish(String(data=convert.ros_text(gripper)))
+            if self._gripper_pub is not None:
+                self._gripper_pub.publish(String(data=convert.ros_text(gripper)))
+        if self.erobs is not None:
+            self.erobs.publish_gripper()
 
     def _forward_feedback(self, goal_id: str, feedback: Feedback) -> None:
         with self._publish_lock:
             if goal_id == self._goal_id:
                 self._progress = (feedback.current_step, feedback.total_steps, feedback.unit_index)
+                self._goal_context["unit"] = str(feedback.unit_index)
         with self._goal_lock:
-            goal_handle = self._ros_goal
-        if goal_handle is not None and goal_handle.is_active:
-            goal_handle.publish_feedback(convert.feedback_to_msg(feedback))
+            goal_handle, api = self._ros_goal, self._ros_api
+        if goal_handle is not None:
+            self._feedback.put(goal_handle, api, feedback)
         self._publish_gripper()
 
+    def _note_event(self, goal_id: str, record: Mapping[str, Any]) -> None:
+        """Keep the goal context viewers see (cache decision and key of the unit)."""
+        if record.get("event") == "cache":
+            with self._publish_lock:
+                if goal_id == self._goal_id:
+                    self._goal_context["cache_status"] = str(record.get("status", ""))
+                    self._goal_context["cache_key"] = str(record.get("key", ""))
+
+    def _context_items(self) -> list[tuple[str, str]]:
+        """The goal context as py_trees blackboard key/values (``/goal_id``, ``/unit``, …)."""
+        with self._publish_lock:
+            context = dict(self._goal_context)
+        keys = ("goal_id", "state", "unit", "cache_key", "cache_status", "fault")
+        return [(f"/{key}", context.get(key, "")) for key in keys]
+
     def _publish_preview(self, goal_id: str, solution: Solution) -> None:
-        trajectory = convert.solution_to_trajectory(solution, stamp=self.get_clock().now().to_msg())
-        if trajectory.points:
-            self._preview_pub.publish(trajectory)
+        if self._preview_pub is not None:
+            trajectory = convert.solution_to_trajectory(solution, stamp=self.get_clock().now().to_msg())
+            if trajectory.points:
+                self._preview_pub.publish(trajectory)
+        if self.erobs is not None:
+            self.erobs.preview(solution)
+
+    def _viewers(self) -> bool:
+        streams = self.streams is not None and self.streams.has_streams()
+        return streams or self._snapshot_pub.get_subscription_count() > 0
 
     def _poll_snapshot(self) -> None:
-        self._snapshots.poll()
+        # Nobody watching: no snapshot is taken at all (the final one is still sent).
+        if self._viewers():
+            self._snapshots.poll()
+        if self.streams is not None:
+            self.streams.poll()
+
+    def _snapshot_subscriber_matched(self, info: Any) -> None:
+        # A new ~/tree_snapshot subscriber needs the structure: send a full snapshot next.
+        if info.current_count_change > 0:
+            self._snapshots.request_full()
 
     def _unit_index(self, goal_id: str) -> int:
         with self._publish_lock:
             return self._progress[2] if goal_id == self._goal_id else 0
 
     def _publish_snapshot(self, state: TreeState) -> None:
-        self._snapshot_pub.publish(convert.snapshot_to_msg(state, with_json=self.settings.snapshot_json))
+        if state.final or self._snapshot_pub.get_subscription_count() > 0:
+            self._snapshot_pub.publish(convert.snapshot_to_msg(state, with_json=self.settings.snapshot_json))
+        tracker = self._snapshots.tracker
+        if self.streams is not None and tracker is not None and tracker.goal_id == state.goal_id:
+            self.streams.update(tracker, final=state.final)
 
     def _log_finished(self, goal_id: str, result: Result) -> None:
         text = f"{goal_id}: {result.status.value} ({result.completed_steps}/{result.total_steps} steps)"
@@ -808,6 +968,21 @@ class ErobsBtNode(Node):
 def _goal_key(goal_handle: ServerGoalHandle[Any, Any, Any]) -> bytes:
     """The goal's UUID (16 bytes), to recognise a goal across callbacks."""
     return bytes(goal_handle.goal_id.uuid)
+
+
+def _optional(module: str, name: str, node: Node) -> Any:
+    """``module.name``, or ``None`` (with a warning) when its interface package is not installed.
+
+    beambot_interfaces and py_trees_ros_interfaces come from a ROS installation or from
+    ``interfaces/``; without them the node serves the rest of its API.
+    """
+    import importlib
+
+    try:
+        return getattr(importlib.import_module(module), name)
+    except ImportError as exc:
+        node.get_logger().warning(f"{module} is off: {exc}")
+        return None
 
 
 def _joint_state_controller(backend: MotionBackend) -> Any:
@@ -878,7 +1053,7 @@ def run(
                 on_ready(node)
             else:
                 print(
-                    f"erobs_bt ready: action {node.endpoints()['execute']} "
+                    f"erobs_bt ready: action {node.endpoints().get('execute', '-')} "
                     f"(ROS_DOMAIN_ID={os.environ.get('ROS_DOMAIN_ID', '0')}, discovery {discovery})",
                     flush=True,
                 )

@@ -1,30 +1,41 @@
-"""Tree snapshots for viewers: what ``~/tree_snapshot`` carries, and when it is sent.
+"""Tree snapshots for viewers: the structure once per goal, then only what changed.
 
 A snapshot is a plain copy of the compiled tree's statuses (one :class:`BehaviourState`
 per behaviour, parents before children), so it can be compared, summarised and
-converted to a ``erobs_bt_interfaces/msg/TreeSnapshot`` without holding on to live
-behaviours.
+converted to messages without holding on to live behaviours.
 
-When: taking a snapshot walks the whole tree, which is linear in its size; DESIGN.md §2
-keeps that off the orchestrator's tick path. So :meth:`SnapshotThrottle.ticked` (called
-on the goal thread after every tick) only records that the tree may have changed, which
-costs O(1); :meth:`SnapshotThrottle.poll` (called by a timer) takes at most ``rate``
-snapshots per second and hands one on only when a status, a message or the tip changed;
-:meth:`SnapshotThrottle.finish` always hands on the final snapshot of a goal, also when
-the goal ended with an exception or never got a tree (a rejected script), and makes the
-poller ignore that goal afterwards so a late timer never publishes an older picture
-after the final one.
+Cost (DESIGN.md §2: "viewers get the structure once per goal and then only what
+changed"). Copying the whole tree is linear in its size (a 1,000-unit script has about
+6,500 behaviours), so doing it ten times a second made a long goal several times slower
+through the node than in-process. Instead:
+
+* :class:`TreeTracker` walks the tree **once per goal** (ids, names, types, parents,
+  children, subtree extents) and afterwards re-reads only the part that can have
+  changed. The compiled root is a :class:`~erobs_bt.tree.compile.UnitSequence`, a memory
+  sequence that runs its children in order, so between two refreshes only the children
+  from the one running at the previous refresh up to the one running now (and the root)
+  can have changed: a refresh costs O(behaviours of those units), not O(tree). The
+  units a refresh covers add up to each unit about once per goal. Any other root is
+  re-read whole (correct for any tree, linear).
+* :class:`SnapshotThrottle` sends the goal's **full** snapshot first, then **deltas**
+  (only the behaviours whose status, message or activity changed, with a per-goal
+  ``sequence``), at most ``rate`` per second, a full one again on request (a new viewer
+  connected) and always the **final** full snapshot (exact: it re-reads the whole tree
+  after the goal thread stopped ticking).
+* :class:`SnapshotAssembler` rebuilds the current full snapshot on the receiving side
+  from a full snapshot and the deltas that follow it (a gap in ``sequence`` makes it wait
+  for the next full one).
 
 Reading statuses from the timer thread while the goal thread ticks is safe in CPython
-(the tree's structure is fixed once compiled; attribute reads are atomic); a snapshot
-taken in the middle of a tick can mix two ticks, and the next one corrects it. The final
-snapshot is taken after the goal thread stopped ticking, so it is exact.
+(the structure is fixed once compiled; attribute reads are atomic); a snapshot taken in
+the middle of a tick can mix two ticks, and the next one corrects it.
 
 This module does not import rclpy: it is unit-testable without a ROS context.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections import Counter, deque
@@ -32,6 +43,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import py_trees
+
+from erobs_bt.tree.compile import UnitSequence
 
 
 @dataclass(frozen=True)
@@ -61,16 +74,19 @@ class BehaviourState:
 
 @dataclass(frozen=True)
 class TreeState:
-    """A snapshot of a goal's tree.
+    """A snapshot of a goal's tree, full or a delta.
 
     Attributes:
         goal_id: the orchestrator's goal id (``goal-<n>``).
-        behaviours: every behaviour, pre-order (a parent before its children);
-            empty when the goal never got a tree (its script was rejected).
+        behaviours: full: every behaviour, pre-order (a parent before its children),
+            empty when the goal never got a tree (its script was rejected); delta: only
+            the behaviours that changed since the previous snapshot of the goal, pre-order.
         tip_id: UUID of the deepest active behaviour, ``""`` when none.
-        final: the goal has ended; this is its last snapshot.
+        final: the goal has ended; this is its last snapshot (always full).
         stamp: wall time the snapshot was taken [s since the epoch].
         unit_index: 1-based index of the running (or last started) unit, 0 when none.
+        full: ``behaviours`` is the whole tree.
+        sequence: counts the goal's snapshots from 0.
     """
 
     goal_id: str
@@ -79,32 +95,24 @@ class TreeState:
     final: bool
     stamp: float
     unit_index: int = 0
+    full: bool = True
+    sequence: int = 0
 
     @property
     def root_status(self) -> str:
-        """The root's status, ``INVALID`` for an empty snapshot."""
-        return self.behaviours[0].status if self.behaviours else "INVALID"
+        """The root's status (of a full snapshot), ``INVALID`` for an empty one."""
+        return self.behaviours[0].status if self.behaviours and self.full else "INVALID"
 
     def counts(self) -> dict[str, int]:
         """How many behaviours have each status."""
         return dict(Counter(b.status for b in self.behaviours))
 
     def tip(self) -> BehaviourState | None:
-        """The deepest active behaviour, if any."""
+        """The deepest active behaviour, if it is listed."""
         for behaviour in self.behaviours:
             if behaviour.id == self.tip_id:
                 return behaviour
         return None
-
-    def signature(self) -> tuple[object, ...]:
-        """What counts as a change: statuses, messages, the tip and finality."""
-        return (
-            self.goal_id,
-            self.final,
-            self.tip_id,
-            self.unit_index,
-            tuple((b.status, b.message) for b in self.behaviours),
-        )
 
     def summary(self) -> str:
         """One line for people, e.g. ``goal-2 RUNNING (final): 14 behaviours
@@ -113,8 +121,9 @@ class TreeState:
         tip = self.tip()
         tip_text = f"{tip.type_name} {tip.name!r}" if tip is not None else "none"
         final = " (final)" if self.final else ""
+        kind = "behaviours" if self.full else "changed behaviours"
         return (
-            f"{self.goal_id} {self.root_status}{final}: {len(self.behaviours)} behaviours "
+            f"{self.goal_id} {self.root_status}{final}: {len(self.behaviours)} {kind} "
             f"[{counts}]; tip: {tip_text}"
         )
 
@@ -133,52 +142,188 @@ def _walk(
 def take_snapshot(
     goal_id: str, root: py_trees.behaviour.Behaviour | None, *, final: bool, unit_index: int = 0
 ) -> TreeState:
-    """Copy the statuses of the tree under ``root``.
+    """Copy the statuses of the whole tree under ``root`` (linear in its size).
 
     Args:
         goal_id: the goal the tree belongs to.
         root: the compiled tree's root, or ``None`` for a goal that got no tree.
         final: mark the snapshot as the goal's last.
         unit_index: the running unit (1-based), recorded as given.
-
-    Returns:
-        The snapshot; cost is linear in the number of behaviours.
     """
     if root is None:
         return TreeState(goal_id, (), "", final, time.time(), unit_index)
-    tip = root.tip()
-    active: set[str] = set()
-    node = tip
-    while node is not None:
-        active.add(str(node.id))
-        node = node.parent
-    behaviours = tuple(
-        BehaviourState(
-            id=str(b.id),
-            parent_id=parent_id,
-            name=b.name,
-            type_name=type(b).__name__,
-            status=b.status.value,
-            message=b.feedback_message,
-            child_ids=tuple(str(c.id) for c in b.children),
-            is_active=str(b.id) in active,
+    tracker = TreeTracker(goal_id, root)
+    return tracker.full(final=final, unit_index=unit_index)
+
+
+class TreeTracker:
+    """The statuses of one goal's tree, re-read incrementally (see the module docstring).
+
+    Not thread-safe: one caller at a time (:class:`SnapshotThrottle` holds a lock).
+
+    Args:
+        goal_id: the goal the tree belongs to.
+        root: its root; walked once here (linear in the tree size).
+    """
+
+    def __init__(self, goal_id: str, root: py_trees.behaviour.Behaviour) -> None:
+        self.goal_id = goal_id
+        self.root = root
+        nodes: list[py_trees.behaviour.Behaviour] = []
+        parents: list[int] = []
+        stack: list[tuple[py_trees.behaviour.Behaviour, int]] = [(root, -1)]
+        while stack:
+            behaviour, parent = stack.pop()
+            parents.append(parent)
+            nodes.append(behaviour)
+            own = len(nodes) - 1
+            stack.extend((child, own) for child in reversed(behaviour.children))
+        self._nodes = nodes
+        self._position = {id(b): i for i, b in enumerate(nodes)}
+        ids = [str(b.id) for b in nodes]
+        size = [1] * len(nodes)
+        for i in range(len(nodes) - 1, 0, -1):
+            size[parents[i]] += size[i]
+        self._size = size
+        children: list[list[str]] = [[] for _ in nodes]
+        for i in range(1, len(nodes)):
+            children[parents[i]].append(ids[i])
+        self._states = [
+            BehaviourState(
+                ids[i],
+                ids[parents[i]] if i else "",
+                b.name,
+                type(b).__name__,
+                b.status.value,
+                b.feedback_message,
+                tuple(children[i]),
+            )
+            for i, b in enumerate(nodes)
+        ]
+        # Pre-order position of each child of the root.
+        self._child_start = [self._position[id(c)] for c in root.children]
+        self._low = 0
+        self._active: list[int] = []
+        self._tip = -1
+        self.sequence = -1
+        #: Behaviours the last refresh re-read (its cost, in behaviours).
+        self.last_scanned = 0
+
+    @property
+    def size(self) -> int:
+        """Number of behaviours in the tree."""
+        return len(self._nodes)
+
+    @property
+    def behaviours(self) -> list[py_trees.behaviour.Behaviour]:
+        """The live behaviours, pre-order (read-only use)."""
+        return self._nodes
+
+    @property
+    def states(self) -> list[BehaviourState]:
+        """Their states as of the last refresh, pre-order (a changed one is a new object)."""
+        return self._states
+
+    @property
+    def active_path(self) -> list[int]:
+        """Pre-order positions from the tip up to the root, as of the last refresh."""
+        return self._active
+
+    def _window(self) -> range | None:
+        """Pre-order positions that may have changed since the last refresh (None: all)."""
+        root = self.root
+        if not isinstance(root, UnitSequence) or not self._child_start:
+            return None
+        current = min(root.position, len(self._child_start) - 1)
+        low = min(self._low, current)
+        self._low = current
+        start = self._child_start[low]
+        end = self._child_start[current] + self._size[self._child_start[current]]
+        return range(start, end)
+
+    def _refresh(self, positions: range | None) -> list[int]:
+        """Re-read statuses; the positions whose state changed, in pre-order."""
+        tip = self.root.tip()
+        active: list[int] = []
+        node = tip
+        while node is not None:
+            active.append(self._position[id(node)])
+            node = node.parent
+        active_set = set(active)
+        scan: set[int] | range
+        if positions is None:
+            scan = range(len(self._nodes))
+        else:
+            scan = set(positions)
+            scan.add(0)
+            scan.update(self._active)
+            scan.update(active)
+        changed: list[int] = []
+        nodes, states = self._nodes, self._states
+        self.last_scanned = len(scan)
+        for i in scan:
+            b = nodes[i]
+            old = states[i]
+            status = b.status.value
+            message = b.feedback_message
+            is_active = i in active_set
+            if status != old.status or message != old.message or is_active != old.is_active:
+                states[i] = BehaviourState(
+                    old.id, old.parent_id, old.name, old.type_name, status, message, old.child_ids, is_active
+                )
+                changed.append(i)
+        self._active = active
+        self._tip = active[0] if active else -1
+        if positions is not None:
+            changed.sort()
+        return changed
+
+    def _state(
+        self, behaviours: tuple[BehaviourState, ...], *, final: bool, full: bool, unit_index: int
+    ) -> TreeState:
+        self.sequence += 1
+        tip_id = self._states[self._tip].id if self._tip >= 0 else ""
+        return TreeState(
+            self.goal_id,
+            behaviours,
+            tip_id,
+            final,
+            time.time(),
+            unit_index,
+            full=full,
+            sequence=self.sequence,
         )
-        for b, parent_id in _walk(root)
-    )
-    tip_id = str(tip.id) if tip is not None else ""
-    return TreeState(goal_id, behaviours, tip_id, final, time.time(), unit_index)
+
+    def full(self, *, final: bool = False, unit_index: int = 0) -> TreeState:
+        """A full snapshot (re-reads the whole tree: linear)."""
+        self._refresh(None)
+        return self._state(tuple(self._states), final=final, full=True, unit_index=unit_index)
+
+    def delta(self, *, unit_index: int = 0) -> TreeState | None:
+        """What changed since the previous snapshot, or ``None`` when nothing did.
+
+        Cost: the behaviours of the units run since the previous refresh (see the
+        module docstring), independent of the tree's size.
+        """
+        previous_tip = self._tip
+        changed = self._refresh(self._window())
+        if not changed and self._tip == previous_tip:
+            return None
+        states = self._states
+        return self._state(tuple(states[i] for i in changed), final=False, full=False, unit_index=unit_index)
 
 
 class SnapshotThrottle:
-    """Decides which snapshots to publish: on change, at most ``rate`` per second,
-    and always the final one of a goal.
+    """Decides which snapshots to send: the goal's structure first, then what changed (at
+    most ``rate`` per second), a full one on request, and always the final one.
 
-    Thread-safe: :meth:`ticked` and :meth:`finish` are called on the orchestrator's goal
-    thread, :meth:`poll` on a timer thread.
+    Thread-safe: :meth:`ticked` is called on the orchestrator's goal thread (O(1), never
+    waits for a snapshot being taken), :meth:`poll` on a timer thread, :meth:`finish` when
+    a goal ended, :meth:`request_full` when a viewer connected.
 
     Args:
-        publish: receives every snapshot to send (called with an internal lock held,
-            so publications are ordered; keep it short).
+        publish: receives every snapshot to send (called with the snapshot lock held, so
+            publications are ordered; keep it short).
         rate: the most snapshots per second [Hz], > 0 (the final one is never held back).
         unit_index: gives the running unit (1-based) of a goal id, recorded in each snapshot.
         clock: monotonic time source [s] (injectable for tests).
@@ -201,61 +346,142 @@ class SnapshotThrottle:
         self._period = 1.0 / rate
         self._clock = clock
         self._unit_index = unit_index
-        self._lock = threading.Lock()
+        self._tick_lock = threading.Lock()  # the goal thread's fields only
+        self._work_lock = threading.Lock()  # taking and sending snapshots
         self._goal_id = ""
         self._root: py_trees.behaviour.Behaviour | None = None
         self._dirty = False
+        self._full_requested = False
         self._finished: deque[str] = deque(maxlen=32)
+        self._tracker: TreeTracker | None = None
         self._last_time = -float("inf")
-        self._last_signature: tuple[object, ...] | None = None
         self.published = 0
+
+    @property
+    def tracker(self) -> TreeTracker | None:
+        """The tracker of the current (or last) goal."""
+        return self._tracker
 
     def ticked(self, goal_id: str, root: py_trees.behaviour.Behaviour) -> None:
         """Note that ``root`` (of ``goal_id``) was ticked; O(1)."""
-        with self._lock:
-            if goal_id in self._finished:
-                return
+        with self._tick_lock:
             self._goal_id, self._root, self._dirty = goal_id, root, True
 
+    def request_full(self) -> None:
+        """Send a full snapshot at the next poll (a new viewer needs the structure)."""
+        with self._tick_lock:
+            self._full_requested = True
+
     def poll(self) -> TreeState | None:
-        """Publish a snapshot when the tree changed and the rate allows.
+        """Send a snapshot when the tree changed and the rate allows.
 
         Returns:
-            The snapshot published, or ``None``.
+            The snapshot sent, or ``None``.
         """
-        with self._lock:
-            if not self._dirty or self._root is None:
-                return None
-            now = self._clock()
-            if now - self._last_time < self._period:
-                return None
-            self._dirty = False
-            state = take_snapshot(
-                self._goal_id, self._root, final=False, unit_index=self._unit_index(self._goal_id)
-            )
-            if state.signature() == self._last_signature:
+        with self._work_lock:
+            with self._tick_lock:
+                goal_id, root = self._goal_id, self._root
+                if root is None or goal_id in self._finished:
+                    return None
+                tracker = self._tracker
+                new_goal = tracker is None or tracker.goal_id != goal_id or tracker.root is not root
+                want_full = self._full_requested or new_goal
+                if not (self._dirty or want_full):
+                    return None
+                now = self._clock()
+                if now - self._last_time < self._period:
+                    return None
+                self._dirty = False
+                self._full_requested = False
+            if new_goal:
+                tracker = self._tracker = TreeTracker(goal_id, root)
+            assert tracker is not None
+            unit = self._unit_index(goal_id)
+            state = tracker.full(unit_index=unit) if want_full else tracker.delta(unit_index=unit)
+            if state is None:
                 return None
             self._send(state, now)
             return state
 
     def finish(self, goal_id: str, root: py_trees.behaviour.Behaviour | None) -> TreeState | None:
-        """Publish the final snapshot of ``goal_id`` (once; later calls do nothing).
+        """Send the final full snapshot of ``goal_id`` (once; later calls do nothing).
 
         Returns:
-            The snapshot published, or ``None`` when the goal's final one was already sent.
+            The snapshot sent, or ``None`` when the goal's final one was already sent.
         """
-        with self._lock:
-            if goal_id in self._finished:
-                return None
-            self._finished.append(goal_id)
-            if self._goal_id == goal_id:
-                self._root, self._dirty = None, False
-            state = take_snapshot(goal_id, root, final=True, unit_index=self._unit_index(goal_id))
+        with self._work_lock:
+            with self._tick_lock:
+                if goal_id in self._finished:
+                    return None
+                self._finished.append(goal_id)
+                if self._goal_id == goal_id:
+                    self._root, self._dirty = None, False
+            unit = self._unit_index(goal_id)
+            if root is None:
+                state = TreeState(goal_id, (), "", True, time.time(), unit)
+            else:
+                tracker = self._tracker
+                if tracker is None or tracker.goal_id != goal_id or tracker.root is not root:
+                    tracker = self._tracker = TreeTracker(goal_id, root)
+                state = tracker.full(final=True, unit_index=unit)
             self._send(state, self._clock())
             return state
 
     def _send(self, state: TreeState, now: float) -> None:
         self._last_time = now
-        self._last_signature = state.signature()
         self.published += 1
         self._publish(state)
+
+
+class SnapshotAssembler:
+    """Rebuilds full snapshots from what :class:`SnapshotThrottle` sends.
+
+    Feed every received :class:`TreeState` to :meth:`add`. A full one replaces the
+    picture; a delta of the same goal with the next ``sequence`` updates it; anything
+    else (a delta before any full one, after a gap, or of another goal) is ignored until
+    the next full snapshot.
+    """
+
+    def __init__(self) -> None:
+        self._goal_id = ""
+        self._sequence = -1
+        self._order: list[str] = []
+        self._by_id: dict[str, BehaviourState] = {}
+        self._latest: TreeState | None = None
+        self.ignored = 0
+
+    def add(self, state: TreeState) -> TreeState | None:
+        """Take one snapshot.
+
+        Returns:
+            The current full snapshot after it, or ``None`` when ``state`` could not be
+            applied (the picture is incomplete until the next full snapshot).
+        """
+        if state.full:
+            self._goal_id, self._sequence = state.goal_id, state.sequence
+            self._order = [b.id for b in state.behaviours]
+            self._by_id = {b.id: b for b in state.behaviours}
+            self._latest = state
+            return state
+        if state.goal_id != self._goal_id or state.sequence != self._sequence + 1 or self._latest is None:
+            self.ignored += 1
+            self._goal_id, self._latest = "", None
+            return None
+        self._sequence = state.sequence
+        for b in state.behaviours:
+            old = self._by_id.get(b.id)
+            if old is not None:
+                self._by_id[b.id] = dataclasses.replace(
+                    old, status=b.status, message=b.message, is_active=b.is_active
+                )
+        self._latest = dataclasses.replace(
+            state,
+            behaviours=tuple(self._by_id[i] for i in self._order),
+            full=True,
+        )
+        return self._latest
+
+    @property
+    def latest(self) -> TreeState | None:
+        """The current full snapshot, or ``None``."""
+        return self._latest

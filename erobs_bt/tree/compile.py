@@ -110,6 +110,16 @@ class UnitSequence(py_trees.composites.Sequence):
         super().__init__(name, memory=True, children=children)
         self._index = 0
 
+    @property
+    def position(self) -> int:
+        """Index of the child running now (or to run next); 0 before the first tick.
+
+        Children before it have finished and are not ticked again in this run, which is
+        what lets a viewer re-read only the recent part of the tree
+        (:class:`erobs_bt.ros.snapshots.TreeTracker`).
+        """
+        return self._index
+
     def tick(self) -> Iterator[py_trees.behaviour.Behaviour]:
         """Tick from the running child (or from the first one when not RUNNING), yielding
         every behaviour ticked; stops at the first child that does not succeed."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -30,12 +31,21 @@ from erobs_bt.orchestrator import OrchestratorListener
 _LOG = logging.getLogger(__name__)
 
 
+def default_log_dir() -> Path:
+    """Where run logs go by default: ``$EROBS_BT_LOG_DIR``, else ``~/.local/state/erobs_bt/runs``."""
+    configured = os.environ.get("EROBS_BT_LOG_DIR")
+    return Path(configured) if configured else Path.home() / ".local" / "state" / "erobs_bt" / "runs"
+
+
 class RunLogWriter(OrchestratorListener):
     """An orchestrator listener that appends every event record to ``path`` as JSON Lines.
 
     Thread-safe; each line is written whole and flushed. Writing never raises into the
     orchestrator (a viewer must not fail a goal): after an ``OSError`` (disk full, file
     removed) or :meth:`close`, records are dropped and :attr:`error` says why.
+
+    Text that UTF-8 cannot encode (a lone surrogate from a script's ``\\ud800`` escape) is
+    written as its backslash escape, so such a script is logged like any other.
 
     Args:
         path: the log file; created with its parent directory, appended to when it
@@ -49,7 +59,7 @@ class RunLogWriter(OrchestratorListener):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._file: IO[str] | None = self.path.open("a", encoding="utf-8")
+        self._file: IO[str] | None = self.path.open("a", encoding="utf-8", errors="backslashreplace")
         self.error = ""
         self.lines = 0
 

@@ -346,10 +346,25 @@ def watch_ros(
 
         return callback
 
+    # ~/tree_snapshot sends a full tree, then deltas: rebuild the full tree from them.
+    from erobs_bt.ros.client import SNAPSHOT_DEPTH
+    from erobs_bt.ros.convert import snapshot_from_msg, snapshot_to_msg
+    from erobs_bt.ros.snapshots import SnapshotAssembler
+
+    assembler = SnapshotAssembler()
+    keep_snapshot = keep("snapshot")
+
+    def on_snapshot(message: Any) -> None:
+        tree = assembler.add(snapshot_from_msg(message))
+        if tree is not None:
+            keep_snapshot(snapshot_to_msg(tree, with_json=False))
+
     context = Context()
     rclpy.init(context=context, signal_handler_options=SignalHandlerOptions.NO)
     ros_node = Node("erobs_bt_watch", context=context, start_parameter_services=False)
-    ros_node.create_subscription(TreeSnapshot, names["tree_snapshot"], keep("snapshot"), latched_qos())
+    ros_node.create_subscription(
+        TreeSnapshot, names["tree_snapshot"], on_snapshot, latched_qos(SNAPSHOT_DEPTH)
+    )
     ros_node.create_subscription(ExecutionState, names["execution_state"], keep("state"), latched_qos())
     executor = SingleThreadedExecutor(context=context)
     executor.add_node(ros_node)

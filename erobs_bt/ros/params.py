@@ -1,0 +1,555 @@
+"""The node's parameters and names: one table, from which everything else comes.
+
+:data:`PARAMETERS` is the only list of the ``erobs_bt`` node's parameters. From it come
+
+* the declarations (:meth:`ErobsBtNode.__init__` declares each :class:`ParameterSpec`
+  with its default, description, range and read-only flag),
+* the "Parameters" section of the node class docstring (:func:`parameters_doc`),
+* the default params file ``config/erobs_bt.yaml`` (:func:`render_params_file`; a test
+  checks that the file equals its rendering), keyed ``/**:`` so it applies under any
+  node name and namespace,
+* the validated, typed :class:`NodeSettings` the node runs with.
+
+:data:`ENDPOINTS` is the one table of the node's actions, services and topics: relative
+names (``~/execute`` is ``<namespace>/<node name>/execute``; ``joint_states`` is
+``<namespace>/joint_states``) that ROS remapping changes (``-r __ns:=/cell2``,
+``-r joint_states:=/arm/joint_states``), as ROS conventions ask; they are not parameters.
+
+Integer values for double parameters (``-p speed:=20``, ``speed: 20`` in a YAML file) are
+accepted: :func:`coerce_parameter` turns them into doubles before the declaration and
+before a ``set_parameters`` request is checked.
+
+This module does not import rclpy (the table is plain data, usable by docs and tests).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from erobs_bt.backends.factory import BACKEND_KINDS
+from erobs_bt.cache import DEFAULT_CAPACITY
+from erobs_bt.tree.context import DEFAULT_TIMEOUTS
+
+#: The node's default name (``~`` in the names below).
+NODE_NAME = "erobs_bt"
+
+Value = bool | int | float | str
+
+
+@dataclass(frozen=True)
+class ParameterSpec:
+    """One ROS parameter of the node.
+
+    Attributes:
+        name: the parameter name (dots group it in YAML: ``timeout.moveto``).
+        default: its default; the type of the default is the parameter's type.
+        description: what it means, with its unit in brackets (``[s]``, ``[Hz]``).
+        read_only: fixed after start-up (most are: they shape the engine).
+        minimum: the smallest allowed value of a number, or ``None``.
+        minimum_open: the minimum itself is not allowed (``> minimum``).
+        choices: the allowed values of a string, or ``()`` for any.
+        section: the heading it is listed under in the docstring and the YAML file.
+    """
+
+    name: str
+    default: Value
+    description: str
+    read_only: bool = True
+    minimum: float | None = None
+    minimum_open: bool = False
+    choices: tuple[str, ...] = ()
+    section: str = "engine"
+
+    @property
+    def type_name(self) -> str:
+        """``bool``, ``int``, ``double`` or ``string``."""
+        if isinstance(self.default, bool):
+            return "bool"
+        if isinstance(self.default, int):
+            return "int"
+        if isinstance(self.default, float):
+            return "double"
+        return "string"
+
+    def check(self, value: object) -> Value:
+        """Validate ``value`` for this parameter; an int is accepted for a double.
+
+        Returns:
+            The value with the parameter's type.
+
+        Raises:
+            ValueError: naming the parameter, e.g. ``parameter speed: must be > 0 (got 0.0)``.
+        """
+        kind = self.type_name
+        if kind == "bool":
+            if not isinstance(value, bool):
+                raise ValueError(f"parameter {self.name}: must be a bool (got {value!r})")
+            return value
+        if kind == "string":
+            text = str(value)
+            if self.choices and text not in self.choices:
+                raise ValueError(
+                    f"parameter {self.name}: must be one of {', '.join(self.choices)} (got {text!r})"
+                )
+            return text
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ValueError(f"parameter {self.name}: must be a number (got {value!r})")
+        if kind == "int" and not isinstance(value, int):
+            raise ValueError(f"parameter {self.name}: must be an integer (got {value!r})")
+        number: int | float = value if kind == "int" else float(value)
+        if math.isnan(number):
+            raise ValueError(f"parameter {self.name}: must be a number (got nan)")
+        if self.minimum is not None:
+            below = number <= self.minimum if self.minimum_open else number < self.minimum
+            if below:
+                raise ValueError(f"parameter {self.name}: must be {self.range_text()} (got {number!r})")
+        return number
+
+    def range_text(self) -> str:
+        """``> 0``, ``>= 3``, ``sim | scripted`` or ``""``."""
+        if self.choices:
+            return " | ".join(self.choices)
+        if self.minimum is None:
+            return ""
+        bound = int(self.minimum) if self.type_name == "int" else self.minimum
+        return f"{'>' if self.minimum_open else '>='} {bound:g}"
+
+
+def _positive(name: str, default: float, description: str, **extra: Any) -> ParameterSpec:
+    return ParameterSpec(name, default, description, minimum=0.0, minimum_open=True, **extra)
+
+
+def _timeout_specs() -> tuple[ParameterSpec, ...]:
+    return tuple(
+        _positive(
+            f"timeout.{kind}",
+            float(seconds),
+            (
+                "[s] time allowed to plan one unit; past it the unit fails with PLANNING_FAILED: (not fatal)"
+                if kind == "planning"
+                else f"[s] execution timeout of a {kind} step; past it the unit fails with "
+                "TIMEOUT: and the orchestrator faults"
+            ),
+            section="timeouts",
+        )
+        for kind, seconds in DEFAULT_TIMEOUTS.items()
+    )
+
+
+#: Every parameter of the node, in the order of the params file.
+PARAMETERS: tuple[ParameterSpec, ...] = (
+    ParameterSpec(
+        "backend",
+        "sim",
+        "motion backend: 'sim' (embedded simulated UR5e cell) or 'scripted' (deterministic test double)",
+        choices=BACKEND_KINDS,
+    ),
+    ParameterSpec("cell_config", "", "cell YAML for the sim backend; '' = the packaged config/cell.yaml"),
+    ParameterSpec("poses_file", "", "pose registry YAML (name: 6 joint angles in degrees); '' = none"),
+    _positive("speed", 1.0, "sim playback speed factor (1.0 = real time, 20.0 = 20x faster)"),
+    ParameterSpec("faults_file", "", "sim fault-injection YAML; '' = no faults"),
+    ParameterSpec("enable_batching", True, "group consecutive moveto/end_effector steps into one unit"),
+    ParameterSpec("cache_capacity", DEFAULT_CAPACITY, "plan cache size (LRU, in memory)", minimum=1),
+    *_timeout_specs(),
+    ParameterSpec(
+        "run_logs", True, "write a JSON Lines run log per goal (the CLI's format)", section="run logs"
+    ),
+    ParameterSpec(
+        "run_log_dir",
+        "",
+        "folder of the run logs, one <UTC time>_<goal id>_<script>.jsonl per goal; "
+        "'' = $EROBS_BT_LOG_DIR, else ~/.local/state/erobs_bt/runs",
+        section="run logs",
+    ),
+    ParameterSpec(
+        "native_api",
+        True,
+        "serve the native API (~/execute, ~/pause, ~/resume, ~/stop, ~/reset_fault, ~/clear_cache, "
+        "~/execution_state, ~/current_gripper, ~/preview_trajectory)",
+        section="interfaces",
+    ),
+    ParameterSpec(
+        "erobs_api",
+        True,
+        "also serve EROBS's beambot API (beambot_execution, beambot/pause|resume|execution_state|"
+        "current_gripper|preview_trajectory) for its GUI, MCP server and Bluesky wrapper",
+        section="interfaces",
+    ),
+    _positive(
+        "erobs_api_feedback_period",
+        0.5,
+        "[s] while paused, the beambot_execution feedback is republished this often (as EROBS does)",
+        section="interfaces",
+    ),
+    _positive(
+        "snapshot_rate",
+        10.0,
+        "[Hz] most ~/tree_snapshot updates and snapshot-stream messages per second "
+        "(the first and final snapshot of a goal are always sent)",
+        section="tree snapshots",
+    ),
+    ParameterSpec(
+        "snapshot_json",
+        True,
+        "also fill TreeSnapshot.tree_json in full snapshots (for viewers without the message types)",
+        section="tree snapshots",
+    ),
+    ParameterSpec(
+        "default_snapshot_stream",
+        False,
+        "py_trees_ros: publish the default snapshot stream ~/snapshots",
+        read_only=False,
+        section="tree snapshots",
+    ),
+    ParameterSpec(
+        "default_snapshot_period",
+        2.0,
+        "py_trees_ros: [s] the default stream republishes an unchanged tree this often (0 = only on change)",
+        read_only=False,
+        minimum=0.0,
+        section="tree snapshots",
+    ),
+    ParameterSpec(
+        "default_snapshot_blackboard_data",
+        True,
+        "py_trees_ros: the default stream carries the goal context as blackboard key/values",
+        read_only=False,
+        section="tree snapshots",
+    ),
+    ParameterSpec(
+        "default_snapshot_blackboard_activity",
+        False,
+        "py_trees_ros: the default stream carries blackboard activity (erobs_bt has none to report)",
+        read_only=False,
+        section="tree snapshots",
+    ),
+    _positive(
+        "joint_state_rate",
+        50.0,
+        "[Hz] joint_states messages per second while moving (sim: on the controller's clock; "
+        "at rest it repeats the state at its idle rate, 50 Hz)",
+        section="node",
+    ),
+    ParameterSpec(
+        "executor_threads", 4, "worker threads of the MultiThreadedExecutor", minimum=3, section="node"
+    ),
+    _positive("shutdown_timeout", 10.0, "[s] wait for the running unit to stop on shutdown", section="node"),
+)
+
+SPECS: Mapping[str, ParameterSpec] = MappingProxyType({spec.name: spec for spec in PARAMETERS})
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One action, service or topic of the node.
+
+    Attributes:
+        key: short key (``execute``, ``pause``, …), also the client's name for it.
+        name: the relative name the node uses (remappable).
+        kind: ``action``, ``service`` or ``topic``.
+        type_name: the interface type, e.g. ``std_srvs/srv/Trigger``.
+        api: ``native``, ``erobs`` or ``py_trees_ros`` (which parameter switches it).
+        description: what it is for.
+    """
+
+    key: str
+    name: str
+    kind: str
+    type_name: str
+    api: str
+    description: str
+
+
+#: The node's surface. ``~`` is the node's name, so under ``__ns:=/cell2`` the native
+#: execute action is ``/cell2/erobs_bt/execute`` and the EROBS one ``/cell2/beambot_execution``.
+ENDPOINTS: tuple[Endpoint, ...] = (
+    Endpoint(
+        "execute",
+        "~/execute",
+        "action",
+        "erobs_bt_interfaces/action/ExecuteScript",
+        "native",
+        "run or preview a script",
+    ),
+    Endpoint(
+        "pause", "~/pause", "service", "std_srvs/srv/Trigger", "native", "pause at the next unit boundary"
+    ),
+    Endpoint("resume", "~/resume", "service", "std_srvs/srv/Trigger", "native", "resume a paused goal"),
+    Endpoint(
+        "stop",
+        "~/stop",
+        "service",
+        "std_srvs/srv/Trigger",
+        "native",
+        "stop now: the arm decelerates to rest, the goal aborts (STOPPED), the node stays IDLE",
+    ),
+    Endpoint(
+        "reset_fault",
+        "~/reset_fault",
+        "service",
+        "std_srvs/srv/Trigger",
+        "native",
+        "clear FAULTED after the operator checked the cell (refused when not faulted)",
+    ),
+    Endpoint(
+        "clear_cache", "~/clear_cache", "service", "std_srvs/srv/Trigger", "native", "drop every cached plan"
+    ),
+    Endpoint(
+        "execution_state",
+        "~/execution_state",
+        "topic",
+        "erobs_bt_interfaces/msg/ExecutionState",
+        "native",
+        "orchestrator state (latched)",
+    ),
+    Endpoint(
+        "current_gripper",
+        "~/current_gripper",
+        "topic",
+        "std_msgs/msg/String",
+        "native",
+        "attached gripper (latched)",
+    ),
+    Endpoint(
+        "preview_trajectory",
+        "~/preview_trajectory",
+        "topic",
+        "trajectory_msgs/msg/JointTrajectory",
+        "native",
+        "last preview (latched)",
+    ),
+    Endpoint(
+        "tree_snapshot",
+        "~/tree_snapshot",
+        "topic",
+        "erobs_bt_interfaces/msg/TreeSnapshot",
+        "native",
+        "tree structure once per goal, then what changed (latched)",
+    ),
+    Endpoint(
+        "joint_states",
+        "joint_states",
+        "topic",
+        "sensor_msgs/msg/JointState",
+        "native",
+        "arm joint states [rad, rad/s]",
+    ),
+    Endpoint(
+        "beambot_execution",
+        "beambot_execution",
+        "action",
+        "beambot_interfaces/action/MTCExecution",
+        "erobs",
+        "EROBS's execute action",
+    ),
+    Endpoint("beambot_pause", "beambot/pause", "service", "std_srvs/srv/Trigger", "erobs", "EROBS pause"),
+    Endpoint("beambot_resume", "beambot/resume", "service", "std_srvs/srv/Trigger", "erobs", "EROBS resume"),
+    Endpoint(
+        "beambot_execution_state",
+        "beambot/execution_state",
+        "topic",
+        "std_msgs/msg/String",
+        "erobs",
+        "EROBS state text; IDLE after every goal",
+    ),
+    Endpoint(
+        "beambot_current_gripper",
+        "beambot/current_gripper",
+        "topic",
+        "std_msgs/msg/String",
+        "erobs",
+        "EROBS gripper (transient local)",
+    ),
+    Endpoint(
+        "beambot_preview_trajectory",
+        "beambot/preview_trajectory",
+        "topic",
+        "moveit_msgs/msg/DisplayTrajectory",
+        "erobs",
+        "preview for EROBS's GUI (transient local)",
+    ),
+    Endpoint(
+        "snapshot_streams_open",
+        "~/snapshot_streams/open",
+        "service",
+        "py_trees_ros_interfaces/srv/OpenSnapshotStream",
+        "py_trees_ros",
+        "open a snapshot stream",
+    ),
+    Endpoint(
+        "snapshot_streams_close",
+        "~/snapshot_streams/close",
+        "service",
+        "py_trees_ros_interfaces/srv/CloseSnapshotStream",
+        "py_trees_ros",
+        "close a snapshot stream",
+    ),
+    Endpoint(
+        "snapshot_streams_reconfigure",
+        "~/snapshot_streams/reconfigure",
+        "service",
+        "py_trees_ros_interfaces/srv/ReconfigureSnapshotStream",
+        "py_trees_ros",
+        "reconfigure a snapshot stream",
+    ),
+    Endpoint(
+        "snapshots",
+        "~/snapshots",
+        "topic",
+        "py_trees_ros_interfaces/msg/BehaviourTree",
+        "py_trees_ros",
+        "the default snapshot stream (latched)",
+    ),
+)
+
+ENDPOINT_NAMES: Mapping[str, str] = MappingProxyType({e.key: e.name for e in ENDPOINTS})
+
+
+def coerce_parameter(name: str, value: object) -> float | None:
+    """The double to use for an integer given to a double parameter, else ``None``."""
+    spec = SPECS.get(name)
+    if spec is not None and spec.type_name == "double" and type(value) is int:
+        return float(value)
+    return None
+
+
+@dataclass(frozen=True)
+class NodeSettings:
+    """The node's parameters, read at start-up and validated (see :data:`PARAMETERS`).
+
+    ``timeout.<kind>`` parameters are collected in :attr:`timeouts`; every other parameter
+    is the attribute of its name.
+    """
+
+    backend: str
+    cell_config: str
+    poses_file: str
+    speed: float
+    faults_file: str
+    enable_batching: bool
+    cache_capacity: int
+    timeouts: Mapping[str, float]
+    run_logs: bool
+    run_log_dir: str
+    native_api: bool
+    erobs_api: bool
+    erobs_api_feedback_period: float
+    snapshot_rate: float
+    snapshot_json: bool
+    default_snapshot_stream: bool
+    default_snapshot_period: float
+    default_snapshot_blackboard_data: bool
+    default_snapshot_blackboard_activity: bool
+    joint_state_rate: float
+    executor_threads: int
+    shutdown_timeout: float
+
+    @staticmethod
+    def from_values(values: Mapping[str, Any]) -> NodeSettings:
+        """Build from ``{parameter name: value}`` (missing names take their defaults).
+
+        Raises:
+            ValueError: a value has the wrong type or is out of range, naming the parameter
+                (``parameter speed: must be > 0 (got 0.0)``), or a name is unknown.
+        """
+        unknown = set(values) - set(SPECS)
+        if unknown:
+            raise ValueError(f"unknown parameter(s): {', '.join(sorted(unknown))}")
+        checked = {spec.name: spec.check(values.get(spec.name, spec.default)) for spec in PARAMETERS}
+        timeouts = {
+            name.split(".", 1)[1]: float(value)
+            for name, value in checked.items()
+            if name.startswith("timeout.")
+        }
+        plain = {name: value for name, value in checked.items() if not name.startswith("timeout.")}
+        return NodeSettings(timeouts=MappingProxyType(timeouts), **plain)  # type: ignore[arg-type]
+
+    def run_log_folder(self) -> Path:
+        """The folder run logs go to (``run_log_dir``, else the CLI's default folder)."""
+        from erobs_bt.viz.runlog import default_log_dir
+
+        return Path(self.run_log_dir).expanduser() if self.run_log_dir else default_log_dir()
+
+
+def _sections() -> dict[str, list[ParameterSpec]]:
+    sections: dict[str, list[ParameterSpec]] = {}
+    for spec in PARAMETERS:
+        sections.setdefault(spec.section, []).append(spec)
+    return sections
+
+
+def parameters_doc(indent: str = "    ") -> str:
+    """The "Parameters" part of the node's docstring: one bullet per parameter."""
+    lines: list[str] = []
+    for section, specs in _sections().items():
+        lines.append(f"{indent}*{section}*:")
+        lines.append("")
+        for spec in specs:
+            extra = [spec.type_name, f"default ``{_yaml_value(spec.default)}``"]
+            if spec.range_text():
+                extra.append(spec.range_text())
+            if not spec.read_only:
+                extra.append("writable")
+            lines.append(f"{indent}* **{spec.name}** ({', '.join(extra)}): {spec.description}.")
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def endpoints_doc(indent: str = "    ") -> str:
+    """The node's names as docstring bullets."""
+    return "\n".join(
+        f"{indent}* **{e.name}** ({e.kind}, ``{e.type_name}``, {e.api} API): {e.description}."
+        for e in ENDPOINTS
+    )
+
+
+def _yaml_value(value: Value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return ".inf" if math.isinf(value) else repr(value)
+    if isinstance(value, int):
+        return str(value)
+    return '""' if value == "" else value
+
+
+def render_params_file() -> str:
+    """The default params file (``config/erobs_bt.yaml``), rendered from :data:`PARAMETERS`.
+
+    Keyed ``/**:`` so that it applies to the node under any name and namespace.
+    """
+    out = [
+        "# Parameters of the erobs_bt node, generated from erobs_bt/ros/params.py (PARAMETERS);",
+        "# edit the table there and regenerate with `python -m erobs_bt.ros.params > config/erobs_bt.yaml`.",
+        "# ROS 2 params-file format:  erobs_bt_node --ros-args --params-file config/erobs_bt.yaml",
+        "# '/**' applies it to the node under any node name and namespace (e.g. __ns:=/cell2).",
+        "# Units: seconds [s], hertz [Hz]; pose registries hold joint angles in degrees.",
+        "# Integers are accepted for double parameters (speed: 20 is speed: 20.0).",
+        "/**:",
+        "  ros__parameters:",
+    ]
+
+    section = ""
+    group = ""
+    for spec in PARAMETERS:
+        if spec.section != section:
+            section = spec.section
+            out.append(f"    # -- {section} --")
+        flags = "" if spec.read_only else " (writable at run time)"
+        prefix, _, leaf = spec.name.rpartition(".")
+        if prefix and prefix != group:
+            out.append(f"    {prefix}:")
+        group = prefix
+        pad = "      " if prefix else "    "
+        out.append(f"{pad}# {spec.description}{flags}")
+        out.append(f"{pad}{leaf}: {_yaml_value(spec.default)}")
+    return "\n".join(out) + "\n"
+
+
+if __name__ == "__main__":
+    print(render_params_file(), end="")

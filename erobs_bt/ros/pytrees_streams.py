@@ -1,0 +1,424 @@
+"""py_trees_ros snapshot streams, so py-trees-tree-viewer and py-trees-tree-watcher see our tree.
+
+The protocol (py_trees_ros ``trees.py``; names in ``../shared/interop/README.md``):
+
+* services ``~/snapshot_streams/open`` (``OpenSnapshotStream``: ``topic_name`` hint and
+  ``parameters`` → the stream's ``topic_name``), ``~/snapshot_streams/close`` and
+  ``~/snapshot_streams/reconfigure`` (→ ``result``), and
+  ``~/introspection/snapshot_streams/services`` (the three names and types). Viewers find
+  trees by listing the services whose type is
+  ``py_trees_ros_interfaces/srv/OpenSnapshotStream``;
+* each stream is a latched ``py_trees_ros_interfaces/msg/BehaviourTree`` topic:
+  ``~/snapshot_streams/_snapshots_<N>`` for an empty hint, ``~/snapshot_streams/<hint>``
+  for a relative one, ``~``-names expanded, absolute names as given;
+* the default stream ``~/snapshots``, published while the parameter
+  ``default_snapshot_stream`` is true, configured by ``default_snapshot_period``,
+  ``default_snapshot_blackboard_data`` and ``default_snapshot_blackboard_activity``
+  (changeable at run time with ``set_parameters``);
+* a stream publishes when the tree changed (``changed = true``) and, when its
+  ``snapshot_period`` is finite, republishes the unchanged tree every period
+  (``changed = false``).
+
+Behaviours are converted as py_trees_ros converts them: UUIDs (``own_id``,
+``parent_id``, ``child_ids``, ``current_child_id``, ``tip_id``; zero UUID for none),
+``class_name`` ``module.Class``, ``type`` from the class (SEQUENCE, SELECTOR, PARALLEL,
+DECORATOR, BEHAVIOUR), ``additional_detail`` ``WithMemory`` for memory composites,
+statuses 1–4, ``is_active`` on the path from the root to the tip. Units (the root's
+children that hold a unit's subtree) are ``BLACKBOX_LEVEL_BIG_PICTURE`` so a viewer can
+collapse a long script to its units. With ``blackboard_data`` the goal context (goal id,
+unit, cache key digest, cache status, fault) goes into ``blackboard_on_visited_path`` as
+key/values; erobs_bt keeps per-goal state in a typed context object, not in py_trees'
+blackboard, so there is no blackboard activity to report.
+
+Cost: a ``BehaviourTree`` message holds the whole tree, so one publication is linear in
+its size. The messages of a goal's behaviours are built once (from the
+:class:`~erobs_bt.ros.snapshots.TreeTracker` the ``~/tree_snapshot`` throttle keeps) and
+only the behaviours whose state changed are updated; publications are at most
+``snapshot_rate`` per second and spaced so that publishing takes at most
+:data:`CPU_SHARE` of the time.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import py_trees
+from diagnostic_msgs.msg import KeyValue as DiagnosticKeyValue
+from py_trees_ros_interfaces.msg import Behaviour as BehaviourMsg
+from py_trees_ros_interfaces.msg import BehaviourTree, ServiceDetails
+from py_trees_ros_interfaces.srv import (
+    CloseSnapshotStream,
+    IntrospectServices,
+    OpenSnapshotStream,
+    ReconfigureSnapshotStream,
+)
+from rclpy.callback_groups import CallbackGroup
+from rclpy.expand_topic_name import expand_topic_name
+from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from unique_identifier_msgs.msg import UUID
+
+from erobs_bt.ros.snapshots import BehaviourState, TreeTracker
+
+#: Largest fraction of the time spent publishing snapshot streams (spacing of publications).
+CPU_SHARE = 0.05
+
+_STATUS = {"INVALID": 1, "RUNNING": 2, "SUCCESS": 3, "FAILURE": 4}
+_ZERO = UUID()
+
+
+def latched() -> QoSProfile:
+    """py_trees_ros's "latched" QoS: reliable, transient local, keep last 1."""
+    return QoSProfile(
+        depth=1,
+        history=HistoryPolicy.KEEP_LAST,
+        reliability=ReliabilityPolicy.RELIABLE,
+        durability=DurabilityPolicy.TRANSIENT_LOCAL,
+    )
+
+
+@dataclass
+class StreamParameters:
+    """``SnapshotStreamParameters``: ``snapshot_period`` [s] (``inf``: only on change),
+    ``blackboard_data``, ``blackboard_activity``."""
+
+    snapshot_period: float = math.inf
+    blackboard_data: bool = False
+    blackboard_activity: bool = False
+
+    @staticmethod
+    def from_msg(msg: Any) -> StreamParameters:
+        period = float(msg.snapshot_period)
+        return StreamParameters(
+            period if period > 0 else math.inf, bool(msg.blackboard_data), bool(msg.blackboard_activity)
+        )
+
+
+def uuid_msg(text: str) -> UUID:
+    """``unique_identifier_msgs/UUID`` of a UUID's text form."""
+    return UUID(uuid=list(uuid.UUID(text).bytes))
+
+
+def behaviour_type(behaviour: py_trees.behaviour.Behaviour) -> int:
+    """The ``Behaviour.type`` constant of a behaviour's class."""
+    if isinstance(behaviour, py_trees.composites.Sequence):
+        return int(BehaviourMsg.SEQUENCE)
+    if isinstance(behaviour, py_trees.composites.Selector):
+        return int(BehaviourMsg.SELECTOR)
+    if isinstance(behaviour, py_trees.composites.Parallel):
+        return int(BehaviourMsg.PARALLEL)
+    if isinstance(behaviour, py_trees.decorators.Decorator):
+        return int(BehaviourMsg.DECORATOR)
+    return int(BehaviourMsg.BEHAVIOUR)
+
+
+def _detail(behaviour: py_trees.behaviour.Behaviour) -> str:
+    if (
+        isinstance(behaviour, py_trees.composites.Sequence | py_trees.composites.Selector)
+        and behaviour.memory
+    ):
+        return "WithMemory"
+    return ""
+
+
+class TreeMessages:
+    """The ``Behaviour`` messages of one goal's tree, built once and updated on change.
+
+    Args:
+        tracker: the goal's tracker (its behaviours, in pre-order, and their current states).
+    """
+
+    def __init__(self, tracker: TreeTracker) -> None:
+        self.tracker = tracker
+        nodes = tracker.behaviours
+        states = tracker.states
+        root = nodes[0] if nodes else None
+        self._uuids = [uuid_msg(s.id) for s in states]
+        position = {s.id: i for i, s in enumerate(states)}
+        self._children = [[position[c] for c in s.child_ids] for s in states]
+        self._parents = [position.get(s.parent_id, -1) for s in states]
+        self.messages: list[Any] = []
+        for i, (b, s) in enumerate(zip(nodes, states, strict=True)):
+            unit = b.parent is root and root is not None and bool(b.children)
+            self.messages.append(
+                BehaviourMsg(
+                    name=s.name,
+                    class_name=f"{type(b).__module__}.{type(b).__name__}",
+                    own_id=self._uuids[i],
+                    parent_id=self._uuids[self._parents[i]] if self._parents[i] >= 0 else _ZERO,
+                    child_ids=[self._uuids[c] for c in self._children[i]],
+                    type=behaviour_type(b),
+                    additional_detail=_detail(b),
+                    blackbox_level=int(
+                        BehaviourMsg.BLACKBOX_LEVEL_BIG_PICTURE
+                        if unit
+                        else BehaviourMsg.BLACKBOX_LEVEL_NOT_A_BLACKBOX
+                    ),
+                )
+            )
+        self._seen: list[BehaviourState | None] = [None] * len(states)
+        self._tip_path: list[int] = []
+
+    def refresh(self) -> list[Any]:
+        """Bring the messages up to the tracker's current states; the message list.
+
+        Cost: an identity check per behaviour, and a rewrite of the changed ones.
+        """
+        states = self.tracker.states
+        messages, seen, parents = self.messages, self._seen, self._parents
+        touched: set[int] = set()
+        for i, s in enumerate(states):
+            if s is seen[i]:
+                continue
+            seen[i] = s
+            msg = messages[i]
+            msg.status = _STATUS.get(s.status, 0)
+            msg.message = s.message
+            msg.is_active = s.is_active
+            touched.add(i)
+            if parents[i] >= 0:
+                touched.add(parents[i])
+        if not touched:
+            return messages
+        for i in touched:
+            if self._children[i]:
+                messages[i].current_child_id = self._current_child(i, states)
+        for i in self._tip_path:
+            messages[i].tip_id = _ZERO
+        path = self.tracker.active_path
+        for i in path[1:]:
+            messages[i].tip_id = self._uuids[path[0]]
+        self._tip_path = path
+        return messages
+
+    def _current_child(self, i: int, states: Sequence[BehaviourState]) -> Any:
+        # The active child, else the last child that ran (py_trees keeps current_child
+        # pointing at the last child ticked).
+        chosen = -1
+        for c in self._children[i]:
+            if states[c].is_active:
+                return self._uuids[c]
+            if states[c].status != "INVALID":
+                chosen = c
+        return self._uuids[chosen] if chosen >= 0 else _ZERO
+
+
+class _Stream:
+    def __init__(self, topic: str, publisher: Any, parameters: StreamParameters) -> None:
+        self.topic = topic
+        self.publisher = publisher
+        self.parameters = parameters
+        self.last_time = -math.inf
+        self.pending = False
+
+
+class SnapshotStreams:
+    """The py_trees_ros snapshot-stream services and streams of a node.
+
+    Thread-safe. The node calls :meth:`update` with the tree tracker whenever a snapshot
+    was taken (changed tree), :meth:`poll` from a timer (periodic republication, and
+    publications held back by the rate), :meth:`configure_default` when a
+    ``default_snapshot_*`` parameter changes, and :meth:`close` on shutdown.
+
+    Args:
+        node: the node the services and topics belong to.
+        context: gives the goal context as ``(key, value)`` pairs (blackboard data).
+        rate: the most publications per second per stream [Hz].
+        callback_group: for the three services.
+    """
+
+    def __init__(
+        self,
+        node: Node,
+        *,
+        context: Callable[[], Sequence[tuple[str, str]]],
+        rate: float,
+        callback_group: CallbackGroup | None = None,
+    ) -> None:
+        self.node = node
+        self._context = context
+        self._min_period = 1.0 / rate
+        self._lock = threading.Lock()
+        self._streams: dict[str, _Stream] = {}
+        self._counter = 0
+        self._messages: TreeMessages | None = None
+        self._tree: Any = None
+        self._next_allowed = -math.inf
+        self.default_topic = self._expand("~/snapshots")
+        self.published = 0
+        self._services = [
+            node.create_service(
+                OpenSnapshotStream, "~/snapshot_streams/open", self._open, callback_group=callback_group
+            ),
+            node.create_service(
+                CloseSnapshotStream, "~/snapshot_streams/close", self._close, callback_group=callback_group
+            ),
+            node.create_service(
+                ReconfigureSnapshotStream,
+                "~/snapshot_streams/reconfigure",
+                self._reconfigure,
+                callback_group=callback_group,
+            ),
+            node.create_service(
+                IntrospectServices,
+                "~/introspection/snapshot_streams/services",
+                self._introspect,
+                callback_group=callback_group,
+            ),
+        ]
+
+    # -- stream management ----------------------------------------------------------------
+    def _expand(self, name: str) -> str:
+        return expand_topic_name(name, self.node.get_name(), self.node.get_namespace())
+
+    def topic_for(self, hint: str) -> str:
+        """The topic of a stream opened with ``hint`` (py_trees_ros's expansion rules)."""
+        if not hint:
+            topic = self._expand(f"~/snapshot_streams/_snapshots_{self._counter}")
+            self._counter += 1
+            return topic
+        if hint.startswith("~"):
+            return self._expand(hint)
+        if not hint.startswith("/"):
+            return self._expand(f"~/snapshot_streams/{hint}")
+        return hint
+
+    def _add(self, topic: str, parameters: StreamParameters) -> None:
+        with self._lock:
+            stream = self._streams.get(topic)
+            if stream is not None:
+                stream.parameters = parameters
+                return
+            publisher = self.node.create_publisher(BehaviourTree, topic, latched())
+            stream = self._streams[topic] = _Stream(topic, publisher, parameters)
+            stream.pending = self._messages is not None
+
+    def _remove(self, topic: str) -> bool:
+        with self._lock:
+            stream = self._streams.pop(topic, None)
+        if stream is None:
+            return False
+        self.node.destroy_publisher(stream.publisher)
+        return True
+
+    def configure_default(self, enabled: bool, parameters: StreamParameters) -> None:
+        """Open, reconfigure or close the default stream ``~/snapshots``."""
+        if enabled:
+            self._add(self.default_topic, parameters)
+        else:
+            self._remove(self.default_topic)
+
+    def has_streams(self) -> bool:
+        """True while at least one stream is open."""
+        with self._lock:
+            return bool(self._streams)
+
+    def topics(self) -> list[str]:
+        """The open streams' topics."""
+        with self._lock:
+            return sorted(self._streams)
+
+    def _open(self, request: Any, response: Any) -> Any:
+        topic = self.topic_for(request.topic_name)
+        self._add(topic, StreamParameters.from_msg(request.parameters))
+        response.topic_name = topic
+        self.node.get_logger().info(f"snapshot stream opened: {topic}")
+        return response
+
+    def _close(self, request: Any, response: Any) -> Any:
+        response.result = self._remove(request.topic_name)
+        return response
+
+    def _reconfigure(self, request: Any, response: Any) -> Any:
+        with self._lock:
+            stream = self._streams.get(request.topic_name)
+            if stream is not None:
+                stream.parameters = StreamParameters.from_msg(request.parameters)
+        response.result = stream is not None
+        return response
+
+    def _introspect(self, request: Any, response: Any) -> Any:
+        response.service_details = [
+            ServiceDetails(
+                service_name=self.node.resolve_service_name(f"~/snapshot_streams/{key}"), service_type=kind
+            )
+            for key, kind in (
+                ("open", "py_trees_ros_interfaces/srv/OpenSnapshotStream"),
+                ("close", "py_trees_ros_interfaces/srv/CloseSnapshotStream"),
+                ("reconfigure", "py_trees_ros_interfaces/srv/ReconfigureSnapshotStream"),
+            )
+        ]
+        return response
+
+    # -- publishing ---------------------------------------------------------------------------
+    def update(self, tracker: TreeTracker, *, final: bool = False) -> None:
+        """The tree changed: mark every stream for publication, and publish what is due.
+
+        Args:
+            tracker: the goal's tracker, just refreshed (called under the snapshot lock).
+            final: the goal ended; publish at once whatever the spacing.
+        """
+        with self._lock:
+            if not self._streams:
+                self._messages = None
+                return
+            if self._messages is None or self._messages.tracker is not tracker:
+                self._messages = TreeMessages(tracker)
+            for stream in self._streams.values():
+                stream.pending = True
+            self._publish_due(force=final)
+
+    def poll(self) -> None:
+        """Publish held-back changes and periodic republications that are due (timer)."""
+        with self._lock:
+            if self._streams and self._messages is not None:
+                self._publish_due(force=False)
+
+    def _publish_due(self, *, force: bool) -> None:
+        now = time.monotonic()
+        if not force and now < self._next_allowed:
+            return
+        due = [
+            s
+            for s in self._streams.values()
+            if (s.pending and (force or now - s.last_time >= self._min_period))
+            or now - s.last_time >= s.parameters.snapshot_period
+        ]
+        if not due:
+            return
+        began = time.perf_counter()
+        changed_tree = any(s.pending for s in due)
+        if changed_tree or self._tree is None:
+            self._tree = self._build(blackboard=any(s.parameters.blackboard_data for s in due))
+        for stream in due:
+            tree = self._tree
+            tree.changed = stream.pending
+            if not stream.parameters.blackboard_data and tree.blackboard_on_visited_path:
+                tree = BehaviourTree(behaviours=tree.behaviours, changed=stream.pending)
+            stream.publisher.publish(tree)
+            stream.pending = False
+            stream.last_time = now
+            self.published += 1
+        cost = time.perf_counter() - began
+        self._next_allowed = now + cost / CPU_SHARE
+
+    def _build(self, *, blackboard: bool) -> Any:
+        assert self._messages is not None
+        tree = BehaviourTree(behaviours=self._messages.refresh(), changed=True)
+        if blackboard:
+            tree.blackboard_on_visited_path = [
+                DiagnosticKeyValue(key=key, value=value) for key, value in self._context()
+            ]
+        tree.statistics.stamp = self.node.get_clock().now().to_msg()
+        return tree
+
+    def close(self) -> None:
+        """Close every stream (the services go with the node)."""
+        for topic in self.topics():
+            self._remove(topic)

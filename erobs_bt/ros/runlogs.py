@@ -1,0 +1,115 @@
+"""Run logs of the node: one JSON Lines file per goal, in the CLI's format.
+
+``erobs-bt run`` writes every orchestrator event of a run to a
+:class:`~erobs_bt.viz.runlog.RunLogWriter`; the node does the same for every goal it
+accepts, into ``<folder>/<UTC start>_<goal id>_<script>.jsonl`` where ``<script>`` is the
+script's ``run_name`` (EROBS scripts carry one; it is not part of the cache key) or, when
+there is none, ``script-`` and the first 8 hex digits of the SHA-256 of its text. Read one
+with ``erobs-bt log FILE``.
+
+:class:`NodeRunLogs` is an orchestrator listener: the node tells it the script text
+before submitting (:meth:`expect`), and the first event of a new goal id opens that
+goal's file, so the records emitted while the goal is being accepted (its ``RUNNING``
+state, a rejected script) are in it too. The file is closed when the goal finishes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from erobs_bt.orchestrator import OrchestratorListener, Result
+from erobs_bt.viz.runlog import RunLogWriter
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def script_label(full_json: str) -> str:
+    """The ``<script>`` part of a run-log name: a safe ``run_name``, else ``script-<sha8>``."""
+    try:
+        document = json.loads(full_json)
+    except (ValueError, TypeError):
+        document = None
+    name = document.get("run_name") if isinstance(document, dict) else None
+    if isinstance(name, str):
+        safe = _UNSAFE.sub("_", name).strip("._")[:60]
+        if safe:
+            return safe
+    digest = hashlib.sha256(full_json.encode("utf-8", errors="replace")).hexdigest()[:8]
+    return f"script-{digest}"
+
+
+class NodeRunLogs(OrchestratorListener):
+    """Writes each goal's events to its own run log (see the module docstring).
+
+    Thread-safe. A log that cannot be opened or written is reported through ``on_error``
+    once and skipped: a run log never fails a goal.
+
+    Args:
+        folder: where the logs go (created when the first one is opened).
+        on_error: receives a message when a log cannot be written.
+    """
+
+    def __init__(self, folder: Path, *, on_error: Any = None) -> None:
+        self.folder = folder
+        self._on_error = on_error
+        self._lock = threading.Lock()
+        self._expected = ""
+        self._writers: dict[str, RunLogWriter] = {}
+        self._closed: set[str] = set()
+        self.paths: dict[str, Path] = {}
+
+    def expect(self, full_json: str) -> None:
+        """The next new goal is for this script text (call before ``submit``)."""
+        with self._lock:
+            self._expected = full_json
+
+    def path_of(self, goal_id: str) -> Path | None:
+        """The log file of ``goal_id``, once it was opened."""
+        with self._lock:
+            return self.paths.get(goal_id)
+
+    def event(self, goal_id: str, record: Mapping[str, Any]) -> None:
+        if not goal_id:
+            return
+        with self._lock:
+            writer = self._writers.get(goal_id)
+            if writer is None and goal_id not in self._closed:
+                writer = self._open(goal_id)
+        if writer is not None:
+            writer.event(goal_id, record)
+
+    def _open(self, goal_id: str) -> RunLogWriter | None:
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        path = self.folder / f"{stamp}_{goal_id}_{script_label(self._expected)}.jsonl"
+        self._closed.add(goal_id)  # one attempt per goal
+        try:
+            writer = RunLogWriter(path)
+        except OSError as exc:
+            if self._on_error is not None:
+                self._on_error(f"run log {path}: {exc}")
+            return None
+        self._writers[goal_id] = writer
+        self.paths[goal_id] = path
+        return writer
+
+    def finished(self, goal_id: str, result: Result) -> None:
+        with self._lock:
+            writer = self._writers.pop(goal_id, None)
+        if writer is not None:
+            writer.close()
+            if writer.error and writer.error != "closed" and self._on_error is not None:
+                self._on_error(f"run log {writer.path}: {writer.error}")
+
+    def close(self) -> None:
+        """Close every open log."""
+        with self._lock:
+            writers, self._writers = list(self._writers.values()), {}
+        for writer in writers:
+            writer.close()

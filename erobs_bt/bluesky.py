@@ -144,7 +144,9 @@ class ErobsRobot(Device):
         **kwargs: passed to :class:`ophyd.Device`.
 
     Readings (``read()``), all of the last goal:
-        ``<name>_goal_status`` (str: SENDING, RUNNING, SUCCEEDED, ABORTED, CANCELED, REJECTED, UNREACHABLE, NODE_LOST), ``<name>_completed_steps`` (int, hinted),
+        ``<name>_goal_status`` (str: ``SENDING``, ``RUNNING``, ``SUCCEEDED``, ``ABORTED``,
+        ``CANCELED``, ``REJECTED``, ``UNREACHABLE``, ``NODE_LOST``),
+        ``<name>_completed_steps`` (int, hinted),
         ``<name>_total_steps`` (int), ``<name>_error_message`` (str),
         ``<name>_error_code`` (str), ``<name>_cache_status`` (str), ``<name>_gripper``
         (str), ``<name>_unit`` (int, 1-based unit running or last run).
@@ -439,7 +441,7 @@ class ErobsRobot(Device):
             def watch() -> None:
                 with self._boundary:
                     self._boundary.wait_for(lambda: goal.units_started != seen or status.done)
-                loop.call_soon_threadsafe(lambda: future.done() or future.set_result(None))
+                loop.call_soon_threadsafe(_resolve, future)
 
             threading.Thread(target=watch, name=f"{self.name}-boundary", daemon=True).start()
             await future
@@ -451,6 +453,11 @@ class ErobsRobot(Device):
         """Close the ROS client (the device cannot be used after this)."""
         self._client.close()
         super().destroy()
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 def run_script(robot: ErobsRobot, script: str, *, md: Mapping[str, Any] | None = None) -> Any:

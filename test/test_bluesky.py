@@ -25,7 +25,6 @@ from ros_fixtures import NodeProcess, RosEnvironment, fastdds_segments, orphaned
 from erobs_bt.bluesky import ErobsRobot, NodeUnavailable, ScriptFailed, run_script
 from erobs_bt.ros.client import ErobsBtClient
 
-
 SPEED = 5.0
 WAIT = 120.0
 POSES = {
@@ -85,7 +84,7 @@ def robot(observer: ErobsBtClient) -> Iterator[ErobsRobot]:
 
 
 @pytest.fixture
-def RE() -> RunEngine:  # noqa: N802 (Bluesky's name)
+def RE() -> RunEngine:
     return RunEngine({}, call_returns_result=True)
 
 
@@ -110,7 +109,7 @@ def goal_ids(observer: ErobsBtClient, since: int) -> set[str]:
 def test_mv_runs_a_script_and_read_reports_the_result(
     RE: RunEngine,
     robot: ErobsRobot,
-    tmp_path: Path,  # noqa: N803
+    tmp_path: Path,
 ) -> None:
     path = tmp_path / "two_moves.json"
     path.write_text(script([move("vial_scan"), move("safe_sample_transport")]), encoding="utf-8")
@@ -132,7 +131,7 @@ def test_mv_runs_a_script_and_read_reports_the_result(
     assert robot.read()["robot_cache_status"]["value"] == "HIT"
 
 
-def test_run_script_records_the_result_as_a_run(RE: RunEngine, robot: ErobsRobot) -> None:  # noqa: N803
+def test_run_script_records_the_result_as_a_run(RE: RunEngine, robot: ErobsRobot) -> None:
     documents: list[tuple[str, dict[str, Any]]] = []
     RE.subscribe(lambda name, doc: documents.append((name, doc)))
 
@@ -149,7 +148,7 @@ def test_run_script_records_the_result_as_a_run(RE: RunEngine, robot: ErobsRobot
     assert documents[3][1]["exit_status"] == "success"
 
 
-def test_a_failing_script_fails_the_plan_with_its_path(RE: RunEngine, robot: ErobsRobot) -> None:  # noqa: N803
+def test_a_failing_script_fails_the_plan_with_its_path(RE: RunEngine, robot: ErobsRobot) -> None:
     bad = script([move("vial_scan"), {"task_type": "moveto", "planning_type": "joint"}])
 
     with pytest.raises(FailedStatus) as failure:
@@ -169,7 +168,7 @@ def test_a_failing_script_fails_the_plan_with_its_path(RE: RunEngine, robot: Ero
 def test_a_pause_stops_the_robot_at_a_unit_boundary_and_resume_completes_the_same_goal(
     RE: RunEngine,
     robot: ErobsRobot,
-    observer: ErobsBtClient,  # noqa: N803
+    observer: ErobsBtClient,
 ) -> None:
     since = observer.states.count
     when_unit_starts(robot, 1, RE.request_pause)
@@ -194,7 +193,7 @@ def test_a_pause_stops_the_robot_at_a_unit_boundary_and_resume_completes_the_sam
 def test_a_deferred_pause_in_run_script_stops_the_robot_at_the_next_unit_boundary(
     RE: RunEngine,
     robot: ErobsRobot,
-    observer: ErobsBtClient,  # noqa: N803
+    observer: ErobsBtClient,
 ) -> None:
     since = observer.states.count
     when_unit_starts(robot, 2, lambda: RE.request_pause(defer=True))
@@ -216,7 +215,7 @@ def test_a_deferred_pause_in_run_script_stops_the_robot_at_the_next_unit_boundar
 def test_abort_while_paused_cancels_the_goal(
     RE: RunEngine,
     robot: ErobsRobot,
-    observer: ErobsBtClient,  # noqa: N803
+    observer: ErobsBtClient,
 ) -> None:
     since = observer.states.count
     when_unit_starts(robot, 1, RE.request_pause)
@@ -238,7 +237,7 @@ def test_a_node_restart_gives_a_clear_error_then_the_device_reconnects(
     # Its own domain and node: this node is stopped and started again.
     before = fastdds_segments()
     with ros_environment(tmp_path / "ros_log") as environment:
-        RE = RunEngine({}, call_returns_result=True)  # noqa: N806
+        RE = RunEngine({}, call_returns_result=True)
         first = NodeProcess(environment, {"speed": SPEED})
         first.start()
         device = ErobsRobot(name="cell", timeout=10.0)

@@ -202,7 +202,7 @@ class ScriptSubtree:
     @property
     def faulted(self) -> bool:
         """A fatal error failed the script (nothing more was dispatched)."""
-        return self.context.faulted
+        return self.context.fault is not None
 
     def outcome(self) -> SubtreeOutcome:
         """The root's status, progress and first error (see :class:`SubtreeOutcome`)."""
@@ -210,7 +210,7 @@ class ScriptSubtree:
         if context.finish_reason is FinishReason.CANCELED:
             error = context.cancel_message
         else:
-            error = context.error or ""
+            error = str(context.failure) if context.failure is not None else ""
         return SubtreeOutcome(
             status=self.root.status,
             completed_steps=self._progress.completed_steps,

@@ -246,12 +246,19 @@ def test_a_node_restart_gives_a_clear_error_then_the_device_reconnects(
             assert device.read()["cell_goal_status"]["value"] == "SUCCEEDED"
 
             # The node stops while a goal runs: the plan fails with a clear error.
-            when_unit_starts(device, 1, first.stop)
+            stopped = threading.Event()
+
+            def stop_node() -> None:
+                first.stop()
+                stopped.set()
+
+            when_unit_starts(device, 1, stop_node)
             with pytest.raises(FailedStatus) as during:
                 RE(bps.mv(device, FIVE_UNITS))
             error = during.value.args[0].exception()
             assert isinstance(error, ScriptFailed | NodeUnavailable)
             assert "shutting down" in str(error) or "went away" in str(error), str(error)
+            assert stopped.wait(60.0), "the node process exited"
 
             # No node: the next goal fails with what to check.
             with pytest.raises(FailedStatus) as down:

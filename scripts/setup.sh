@@ -4,9 +4,11 @@
 #   scripts/setup.sh          (or `make setup`)
 #
 # Steps, each skipped when already done:
-#   1. system packages: graphviz (py_trees' dot/PNG/SVG rendering) and, only if missing, the
-#      compiler tool chain, cmake, Python headers and venv support; `apt-get update` runs only
-#      when something has to be installed (root, or password-less sudo).
+#   1. system packages: graphviz (py_trees' dot/PNG/SVG rendering), redis-server (the queue of
+#      the Bluesky queueserver; the tests start their own on a private 127.0.0.1 port and never
+#      use a system service) and, only if missing, the compiler tool chain, cmake, Python
+#      headers and venv support; `apt-get update` runs only when something has to be installed
+#      (root, or password-less sudo).
 #   2. .venv with python3 (3.11: the ROS wheels on PyPI are cp311 only).
 #   3. pip, then requirements.txt + requirements-build.txt + requirements-dev.txt (the ranges
 #      erobs_bt needs) constrained by requirements.lock (the exact version of every package,
@@ -76,6 +78,7 @@ py_is_system=0
 missing=()
 command -v dot >/dev/null || missing+=(graphviz)
 command -v chromium >/dev/null || missing+=(chromium)   # headless browser for test/test_web_view.py
+command -v redis-server >/dev/null || missing+=(redis-server)   # queueserver tests start their own
 command -v cmake >/dev/null || missing+=(cmake)
 command -v c++ >/dev/null || missing+=(g++)
 command -v make >/dev/null || command -v ninja >/dev/null || missing+=(make)
@@ -103,7 +106,7 @@ if ((${#missing[@]})); then
   "${sudo[@]}" apt-get install -y -q "${missing[@]}" >/dev/null
   took "${apt_t}"
 else
-  info "present: graphviz, chromium, cmake, c++, python3.11 headers and venv"
+  info "present: graphviz, chromium, redis-server, cmake, c++, python3.11 headers and venv"
 fi
 command -v ninja >/dev/null || info "ninja not found: CMake will use make (slower, still fine)"
 

@@ -123,7 +123,12 @@ def render(
 @click.command()
 @_SCRIPT
 @click.option(
-    "--format", "fmt", type=click.Choice(["btcpp"]), required=True, help="btcpp: BehaviorTree.CPP v4 XML."
+    "--format",
+    "fmt",
+    type=click.Choice(["btcpp", "graphml", "json"]),
+    required=True,
+    help="btcpp: BehaviorTree.CPP v4 XML (one SubTree per unit); graphml: GraphML; "
+    "json: networkx node-link JSON.",
 )
 @click.option(
     "-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Output file (default: stdout)."
@@ -143,24 +148,41 @@ def export(
     no_batching: bool,
     preview: bool,
 ) -> None:
-    """Export the tree SCRIPT compiles to as BehaviorTree.CPP v4 XML (for Groot2)."""
+    """Export the tree SCRIPT compiles to: BehaviorTree.CPP v4 XML (for Groot2) or a graph
+    (GraphML, node-link JSON) for graph tools.
+
+    The tree is compiled exactly as for a goal and never ticked. The BT.CPP file is
+    checked against the v4 format and its blackboard data flow before it is written.
+    """
     import xml.etree.ElementTree as ET
 
     from erobs_bt.viz.export_btcpp import check_btcpp, to_btcpp_xml, tree_id_for
 
     root = _compile(script, poses, cell, no_batching, preview)
-    try:
-        text = to_btcpp_xml(root, tree_id=tree_id or tree_id_for(script.stem))
-    except ValueError as exc:
-        _fail(str(exc), EXIT_INVALID)
-    problems = check_btcpp(ET.fromstring(text))
-    if problems:
-        _fail("the export does not conform to BT.CPP v4:\n  " + "\n  ".join(problems), EXIT_FAILED)
+    chosen_id = tree_id or tree_id_for(script.stem)
+    if fmt == "btcpp":
+        try:
+            text = to_btcpp_xml(root, tree_id=chosen_id)
+        except ValueError as exc:
+            _fail(str(exc), EXIT_INVALID)
+        problems = check_btcpp(ET.fromstring(text))
+        if problems:
+            _fail("the export does not conform to BT.CPP v4:\n  " + "\n  ".join(problems), EXIT_FAILED)
+        described = "BehaviorTree.CPP v4 XML"
+    else:
+        from erobs_bt.viz.export_graph import graph_text, tree_graph
+
+        graph = tree_graph(root, tree_id=chosen_id)
+        text = graph_text(graph, fmt)
+        described = (
+            f"{'GraphML' if fmt == 'graphml' else 'node-link JSON'}, "
+            f"{graph.number_of_nodes()} nodes, {graph.number_of_edges()} edges"
+        )
     if output is None:
         click.echo(text, nl=False)
         return
     output.write_text(text, encoding="utf-8")
-    click.echo(f"wrote {output} (BehaviorTree.CPP v4 XML, format {fmt})")
+    click.echo(f"wrote {output} ({described})")
 
 
 @click.command(name="log")

@@ -1,0 +1,217 @@
+"""The queueserver profile (config/queueserver/) with a real RE Manager and a real node.
+
+The test starts Debian's ``redis-server`` on a private 127.0.0.1 port, an erobs_bt node in
+its own ROS domain and ``start-re-manager`` with the profile (its 0MQ sockets on
+127.0.0.1), queues ``run_script`` through bluesky-queueserver-api and checks that the node
+ran the script. Then a script with a ``pause`` step: while the robot waits at the step
+(deterministic), the queue gets a deferred pause; the operator resumes the step, the plan
+reaches its checkpoint at the next unit start, the RunEngine pauses and the robot stops at
+the unit boundary after that unit; a queue resume completes the same goal. Every process
+is stopped by its PID.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from bluesky_queueserver_api import BPlan
+from bluesky_queueserver_api.zmq import REManagerAPI
+from ros_fixtures import REPO, NodeProcess, RosEnvironment, ros_environment
+
+from erobs_bt.ros.client import ErobsBtClient
+
+SPEED = 5.0
+WAIT = 180.0
+PROFILE = REPO / "config" / "queueserver"
+POSES = {
+    "safe_sample_transport": [79.72, -69.5, -81.91, -117.92, -268.05, -157.15],
+    "sample_scan_1": [13.38, -112.45, -65.22, -90.98, -267.33, -166.94],
+    "pipettor_scan": [112.19, -63.37, -140.83, -65.82, -269.73, -229.5],
+    "vial_scan": [90.95, -55.09, -134.23, -80.7, -269.7, -182.8],
+}
+LED = {"task_type": "pipettor", "operation": "SET_LED", "led_color": {"r": 0, "g": 1, "b": 0}}
+
+
+def move(target: str) -> dict[str, Any]:
+    return {"task_type": "moveto", "target": target, "planning_type": "joint"}
+
+
+def script(tasks: list[dict[str, Any]]) -> str:
+    return json.dumps({"start_gripper": "pipettor", "poses": POSES, "tasks": tasks})
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class Process:
+    """A server process whose output is read on a thread; ready when a line contains ``ready``."""
+
+    def __init__(self, command: list[str], env: dict[str, str], ready: str, cwd: Path) -> None:
+        self.command = command
+        self.lines: list[str] = []
+        self._ready_text = ready
+        self._ready = threading.Event()
+        self.process = subprocess.Popen(
+            command, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.append(line.rstrip("\n"))
+            if self._ready_text in line:
+                self._ready.set()
+        self._ready.set()  # exited: wake the waiter
+
+    def wait_ready(self, timeout: float) -> None:
+        if not self._ready.wait(timeout) or self.process.poll() is not None:
+            raise RuntimeError(f"{self.command[0]} did not start:\n" + "\n".join(self.lines[-40:]))
+
+    def stop(self, sig: int = signal.SIGINT, timeout: float = 30.0) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        return self.process.returncode
+
+
+@pytest.fixture
+def ros_env(tmp_path: Path) -> Iterator[RosEnvironment]:
+    with ros_environment(tmp_path / "ros_log") as environment:
+        yield environment
+
+
+@pytest.fixture
+def node(ros_env: RosEnvironment) -> Iterator[NodeProcess]:
+    process = NodeProcess(ros_env, {"speed": SPEED})
+    process.start()
+    yield process
+    assert process.stop() == 0, process.output
+
+
+@pytest.fixture
+def redis(tmp_path: Path, ros_env: RosEnvironment) -> Iterator[int]:
+    server = shutil.which("redis-server")
+    assert server, "redis-server not installed (scripts/setup.sh installs Debian's)"
+    port = free_port()
+    process = Process(
+        [server, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        dict(ros_env.env),
+        "Ready to accept connections",
+        tmp_path,
+    )
+    process.wait_ready(30.0)
+    yield port
+    process.stop(signal.SIGTERM)
+
+
+@pytest.fixture
+def manager(tmp_path: Path, ros_env: RosEnvironment, redis: int, node: NodeProcess) -> Iterator[REManagerAPI]:
+    control, info = f"tcp://127.0.0.1:{free_port()}", f"tcp://127.0.0.1:{free_port()}"
+    env = {**ros_env.env, "EROBS_BT_NODES": "/erobs_bt"}
+    command = [
+        str(Path(sys.executable).with_name("start-re-manager")),
+        "--startup-dir",
+        str(PROFILE),
+        "--existing-plans-devices",
+        str(tmp_path / "existing_plans_and_devices.yaml"),
+        "--user-group-permissions",
+        str(PROFILE / "user_group_permissions.yaml"),
+        "--redis-addr",
+        f"127.0.0.1:{redis}",
+        "--redis-name-prefix",
+        f"erobs_bt_test_{redis}",
+        "--zmq-control-addr",
+        control,
+        "--zmq-info-addr",
+        info,
+    ]
+    process = Process(command, env, "Ready to accept connections", tmp_path)
+    api = REManagerAPI(zmq_control_addr=control, zmq_info_addr=info)
+    try:
+        api.wait_for_idle(timeout=60)  # answers once the manager is up
+        yield api
+    finally:
+        try:
+            if api.status(reload=True)["worker_environment_exists"]:
+                api.environment_close()
+                api.wait_for_idle(timeout=60)
+            api.manager_stop()
+        except Exception:
+            pass
+        api.close()
+        process.stop(signal.SIGINT, timeout=30.0)
+        print("\n".join(process.lines[-60:]))
+
+
+def test_a_queued_run_script_runs_on_the_node_and_a_deferred_queue_pause_stops_at_a_unit_boundary(
+    manager: REManagerAPI, node: NodeProcess, tmp_path: Path
+) -> None:
+    with ErobsBtClient() as observer:
+        assert observer.wait_for_server(30.0), node.output
+        assert observer.states.wait_for(lambda m: True, 30.0) is not None
+        manager.environment_open()
+        manager.wait_for_idle(timeout=WAIT)
+        status = manager.status()
+        assert status["worker_environment_exists"], manager.status()
+        assert "robot" in manager.devices_allowed()["devices_allowed"]
+        assert "run_script" in manager.plans_allowed()["plans_allowed"]
+
+        # 1. A queued script runs on the node.
+        simple = tmp_path / "simple.json"
+        simple.write_text(script([move("vial_scan"), LED, move("safe_sample_transport")]), encoding="utf-8")
+        since = observer.states.count
+        assert manager.item_add(BPlan("run_script", "robot", str(simple)))["success"]
+        manager.queue_start()
+        manager.wait_for_idle(timeout=WAIT)
+        finished = [m for m in observer.states.items()[since:] if "succeeded" in m.message]
+        assert finished, [(m.state, m.message) for m in observer.states.items()[since:]]
+        history = manager.history_get()["items"]
+        assert history[-1]["result"]["exit_status"] == "completed", history[-1]["result"]
+
+        # 2. A deferred queue pause stops the robot at a unit boundary; resume completes the goal.
+        # units: 1 = move, 2 = pause step, 3 = six-move batch, 4 = LED, 5 = move, 6 = LED, 7 = move
+        long_batch = [move("sample_scan_1"), move("pipettor_scan")] * 3
+        tasks = [move("vial_scan"), {"task_type": "pause"}, *long_batch, LED, move("vial_scan"), LED]
+        paused_script = tmp_path / "with_pause.json"
+        paused_script.write_text(script([*tasks, move("safe_sample_transport")]), encoding="utf-8")
+        since = observer.states.count
+        assert manager.item_add(BPlan("run_script", "robot", str(paused_script)))["success"]
+        manager.queue_start()
+        at_step = observer.wait_for_state("PAUSED", WAIT, since=since)
+        assert at_step is not None and "pause step" in at_step.message, at_step
+        assert manager.re_pause(option="deferred")["success"]
+
+        after_step = observer.states.count
+        assert observer.resume() == (True, "Resumed")  # the operator releases the pause step
+        paused = observer.wait_for_state("PAUSED", WAIT, since=after_step)
+        assert paused is not None, [(m.state, m.message) for m in observer.states.items()[after_step:]]
+        assert paused.message.startswith("paused before unit"), paused.message
+        assert paused.unit_index >= 3 and paused.current_step < paused.total_steps
+        manager.wait_for_idle_or_paused(timeout=WAIT)
+        assert manager.status()["manager_state"] == "paused"
+
+        assert manager.re_resume()["success"]
+        manager.wait_for_idle(timeout=WAIT)
+        states = observer.states.items()[since:]
+        assert len({m.goal_id for m in states if m.goal_id}) == 1, "one goal, never sent twice"
+        assert any("succeeded" in m.message for m in states), [(m.state, m.message) for m in states]
+        history = manager.history_get()["items"]
+        assert history[-1]["result"]["exit_status"] == "completed", history[-1]["result"]

@@ -13,7 +13,7 @@ The RunEngine's controls map onto the node's:
   ``stop()`` and then ``pause()`` on every device it moved. ``stop()`` only *schedules*
   the cancel on the RunEngine's event loop; ``pause()``, which follows at once, withdraws
   it and calls the node's ``~/pause``: the robot stops at its next unit boundary (a
-  running unit is never interrupted, erobs-semantics.md §3). A *deferred* pause takes
+  running unit is never interrupted, docs/behaviour.md §3). A *deferred* pause takes
   effect at the plan's next checkpoint; :func:`run_script` has one at every unit start,
   so from there the robot stops at the next unit boundary. ``mv`` has no checkpoint
   inside, so a deferred pause waits for the whole script.

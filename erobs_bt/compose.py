@@ -1,7 +1,7 @@
 """Compose scripts into your own py_trees tree: the public subtree API.
 
 :func:`script_subtree` compiles a script into the same tree a goal runs (unit boundaries,
-ReplayOrPlan per motion unit, the fault decorator; DESIGN.md §2), bound to a motion
+ReplayOrPlan per motion unit, the fault decorator; docs/design.md §2), bound to a motion
 backend, and returns a :class:`ScriptSubtree`. Insert its :attr:`~ScriptSubtree.root` into
 any tree and tick it the py_trees way, with ``py_trees.trees.BehaviourTree.tick()`` or your
 own loop::
@@ -17,11 +17,11 @@ own loop::
         tree.tick()
         load.wait_for_work(0.5)      # returns early when a backend future completes
 
-Behaviour, as documented for goals (erobs-semantics.md §3): ``pause()`` and ``cancel()`` take
+Behaviour, as documented for goals (docs/behaviour.md §3): ``pause()`` and ``cancel()`` take
 effect at the next unit boundary; a ``pause`` step returns RUNNING until ``resume()``;
 ``resume()`` releases either. A *halt* of the subtree (a parent preempts it, e.g. a reactive
 e-stop selector above it, or ``root.stop()``) stops the motion its running leaf started
-(controlled stop, DESIGN.md §2 and "Engine safety"); ticking it again afterwards starts the
+(controlled stop, docs/design.md §2 and "Engine safety"); ticking it again afterwards starts the
 script over from its first unit. A fatal error (``TIMEOUT:``/``REPLAY_TIMEOUT:``) fails the
 subtree and sets :attr:`ScriptSubtree.faulted`: nothing more is dispatched, and it is up to the
 surrounding tree what to do next (there is no orchestrator to fault).

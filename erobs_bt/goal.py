@@ -1,5 +1,5 @@
 """Value types of the orchestrator's API: states, replies, feedback, results, goal handles
-and listeners (DESIGN.md §3). :mod:`erobs_bt.orchestrator` re-exports all of them."""
+and listeners (docs/design.md §3). :mod:`erobs_bt.orchestrator` re-exports all of them."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The orchestrator: one goal at a time, its state machine, and the tick loop.
 
-States (erobs-semantics.md §3): ``IDLE``, ``RUNNING``, ``COMPLETING_TASK`` (a pause
+States (docs/behaviour.md §3): ``IDLE``, ``RUNNING``, ``COMPLETING_TASK`` (a pause
 was requested, the unit is still running), ``PAUSED``, ``CANCELING``, ``FAULTED``.
 The orchestrator is the only thing that changes its state: the tree reports what it
 does (a unit started, the goal is parked at a boundary or a ``pause`` step) and the

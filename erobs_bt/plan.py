@@ -1,4 +1,4 @@
-"""The goal plan: the one way script text becomes what a goal runs (DESIGN.md §1).
+"""The goal plan: the one way script text becomes what a goal runs (docs/design.md §1).
 
 Every front end turns a script into a :class:`GoalPlan` here and nowhere else: ``erobs-bt
 validate``, ``render``, ``export``, ``run`` and ``preview``, the orchestrator (and so the

@@ -4,7 +4,7 @@
 #   scripts/env.sh COMMAND [ARGS...]   run COMMAND in that environment; its exit status is kept
 #   source scripts/env.sh               export the same variables into the current shell
 #
-# What it sets, and why (../shared/notes/ros2-from-pypi.md §5, DESIGN.md §4 "Safe by default"):
+# What it sets, and why (docs/ros2-from-pypi.md §3, docs/design.md §4 "Safe by default"):
 #   ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST  unless already set: Fast DDS otherwise multicasts
 #                                  out of every interface. (Kilted ignores ROS_LOCALHOST_ONLY.)
 #   FASTDDS_DEFAULT_PROFILES_FILE  config/fastdds_localhost.xml: discovery in ~0.15 s, not ~3 s.

@@ -18,7 +18,7 @@
 #      object_recognition_msgs and moveit_msgs that no wheel provides), in dependency order
 #      (scripts/interface_packages.py): each built by CMake through scikit-build-core and
 #      installed into the venv with `pip install --no-build-isolation` (recipe A of
-#      ../shared/notes/ros2-from-pypi.md; an isolated build cannot see ament_package). A package
+#      docs/ros2-from-pypi.md; an isolated build cannot see ament_package). A package
 #      that is already importable from elsewhere (a sourced ROS distribution) is not built.
 #   5. erobs_bt itself: `pip install -e .` (setup.py), which puts `erobs-bt` and `erobs_bt_node`
 #      in .venv/bin.

@@ -1,12 +1,12 @@
 """The ROS 2 face of erobs_bt: the ``erobs_bt`` node, its client and CLI verbs.
 
 rclpy is imported at module level only by :mod:`erobs_bt.ros.node`,
-:mod:`erobs_bt.ros.client` and :mod:`erobs_bt.ros.convert` (DESIGN.md §1: the engine never
+:mod:`erobs_bt.ros.client` and :mod:`erobs_bt.ros.convert` (docs/design.md §1: the engine never
 imports it); :mod:`erobs_bt.ros.commands` imports them inside its functions and
 :mod:`erobs_bt.ros.snapshots` not at all, so the ``erobs-bt`` command starts fast when no
 ROS verb runs.
 
-Safe by default (DESIGN.md §4): every process that joins ROS through this package calls
+Safe by default (docs/design.md §4): every process that joins ROS through this package calls
 :func:`ensure_localhost_discovery` before ``rclpy.init()``, so a node is not discoverable
 from the network unless the user chose a wider ``ROS_AUTOMATIC_DISCOVERY_RANGE``.
 """
@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 
 #: The environment variable Kilted's rcl reads for the discovery scope
-#: (``ROS_LOCALHOST_ONLY`` is no longer read; see notes/ros2-from-pypi.md §5).
+#: (``ROS_LOCALHOST_ONLY`` is no longer read; see docs/ros2-from-pypi.md §3).
 DISCOVERY_RANGE_VARIABLE = "ROS_AUTOMATIC_DISCOVERY_RANGE"
 
 

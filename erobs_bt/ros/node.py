@@ -40,7 +40,7 @@ robot (:meth:`Orchestrator.shutdown` with the reason ``node shutting down``), wa
 the execute callback to return, stops the timers and the joint-state listener, closes
 the backend and publishes the final state; only then the executor is shut down and its
 thread joined *before* ``destroy_node`` and ``rclpy.shutdown`` (without the join, rclpy
-can abort; ros2-from-pypi.md §5). A goal ended by shutdown is ABORTED with
+can abort; docs/ros2-from-pypi.md §3). A goal ended by shutdown is ABORTED with
 ``error_code`` ``SHUTDOWN`` and a message saying the node is shutting down, running or
 paused alike. If the executor thread dies, :func:`run` exits with
 :data:`EXIT_EXECUTOR_DIED` so that a supervisor restarts the node.
@@ -278,7 +278,7 @@ class _FeedbackPump:
 _CLASS_DOC = """Executes EROBS task scripts on a motion backend through the orchestrator.
 
 One goal at a time, whichever API it comes through; pause and cancel take effect at unit
-boundaries (erobs-semantics.md §3). ``~`` is the node's name (``erobs_bt``); every name
+boundaries (docs/behaviour.md §3). ``~`` is the node's name (``erobs_bt``); every name
 is relative and changed by remapping (``-r __ns:=/cell2``, ``-r joint_states:=...``),
 so several cells run side by side in one domain.
 

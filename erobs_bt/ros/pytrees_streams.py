@@ -1,6 +1,6 @@
 """py_trees_ros snapshot streams, so py-trees-tree-viewer and py-trees-tree-watcher see our tree.
 
-The protocol (py_trees_ros ``trees.py``; names in ``../shared/interop/README.md``):
+The protocol (the documented names of py_trees_ros ``trees.py``, py_trees_ros 2.x):
 
 * services ``~/snapshot_streams/open`` (``OpenSnapshotStream``: ``topic_name`` hint and
   ``parameters`` → the stream's ``topic_name``), ``~/snapshot_streams/close`` and

@@ -4,7 +4,7 @@ A snapshot is a plain copy of the compiled tree's statuses (one :class:`Behaviou
 per behaviour, parents before children), so it can be compared, summarised and
 converted to messages without holding on to live behaviours.
 
-Cost (DESIGN.md §2: "viewers get the structure once per goal and then only what
+Cost (docs/design.md §2: "viewers get the structure once per goal and then only what
 changed"). Copying the whole tree is linear in its size (a 1,000-unit script has about
 6,500 behaviours), so doing it ten times a second made a long goal several times slower
 through the node than in-process. Instead:

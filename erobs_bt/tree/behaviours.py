@@ -7,7 +7,7 @@ RUNNING until it is done, ``terminate()`` is idempotent and, when the behaviour 
 halted (``terminate(INVALID)``: a parent's preemption, ``root.stop()``, the
 orchestrator's stop) with work in flight, **stops the motion it started**
 (:meth:`MotionBackend.stop`, a controlled deceleration) and cancels the future: a
-preemption is a stop, not a detach (DESIGN.md §2). A leaf whose goal is being halted
+preemption is a stop, not a detach (docs/design.md §2). A leaf whose goal is being halted
 starts nothing. A future's completion calls the context's ``wake`` so the orchestrator
 ticks again at once instead of on a timer. Per-type execution timeouts are enforced here: past them
 the backend is stopped and the unit fails with ``TIMEOUT:`` (``REPLAY_TIMEOUT:`` for a

@@ -1,6 +1,6 @@
 """Compile a script's units into a py_trees behaviour tree.
 
-The shape (DESIGN.md §2)::
+The shape (docs/design.md §2)::
 
     Sequence "script" (memory)
     ├── UnitBoundary "before unit 1"

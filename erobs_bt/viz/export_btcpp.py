@@ -171,7 +171,7 @@ _FATAL_OUT = Port(
 _FATAL_IN = Port("fatal_error", "input_port", "std::string", "the TIMEOUT:/REPLAY_TIMEOUT: error, if any")
 
 #: The blackboard entries of a unit's subtree: written by the node that produces the value,
-#: read by the nodes after it (DESIGN.md §2: the per-goal values of the goal context).
+#: read by the nodes after it (docs/design.md §2: the per-goal values of the goal context).
 FATAL_ERROR_KEY = "{fatal_error}"
 CACHE_KEY_KEY = "{cache_key}"
 SOLUTION_KEY = "{solution}"

@@ -1,7 +1,7 @@
 """The folded, JSON-able picture of a script tree that the live viewers draw.
 
 A compiled tree is ``script`` → (``before unit N``, ``unit N: label``)… → ``after last
-unit`` (DESIGN.md §2). A 1,000-unit script has about 7,000 behaviours; drawing all of
+unit`` (docs/design.md §2). A 1,000-unit script has about 7,000 behaviours; drawing all of
 them on every change is neither fast nor readable. :func:`fold_tree` keeps what matters:
 
 * the *current* unit (running, failed, or the one a paused/cancelled boundary waits

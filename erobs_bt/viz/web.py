@@ -14,7 +14,7 @@
   :meth:`Orchestrator.pause` / ``resume`` / ``cancel`` (the API behind the ROS services)
   and answer their :class:`~erobs_bt.orchestrator.Reply` as ``{"success", "message"}``.
 
-Snapshots are taken on change and throttled (DESIGN.md §2): the listener's callbacks
+Snapshots are taken on change and throttled (docs/design.md §2): the listener's callbacks
 only record what changed and raise a flag, O(1) on the goal thread; a snapshot thread
 folds the tree at most ``rate`` times per second and publishes a new version only when
 the picture differs.

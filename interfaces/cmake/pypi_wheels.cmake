@@ -3,7 +3,7 @@
 # It lets an ament_cmake interface package build against the ROS 2 wheels from PyPI (pip with
 # scikit-build-core, or colcon in a venv holding those wheels) as well as against a ROS
 # distribution, where both parts below are no-ops. The reasons are in
-# ../shared/notes/ros2-from-pypi.md (§2, pitfalls B1/B2).
+# docs/ros2-from-pypi.md (§2, pitfalls B1/B2).
 
 if(DEFINED SKBUILD)
   # (1) pip build: let CMake and ament find the ROS packages that the wheels (and the interface

@@ -1,6 +1,6 @@
 """Straight-line (Cartesian, "Pilz LIN") paths of a tool tip, followed through inverse kinematics.
 
-Why this recipe (``shared/notes/motion-planning.md`` §5, after MoveIt's
+Why this recipe (``docs/motion-planning.md`` §5, after MoveIt's
 ``computeCartesianPath``): the tip pose is interpolated from start to goal (position
 linearly, orientation by spherical linear interpolation), about every 0.5 mm (EROBS's
 ``eef_step``); each pose is solved with the analytic IK seeded by the previous solution,

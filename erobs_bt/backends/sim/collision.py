@@ -2,7 +2,7 @@
 
 Why pinocchio + coal: one C++ call (``pinocchio.computeCollisions``) does forward kinematics,
 broad phase and narrow phase for every active pair, at about 20 µs per configuration, fast
-enough for a sampling planner with a Python validity callback (``shared/notes/motion-planning.md``
+enough for a sampling planner with a Python validity callback (``docs/motion-planning.md``
 §3). The robot model is the UR5e URDF shipped by ``airo-models`` with its collision meshes,
 so the geometry is UR's and not hand-sized.
 

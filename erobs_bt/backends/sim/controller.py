@@ -1,6 +1,6 @@
 """The simulated arm controller: plays time-parameterised trajectories in simulated time.
 
-Why a kinematic simulator (``notes/motion-planning.md`` §7): the planner hands over
+Why a kinematic simulator (``docs/motion-planning.md`` §6): the planner hands over
 trajectories that were collision-checked sample by sample, so the simulated robot must
 stay *exactly* on them. :class:`SimController` therefore never integrates dynamics; it
 advances a trajectory-time pointer ``τ`` at a fixed control rate of simulated time and
@@ -22,7 +22,7 @@ the states. Faults fire and trajectories end at the same period at every speed, 
 stop ramp is still integrated period by period, so the final states do not depend on
 ``speed``.
 
-Stopping, like UR's speed slider (motion-planning.md §7): a time-scaling factor ``s``
+Stopping, like UR's speed slider (motion-planning.md §6): a time-scaling factor ``s``
 (1 while playing) is ramped to 0, so the arm decelerates along the trajectory path and
 stays on it. Joint velocity is ``s·q′(τ)`` and acceleration ``s²·q″(τ) + ṡ·q′(τ)``; each
 control period picks the largest ``|ṡ|`` with ``|ṡ·q′_i| ≤ a_i − s²·|q″_i|`` for every

@@ -5,7 +5,7 @@ inverse kinematics has a closed form with up to eight branches. Enumerating all 
 (instead of a numerical solver that returns whichever it converges to) keeps branch choice
 deterministic, which the plan cache and replay depend on. Numpy is the only dependency.
 
-Frames (the usual ROS pitfalls, see ``shared/notes/motion-planning.md`` §2):
+Frames (the usual ROS pitfalls, see ``docs/motion-planning.md`` §2):
 
 * The DH base frame is ROS ``base``; EROBS poses are in ``base_link``, and
   ``T_base_link_base = Rz(π)`` (``ur_description``, joint ``base_link-base_fixed_joint``).

@@ -1,7 +1,7 @@
 """Motion planning for the simulated UR5e cell: one ``moveto`` step in, one timed trajectory out.
 
 The planner reproduces the EROBS planning types (docs/behaviour.md §1) with the embedded
-stack recommended in ``shared/notes/motion-planning.md`` (§9):
+stack recommended in ``docs/motion-planning.md`` (§7):
 
 * **Joint goals** (a pose name resolved to joints, or a named robot state):
   ``auto`` (``""``/``auto``/``joint``) tries the straight joint line first and falls back

@@ -3,13 +3,13 @@
 Why Ruckig, and why one Ruckig problem per segment: a planner hands over a path whose
 every straight joint segment has been collision-checked. A time parameterisation that
 fits a spline through sparse waypoints (e.g. TOPP-RA on a cubic spline) leaves those
-segments, by 0.37 rad in the measurements of ``notes/motion-planning.md`` §4, and then
+segments, by 0.37 rad in the measurements of ``docs/motion-planning.md`` §4, and then
 samples can collide. Solving one rest-to-rest, **phase-synchronised** Ruckig problem per
 segment keeps every sample exactly on its segment (all joints follow the same
 normalised profile), is jerk-limited, and costs a few microseconds per segment. The
 price is that the arm stops at every waypoint; simplified OMPL paths have few.
 Ruckig's multi-waypoint mode (``intermediate_positions``) is never used: the community
-build sends that request to a cloud API (motion-planning.md §4, §10).
+build sends that request to a cloud API (motion-planning.md §4, §8).
 
 Straight Cartesian (TCP line) moves give a dense joint path instead. For those,
 :func:`time_parameterize_path` runs a 1-DOF Ruckig problem on the path parameter ``s``

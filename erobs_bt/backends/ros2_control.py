@@ -450,24 +450,25 @@ class RosLink:
         self.group = ReentrantCallbackGroup()
         self._executor = MultiThreadedExecutor(num_threads=2, context=context)
         self._executor.add_node(self.node)
+        self._stop = threading.Event()
         self._thread = threading.Thread(target=self._spin, name=f"{node_name}-executor", daemon=True)
         self._thread.start()
         self._closed = False
 
     def _spin(self) -> None:
-        try:
-            self._executor.spin()
-        except Exception:  # the context was shut down under the executor
-            if not self._closed:
-                _LOG.exception("ros2_control executor stopped")
+        # spin_once in a loop: close() stops the loop and joins this thread before the
+        # executor is shut down, so no callback runs while its guard condition is destroyed.
+        while not self._stop.is_set() and self.context.ok():
+            self._executor.spin_once(timeout_sec=0.05)
 
     def close(self) -> None:
-        """Shut the executor down, join its thread, destroy the node (and the own context)."""
+        """Stop spinning, join the thread, then shut the executor down and destroy the node."""
         if self._closed:
             return
         self._closed = True
-        self._executor.shutdown()
+        self._stop.set()
         self._thread.join(5.0)
+        self._executor.shutdown()
         self.node.destroy_node()
         if self._own_context:
             self.context.try_shutdown()

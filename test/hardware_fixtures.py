@@ -149,7 +149,9 @@ class HardwareObserver:
 
     def wait_event(self, kind: str, timeout: float = 30.0, *, since: int = 0, **match: Any) -> dict[str, Any]:
         found = self.events.wait_for(
-            lambda e: e["event"] == kind and all(e.get(k) == v for k, v in match.items()), timeout, since=since
+            lambda e: e["event"] == kind and all(e.get(k) == v for k, v in match.items()),
+            timeout,
+            since=since,
         )
         assert found is not None, f"no {kind} event {match}; got {self.events.items()[since:]}"
         return found

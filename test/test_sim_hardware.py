@@ -64,7 +64,10 @@ def live(observer: HardwareObserver) -> np.ndarray:
 
 def segment_to(start: np.ndarray, target: np.ndarray, index: int = 0) -> ArmSegment:
     points = time_parameterize(
-        [start, target], velocity_limits=VELOCITY_LIMITS, acceleration_limits=ACCELERATION_LIMITS, speed_scaling=0.5
+        [start, target],
+        velocity_limits=VELOCITY_LIMITS,
+        acceleration_limits=ACCELERATION_LIMITS,
+        speed_scaling=0.5,
     )
     return ArmSegment(index, tuple(points))
 
@@ -84,7 +87,9 @@ def wait(future: Any, timeout: float = TIMEOUT) -> Any:
     return future.result()
 
 
-def test_joint_states_come_at_100_hz_or_more_with_the_prefixed_ur_joint_names(observer: HardwareObserver) -> None:
+def test_joint_states_come_at_100_hz_or_more_with_the_prefixed_ur_joint_names(
+    observer: HardwareObserver,
+) -> None:
     since = observer.joint_states.count
     assert observer.joint_states.wait_for(lambda m: True, 5.0, since=since + 60) is not None
     messages = observer.joint_states.items()[-60:]
@@ -121,7 +126,9 @@ def test_invalid_joints_are_rejected_and_a_far_first_point_violates_the_path_tol
     assert np.allclose(live(observer), start, atol=1e-9), "the arm moved for a rejected trajectory"
 
 
-def test_cancel_decelerates_within_the_acceleration_limits_and_ends_canceled(observer: HardwareObserver) -> None:
+def test_cancel_decelerates_within_the_acceleration_limits_and_ends_canceled(
+    observer: HardwareObserver,
+) -> None:
     start = live(observer)
     target = start + np.array([1.2, 0.0, 0.0, 0.0, 0.0, 0.0])
     segment = segment_to(start, target)
@@ -190,7 +197,8 @@ def test_fault_entries_are_checked_with_their_path() -> None:
 
 
 def test_the_hardware_config_fits_the_packaged_cell() -> None:
-    from erobs_bt.backends.ros2_control import check_against_cell, load_hardware_config
     from hardware_fixtures import HARDWARE_CONFIG
+
+    from erobs_bt.backends.ros2_control import check_against_cell, load_hardware_config
 
     check_against_cell(load_hardware_config(HARDWARE_CONFIG), load_cell())

@@ -551,8 +551,8 @@ def run_action(
         timeouts: ``server`` and ``acceptance`` [s].
         result_timeout: [s] for the result after acceptance.
         goals: the registry a stop cancels through.
-        watchdog: called every 50 ms while waiting for the result; raises to give up
-            (the goal is then cancelled).
+        watchdog: called every 50 ms while waiting for the goal response and the result;
+            raises to give up (an accepted goal is then cancelled).
 
     Returns:
         The result message of a SUCCEEDED goal.
@@ -567,7 +567,7 @@ def run_action(
             ErrorCode.EXECUTION_FAILED, f"{what}: action server unavailable (waited {timeouts['server']:g} s)"
         )
     sent = client.send_goal_async(goal)
-    if not wait_future(sent, timeouts["acceptance"]):
+    if not wait_future(sent, timeouts["acceptance"], poll=watchdog):
         raise MotionError(ErrorCode.TIMEOUT, f"{what}: goal acceptance over {timeouts['acceptance']:g} s")
     handle = sent.result()
     if handle is None or not handle.accepted:

@@ -67,16 +67,14 @@ def steps(text: str) -> tuple[Step, ...]:
 def finish(client: ErobsBtClient, run: GoalRun, *, resume: bool = True) -> Any:
     """Wait for the goal's result, resuming every pause step on the way."""
     assert run.accepted, run.rejection
-    resumed = 0
+    seen = client.states.count
     while not run.done():
-        paused = client.states.wait_for(
-            lambda m: m.state == "PAUSED" or run.done(), GOAL_TIMEOUT, since=resumed
-        )
-        if paused is None or run.done():
-            break
-        resumed = client.states.count
-        if resume and paused.state == "PAUSED":
-            assert client.resume()[0]
+        # Short waits: the result can arrive without another state message.
+        paused = client.states.wait_for(lambda m: m.state == "PAUSED", 0.5, since=seen)
+        if paused is not None:
+            seen = client.states.count
+            if resume:
+                client.resume()
     return run.wait(GOAL_TIMEOUT)
 
 

@@ -820,6 +820,15 @@ class FollowJointTrajectoryArm:
                 ErrorCode.EXECUTION_FAILED,
                 f"{what}: {fjt_error_name(result.error_code)}: {result.error_string}",
             )
+        # The result can overtake the last joint states: wait for a state sent after it, so
+        # the next plan (and start check) starts where the arm really is.
+        done_at = time.monotonic()
+        if not wait_ready(lambda: self._stamp > done_at, self._hw.state_timeout):
+            raise MotionError(
+                ErrorCode.EXECUTION_FAILED,
+                f"{what}: no joint state on {self._hw.joint_states} within "
+                f"{self._hw.state_timeout:g} s after the result",
+            )
 
     def stop(self) -> None:
         """Cancel the goal in flight; the controller brings the arm to rest. Non-blocking, idempotent."""

@@ -53,8 +53,9 @@ motions go to the robot like every other motion. A camera pipeline is not part o
 backend.
 
 Threads: the backend has its own rclpy context and node (``erobs_bt_ros2_control``), spun
-by a two-thread executor; planning and execution run on :class:`SimBackend`'s worker
-threads and block there on the ROS futures, never on the tree's tick thread.
+by a single-threaded executor whose callbacks never block; planning and execution run on
+:class:`SimBackend`'s worker threads and block there on the ROS futures, never on the
+tree's tick thread.
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ from erobs_bt_interfaces.action import PipettorCommand
 from rclpy.action import ActionClient
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.context import Context
-from rclpy.executors import MultiThreadedExecutor
+from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data
 from rclpy.signals import SignalHandlerOptions
@@ -448,7 +449,10 @@ class RosLink:
         self.context = context
         self.node = Node(node_name, context=context)
         self.group = ReentrantCallbackGroup()
-        self._executor = MultiThreadedExecutor(num_threads=2, context=context)
+        # Single-threaded: every callback here only records a message or sets an event
+        # (the waiting happens on the backend's worker threads), and one thread keeps each
+        # round trip free of the thread-pool hand-offs of MultiThreadedExecutor.
+        self._executor = SingleThreadedExecutor(context=context)
         self._executor.add_node(self.node)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._spin, name=f"{node_name}-executor", daemon=True)
@@ -636,6 +640,7 @@ class FollowJointTrajectoryArm:
         self._link = link
         self._hw = hardware
         self._lock = threading.Lock()
+        self._state_arrived = threading.Condition(self._lock)
         self._positions: tuple[float, ...] | None = None
         self._stamp = -math.inf
         self._listeners: list[JointStateListener] = []
@@ -673,6 +678,7 @@ class FollowJointTrajectoryArm:
             self._positions = positions
             self._stamp = time.monotonic()
             listeners = list(self._listeners)
+            self._state_arrived.notify_all()
         for listener in listeners:
             try:
                 listener(JOINT_NAMES, positions, velocities)
@@ -687,6 +693,29 @@ class FollowJointTrajectoryArm:
     def wait_for_state(self, timeout: float) -> bool:
         """Wait up to ``timeout`` [s] for a fresh joint state."""
         return wait_ready(lambda: self.state_age() <= self._hw.state_timeout, timeout)
+
+    def wait_for_settled(self, target: Sequence[float], moment: float, timeout: float) -> bool:
+        """Wait up to ``timeout`` [s] until the live state is within the goal tolerance of
+        ``target`` [rad, unprefixed order], or a joint state received after ``moment``
+        (``time.monotonic()``) says where the arm is."""
+        goal = np.asarray(target, dtype=float)
+
+        def settled() -> bool:
+            if self._stamp > moment:
+                return True
+            here = self._positions
+            return (
+                here is not None and float(np.max(np.abs(np.asarray(here) - goal))) <= self._hw.goal_tolerance
+            )
+
+        deadline = time.monotonic() + timeout
+        with self._state_arrived:
+            while not settled():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._state_arrived.wait(remaining)
+            return True
 
     def joint_positions(self) -> JointPositions:
         """The live arm state [rad], unprefixed :data:`JOINT_NAMES` order.
@@ -820,10 +849,12 @@ class FollowJointTrajectoryArm:
                 ErrorCode.EXECUTION_FAILED,
                 f"{what}: {fjt_error_name(result.error_code)}: {result.error_string}",
             )
-        # The result can overtake the last joint states: wait for a state sent after it, so
-        # the next plan (and start check) starts where the arm really is.
-        done_at = time.monotonic()
-        if not wait_ready(lambda: self._stamp > done_at, self._hw.state_timeout):
+        # The result can overtake the last joint states: wait until they show the arm at the
+        # end (or one sent after the result says where it is), so the next plan and start
+        # check begin where the arm really is.
+        end = segment.points[-1].positions
+        order = [segment.joint_names.index(n) for n in JOINT_NAMES]
+        if not self.wait_for_settled([end[i] for i in order], time.monotonic(), self._hw.state_timeout):
             raise MotionError(
                 ErrorCode.EXECUTION_FAILED,
                 f"{what}: no joint state on {self._hw.joint_states} within "

@@ -202,3 +202,16 @@ def test_the_hardware_config_fits_the_packaged_cell() -> None:
     from erobs_bt.backends.ros2_control import check_against_cell, load_hardware_config
 
     check_against_cell(load_hardware_config(HARDWARE_CONFIG), load_cell())
+
+
+def test_erobs_bt_sim_hardware_forwards_its_options_and_refuses_a_bad_configuration(tmp_path: Any) -> None:
+    from click.testing import CliRunner
+
+    from erobs_bt.cli import main
+
+    bad = tmp_path / "hardware.yaml"
+    bad.write_text("arm: {goal_tolerance: -1}\n")
+    result = CliRunner().invoke(main, ["sim-hardware", "--config", str(bad)])
+    assert result.exit_code == 2
+    result = CliRunner().invoke(main, ["sim-hardware", "--speed", "0"])
+    assert result.exit_code == 2

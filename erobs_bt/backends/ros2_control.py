@@ -545,6 +545,7 @@ def run_action(
     result_timeout: float,
     goals: _Goals,
     watchdog: Callable[[], None] | None = None,
+    generation: int | None = None,
 ) -> Any:
     """Send one action goal and wait for its result (in the calling thread).
 
@@ -555,6 +556,8 @@ def run_action(
         timeouts: ``server`` and ``acceptance`` [s].
         result_timeout: [s] for the result after acceptance.
         goals: the registry a stop cancels through.
+        generation: ``goals.current()`` when the caller committed to the goal (default:
+            now); a stop after it cancels the goal, or keeps it from being sent.
         watchdog: called every 50 ms while waiting for the goal response and the result;
             raises to give up (an accepted goal is then cancelled).
 
@@ -565,11 +568,14 @@ def run_action(
         MotionError: ``EXECUTION_FAILED`` (server unavailable, rejected, aborted, cancelled),
         ``TIMEOUT`` (no goal response within ``acceptance``, no result within ``result_timeout``).
     """
-    generation = goals.current()
+    if generation is None:
+        generation = goals.current()
     if not wait_ready(client.server_is_ready, timeouts["server"]):
         raise MotionError(
             ErrorCode.EXECUTION_FAILED, f"{what}: action server unavailable (waited {timeouts['server']:g} s)"
         )
+    if goals.current() != generation:
+        raise MotionError(ErrorCode.EXECUTION_FAILED, f"{what}: stopped by request (not sent)")
     sent = client.send_goal_async(goal)
     if not wait_future(sent, timeouts["acceptance"], poll=watchdog):
         raise MotionError(ErrorCode.TIMEOUT, f"{what}: goal acceptance over {timeouts['acceptance']:g} s")
@@ -781,14 +787,15 @@ class FollowJointTrajectoryArm:
             )
 
     def execute(self, segment: ArmSegment, *, fault: tuple[float, MotionError] | None = None) -> Future[None]:
-        """Send ``segment`` as one FollowJointTrajectory goal and wait for its result.
+        """Send ``segment`` as one FollowJointTrajectory goal; the future completes with its result.
 
-        Blocks the calling thread (a backend worker) until the goal has ended; the
-        returned future is already complete. ``fault`` is not supported: faults are
-        injected at the hardware (``erobs_bt_sim_hardware --faults``).
+        Returns at once (the goal is sent and awaited on a thread of its own), like
+        :meth:`SimController.execute`; a :meth:`stop` from now on cancels it, even before
+        it is sent. ``fault`` is not supported: faults are injected at the hardware
+        (``erobs_bt_sim_hardware --faults``).
 
         Returns:
-            A completed future, failed with a :class:`MotionError` per the module's table.
+            A future that fails with a :class:`MotionError` per the module's table.
         """
         future: Future[None] = Future()
         future.set_running_or_notify_cancel()
@@ -805,19 +812,24 @@ class FollowJointTrajectoryArm:
                 return future
             self._busy = True
             self._idle.clear()
-        try:
-            self._follow(segment)
-        except BaseException as exc:
-            future.set_exception(as_motion_error(exc, default=ErrorCode.EXECUTION_FAILED))
-        else:
-            future.set_result(None)
-        finally:
-            with self._lock:
-                self._busy = False
-                self._idle.set()
+        generation = self.goals.current()
+
+        def follow() -> None:
+            try:
+                self._follow(segment, generation)
+            except BaseException as exc:
+                future.set_exception(as_motion_error(exc, default=ErrorCode.EXECUTION_FAILED))
+            else:
+                future.set_result(None)
+            finally:
+                with self._lock:
+                    self._busy = False
+                    self._idle.set()
+
+        threading.Thread(target=follow, name=f"fjt-step-{segment.step_index}", daemon=True).start()
         return future
 
-    def _follow(self, segment: ArmSegment) -> None:
+    def _follow(self, segment: ArmSegment, generation: int) -> None:
         if not segment.points:
             raise MotionError(
                 ErrorCode.EXECUTION_FAILED, f"trajectory of step {segment.step_index} has no points"
@@ -843,6 +855,7 @@ class FollowJointTrajectoryArm:
             result_timeout=segment.duration + self._hw.goal_time_tolerance + self._hw.timeouts["motion"],
             goals=self.goals,
             watchdog=watchdog,
+            generation=generation,
         )
         if result.error_code != FollowJointTrajectory.Result.SUCCESSFUL:
             raise MotionError(

@@ -1077,10 +1077,10 @@ class Ros2ControlBackend(SimBackend):
             controller=self._arm,
         )
         if wait_for_state > 0 and not self._arm.wait_for_state(wait_for_state):
-            _LOG.warning(
-                "no joint state on %s within %.1f s; planning waits for the robot",
-                hardware.joint_states,
-                wait_for_state,
+            # On the node's ROS logger too, so it shows in the node's output.
+            self._link.node.get_logger().warning(
+                f"no joint state on {hardware.joint_states} within {wait_for_state:.1f} s; "
+                "planning needs the robot's live state"
             )
 
     # -- MotionBackend -----------------------------------------------------------------------

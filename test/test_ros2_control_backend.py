@@ -248,7 +248,10 @@ def private(tmp_path: Path) -> Iterator[RosEnvironment]:
 
 def start_backend(tmp_path: Path, gripper: str | None = None, **overrides: Any) -> Ros2ControlBackend:
     config = write_hardware_config(tmp_path / "hardware.yaml", **overrides)
-    return Ros2ControlBackend(load_cell(), load_hardware_config(config), gripper=gripper)
+    backend = Ros2ControlBackend(load_cell(), load_hardware_config(config), gripper=gripper)
+    # Discovery of the hardware node can take seconds on a loaded machine.
+    assert backend.arm.wait_for_state(30.0), "no joint state from the hardware node within 30 s"
+    return backend
 
 
 def error_of(future: Future[Any], timeout: float = GOAL_TIMEOUT) -> MotionError:

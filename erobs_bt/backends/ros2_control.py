@@ -1057,7 +1057,7 @@ class Ros2ControlBackend(SimBackend):
         gripper: str | None = None,
         planner_config: PlannerConfig | None = None,
         seed: int | None = None,
-        wait_for_state: float = 5.0,
+        wait_for_state: float = 10.0,
         link: RosLink | None = None,
     ) -> None:
         check_against_cell(hardware, cell)

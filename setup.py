@@ -89,6 +89,7 @@ setup(
         "console_scripts": [
             "erobs-bt = erobs_bt.cli:main",
             "erobs_bt_node = erobs_bt.ros.node:main",
+            "erobs_bt_sim_hardware = erobs_bt.ros.sim_hardware:main",
         ],
     },
 )

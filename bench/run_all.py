@@ -35,6 +35,7 @@ SECTIONS: tuple[tuple[str, str], ...] = (
     ("planning", "bench_planning"),
     ("ROS node", "bench_ros"),
     ("snapshot scaling", "bench_snapshots"),
+    ("ros2_control backend", "bench_ros2_control"),
     ("memory", "bench_memory"),
 )
 #: Longest a section may take [s] (the whole run is meant to stay well under 10 minutes).

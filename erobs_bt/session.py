@@ -28,8 +28,10 @@ class EngineConfig:
     """Everything that shapes an engine (the ROS parameters, the CLI options).
 
     Attributes:
-        backend: ``sim`` (default) or ``scripted``.
+        backend: ``sim`` (default), ``ros2_control`` or ``scripted``.
         cell: cell YAML; ``None`` for the packaged ``config/cell.yaml``.
+        hardware: the ``ros2_control`` backend's hardware YAML; ``None`` for the
+            packaged ``config/ur5e_ros2_control.yaml``.
         poses: pose-registry YAML (degrees); ``None`` for none.
         faults: fault-injection YAML for the sim backend; ``None`` for none.
         speed: simulated-time factor (1.0 = real time).
@@ -42,6 +44,7 @@ class EngineConfig:
     cell: Path | None = None
     poses: Path | None = None
     faults: Path | None = None
+    hardware: Path | None = None
     speed: float = 1.0
     enable_batching: bool = True
     cache_capacity: int = DEFAULT_CAPACITY
@@ -83,9 +86,7 @@ class Engine:
         """Halt the running goal (it aborts with ``SHUTDOWN: <reason>``), then stop the goal
         thread and the backend."""
         self.orchestrator.shutdown(reason=reason)
-        shutdown = getattr(self.backend, "shutdown", None)
-        if callable(shutdown):
-            shutdown()
+        self.backend.close()
 
 
 def build_engine(config: EngineConfig, *, listener: OrchestratorListener | None = None) -> Engine:
@@ -98,7 +99,13 @@ def build_engine(config: EngineConfig, *, listener: OrchestratorListener | None 
     """
     # The same files as `erobs-bt validate --cell --poses`: one parser configuration.
     parser = ScriptParser.from_files(cell=config.cell, poses=config.poses)
-    backend = create_backend(config.backend, cell=config.cell, speed=config.speed, faults=config.faults)
+    backend = create_backend(
+        config.backend,
+        cell=config.cell,
+        speed=config.speed,
+        faults=config.faults,
+        hardware=config.hardware,
+    )
     unknown = set(config.timeouts) - set(DEFAULT_TIMEOUTS)
     if unknown:
         raise ValueError(

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import enum
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -224,6 +224,24 @@ def _solution_from_json(data: dict[str, Any]) -> Solution:
     )
 
 
+#: A joint-state listener: ``(joint names, positions [rad], velocities [rad/s])``, the
+#: ``sensor_msgs/JointState`` fields (unprefixed UR joint names, :data:`JOINT_NAMES` order).
+JointStateListener = Callable[[tuple[str, ...], tuple[float, ...], tuple[float, ...]], None]
+
+
+@dataclass(frozen=True)
+class CellVocabulary:
+    """The names a script may use on a backend's cell (what the script parser checks against).
+
+    Attributes:
+        grippers: the cell's gripper names (``none``, ``epick``, ``hande``, …).
+        named_states: the robot's named states (``moveit_home``, …).
+    """
+
+    grippers: tuple[str, ...]
+    named_states: tuple[str, ...]
+
+
 @runtime_checkable
 class MotionBackend(Protocol):
     """What the tree needs from a robot (simulated cell, MoveIt, scripted test double).
@@ -292,4 +310,41 @@ class MotionBackend(Protocol):
 
     def stop(self) -> None:
         """Stop any motion safely (decelerate, then drop the trajectory). Idempotent."""
+        ...
+
+    def close(self) -> None:
+        """Stop any motion and release the backend's threads, processes and connections.
+
+        Idempotent; after it, calls fail with ``EXECUTION_FAILED``.
+        """
+        ...
+
+    def cell_vocabulary(self) -> CellVocabulary | None:
+        """The cell's grippers and named states, or ``None`` for the parser's defaults."""
+        ...
+
+    def add_joint_state_listener(self, listener: JointStateListener, *, rate: float | None = None) -> bool:
+        """Call ``listener`` with the live arm state as it changes (for ``/joint_states``).
+
+        Args:
+            listener: the callback.
+            rate: [Hz] wanted notifications per wall second while moving (``None``: the
+                backend's own rate); a robot's stream comes at the driver's rate.
+
+        Returns:
+            True when the backend will call it; False when it has no joint-state stream
+            (a caller then polls :meth:`joint_positions`).
+        """
+        ...
+
+    def remove_joint_state_listener(self, listener: JointStateListener) -> None:
+        """Stop calling ``listener`` (no error when it was not added)."""
+        ...
+
+    @property
+    def publishes_joint_states(self) -> bool:
+        """True when the robot's own driver already publishes ``/joint_states`` (ros2_control).
+
+        A ROS front end then must not republish them on the same topic.
+        """
         ...

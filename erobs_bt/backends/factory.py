@@ -2,6 +2,10 @@
 
 Kinds:
     ``sim`` — the embedded simulated UR5e cell (default);
+    ``ros2_control`` — plans with the embedded planner against the cell model and the live
+    ``/joint_states``, executes over ``control_msgs/action/FollowJointTrajectory`` and the
+    gripper, IO and pipettor interfaces of a real cell (ur_robot_driver) or of the simulated
+    hardware node ``erobs_bt_sim_hardware``;
     ``scripted`` — the deterministic scripted backend (engine dry runs, tests);
 
 A MoveIt adapter is not part of this package yet: there is no MoveIt to test it against
@@ -15,7 +19,7 @@ from pathlib import Path
 
 from erobs_bt.backends.base import MotionBackend
 
-BACKEND_KINDS = ("sim", "scripted")
+BACKEND_KINDS = ("sim", "ros2_control", "scripted")
 
 
 def create_backend(
@@ -24,6 +28,7 @@ def create_backend(
     cell: Path | None = None,
     speed: float = 1.0,
     faults: Path | None = None,
+    hardware: Path | None = None,
 ) -> MotionBackend:
     """Build a backend.
 
@@ -31,7 +36,10 @@ def create_backend(
         kind: one of :data:`BACKEND_KINDS`.
         cell: cell configuration YAML (default: the packaged ``config/cell.yaml``).
         speed: simulated-time factor of the sim controller (1.0 = real time).
-        faults: fault-injection YAML for the sim backend, or ``None``.
+        faults: fault-injection YAML for the sim backend, or ``None`` (the ``ros2_control``
+            backend takes none: faults are injected at the hardware node).
+        hardware: the ``ros2_control`` backend's hardware YAML (default: the packaged
+            ``config/ur5e_ros2_control.yaml``).
 
     Raises:
         ValueError: unknown kind or invalid configuration (the message names the file and key).
@@ -48,4 +56,19 @@ def create_backend(
 
         cell_config = load_cell(cell if cell is not None else config_file("cell.yaml"))
         return SimBackend(cell_config, speed=speed, faults=load_faults(faults) if faults else None)
+    if kind == "ros2_control":
+        from erobs_bt.backends.ros2_control import Ros2ControlBackend, load_hardware_config
+        from erobs_bt.backends.sim.cell import load_cell
+        from erobs_bt.paths import config_file
+
+        if faults is not None:
+            raise ValueError(
+                "faults: the ros2_control backend injects no faults itself; "
+                "give them to the hardware node (erobs_bt_sim_hardware --faults)"
+            )
+        cell_config = load_cell(cell if cell is not None else config_file("cell.yaml"))
+        hardware_config = load_hardware_config(
+            hardware if hardware is not None else config_file("ur5e_ros2_control.yaml")
+        )
+        return Ros2ControlBackend(cell_config, hardware_config)
     raise ValueError(f"backend: unknown kind {kind!r} (available: {', '.join(BACKEND_KINDS)})")

@@ -26,7 +26,9 @@ from typing import Any
 
 from erobs_bt.backends.base import (
     ArmSegment,
+    CellVocabulary,
     ErrorCode,
+    JointStateListener,
     MotionError,
     Segment,
     Solution,
@@ -205,6 +207,25 @@ class ScriptedBackend:
             in_flight, self._in_flight = self._in_flight, set()
         for future in in_flight:
             self._settle(future, MotionError(ErrorCode.EXECUTION_FAILED, "stopped by request"))
+
+    def close(self) -> None:
+        """Nothing to release (no threads of its own)."""
+
+    def cell_vocabulary(self) -> CellVocabulary | None:
+        """``None``: scripts are checked against the parser's default grippers and states."""
+        return None
+
+    def add_joint_state_listener(self, listener: JointStateListener, *, rate: float | None = None) -> bool:
+        """False: no joint-state stream (callers poll :meth:`joint_positions`)."""
+        return False
+
+    def remove_joint_state_listener(self, listener: JointStateListener) -> None:
+        """No-op (listeners are never added)."""
+
+    @property
+    def publishes_joint_states(self) -> bool:
+        """False: no driver publishes this backend's joint states."""
+        return False
 
     # -- internals -------------------------------------------------------------------
     def _revision(self) -> str:

@@ -13,6 +13,8 @@
   needed, any action client can do the same, and the goal still ends with the action
   status CANCELED at the next unit boundary (at once while paused).
 * ``state`` — print the latched execution state, gripper and last tree snapshot.
+* ``sim-hardware`` — run the simulated cell as a hardware node behind ros2_control's
+  interfaces (:mod:`erobs_bt.ros.sim_hardware`), for the ``ros2_control`` backend.
 
 rclpy is imported inside the functions only: the ``erobs-bt`` group must start fast for
 the verbs that do not touch ROS. The lead adds :data:`COMMANDS` to the group.
@@ -374,6 +376,24 @@ def state(node: str, timeout: float) -> None:
 
 
 #: The ROS verbs, for ``main.add_command`` in :mod:`erobs_bt.cli`.
+@click.command(
+    "sim-hardware",
+    context_settings={"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": []},
+    add_help_option=False,
+)
+@click.pass_context
+def sim_hardware(ctx: click.Context) -> None:
+    """Run the simulated cell as a hardware node (erobs_bt_sim_hardware; --help for its options).
+
+    It serves FollowJointTrajectory, /joint_states, GripperCommand, SetIO and the pipettor,
+    as ur_robot_driver and the grippers' drivers do on a real cell; run the node with
+    ``-p backend:=ros2_control`` beside it.
+    """
+    from erobs_bt.ros.sim_hardware import run as run_hardware
+
+    sys.exit(run_hardware(list(ctx.args)))
+
+
 COMMANDS: tuple[click.Command, ...] = (
     serve,
     send,
@@ -384,4 +404,5 @@ COMMANDS: tuple[click.Command, ...] = (
     reset_fault,
     clear_cache,
     state,
+    sim_hardware,
 )

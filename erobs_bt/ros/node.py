@@ -149,6 +149,7 @@ def engine_config(settings: NodeSettings) -> EngineConfig:
         cell=Path(settings.cell_config) if settings.cell_config else None,
         poses=Path(settings.poses_file) if settings.poses_file else None,
         faults=Path(settings.faults_file) if settings.faults_file else None,
+        hardware=Path(settings.hardware_config) if settings.hardware_config else None,
         speed=settings.speed,
         enable_batching=settings.enable_batching,
         cache_capacity=settings.cache_capacity,
@@ -585,15 +586,9 @@ class ErobsBtNode(Node):
             timer.cancel()
         if self.erobs is not None:
             self.erobs.close()
-        controller = _joint_state_controller(self.backend)
-        if controller is not None and self._joint_listener is not None:
-            controller.remove_listener(self._joint_listener)
+        if self._joint_listener is not None:
+            self.backend.remove_joint_state_listener(self._joint_listener)
         self.engine.close()
-        # Engine.close() shuts a backend down through ``shutdown()``; the sim backend's
-        # method is ``close()`` (idempotent), so call whichever exists.
-        backend_close = getattr(self.backend, "close", None)
-        if callable(backend_close):
-            backend_close()
         if self.run_logs is not None:
             self.run_logs.close()
         self._feedback.close()
@@ -919,16 +914,17 @@ class ErobsBtNode(Node):
 
     # -- joint states --------------------------------------------------------------------
     def _connect_joint_states(self) -> str:
-        """Publish joint states from the backend's controller listener, or poll the backend.
+        """Publish joint states from the backend's listener, or poll the backend.
 
         Returns:
-            ``"listener"`` (a controller with ``add_listener``: the sim cell, called on its
-            own clock at ``joint_state_rate``) or ``"timer"``.
+            ``"robot"`` (the robot's driver publishes them: nothing is republished),
+            ``"listener"`` (the backend notifies: the sim cell, on its controller's own
+            clock at ``joint_state_rate``) or ``"timer"``.
         """
-        controller = _joint_state_controller(self.backend)
-        if controller is not None:
+        if self.backend.publishes_joint_states:
+            return "robot"
+        if self.backend.add_joint_state_listener(self._on_joint_state, rate=self.settings.joint_state_rate):
             self._joint_listener = self._on_joint_state
-            controller.add_listener(self._joint_listener, rate=self.settings.joint_state_rate)
             return "listener"
         self._timers_owned.append(
             self.create_timer(
@@ -983,16 +979,6 @@ def _optional(module: str, name: str, node: Node) -> Any:
     except ImportError as exc:
         node.get_logger().warning(f"{module} is off: {exc}")
         return None
-
-
-def _joint_state_controller(backend: MotionBackend) -> Any:
-    """The backend's controller when it offers joint-state listeners (the sim cell), else ``None``."""
-    controller = getattr(backend, "controller", None)
-    if callable(getattr(controller, "add_listener", None)) and callable(
-        getattr(controller, "remove_listener", None)
-    ):
-        return controller
-    return None
 
 
 def run(

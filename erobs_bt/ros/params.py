@@ -146,10 +146,16 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
     ParameterSpec(
         "backend",
         "sim",
-        "motion backend: 'sim' (embedded simulated UR5e cell) or 'scripted' (deterministic test double)",
+        "motion backend: 'sim' (embedded simulated UR5e cell), 'ros2_control' (a ros2_control arm over "
+        "FollowJointTrajectory: ur_robot_driver, or erobs_bt_sim_hardware) or 'scripted' (test double)",
         choices=BACKEND_KINDS,
     ),
     ParameterSpec("cell_config", "", "cell YAML for the sim backend; '' = the packaged config/cell.yaml"),
+    ParameterSpec(
+        "hardware_config",
+        "",
+        "ros2_control backend: the cell's ROS interfaces YAML; '' = config/ur5e_ros2_control.yaml",
+    ),
     ParameterSpec("poses_file", "", "pose registry YAML (name: 6 joint angles in degrees); '' = none"),
     _positive("speed", 1.0, "sim playback speed factor (1.0 = real time, 20.0 = 20x faster)"),
     ParameterSpec("faults_file", "", "sim fault-injection YAML; '' = no faults"),
@@ -428,6 +434,7 @@ class NodeSettings:
 
     backend: str
     cell_config: str
+    hardware_config: str
     poses_file: str
     speed: float
     faults_file: str

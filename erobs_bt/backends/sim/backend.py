@@ -35,13 +35,14 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
 
 from erobs_bt.backends.base import (
     ArmSegment,
+    CellVocabulary,
     ErrorCode,
     MotionError,
     Segment,
@@ -96,6 +97,56 @@ _SERVERS = {
 _BEFORE_MOTION = frozenset({"goal_rejected", "acceptance_timeout", "server_unavailable", "replay_error"})
 
 
+class ArmController(Protocol):
+    """What :class:`SimBackend` needs from the arm's controller.
+
+    :class:`~erobs_bt.backends.sim.controller.SimController` (the embedded simulated arm)
+    and the ``ros2_control`` backend's FollowJointTrajectory client
+    (:class:`erobs_bt.backends.ros2_control.FollowJointTrajectoryArm`) implement it.
+    """
+
+    def joint_positions(self) -> JointPositions:
+        """The live arm state [rad].
+
+        Raises:
+            RuntimeError: no live state is known (a stale or missing joint-state stream).
+        """
+        ...
+
+    def is_busy(self) -> bool:
+        """True while a trajectory is executing."""
+        ...
+
+    def check_start(self, positions: Sequence[float], step_index: int) -> None:
+        """Raise ``EXECUTION_FAILED`` unless ``positions`` [rad] is within the start tolerance."""
+        ...
+
+    def execute(self, segment: ArmSegment, *, fault: tuple[float, MotionError] | None = None) -> Future[None]:
+        """Execute one arm trajectory; the future fails with a :class:`MotionError`."""
+        ...
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Block until no trajectory executes; False on timeout [s]."""
+        ...
+
+    def stop(self) -> None:
+        """Decelerate within the acceleration limits and drop the trajectory. Idempotent."""
+        ...
+
+    def add_listener(self, listener: JointStateListener, *, rate: float | None = None) -> None:
+        """Call ``listener(names, positions, velocities)`` with joint-state updates
+        (``rate`` [Hz] per wall second while moving, where the controller sets the pace)."""
+        ...
+
+    def remove_listener(self, listener: JointStateListener) -> None:
+        """Stop notifying ``listener``."""
+        ...
+
+    def shutdown(self) -> None:
+        """Drop any trajectory and release the controller's resources. Idempotent."""
+        ...
+
+
 def mounted_at_start(cell: CellConfig) -> str:
     """The tool on the arm when the cell starts: the one tool stored in no dock, else ``none``."""
     docked = {d.gripper for d in cell.docks if d.gripper is not None}
@@ -129,6 +180,8 @@ class SimBackend:
         planner_config: planner settings (``seed`` overrides its ``ompl_seed``).
         control_rate: controller rate [Hz of simulated time].
         contact_tolerance: [m] TCP-to-part distance that counts as touching.
+        controller: the arm's controller; ``None`` for the simulated one
+            (:class:`SimController` with ``speed`` and ``control_rate``).
 
     Raises:
         ValueError: invalid configuration (the message names the file and key).
@@ -145,6 +198,7 @@ class SimBackend:
         planner_config: PlannerConfig | None = None,
         control_rate: float = DEFAULT_CONTROL_RATE,
         contact_tolerance: float = DEFAULT_CONTACT_TOLERANCE,
+        controller: ArmController | None = None,
     ) -> None:
         self._cell = cell
         self._contact_tolerance = float(contact_tolerance)
@@ -164,7 +218,11 @@ class SimBackend:
         self._camera = camera_from_cell(cell)
         self._detectors = detector_markers(cell)
         self._tag_cache: dict[int, NDArray[np.float64]] = {}
-        self._controller = SimController(cell.initial_joint_state, speed=speed, control_rate=control_rate)
+        self._controller: ArmController = (
+            controller
+            if controller is not None
+            else SimController(cell.initial_joint_state, speed=speed, control_rate=control_rate)
+        )
         self._stop_generation = 0
         self._motion_lock = threading.Lock()  # stop() vs. starting a trajectory
         self._plan_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sim-plan")
@@ -307,9 +365,18 @@ class SimBackend:
         return self._cell
 
     @property
-    def controller(self) -> SimController:
-        """The simulated arm controller (joint-state listeners, speed)."""
+    def controller(self) -> ArmController:
+        """The arm controller (the simulated one unless another was given)."""
         return self._controller
+
+    def cell_vocabulary(self) -> CellVocabulary:
+        """The cell config's grippers and named states."""
+        return CellVocabulary(tuple(self._cell.grippers), tuple(self._cell.named_states))
+
+    @property
+    def publishes_joint_states(self) -> bool:
+        """False: the embedded cell's joint states exist only in this process."""
+        return False
 
     @property
     def faults(self) -> FaultInjector:
@@ -321,9 +388,23 @@ class SimBackend:
         """How often the robot model was reloaded because its revision changed."""
         return self._model.reloads
 
-    def add_joint_state_listener(self, listener: JointStateListener) -> None:
-        """Call ``listener(names, positions, velocities)`` with joint states (for ``/joint_states``)."""
-        self._controller.add_listener(listener)
+    def add_joint_state_listener(self, listener: JointStateListener, *, rate: float | None = None) -> bool:
+        """Call ``listener(names, positions, velocities)`` with joint states (for ``/joint_states``).
+
+        Args:
+            listener: the callback.
+            rate: [Hz] notifications per wall second while moving (default: the
+                controller's state rate), on the controller's own clock.
+
+        Returns:
+            True (the controller notifies, and after every trajectory).
+        """
+        self._controller.add_listener(listener, rate=rate)
+        return True
+
+    def remove_joint_state_listener(self, listener: JointStateListener) -> None:
+        """Stop calling ``listener``."""
+        self._controller.remove_listener(listener)
 
     def tool_state(self) -> ToolState:
         """The live tool state (attached tool, held part, parts, pipettor, docks)."""

@@ -49,14 +49,14 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
 
-from erobs_bt.backends.base import ArmSegment, ErrorCode, MotionError
+from erobs_bt.backends.base import ArmSegment, ErrorCode, JointStateListener, MotionError
 from erobs_bt.backends.sim.kinematics import ACCELERATION_LIMITS
 from erobs_bt.script.model import JOINT_NAMES, JointPositions
 
@@ -78,8 +78,7 @@ _RAMP_FLOOR = 0.05
 #: Velocities below this [rad/s] do not constrain the stop ramp.
 _TINY_VELOCITY = 1e-9
 
-#: A joint-state listener: ``(joint names, positions [rad], velocities [rad/s])``.
-JointStateListener = Callable[[tuple[str, ...], tuple[float, ...], tuple[float, ...]], None]
+__all__ = ["JointState", "JointStateListener", "SimController"]
 
 
 @dataclass

@@ -1,0 +1,179 @@
+"""Helpers for tests that run ``erobs_bt_sim_hardware`` (the simulated cell as a hardware node).
+
+* :class:`HardwareProcess` starts ``python -m erobs_bt.ros.sim_hardware`` with options in the
+  reserved domain (:func:`ros_fixtures.ros_environment`), waits for its ready line and stops
+  it by its PID (SIGINT, or SIGKILL for the "driver died" scenarios).
+* :class:`HardwareObserver` is an rclpy node in this process, in its own context: it records
+  the hardware's ``~/events`` (JSON, transient local) and ``/joint_states``, and offers raw
+  FollowJointTrajectory / SetIO clients for testing the hardware node on its own.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import rclpy
+from control_msgs.action import FollowJointTrajectory
+from rclpy.action import ActionClient
+from rclpy.context import Context
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.node import Node
+from rclpy.signals import SignalHandlerOptions
+from ros_fixtures import REPO, RosEnvironment
+from sensor_msgs.msg import JointState
+from std_msgs.msg import String
+from ur_msgs.srv import SetIO
+
+from erobs_bt.ros.client import Recorder, latched_qos
+from erobs_bt.ros.sim_hardware import NODE_NAME, READY_PREFIX
+
+HARDWARE_CONFIG = REPO / "config" / "ur5e_ros2_control.yaml"
+
+
+class HardwareProcess:
+    """``erobs_bt_sim_hardware`` in a subprocess.
+
+    Args:
+        environment: the reserved domain's environment.
+        options: command-line options (``["--speed", "20", "--faults", "..."]``).
+        env: extra environment variables.
+    """
+
+    def __init__(
+        self, environment: RosEnvironment, options: Sequence[str] = (), env: dict[str, str] | None = None
+    ) -> None:
+        self.env = {**environment.env, **(env or {})}
+        self.command = [sys.executable, "-m", "erobs_bt.ros.sim_hardware", *options]
+        self.process: subprocess.Popen[str] | None = None
+        self.lines: list[str] = []
+        self._ready = threading.Event()
+        self._reader: threading.Thread | None = None
+
+    @property
+    def output(self) -> str:
+        return "\n".join(self.lines)
+
+    def start(self, timeout: float = 60.0) -> HardwareProcess:
+        """Start and wait for the ready line.
+
+        Raises:
+            RuntimeError: it exited or did not become ready (with its output).
+        """
+        self.process = subprocess.Popen(
+            self.command, env=self.env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        self._reader = threading.Thread(target=self._read, name="hardware-output", daemon=True)
+        self._reader.start()
+        deadline = time.monotonic() + timeout
+        while not self._ready.wait(0.05):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"{NODE_NAME} did not start:\n{self.output}")
+        return self
+
+    def _read(self) -> None:
+        assert self.process is not None and self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.append(line.rstrip("\n"))
+            if line.startswith(READY_PREFIX):
+                self._ready.set()
+
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL by PID: the driver dies without a goodbye (as on a crash or power loss)."""
+        assert self.process is not None
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(30)
+
+    def stop(self, timeout: float = 30.0) -> int:
+        """SIGINT by PID and wait; idempotent. Returns the exit status."""
+        assert self.process is not None
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        if self._reader is not None:
+            self._reader.join(5.0)
+        return self.process.returncode
+
+
+class HardwareObserver:
+    """Records what the hardware node reports, and talks to it with raw clients.
+
+    Attributes:
+        events: every ``~/events`` message, decoded.
+        joint_states: ``/joint_states`` messages.
+    """
+
+    def __init__(self) -> None:
+        self.context = Context()
+        rclpy.init(context=self.context, signal_handler_options=SignalHandlerOptions.NO)
+        self.node = Node("hardware_observer", context=self.context, start_parameter_services=False)
+        self.events: Recorder[dict[str, Any]] = Recorder()
+        self.joint_states: Recorder[Any] = Recorder(maxlen=20_000)
+        self.node.create_subscription(
+            String, f"/{NODE_NAME}/events", lambda m: self.events.add(json.loads(m.data)), latched_qos(10000)
+        )
+        self.node.create_subscription(JointState, "/joint_states", self.joint_states.add, 100)
+        self.trajectory: ActionClient[Any, Any, Any] = ActionClient(
+            self.node, FollowJointTrajectory, "/scaled_joint_trajectory_controller/follow_joint_trajectory"
+        )
+        self.set_io: Any = self.node.create_client(SetIO, "/io_and_status_controller/set_io")
+        self._executor = SingleThreadedExecutor(context=self.context)
+        self._executor.add_node(self.node)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._spin, daemon=True)
+        self._thread.start()
+
+    def _spin(self) -> None:
+        while not self._stop.is_set() and self.context.ok():
+            self._executor.spin_once(timeout_sec=0.05)
+
+    def of(self, kind: str, since: int = 0) -> list[dict[str, Any]]:
+        """The events of ``kind`` received after the first ``since`` events."""
+        return [e for e in self.events.items()[since:] if e["event"] == kind]
+
+    def wait_event(self, kind: str, timeout: float = 30.0, *, since: int = 0, **match: Any) -> dict[str, Any]:
+        found = self.events.wait_for(
+            lambda e: e["event"] == kind and all(e.get(k) == v for k, v in match.items()),
+            timeout,
+            since=since,
+        )
+        assert found is not None, f"no {kind} event {match}; got {self.events.items()[since:]}"
+        return found
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._executor.shutdown()
+        self.trajectory.destroy()
+        self.node.destroy_node()
+        self.context.try_shutdown()
+
+
+def write_hardware_config(path: Path, **overrides: Any) -> Path:
+    """A copy of ``config/ur5e_ros2_control.yaml`` with top-level sections updated (e.g. ``timeouts``)."""
+    import yaml
+
+    data = yaml.safe_load(HARDWARE_CONFIG.read_text())
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(data.get(key), dict):
+            data[key] = {**data[key], **value}
+        else:
+            data[key] = value
+    path.write_text(yaml.safe_dump(data))
+    return path

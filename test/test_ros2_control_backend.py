@@ -1,0 +1,434 @@
+"""The ``ros2_control`` backend against ``erobs_bt_sim_hardware``: real ROS processes, no mocks.
+
+Two levels:
+
+* **End to end** (module domain): the hardware node and the ``erobs_bt`` node with
+  ``backend: ros2_control`` as two processes; a real action client sends scripts. The
+  hardware's ``~/events`` show every FollowJointTrajectory goal, SetIO call, gripper and
+  pipettor goal it served, so the tests count what reached the "robot".
+* **Backend** (each scenario in a fresh private domain with its own hardware node): the
+  backend in this process, for the error table (rejected goal, control_msgs error code,
+  hang, server down, a killed driver), the start-state check, stop and GripperCommand.
+
+Every wait is on an event, a future or a message (no sleeps); the hardware runs 20-30x
+faster than real time.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterator
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hardware_fixtures import HardwareObserver, HardwareProcess, write_hardware_config
+from ros_fixtures import REPO, NodeProcess, RosEnvironment, ros_environment
+
+from erobs_bt.backends.base import ArmSegment, ErrorCode, MotionError, Solution, ToolSegment, TrajectoryPoint
+from erobs_bt.backends.ros2_control import (
+    Ros2ControlBackend,
+    check_against_cell,
+    load_hardware_config,
+    parse_hardware_config,
+)
+from erobs_bt.backends.sim.cell import load_cell
+from erobs_bt.ros.client import ErobsBtClient, GoalRun
+from erobs_bt.script.macros import VisionTargets
+from erobs_bt.script.model import Step
+from erobs_bt.script.parse import parse_script
+from erobs_bt.script.poses import PoseRegistry
+
+SAMPLES = REPO.parent / "shared" / "samples" / "erobs"
+POSES_FILE = SAMPLES / "cms_poses.yaml"
+FULL_EXPERIMENT = SAMPLES / "FULL_EXPERIMENT_RUN.json"
+SPEED = 30.0
+GOAL_TIMEOUT = 240.0
+#: Hardware processes that may be SIGKILLed use UDP only (no shared-memory files left behind).
+UDP_ONLY = {"FASTDDS_BUILTIN_TRANSPORTS": "UDPv4"}
+
+
+def move(target: str) -> dict[str, Any]:
+    return {"task_type": "moveto", "target": target, "planning_type": "joint"}
+
+
+def script(tasks: list[dict[str, Any]], gripper: str = "epick") -> str:
+    return json.dumps({"start_gripper": gripper, "tasks": tasks})
+
+
+def steps(text: str) -> tuple[Step, ...]:
+    registry = PoseRegistry.load(POSES_FILE)
+    return parse_script(text, registry=registry, vision_targets=VisionTargets.default()).steps
+
+
+def finish(client: ErobsBtClient, run: GoalRun, *, resume: bool = True) -> Any:
+    """Wait for the goal's result, resuming every pause step on the way."""
+    assert run.accepted, run.rejection
+    seen = client.states.count
+    while not run.done():
+        # Short waits: the result can arrive without another state message.
+        paused = client.states.wait_for(lambda m: m.state == "PAUSED", 0.5, since=seen)
+        if paused is not None:
+            seen = client.states.count
+            if resume:
+                client.resume()
+    return run.wait(GOAL_TIMEOUT)
+
+
+# ---------------------------------------------------------------------------------------------
+# End to end: two processes
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def ros_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RosEnvironment]:
+    with ros_environment(tmp_path_factory.mktemp("ros_log")) as environment:
+        yield environment
+
+
+@pytest.fixture(scope="module")
+def hardware(ros_env: RosEnvironment) -> Iterator[HardwareProcess]:
+    process = HardwareProcess(ros_env, ["--speed", str(SPEED)], env=UDP_ONLY).start()
+    yield process
+    process.stop()
+
+
+@pytest.fixture(scope="module")
+def observer(hardware: HardwareProcess) -> Iterator[HardwareObserver]:
+    watcher = HardwareObserver()
+    assert watcher.events.wait_for(lambda e: e["event"] == "start", 30.0) is not None, hardware.output
+    assert watcher.joint_states.wait_for(lambda m: True, 30.0) is not None
+    yield watcher
+    watcher.close()
+
+
+@pytest.fixture(scope="module")
+def node(ros_env: RosEnvironment, observer: HardwareObserver) -> Iterator[NodeProcess]:
+    process = NodeProcess(ros_env, {"backend": "ros2_control", "poses_file": str(POSES_FILE)})
+    process.start()
+    yield process
+    assert process.stop() == 0, process.output
+
+
+@pytest.fixture(scope="module")
+def client(node: NodeProcess) -> Iterator[ErobsBtClient]:
+    with ErobsBtClient() as ros_client:
+        assert ros_client.wait_for_server(30.0), node.output
+        assert ros_client.states.wait_for(lambda m: True, 30.0) is not None, node.output
+        yield ros_client
+
+
+def test_the_full_experiment_runs_with_every_motion_and_tool_command_through_the_hardware(
+    client: ErobsBtClient, observer: HardwareObserver, node: NodeProcess
+) -> None:
+    text = FULL_EXPERIMENT.read_text()
+    kinds = Counter(getattr(s, "kind", None) or s.task_type for s in steps(text))
+    since = observer.events.count
+    start = np.array(observer.joint_states.latest().position)
+
+    result = finish(client, client.send(text))
+
+    assert result.success, (result.error_message, node.output[-3000:])
+    assert (result.completed_steps, result.total_steps) == (37, 37)
+    goals = observer.of("trajectory_goal", since)
+    results = observer.of("trajectory_result", since)
+    # Every moveto is at least one trajectory; each tool exchange moves in and out of its dock.
+    assert len(goals) >= kinds["moveto"] + 2 * kinds["tool_exchange"]
+    assert all(g["accepted"] for g in goals) and len(results) == len(goals)
+    assert {r["outcome"] for r in results} == {"succeeded"}
+    # The arm moved only through those goals: each starts where the previous one ended.
+    ends = [start, *(np.array(r["position"]) for r in results)]
+    for goal, before in zip(goals, ends, strict=False):
+        assert np.allclose(goal["first"], before, atol=0.01), goal
+    final = observer.joint_states.latest()
+    assert np.allclose(final.position, results[-1]["position"], atol=1e-5)
+
+    io = observer.of("set_io", since)
+    vacuum = [(e["state"], e["success"]) for e in io if e["pin"] == 16]
+    assert vacuum == [(1.0, True), (0.0, True)]
+    assert any("holding sample_on_hot_plate" in e["message"] for e in io if e["pin"] == 16)
+    changer = [(e["state"], e["success"]) for e in io if e["fun"] == 1 and e["pin"] == 0]
+    assert changer == [(0.0, True), (1.0, True), (0.0, True), (1.0, True)]  # dock, load, dock, load
+    voltage = [e["state"] for e in io if e["fun"] == 4]
+    assert voltage == [0.0, 24.0, 0.0, 24.0], "tool voltage off before each dock, on after each load"
+    pipettor = observer.of("pipettor_result", since)
+    assert [p["operation"] for p in pipettor] == ["SUCK", "SUCK"] and all(p["success"] for p in pipettor)
+
+
+def test_a_repeated_round_trip_replays_the_cached_points_as_a_trajectory_goal(
+    client: ErobsBtClient, observer: HardwareObserver
+) -> None:
+    poses = PoseRegistry.load(POSES_FILE).poses
+    home, there = list(poses["safe_sample_transport"]), list(poses["safe_tool_exchange"])
+    # Get to the round trip's start, then run it twice from there (same cache key).
+    assert finish(client, client.send(script([move("safe_sample_transport")]))).success
+    text = json.dumps(
+        {"start_gripper": "epick", "poses": {"a": there, "b": home}, "tasks": [move("a"), move("b")]}
+    )
+    assert client.clear_cache()[0]
+    first_since = observer.events.count
+    first = client.send(text)
+    assert finish(client, first).success
+    second_since = observer.events.count
+    second = client.send(text)
+    assert finish(client, second).success
+
+    assert "MISS" in {f.cache_status for f in first.feedback.items()}
+    assert {f.cache_status for f in second.feedback.items()} >= {"HIT"}
+    messages = [f.status_message for f in second.feedback.items()]
+    assert any(": replay" in m for m in messages), messages
+    assert not any(": plan" in m for m in messages), f"the replay planned: {messages}"
+    sent_first = observer.of("trajectory_goal", first_since)[:2]
+    sent_second = observer.of("trajectory_goal", second_since)
+    assert len(sent_second) == 2, "the replay is one FollowJointTrajectory goal per cached arm segment"
+    for a, b in zip(sent_first, sent_second, strict=True):
+        assert (a["points"], a["first"], a["last"], a["duration"]) == (
+            b["points"],
+            b["first"],
+            b["last"],
+            b["duration"],
+        )
+
+
+def test_cancel_mid_batch_waits_for_the_unit_to_finish(
+    client: ErobsBtClient, observer: HardwareObserver
+) -> None:
+    assert finish(client, client.send(script([move("safe_sample_transport")]))).success
+    tasks = [move("safe_tool_exchange"), move("spincoater_scan"), move("safe_sample_transport")]
+    since = observer.events.count
+    run = client.send(
+        json.dumps({"start_gripper": "epick", "tasks": [*tasks, {"task_type": "pause"}, *tasks]})
+    )
+    assert run.accepted
+    observer.wait_event("trajectory_goal", since=since)
+    client.cancel_all()
+    result = run.wait(GOAL_TIMEOUT)
+
+    assert run.status_name == "CANCELED"
+    assert result.completed_steps == 3, "the running unit (3 moves) completed"
+    assert [r["outcome"] for r in observer.of("trajectory_result", since)] == ["succeeded"] * 3
+    assert not observer.of("trajectory_cancel", since), "a cancel must not interrupt a running unit"
+
+
+def test_killing_the_hardware_mid_motion_aborts_the_goal_and_the_node_keeps_serving(
+    client: ErobsBtClient, observer: HardwareObserver, hardware: HardwareProcess
+) -> None:
+    # Runs last in the module: the hardware node does not come back.
+    since = observer.events.count
+    run = client.send(script([move("safe_tool_exchange"), move("safe_sample_transport")] * 6))
+    assert run.accepted
+    observer.wait_event("trajectory_goal", since=since)
+    hardware.kill()
+    result = run.wait(GOAL_TIMEOUT)
+
+    assert run.status_name == "ABORTED"
+    assert result.error_code == "EXECUTION_FAILED", result.error_message
+    assert "joint states" in result.error_message
+    after = client.send(script([move("safe_tool_exchange")]))
+    assert after.accepted, "the node must not be FAULTED by a lost driver"
+    follow_up = after.wait(GOAL_TIMEOUT)
+    assert after.status_name == "ABORTED" and follow_up.error_code == "PLANNING_FAILED"
+    assert "joint state" in follow_up.error_message
+
+
+# ---------------------------------------------------------------------------------------------
+# The backend in this process, one private domain (and hardware node) per scenario
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def private(tmp_path: Path) -> Iterator[RosEnvironment]:
+    """A fresh domain for one scenario (nested in the module's; restored after)."""
+    with ros_environment(tmp_path / "ros_log") as environment:
+        yield environment
+
+
+def start_backend(tmp_path: Path, gripper: str | None = None, **overrides: Any) -> Ros2ControlBackend:
+    config = write_hardware_config(tmp_path / "hardware.yaml", **overrides)
+    backend = Ros2ControlBackend(load_cell(), load_hardware_config(config), gripper=gripper)
+    # Discovery of the hardware node can take seconds on a loaded machine.
+    assert backend.arm.wait_for_state(30.0), "no joint state from the hardware node within 30 s"
+    return backend
+
+
+def error_of(future: Future[Any], timeout: float = GOAL_TIMEOUT) -> MotionError:
+    error = future.exception(timeout)
+    assert isinstance(error, MotionError), f"expected a MotionError, got {error!r}"
+    return error
+
+
+def plan_move(backend: Ros2ControlBackend, target: str) -> Solution:
+    return backend.plan(steps(script([move(target)])), start=None).result(GOAL_TIMEOUT)
+
+
+@pytest.fixture
+def rig(
+    private: RosEnvironment, tmp_path: Path
+) -> Iterator[tuple[HardwareProcess, HardwareObserver, Ros2ControlBackend]]:
+    """Hardware node (Hand-E mounted) + observer + backend in a private domain."""
+    # Speed 2: a move lasts long enough (wall time) to be stopped part-way.
+    process = HardwareProcess(private, ["--speed", "2", "--gripper", "hande"]).start()
+    watcher = HardwareObserver()
+    backend = start_backend(tmp_path, gripper="hande")
+    try:
+        assert backend.joint_positions() is not None, process.output
+        yield process, watcher, backend
+    finally:
+        backend.close()
+        watcher.close()
+        process.stop()
+
+
+def test_a_wrong_start_state_is_refused_before_anything_moves(rig: Any) -> None:
+    _, observer, backend = rig
+    live = np.array(backend.joint_positions())
+    off = tuple(live + np.array([0.0, 0.0, 0.02, 0.0, 0.0, 0.0]))
+    point = TrajectoryPoint(off, (0.0,) * 6, (0.0,) * 6, 0.0)
+    end = TrajectoryPoint(tuple(live), (0.0,) * 6, (0.0,) * 6, 1.0)
+    solution = Solution(
+        (ToolSegment(0, "hande", "hande_closed"), ArmSegment(1, (point, end))), backend.model_revision()
+    )
+    since = observer.events.count
+
+    error = error_of(backend.execute(solution, replay=True))
+
+    assert error.code is ErrorCode.EXECUTION_FAILED and not error.fatal
+    assert "not sent" in error.detail and "elbow_joint" in error.detail and "0.0200 rad" in error.detail
+    # Nothing reached the hardware: no trajectory, and not the gripper command ahead of it.
+    assert observer.events.wait_for(lambda e: e["event"] != "start", 0.5, since=since) is None
+
+
+def test_stop_cancels_the_controller_goal_and_the_arm_decelerates(rig: Any) -> None:
+    _, observer, backend = rig
+    solution = plan_move(backend, "spincoater_scan")
+    target = solution.final_positions()
+    since, joints = observer.events.count, observer.joint_states.count
+    running = backend.execute(solution, replay=False)
+    observer.wait_event("trajectory_goal", since=since)
+    assert observer.joint_states.wait_for(lambda m: max(abs(v) for v in m.velocity) > 0.2, 30.0, since=joints)
+
+    backend.stop()
+    error = error_of(running)
+
+    assert error.code is ErrorCode.EXECUTION_FAILED and "stopped by request" in error.detail
+    observer.wait_event("trajectory_cancel", since=since)
+    assert observer.wait_event("trajectory_result", since=since)["outcome"] == "canceled"
+    rest = observer.joint_states.latest()
+    assert max(abs(v) for v in rest.velocity) == 0.0
+    assert not np.allclose(rest.position, target, atol=1e-3), "the arm ran on to the target"
+
+
+def test_gripper_states_go_through_gripper_command_goals(rig: Any) -> None:
+    hardware, observer, backend = rig
+    since = observer.events.count
+    solution = Solution(
+        (ToolSegment(0, "hande", "hande_closed"), ToolSegment(1, "hande", "hande_open")),
+        backend.model_revision(),
+    )
+    backend.execute(solution, replay=False).result(GOAL_TIMEOUT)
+
+    goals = observer.of("gripper_goal", since)
+    assert [(g["gripper"], g["state"], g["position"]) for g in goals] == [
+        ("hande", "hande_closed", 0.025),
+        ("hande", "hande_open", 0.0),
+    ]
+    assert [r["outcome"] for r in observer.of("gripper_result", since)] == ["succeeded"] * 2
+
+
+@pytest.mark.parametrize(
+    ("fault", "code", "text"),
+    [
+        (
+            "{interface: follow_joint_trajectory, outcome: reject}",
+            ErrorCode.EXECUTION_FAILED,
+            "goal rejected",
+        ),
+        (
+            "{interface: follow_joint_trajectory, outcome: error_code, error_code: -4, after_fraction: 0.3}",
+            ErrorCode.EXECUTION_FAILED,
+            "PATH_TOLERANCE_VIOLATED (-4)",
+        ),
+        ("{interface: follow_joint_trajectory, outcome: hang}", ErrorCode.TIMEOUT, "no result within"),
+        (
+            "{interface: follow_joint_trajectory, outcome: server_down}",
+            ErrorCode.EXECUTION_FAILED,
+            "unavailable",
+        ),
+    ],
+    ids=["rejected", "error_code", "hang", "server_down"],
+)
+def test_the_error_table(
+    private: RosEnvironment, tmp_path: Path, fault: str, code: ErrorCode, text: str
+) -> None:
+    process = HardwareProcess(private, ["--speed", "20", "--faults", f"[{fault}]"]).start()
+    backend = start_backend(tmp_path, timeouts={"motion": 1.0, "server": 1.0})
+    try:
+        solution = plan_move(backend, "safe_tool_exchange")
+        error = error_of(backend.execute(solution, replay=False))
+        assert error.code is code and text in error.detail, error
+        assert error.fatal is (code is ErrorCode.TIMEOUT)
+    finally:
+        backend.close()
+        process.stop()
+
+
+def test_a_hang_during_a_replay_is_a_replay_timeout(private: RosEnvironment, tmp_path: Path) -> None:
+    process = HardwareProcess(
+        private, ["--speed", "20", "--faults", "{interface: follow_joint_trajectory, outcome: hang}"]
+    )
+    process.start()
+    backend = start_backend(tmp_path, timeouts={"motion": 1.0})
+    try:
+        error = error_of(backend.execute(plan_move(backend, "safe_tool_exchange"), replay=True))
+        assert error.code is ErrorCode.REPLAY_TIMEOUT and error.fatal
+    finally:
+        backend.close()
+        process.stop()
+
+
+def test_a_killed_driver_fails_the_trajectory_instead_of_hanging(
+    private: RosEnvironment, tmp_path: Path
+) -> None:
+    process = HardwareProcess(private, ["--speed", "1"], env=UDP_ONLY).start()
+    watcher = HardwareObserver()
+    backend = start_backend(tmp_path)
+    try:
+        since = watcher.events.count
+        running = backend.execute(plan_move(backend, "spincoater_scan"), replay=False)
+        watcher.wait_event("trajectory_goal", since=since)
+        process.kill()
+        error = error_of(running, timeout=30.0)
+        assert error.code is ErrorCode.EXECUTION_FAILED and "joint states" in error.detail
+        assert backend.joint_positions() is None
+        planning = error_of(backend.plan(steps(script([move("safe_tool_exchange")])), start=None))
+        assert planning.code is ErrorCode.PLANNING_FAILED and "joint state" in planning.detail
+    finally:
+        backend.close()
+        watcher.close()
+        process.stop()
+
+
+# ---------------------------------------------------------------------------------------------
+# Configuration (no ROS graph)
+# ---------------------------------------------------------------------------------------------
+
+
+def test_the_hardware_config_names_the_key_of_every_error() -> None:
+    with pytest.raises(ValueError, match=r"hw: arm\.goal_tolerance: must be > 0"):
+        parse_hardware_config({"arm": {"goal_tolerance": 0}}, source="hw")
+    with pytest.raises(
+        ValueError, match=r"hw: grippers\.hande\.adapter: must be one of set_io, gripper_command"
+    ):
+        parse_hardware_config({"grippers": {"hande": {"adapter": "modbus", "states": {"a": 1}}}}, source="hw")
+    with pytest.raises(ValueError, match=r"hw: timeouts\.motoin: unknown key"):
+        parse_hardware_config({"timeouts": {"motoin": 3}}, source="hw")
+    with pytest.raises(ValueError, match=r"grippers\.(epick|hande|2fg7): missing"):
+        check_against_cell(parse_hardware_config({}, source="hw"), load_cell())
+
+
+def test_the_prefix_applies_to_the_joint_names_on_the_wire() -> None:
+    config = parse_hardware_config({"joint_prefix": "left_"})
+    assert config.joint_names[0] == "left_shoulder_pan_joint" and len(config.joint_names) == 6

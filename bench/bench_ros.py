@@ -37,13 +37,14 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-import domain_coordinator
 from bench_planning import REPO, sim_backend
 from common import fmt_ms, fmt_us, markdown_table, median, p90
 
 from erobs_bt.orchestrator import Feedback, OrchestratorListener, State
+from erobs_bt.ros.domain import private_domain
 from erobs_bt.session import Engine, EngineConfig, build_engine
 
 PARAMS_FILE = REPO / "config" / "erobs_bt.yaml"
@@ -82,39 +83,25 @@ PAUSE_SCRIPT = script([move("vial_scan"), move("sample_scan_1"), LED] * PAUSE_CY
 # -- the node process ----------------------------------------------------------------------------
 @contextmanager
 def ros_domain() -> Iterator[int]:
-    """Reserve a private ROS domain and put the ROS variables into this process's environment.
+    """Reserve a private ROS domain and put the ROS variables into this process's environment
+    (:func:`erobs_bt.ros.domain.private_domain`, fast-discovery profile, temporary ``ROS_LOG_DIR``).
 
-    The node inherits the whole environment (the ROS wheels' bootstrapper needs the
-    ``LD_LIBRARY_PATH`` it computed); the in-process client reads the same variables.
+    Child processes inherit the whole environment (the ROS wheels' bootstrapper needs the
+    ``LD_LIBRARY_PATH`` it computed); in-process clients may take the yielded domain id.
+
+    Raises:
+        DomainNotLeft: on exit, this process still has a DDS participant in the domain.
     """
-    keys = ("ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE", "FASTDDS_DEFAULT_PROFILES_FILE", "ROS_LOG_DIR")
-    saved = {key: os.environ.get(key) for key in keys}
     with (
         tempfile.TemporaryDirectory(prefix="erobs_bt-bench-ros-") as log_dir,
-        domain_coordinator.domain_id() as domain,
+        private_domain(Path(log_dir), FASTDDS_PROFILE) as environment,
     ):
-        os.environ.update(
-            {
-                "ROS_DOMAIN_ID": str(domain),
-                "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST",
-                "FASTDDS_DEFAULT_PROFILES_FILE": str(FASTDDS_PROFILE),
-                "ROS_LOG_DIR": log_dir,
-            }
-        )
-        os.environ.pop("RMW_IMPLEMENTATION", None)
-        try:
-            yield domain
-        finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
+        yield environment.domain_id
 
 
 @dataclass
 class NodeProcess:
-    """A running node: its process and every line it printed."""
+    """A running ROS process: its process and every line it printed."""
 
     process: subprocess.Popen[str]
     lines: list[str] = field(default_factory=list)
@@ -125,20 +112,22 @@ class NodeProcess:
 
 
 @contextmanager
-def node_process(parameters: Mapping[str, str], *, start_timeout: float = 60.0) -> Iterator[NodeProcess]:
-    """Start the node (inside :func:`ros_domain`), wait for its ready line, SIGINT it by PID at the end.
-
-    Args:
-        parameters: ``-p name:=value`` overrides on top of ``config/erobs_bt.yaml``.
+def ros_process(
+    command: Sequence[str], ready_prefix: str, *, start_timeout: float = 60.0
+) -> Iterator[NodeProcess]:
+    """Start a ROS process (inside :func:`ros_domain`), wait for the line starting with
+    ``ready_prefix``, SIGINT it by PID at the end (SIGKILL after 30 s).
 
     Raises:
-        RuntimeError: the node exited or printed no ready line within ``start_timeout``.
+        RuntimeError: it exited or printed no ready line within ``start_timeout``.
     """
-    command = [sys.executable, "-m", "erobs_bt.ros.node", "--ros-args", "--params-file", str(PARAMS_FILE)]
-    for name, value in parameters.items():
-        command += ["-p", f"{name}:={value}"]
     process = subprocess.Popen(
-        command, cwd=REPO, env=dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        list(command),
+        cwd=REPO,
+        env=dict(os.environ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     node = NodeProcess(process)
     ready = threading.Event()
@@ -147,16 +136,16 @@ def node_process(parameters: Mapping[str, str], *, start_timeout: float = 60.0) 
         assert process.stdout is not None
         for line in process.stdout:
             node.lines.append(line.rstrip("\n"))
-            if line.startswith(READY_PREFIX):
+            if line.startswith(ready_prefix):
                 ready.set()
 
-    reader = threading.Thread(target=read, name="bench-node-output", daemon=True)
+    reader = threading.Thread(target=read, name="bench-process-output", daemon=True)
     reader.start()
     try:
         deadline = time.monotonic() + start_timeout
         while not ready.wait(0.05):
             if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("erobs_bt node did not start:\n" + "\n".join(node.lines))
+                raise RuntimeError(f"{' '.join(command[1:3])} did not start:\n" + "\n".join(node.lines))
         yield node
     finally:
         if process.poll() is None:
@@ -169,7 +158,25 @@ def node_process(parameters: Mapping[str, str], *, start_timeout: float = 60.0) 
         reader.join(5.0)
         if process.returncode != 0:
             output = "\n".join(node.lines[-20:])
-            print(f"bench: the node exited with status {process.returncode}:\n{output}", file=sys.stderr)
+            print(
+                f"bench: {' '.join(command[1:3])} exited with status {process.returncode}:\n{output}",
+                file=sys.stderr,
+            )
+
+
+@contextmanager
+def node_process(parameters: Mapping[str, str], *, start_timeout: float = 60.0) -> Iterator[NodeProcess]:
+    """The erobs_bt node (:func:`ros_process`) with ``-p name:=value`` overrides on top of
+    ``config/erobs_bt.yaml``.
+
+    Raises:
+        RuntimeError: the node exited or printed no ready line within ``start_timeout``.
+    """
+    command = [sys.executable, "-m", "erobs_bt.ros.node", "--ros-args", "--params-file", str(PARAMS_FILE)]
+    for name, value in parameters.items():
+        command += ["-p", f"{name}:={value}"]
+    with ros_process(command, READY_PREFIX, start_timeout=start_timeout) as node:
+        yield node
 
 
 def rss_bytes(pid: int | str = "self") -> int:

@@ -20,71 +20,18 @@ Run alone: ``scripts/env.sh .venv/bin/python bench/bench_ros2_control.py``.
 from __future__ import annotations
 
 import contextlib
-import os
-import subprocess
 import sys
-import tempfile
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
-import domain_coordinator
+from bench_ros import REPO, ros_domain, ros_process
 from common import fmt_ms, markdown_table, median, p90
 
-REPO = Path(__file__).resolve().parents[1]
-FASTDDS_PROFILE = REPO / "config" / "fastdds_localhost.xml"
 RAW_ACTION = "/raw_controller/follow_joint_trajectory"
 ROUND_TRIPS = 60
 WARM_UP = 5
 TIMEOUT = 30.0
-
-
-@contextmanager
-def private_domain() -> Iterator[None]:
-    """A reserved ROS domain and the ROS variables, in this process's environment."""
-    keys = ("ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE", "FASTDDS_DEFAULT_PROFILES_FILE", "ROS_LOG_DIR")
-    saved = {key: os.environ.get(key) for key in keys}
-    with (
-        tempfile.TemporaryDirectory(prefix="erobs_bt-bench-r2c-") as log_dir,
-        domain_coordinator.domain_id() as d,
-    ):
-        os.environ.update(
-            {
-                "ROS_DOMAIN_ID": str(d),
-                "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST",
-                "FASTDDS_DEFAULT_PROFILES_FILE": str(FASTDDS_PROFILE),
-                "ROS_LOG_DIR": log_dir,
-            }
-        )
-        try:
-            yield
-        finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
-
-
-@contextmanager
-def process(command: list[str], ready: str) -> Iterator[subprocess.Popen[str]]:
-    """Start a server process, wait for its ``ready`` line, SIGINT it by PID at the end."""
-    proc = subprocess.Popen(command, cwd=REPO, env=dict(os.environ), stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            if line.startswith(ready):
-                break
-        else:
-            raise RuntimeError(f"{command} exited before it was ready")
-        threading.Thread(target=proc.stdout.read, daemon=True).start()
-        yield proc
-    finally:
-        proc.send_signal(2)
-        proc.wait(30)
 
 
 def raw_server() -> int:
@@ -108,38 +55,29 @@ def raw_server() -> int:
     return 0
 
 
-def measure() -> dict[str, list[float]]:
-    """Median-able samples [s] of both round trips, interleaved in one run."""
-    import rclpy
+def measure(domain_id: int) -> dict[str, list[float]]:
+    """Median-able samples [s] of both round trips, interleaved in one run, in ``domain_id``
+    (reserved by :func:`bench_ros.ros_domain`, whose variables the servers inherit)."""
     from control_msgs.action import FollowJointTrajectory
     from rclpy.action import ActionClient
-    from rclpy.context import Context
-    from rclpy.executors import SingleThreadedExecutor
-    from rclpy.signals import SignalHandlerOptions
 
     from erobs_bt.backends.base import ArmSegment, Solution, TrajectoryPoint
-    from erobs_bt.backends.ros2_control import Ros2ControlBackend, load_hardware_config, trajectory_goal
+    from erobs_bt.backends.ros2_control import (
+        Ros2ControlBackend,
+        RosLink,
+        load_hardware_config,
+        trajectory_goal,
+    )
     from erobs_bt.backends.sim.cell import load_cell
 
     hardware_cmd = [sys.executable, "-m", "erobs_bt.ros.sim_hardware", "--speed", "1000"]
     raw_cmd = [sys.executable, __file__, "--raw-server"]
-    with process(hardware_cmd, "erobs_bt_sim_hardware ready"), process(raw_cmd, "raw server ready"):
+    with ros_process(hardware_cmd, "erobs_bt_sim_hardware ready"), ros_process(raw_cmd, "raw server ready"):
         config = load_hardware_config(REPO / "config" / "ur5e_ros2_control.yaml")
-        backend = Ros2ControlBackend(load_cell(), config)
-        context = Context()
-        rclpy.init(context=context, signal_handler_options=SignalHandlerOptions.NO)
-        node = rclpy.create_node("raw_fjt_client", context=context)
-        client: ActionClient[Any, Any, Any] = ActionClient(node, FollowJointTrajectory, RAW_ACTION)
-        executor = SingleThreadedExecutor(context=context)
-        executor.add_node(node)
-        stop = threading.Event()
-
-        def spin() -> None:
-            while not stop.is_set():
-                executor.spin_once(timeout_sec=0.05)
-
-        spinner = threading.Thread(target=spin, daemon=True)
-        spinner.start()
+        backend = Ros2ControlBackend(load_cell(), config, domain_id=domain_id)
+        # The raw pair's client: a node of its own with a spinning executor, as the backend has.
+        link = RosLink("raw_fjt_client", domain_id=domain_id)
+        client: ActionClient[Any, Any, Any] = ActionClient(link.node, FollowJointTrajectory, RAW_ACTION)
         try:
             assert client.wait_for_server(TIMEOUT), "raw server not found"
             assert backend.arm.wait_for_state(TIMEOUT), "no joint state from the hardware node"
@@ -184,18 +122,14 @@ def measure() -> dict[str, list[float]]:
             return samples
         finally:
             backend.close()
-            stop.set()
-            spinner.join()
-            executor.shutdown()
             client.destroy()
-            node.destroy_node()
-            context.try_shutdown()
+            link.close()
 
 
 def report() -> str:
     """The section of BENCHMARKS.md."""
-    with private_domain():
-        samples = measure()
+    with ros_domain() as domain_id:
+        samples = measure(domain_id)
     engine, raw = samples["engine"], samples["raw"]
     rows = [
         [

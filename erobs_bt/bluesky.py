@@ -141,6 +141,8 @@ class ErobsRobot(Device):
         name: the Ophyd name (prefix of every reading key, e.g. ``robot_completed_steps``).
         names: endpoint names overriding :func:`erobs_bt.ros.client.default_names`.
         timeout: [s] for discovery and for each request to the node.
+        domain_id: the ROS domain of the node; ``None`` (the default, e.g. in a beamline
+            profile) takes ``ROS_DOMAIN_ID`` from the environment when the device is made.
         **kwargs: passed to :class:`ophyd.Device`.
 
     Readings (``read()``), all of the last goal:
@@ -170,6 +172,7 @@ class ErobsRobot(Device):
         name: str,
         names: Mapping[str, str] | None = None,
         timeout: float = DEFAULT_TIMEOUT,
+        domain_id: int | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__("", name=name, **kwargs)
@@ -177,7 +180,7 @@ class ErobsRobot(Device):
 
         self.node.put(node)
         self.timeout = timeout
-        self._client = ErobsBtClient(node, names=names, client_name=f"bluesky_{name}")
+        self._client = ErobsBtClient(node, names=names, client_name=f"bluesky_{name}", domain_id=domain_id)
         self._lock = threading.Lock()
         self._goal: _Goal | None = None
         self._paused_goal: _Goal | None = None
@@ -224,7 +227,7 @@ class ErobsRobot(Device):
                 goal,
                 NodeUnavailable(
                     f"erobs_bt node {node} is not reachable ({exc}); check that it runs, that "
-                    f"ROS_DOMAIN_ID ({os.environ.get('ROS_DOMAIN_ID', '0')}) and discovery "
+                    f"ROS_DOMAIN_ID ({self._client.domain_id}) and discovery "
                     f"(ROS_AUTOMATIC_DISCOVERY_RANGE={os.environ.get('ROS_AUTOMATIC_DISCOVERY_RANGE', '')}) "
                     "match the node's"
                 ),

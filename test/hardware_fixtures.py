@@ -11,35 +11,30 @@
 from __future__ import annotations
 
 import json
-import signal
-import subprocess
 import sys
 import threading
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import rclpy
 from control_msgs.action import FollowJointTrajectory
 from rclpy.action import ActionClient
-from rclpy.context import Context
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
-from rclpy.signals import SignalHandlerOptions
-from ros_fixtures import REPO, RosEnvironment
+from ros_fixtures import REPO, RosEnvironment, RosProcess
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 from ur_msgs.srv import SetIO
 
 from erobs_bt.ros.client import Recorder, latched_qos
+from erobs_bt.ros.domain import init_context
 from erobs_bt.ros.sim_hardware import NODE_NAME, READY_PREFIX
 
 HARDWARE_CONFIG = REPO / "config" / "ur5e_ros2_control.yaml"
 
 
-class HardwareProcess:
-    """``erobs_bt_sim_hardware`` in a subprocess.
+class HardwareProcess(RosProcess):
+    """``erobs_bt_sim_hardware`` in a subprocess (:class:`ros_fixtures.RosProcess`).
 
     Args:
         environment: the reserved domain's environment.
@@ -50,65 +45,9 @@ class HardwareProcess:
     def __init__(
         self, environment: RosEnvironment, options: Sequence[str] = (), env: dict[str, str] | None = None
     ) -> None:
-        self.env = {**environment.env, **(env or {})}
-        self.command = [sys.executable, "-m", "erobs_bt.ros.sim_hardware", *options]
-        self.process: subprocess.Popen[str] | None = None
-        self.lines: list[str] = []
-        self._ready = threading.Event()
-        self._reader: threading.Thread | None = None
-
-    @property
-    def output(self) -> str:
-        return "\n".join(self.lines)
-
-    def start(self, timeout: float = 60.0) -> HardwareProcess:
-        """Start and wait for the ready line.
-
-        Raises:
-            RuntimeError: it exited or did not become ready (with its output).
-        """
-        self.process = subprocess.Popen(
-            self.command, env=self.env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        super().__init__(
+            environment, [sys.executable, "-m", "erobs_bt.ros.sim_hardware", *options], READY_PREFIX, env=env
         )
-        self._reader = threading.Thread(target=self._read, name="hardware-output", daemon=True)
-        self._reader.start()
-        deadline = time.monotonic() + timeout
-        while not self._ready.wait(0.05):
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"{NODE_NAME} did not start:\n{self.output}")
-        return self
-
-    def _read(self) -> None:
-        assert self.process is not None and self.process.stdout is not None
-        for line in self.process.stdout:
-            self.lines.append(line.rstrip("\n"))
-            if line.startswith(READY_PREFIX):
-                self._ready.set()
-
-    def running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-    def kill(self) -> None:
-        """SIGKILL by PID: the driver dies without a goodbye (as on a crash or power loss)."""
-        assert self.process is not None
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL)
-            self.process.wait(30)
-
-    def stop(self, timeout: float = 30.0) -> int:
-        """SIGINT by PID and wait; idempotent. Returns the exit status."""
-        assert self.process is not None
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGINT)
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        if self._reader is not None:
-            self._reader.join(5.0)
-        return self.process.returncode
 
 
 class HardwareObserver:
@@ -117,11 +56,13 @@ class HardwareObserver:
     Attributes:
         events: every ``~/events`` message, decoded.
         joint_states: ``/joint_states`` messages.
+
+    Args:
+        domain_id: the ROS domain to join (the fixture's ``environment.domain_id``).
     """
 
-    def __init__(self) -> None:
-        self.context = Context()
-        rclpy.init(context=self.context, signal_handler_options=SignalHandlerOptions.NO)
+    def __init__(self, domain_id: int) -> None:
+        self.context = init_context(domain_id)
         self.node = Node("hardware_observer", context=self.context, start_parameter_services=False)
         self.events: Recorder[dict[str, Any]] = Recorder()
         self.joint_states: Recorder[Any] = Recorder(maxlen=20_000)

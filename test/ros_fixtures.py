@@ -2,13 +2,17 @@
 
 * :func:`ros_environment` reserves a private ``ROS_DOMAIN_ID`` (ros-domain-coordinator),
   and puts it, ``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST``, the fast-discovery Fast DDS
-  profile and a temporary ``ROS_LOG_DIR`` into this process's environment (for the
-  in-process client) and into the environment handed to the node. The node gets the
+  profile and a temporary ``ROS_LOG_DIR`` into this process's environment and into the
+  environment handed to child processes (:mod:`erobs_bt.ros.domain`). The children get the
   *whole* environment: the ROS wheels' bootstrapper re-executes Python with an
   ``LD_LIBRARY_PATH`` it computed, and a hand-built environment that keeps its guard
   variable but drops that path breaks ``import rclpy`` (ros2-from-pypi.md §5).
-* :class:`NodeProcess` starts ``python -m erobs_bt.ros.node`` with the params file and
-  overrides, waits for its ready line, and stops it with SIGINT by its PID.
+  In-process clients are given ``environment.domain_id`` explicitly (``domain_id=``), so
+  they talk in exactly that domain whatever the environment says later; on exit the
+  process must have left the domain, or it stays reserved and the fixture fails.
+* :class:`RosProcess` runs a ROS process of the tests, waits for its ready line, and stops
+  it with SIGINT by its PID; :class:`NodeProcess` is the erobs_bt node with the params
+  file and overrides.
 * :func:`fastdds_segments` and :func:`orphaned_segments` find Fast DDS shared-memory
   files left behind by processes that are gone (a clean exit leaves none).
 """
@@ -24,55 +28,39 @@ import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Self
 
-import domain_coordinator
+from erobs_bt.ros.domain import RosEnvironment, participant_ports, private_domain
 
 REPO = Path(__file__).resolve().parents[1]
 PARAMS_FILE = REPO / "config" / "erobs_bt.yaml"
 FASTDDS_PROFILE = REPO / "config" / "fastdds_localhost.xml"
 SHM = Path("/dev/shm")
 READY_PREFIX = "erobs_bt ready"
-_KEYS = (
-    "ROS_DOMAIN_ID",
-    "ROS_AUTOMATIC_DISCOVERY_RANGE",
-    "FASTDDS_DEFAULT_PROFILES_FILE",
-    "ROS_LOG_DIR",
-)
 
-
-@dataclass(frozen=True)
-class RosEnvironment:
-    """A reserved domain and the environment for processes in it."""
-
-    domain_id: int
-    env: Mapping[str, str]
-    log_dir: Path
+__all__ = [
+    "NodeProcess",
+    "RosEnvironment",
+    "RosProcess",
+    "fastdds_segments",
+    "orphaned_segments",
+    "participant_ports",
+    "ros_environment",
+    "ros_value",
+]
 
 
 @contextmanager
 def ros_environment(log_dir: Path) -> Iterator[RosEnvironment]:
-    """Reserve a ROS domain and set this process's ROS variables for the duration."""
-    log_dir.mkdir(parents=True, exist_ok=True)
-    with domain_coordinator.domain_id() as domain:
-        values = {
-            "ROS_DOMAIN_ID": str(domain),
-            "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST",
-            "FASTDDS_DEFAULT_PROFILES_FILE": str(FASTDDS_PROFILE),
-            "ROS_LOG_DIR": str(log_dir),
-        }
-        saved = {key: os.environ.get(key) for key in _KEYS}
-        os.environ.update(values)
-        os.environ.pop("RMW_IMPLEMENTATION", None)
-        try:
-            yield RosEnvironment(domain, dict(os.environ), log_dir)
-        finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
+    """Reserve a ROS domain and set this process's ROS variables for the duration
+    (:func:`erobs_bt.ros.domain.private_domain` with the fast-discovery profile).
+
+    In-process clients are given ``environment.domain_id`` explicitly; on exit the process
+    must have left the domain (:class:`~erobs_bt.ros.domain.DomainNotLeft` otherwise).
+    """
+    with private_domain(log_dir, FASTDDS_PROFILE) as environment:
+        yield environment
 
 
 def ros_value(value: object) -> str:
@@ -84,34 +72,31 @@ def ros_value(value: object) -> str:
     return '"' + str(value) + '"'
 
 
-class NodeProcess:
-    """The erobs_bt node in a subprocess.
+class RosProcess:
+    """A ROS process of the tests (the node, the simulated hardware) in a reserved domain.
+
+    It gets the domain's whole environment (plus ``env``), its output is collected line by
+    line, :meth:`start` waits for its ready line and :meth:`stop` SIGINTs it by its PID.
 
     Args:
         environment: the reserved domain's environment.
-        parameters: ``-p`` overrides on top of ``config/erobs_bt.yaml``.
-        ros_arguments: more ROS arguments after them, e.g. ``["-r", "__ns:=/cell2"]``.
+        command: the command line.
+        ready_prefix: the start of the line it prints once it serves.
+        env: extra environment variables.
     """
 
     def __init__(
         self,
         environment: RosEnvironment,
-        parameters: Mapping[str, object],
+        command: Sequence[str],
+        ready_prefix: str,
         *,
-        ros_arguments: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
     ) -> None:
         self.environment = environment
-        self.command = [
-            sys.executable,
-            "-m",
-            "erobs_bt.ros.node",
-            "--ros-args",
-            "--params-file",
-            str(PARAMS_FILE),
-        ]
-        for name, value in parameters.items():
-            self.command += ["-p", f"{name}:={ros_value(value)}"]
-        self.command += list(ros_arguments)
+        self.command = list(command)
+        self.ready_prefix = ready_prefix
+        self.env = {**environment.env, **(env or {})}
         self.process: subprocess.Popen[str] | None = None
         self.lines: list[str] = []
         self._ready = threading.Event()
@@ -126,40 +111,44 @@ class NodeProcess:
     def output(self) -> str:
         return "\n".join(self.lines)
 
-    def start(self, timeout: float = 60.0) -> None:
-        """Start the node and wait for its ready line.
+    def start(self, timeout: float = 60.0) -> Self:
+        """Start the process and wait for its ready line.
 
         Raises:
-            RuntimeError: the node exited or did not become ready (with its output).
+            RuntimeError: it exited or did not become ready (with its output).
         """
+        self._ready.clear()
         self.process = subprocess.Popen(
-            self.command,
-            env=dict(self.environment.env),
-            cwd=REPO,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
+            self.command, env=self.env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
         )
-        self._reader = threading.Thread(target=self._read, name="node-output", daemon=True)
+        self._reader = threading.Thread(target=self._read, name="ros-process-output", daemon=True)
         self._reader.start()
         deadline = time.monotonic() + timeout
         while not self._ready.wait(0.05):
             if self.process.poll() is not None or time.monotonic() > deadline:
                 self.stop()
-                raise RuntimeError(f"erobs_bt node did not start:\n{self.output}")
+                raise RuntimeError(f"{' '.join(self.command[:3])} did not start:\n{self.output}")
+        return self
 
     def _read(self) -> None:
         assert self.process is not None and self.process.stdout is not None
         for line in self.process.stdout:
             self.lines.append(line.rstrip("\n"))
-            if line.startswith(READY_PREFIX):
+            if line.startswith(self.ready_prefix):
                 self._ready.set()
 
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
+    def kill(self) -> None:
+        """SIGKILL by PID: the process dies without a goodbye (as on a crash or power loss)."""
+        assert self.process is not None
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(30)
+
     def stop(self, timeout: float = 30.0) -> int:
-        """SIGINT the node by its PID and wait for it; idempotent.
+        """SIGINT by PID and wait for it (SIGKILL after ``timeout``); idempotent.
 
         Returns:
             Its exit status.
@@ -175,6 +164,28 @@ class NodeProcess:
         if self._reader is not None:
             self._reader.join(5.0)
         return self.process.returncode
+
+
+class NodeProcess(RosProcess):
+    """The erobs_bt node in a subprocess (``python -m erobs_bt.ros.node``).
+
+    Args:
+        environment: the reserved domain's environment.
+        parameters: ``-p`` overrides on top of ``config/erobs_bt.yaml``.
+        ros_arguments: more ROS arguments after them, e.g. ``["-r", "__ns:=/cell2"]``.
+    """
+
+    def __init__(
+        self,
+        environment: RosEnvironment,
+        parameters: Mapping[str, object],
+        *,
+        ros_arguments: Sequence[str] = (),
+    ) -> None:
+        command = [sys.executable, "-m", "erobs_bt.ros.node", "--ros-args", "--params-file", str(PARAMS_FILE)]
+        for name, value in parameters.items():
+            command += ["-p", f"{name}:={ros_value(value)}"]
+        super().__init__(environment, [*command, *ros_arguments], READY_PREFIX)
 
 
 def fastdds_segments() -> set[str]:

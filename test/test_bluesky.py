@@ -70,7 +70,7 @@ def node(ros_env: RosEnvironment) -> Iterator[NodeProcess]:
 @pytest.fixture(scope="module")
 def observer(node: NodeProcess) -> Iterator[ErobsBtClient]:
     """A second client that watches the node's latched state (as an operator's GUI would)."""
-    with ErobsBtClient() as client:
+    with ErobsBtClient(domain_id=node.environment.domain_id) as client:
         assert client.wait_for_server(30.0), node.output
         assert client.states.wait_for(lambda m: True, 30.0) is not None, node.output
         yield client
@@ -78,7 +78,7 @@ def observer(node: NodeProcess) -> Iterator[ErobsBtClient]:
 
 @pytest.fixture(scope="module")
 def robot(observer: ErobsBtClient) -> Iterator[ErobsRobot]:
-    device = ErobsRobot(name="robot")
+    device = ErobsRobot(name="robot", domain_id=observer.domain_id)
     yield device
     device.destroy()
 
@@ -240,7 +240,7 @@ def test_a_node_restart_gives_a_clear_error_then_the_device_reconnects(
         RE = RunEngine({}, call_returns_result=True)
         first = NodeProcess(environment, {"speed": SPEED})
         first.start()
-        device = ErobsRobot(name="cell", timeout=10.0)
+        device = ErobsRobot(name="cell", timeout=10.0, domain_id=environment.domain_id)
         try:
             RE(bps.mv(device, script([move("vial_scan")])))
             assert device.read()["cell_goal_status"]["value"] == "SUCCEEDED"

@@ -73,7 +73,7 @@ def test_a_preview_is_published_as_a_display_trajectory_for_the_erobs_gui(cells:
 
     from erobs_bt.ros.client import Recorder, latched_qos
 
-    with ErobsBtClient("/cell2/erobs_bt") as client:
+    with ErobsBtClient("/cell2/erobs_bt", domain_id=cells.environment.domain_id) as client:
         assert client.wait_for_server(30.0), cells.nodes["cell2"].output
         displays: Recorder[object] = Recorder()
         client.node.create_subscription(

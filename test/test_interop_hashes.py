@@ -240,9 +240,10 @@ def test_rmw_announces_the_upstream_hashes(tmp_path: Path) -> None:
     import rclpy
     from rclpy.action import ActionClient
 
-    with ros_environment(tmp_path / "ros-log"):
-        context = rclpy.Context()
-        rclpy.init(context=context)
+    from erobs_bt.ros.domain import init_context
+
+    with ros_environment(tmp_path / "ros-log") as environment:
+        context = init_context(environment.domain_id)
         try:
             node = rclpy.create_node("interop_hashes", context=context)
             # (publishers or subscriptions, DDS-level topic name) -> expected hash

@@ -8,16 +8,15 @@ import threading
 import uuid
 from typing import Any
 
-import rclpy
 from conftest import Cells
 from py_trees_ros_interfaces.msg import Behaviour, BehaviourTree
 from py_trees_ros_interfaces.srv import CloseSnapshotStream, OpenSnapshotStream
-from rclpy.context import Context
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 
 from erobs_bt.ros.client import ErobsBtClient, Recorder
+from erobs_bt.ros.domain import init_context
 
 OPEN_TYPE = "py_trees_ros_interfaces/srv/OpenSnapshotStream"
 POSES = {"vial_scan": [90.95, -55.09, -134.23, -80.7, -269.7, -182.8]}
@@ -35,8 +34,7 @@ def key(msg: Any) -> str:
 
 
 def test_a_raw_viewer_finds_the_tree_opens_a_stream_and_rebuilds_the_running_tree(cells: Cells) -> None:
-    context = Context()
-    rclpy.init(context=context)
+    context = init_context(cells.environment.domain_id)
     node = Node("raw_tree_viewer", context=context, start_parameter_services=False)
     executor = SingleThreadedExecutor(context=context)
     executor.add_node(node)
@@ -49,7 +47,7 @@ def test_a_raw_viewer_finds_the_tree_opens_a_stream_and_rebuilds_the_running_tre
     spinner.start()
     trees: Recorder[Any] = Recorder()
     try:
-        with ErobsBtClient("/cell2/erobs_bt") as client:
+        with ErobsBtClient("/cell2/erobs_bt", domain_id=cells.environment.domain_id) as client:
             assert client.wait_for_server(30.0)
             found: list[str] = []
             deadline = threading.Event()

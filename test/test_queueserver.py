@@ -164,7 +164,7 @@ def manager(tmp_path: Path, ros_env: RosEnvironment, redis: int, node: NodeProce
 def test_a_queued_run_script_runs_on_the_node_and_a_deferred_queue_pause_stops_at_a_unit_boundary(
     manager: REManagerAPI, node: NodeProcess, tmp_path: Path
 ) -> None:
-    with ErobsBtClient() as observer:
+    with ErobsBtClient(domain_id=node.environment.domain_id) as observer:
         assert observer.wait_for_server(30.0), node.output
         assert observer.states.wait_for(lambda m: True, 30.0) is not None
         manager.environment_open()

@@ -98,7 +98,7 @@ def hardware(ros_env: RosEnvironment) -> Iterator[HardwareProcess]:
 
 @pytest.fixture(scope="module")
 def observer(hardware: HardwareProcess) -> Iterator[HardwareObserver]:
-    watcher = HardwareObserver()
+    watcher = HardwareObserver(hardware.environment.domain_id)
     assert watcher.events.wait_for(lambda e: e["event"] == "start", 30.0) is not None, hardware.output
     assert watcher.joint_states.wait_for(lambda m: True, 30.0) is not None
     yield watcher
@@ -115,7 +115,7 @@ def node(ros_env: RosEnvironment, observer: HardwareObserver) -> Iterator[NodePr
 
 @pytest.fixture(scope="module")
 def client(node: NodeProcess) -> Iterator[ErobsBtClient]:
-    with ErobsBtClient() as ros_client:
+    with ErobsBtClient(domain_id=node.environment.domain_id) as ros_client:
         assert ros_client.wait_for_server(30.0), node.output
         assert ros_client.states.wait_for(lambda m: True, 30.0) is not None, node.output
         yield ros_client
@@ -246,9 +246,13 @@ def private(tmp_path: Path) -> Iterator[RosEnvironment]:
         yield environment
 
 
-def start_backend(tmp_path: Path, gripper: str | None = None, **overrides: Any) -> Ros2ControlBackend:
+def start_backend(
+    environment: RosEnvironment, tmp_path: Path, gripper: str | None = None, **overrides: Any
+) -> Ros2ControlBackend:
     config = write_hardware_config(tmp_path / "hardware.yaml", **overrides)
-    backend = Ros2ControlBackend(load_cell(), load_hardware_config(config), gripper=gripper)
+    backend = Ros2ControlBackend(
+        load_cell(), load_hardware_config(config), gripper=gripper, domain_id=environment.domain_id
+    )
     # Discovery of the hardware node can take seconds on a loaded machine.
     assert backend.arm.wait_for_state(30.0), "no joint state from the hardware node within 30 s"
     return backend
@@ -271,8 +275,8 @@ def rig(
     """Hardware node (Hand-E mounted) + observer + backend in a private domain."""
     # Speed 2: a move lasts long enough (wall time) to be stopped part-way.
     process = HardwareProcess(private, ["--speed", "2", "--gripper", "hande"]).start()
-    watcher = HardwareObserver()
-    backend = start_backend(tmp_path, gripper="hande")
+    watcher = HardwareObserver(private.domain_id)
+    backend = start_backend(private, tmp_path, gripper="hande")
     try:
         assert backend.joint_positions() is not None, process.output
         yield process, watcher, backend
@@ -364,7 +368,7 @@ def test_the_error_table(
     private: RosEnvironment, tmp_path: Path, fault: str, code: ErrorCode, text: str
 ) -> None:
     process = HardwareProcess(private, ["--speed", "20", "--faults", f"[{fault}]"]).start()
-    backend = start_backend(tmp_path, timeouts={"motion": 1.0, "server": 1.0})
+    backend = start_backend(private, tmp_path, timeouts={"motion": 1.0, "server": 1.0})
     try:
         solution = plan_move(backend, "safe_tool_exchange")
         error = error_of(backend.execute(solution, replay=False))
@@ -380,7 +384,7 @@ def test_a_hang_during_a_replay_is_a_replay_timeout(private: RosEnvironment, tmp
         private, ["--speed", "20", "--faults", "{interface: follow_joint_trajectory, outcome: hang}"]
     )
     process.start()
-    backend = start_backend(tmp_path, timeouts={"motion": 1.0})
+    backend = start_backend(private, tmp_path, timeouts={"motion": 1.0})
     try:
         error = error_of(backend.execute(plan_move(backend, "safe_tool_exchange"), replay=True))
         assert error.code is ErrorCode.REPLAY_TIMEOUT and error.fatal
@@ -393,8 +397,8 @@ def test_a_killed_driver_fails_the_trajectory_instead_of_hanging(
     private: RosEnvironment, tmp_path: Path
 ) -> None:
     process = HardwareProcess(private, ["--speed", "1"], env=UDP_ONLY).start()
-    watcher = HardwareObserver()
-    backend = start_backend(tmp_path)
+    watcher = HardwareObserver(private.domain_id)
+    backend = start_backend(private, tmp_path)
     try:
         since = watcher.events.count
         running = backend.execute(plan_move(backend, "spincoater_scan"), replay=False)

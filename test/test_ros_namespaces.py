@@ -34,7 +34,9 @@ def clients(cells: Cells) -> Iterator[dict[str, ErobsBtClient]]:
     opened: dict[str, ErobsBtClient] = {}
     try:
         for ns in ("cell1", "cell2"):
-            client = opened[ns] = ErobsBtClient(f"/{ns}/erobs_bt", joint_states=True)
+            client = opened[ns] = ErobsBtClient(
+                f"/{ns}/erobs_bt", joint_states=True, domain_id=cells.environment.domain_id
+            )
             assert client.wait_for_server(30.0), cells.nodes[ns].output
             assert client.states.wait_for(lambda m: True, 30.0) is not None
         yield opened

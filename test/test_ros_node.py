@@ -102,7 +102,7 @@ def node(ros_env: RosEnvironment) -> Iterator[NodeProcess]:
 
 @pytest.fixture(scope="module")
 def client(node: NodeProcess) -> Iterator[ErobsBtClient]:
-    with ErobsBtClient(joint_states=True) as ros_client:
+    with ErobsBtClient(joint_states=True, domain_id=node.environment.domain_id) as ros_client:
         assert ros_client.wait_for_server(30.0), node.output
         # Topics are matched separately from the action server: wait for the latched state
         # and the joint-state stream so no scenario starts before its subscriptions work.
@@ -452,7 +452,7 @@ def test_an_injected_replay_timeout_faults_the_node_and_later_goals_are_rejected
         process = NodeProcess(environment, {"speed": SPEED, "faults_file": str(faults)})
         process.start()
         try:
-            with ErobsBtClient() as ros_client:
+            with ErobsBtClient(domain_id=environment.domain_id) as ros_client:
                 assert ros_client.wait_for_server(30.0), process.output
                 first = run_to_end(ros_client, there_and_back)
                 second = run_to_end(ros_client, there_and_back)
@@ -563,7 +563,7 @@ def test_a_goal_shut_down_while_paused_is_aborted_with_shutdown(tmp_path: Path) 
         process = NodeProcess(environment, {"speed": SPEED})
         process.start()
         try:
-            with ErobsBtClient() as ros_client:
+            with ErobsBtClient(domain_id=environment.domain_id) as ros_client:
                 assert ros_client.wait_for_server(30.0), process.output
                 run = ros_client.send(script([PAUSE, move("vial_scan")]))
                 assert run.accepted, run.rejection

@@ -77,14 +77,13 @@ def test_an_out_of_range_parameter_stops_the_node_with_exit_2(cells: Cells) -> N
 # -- over the graph ----------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def parameter_client(cells: Cells) -> Iterator[Any]:
-    import rclpy
-    from rclpy.context import Context
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.node import Node
     from rclpy.parameter_client import AsyncParameterClient
 
-    context = Context()
-    rclpy.init(context=context)
+    from erobs_bt.ros.domain import init_context
+
+    context = init_context(cells.environment.domain_id)
     node = Node("param_test_client", context=context, start_parameter_services=False)
     client = AsyncParameterClient(node, "/cell1/erobs_bt")
     executor = SingleThreadedExecutor(context=context)

@@ -48,7 +48,7 @@ def hardware(ros_env: RosEnvironment) -> Iterator[HardwareProcess]:
 
 @pytest.fixture(scope="module")
 def observer(hardware: HardwareProcess) -> Iterator[HardwareObserver]:
-    watcher = HardwareObserver()
+    watcher = HardwareObserver(hardware.environment.domain_id)
     assert watcher.trajectory.wait_for_server(30.0), hardware.output
     assert watcher.joint_states.wait_for(lambda m: True, 30.0) is not None
     assert watcher.events.wait_for(lambda e: e["event"] == "start", 30.0) is not None

@@ -4,36 +4,33 @@ QoS and message fields match what ``erobs_bt.ros`` publishes)."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
-import domain_coordinator
 import pytest
 from rich.console import Console
+from ros_fixtures import ros_environment
+
+from erobs_bt.ros.domain import init_context
 
 
 @pytest.fixture
-def private_ros(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
-    """A private domain on localhost, logs in the test's directory."""
-    with domain_coordinator.domain_id() as domain:
-        monkeypatch.setenv("ROS_DOMAIN_ID", str(domain))
-        monkeypatch.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
-        monkeypatch.setenv("ROS_LOG_DIR", str(tmp_path / "ros_log"))
-        yield domain
+def private_ros(tmp_path: Path) -> Iterator[int]:
+    """A private domain on localhost (its ``ROS_DOMAIN_ID`` is set for the watcher, which
+    reads it as the CLI does), logs in the test's directory."""
+    with ros_environment(tmp_path / "ros_log") as environment:
+        yield environment.domain_id
 
 
 def test_watch_once_draws_the_latched_snapshot(private_ros: int) -> None:
-    import rclpy
     from builtin_interfaces.msg import Time
     from erobs_bt_interfaces.msg import BehaviourStatus, ExecutionState, TreeSnapshot
-    from rclpy.context import Context
     from rclpy.node import Node
-    from rclpy.signals import SignalHandlerOptions
 
     from erobs_bt.ros.client import latched_qos
     from erobs_bt.viz.watch import watch_ros
 
-    context = Context()
-    rclpy.init(context=context, signal_handler_options=SignalHandlerOptions.NO)
+    context = init_context(private_ros)
     node = Node("erobs_bt", context=context, start_parameter_services=False)
     try:
         snapshots = node.create_publisher(TreeSnapshot, "~/tree_snapshot", latched_qos())
@@ -104,18 +101,14 @@ def test_watch_once_waits_for_an_execution_state_that_arrives_after_the_snapshot
     watcher is subscribed and has had time to receive the snapshot; it must still be drawn."""
     import time
 
-    import rclpy
     from builtin_interfaces.msg import Time
     from erobs_bt_interfaces.msg import BehaviourStatus, ExecutionState, TreeSnapshot
-    from rclpy.context import Context
     from rclpy.node import Node
-    from rclpy.signals import SignalHandlerOptions
 
     from erobs_bt.ros.client import latched_qos
     from erobs_bt.viz.watch import watch_ros
 
-    context = Context()
-    rclpy.init(context=context, signal_handler_options=SignalHandlerOptions.NO)
+    context = init_context(private_ros)
     node = Node("erobs_bt", context=context, start_parameter_services=False)
     console = Console(record=True, width=160, color_system=None)
     codes: list[int] = []

@@ -72,7 +72,6 @@ from types import MappingProxyType
 from typing import Any
 
 import numpy as np
-import rclpy
 import yaml
 from action_msgs.msg import GoalStatus
 from builtin_interfaces.msg import Duration
@@ -85,7 +84,6 @@ from rclpy.context import Context
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data
-from rclpy.signals import SignalHandlerOptions
 from sensor_msgs.msg import JointState
 from trajectory_msgs.msg import JointTrajectoryPoint
 from ur_msgs.srv import SetIO
@@ -436,16 +434,22 @@ class RosLink:
     Args:
         node_name: the node's name.
         context: an initialised context to use (the caller shuts it down), or ``None``.
+        domain_id: the ROS domain of its own context (ignored with ``context``); ``None``
+            reads ``ROS_DOMAIN_ID`` from the environment now, as the node process does.
     """
 
-    def __init__(self, node_name: str = "erobs_bt_ros2_control", *, context: Context | None = None) -> None:
-        from erobs_bt.ros import ensure_localhost_discovery
+    def __init__(
+        self,
+        node_name: str = "erobs_bt_ros2_control",
+        *,
+        context: Context | None = None,
+        domain_id: int | None = None,
+    ) -> None:
+        from erobs_bt.ros.domain import init_context
 
-        ensure_localhost_discovery()
         self._own_context = context is None
         if context is None:
-            context = Context()
-            rclpy.init(context=context, signal_handler_options=SignalHandlerOptions.NO)
+            context = init_context(domain_id)
         self.context = context
         self.node = Node(node_name, context=context)
         self.group = ReentrantCallbackGroup()
@@ -1044,6 +1048,8 @@ class Ros2ControlBackend(SimBackend):
         seed: seed of the sampling planner.
         wait_for_state: [s] to wait at start-up for the first joint state (0: do not wait).
         link: an existing :class:`RosLink` (closed with the backend), or ``None``.
+        domain_id: the ROS domain of the backend's own link (without ``link``); ``None``
+            reads ``ROS_DOMAIN_ID`` from the environment.
 
     Raises:
         ValueError: the hardware config does not fit the cell (names the key).
@@ -1059,10 +1065,11 @@ class Ros2ControlBackend(SimBackend):
         seed: int | None = None,
         wait_for_state: float = 10.0,
         link: RosLink | None = None,
+        domain_id: int | None = None,
     ) -> None:
         check_against_cell(hardware, cell)
         self._hardware = hardware
-        self._link = link if link is not None else RosLink()
+        self._link = link if link is not None else RosLink(domain_id=domain_id)
         self._arm = FollowJointTrajectoryArm(self._link, hardware)
         self._drivers = ToolDrivers(self._link, hardware)
         self._exchange: str | None = None

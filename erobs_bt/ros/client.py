@@ -33,23 +33,20 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Generic, TypeVar
 
-import rclpy
 from action_msgs.msg import GoalInfo, GoalStatus
 from action_msgs.srv import CancelGoal
 from erobs_bt_interfaces.action import ExecuteScript
 from erobs_bt_interfaces.msg import ExecutionState, TreeSnapshot
 from rclpy.action import ActionClient
-from rclpy.context import Context
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
-from rclpy.signals import SignalHandlerOptions
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
 
-from erobs_bt.ros import ensure_localhost_discovery
+from erobs_bt.ros.domain import init_context
 from erobs_bt.ros.params import ENDPOINTS
 from erobs_bt.ros.snapshots import SnapshotAssembler, TreeState
 
@@ -107,9 +104,12 @@ class NodeUnreachable(TimeoutError):
     """No ``erobs_bt`` node answered: wrong name, another ROS domain, or no discovery."""
 
 
-def unreachable(what: str, timeout: float) -> NodeUnreachable:
-    """The error for an endpoint not discovered within ``timeout``, with what to check."""
-    domain = os.environ.get("ROS_DOMAIN_ID", "0")
+def unreachable(what: str, timeout: float, domain_id: int | None = None) -> NodeUnreachable:
+    """The error for an endpoint not discovered within ``timeout``, with what to check.
+
+    ``domain_id`` is the domain the client joined (default: ``ROS_DOMAIN_ID`` of the environment).
+    """
+    domain = str(domain_id) if domain_id is not None else os.environ.get("ROS_DOMAIN_ID", "0")
     scope = os.environ.get("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
     return NodeUnreachable(
         f"{what} not available within {timeout:g} s: is the node running, under this name, in "
@@ -259,6 +259,8 @@ class ErobsBtClient:
         client_name: this client's node name (default ``erobs_bt_client_<random>``, unique so
             that several clients can share a graph).
         joint_states: also record ``/joint_states`` (off by default: 50 messages a second).
+        domain_id: the ROS domain to join; ``None`` (the default, what the CLI uses) reads
+            ``ROS_DOMAIN_ID`` from the environment once, now (:func:`erobs_bt.ros.domain.init_context`).
 
     Attributes:
         states: every ``ExecutionState`` received.
@@ -276,11 +278,12 @@ class ErobsBtClient:
         names: Mapping[str, str] | None = None,
         client_name: str | None = None,
         joint_states: bool = False,
+        domain_id: int | None = None,
     ) -> None:
-        ensure_localhost_discovery()
         self.names = {**default_names(node), **(names or {})}
-        self.context = Context()
-        rclpy.init(context=self.context, signal_handler_options=SignalHandlerOptions.NO)
+        self.context = init_context(domain_id)
+        #: The domain this client talks in (fixed for its lifetime).
+        self.domain_id: int = self.context.get_domain_id()
         name = client_name or f"erobs_bt_client_{uuid.uuid4().hex[:8]}"
         self.node = Node(name, context=self.context, start_parameter_services=False)
         self.states: Recorder[Any] = Recorder()
@@ -391,7 +394,7 @@ class ErobsBtClient:
             TimeoutError: the action server is not available or did not answer.
         """
         if not self._action.wait_for_server(timeout_sec=timeout):
-            raise unreachable(f"action server {self.names['execute']}", timeout)
+            raise unreachable(f"action server {self.names['execute']}", timeout, self.domain_id)
         goal = ExecuteScript.Goal(full_json=full_json, dry_run=dry_run)
         run = GoalRun(accepted=False)
 
@@ -440,7 +443,7 @@ class ErobsBtClient:
         """
         client = self._triggers[key]
         if not client.wait_for_service(timeout_sec=timeout):
-            raise unreachable(f"service {self.names[key]}", timeout)
+            raise unreachable(f"service {self.names[key]}", timeout, self.domain_id)
         response = _wait_future(client.call_async(Trigger.Request()), timeout, key)
         return bool(response.success), str(response.message)
 
@@ -475,7 +478,7 @@ class ErobsBtClient:
             TimeoutError: the action server is not available or did not answer.
         """
         if not self._cancel_all.wait_for_service(timeout_sec=timeout):
-            raise unreachable(f"action server {self.names['execute']}", timeout)
+            raise unreachable(f"action server {self.names['execute']}", timeout, self.domain_id)
         request = CancelGoal.Request(goal_info=GoalInfo())
         return _wait_future(self._cancel_all.call_async(request), timeout, "cancel")
 

@@ -1,0 +1,218 @@
+"""Which ROS domain an in-process rclpy user joins, and proof that it left it again.
+
+Every rclpy user inside one Python process (the node client, the Bluesky device, the
+ros2_control backend, test observers) owns its own ``rclpy.Context``. Two facts decide
+which domain such a context talks in and how long it stays there:
+
+* **Domain.** ``rclpy.init(domain_id=None)`` lets rcl read ``ROS_DOMAIN_ID`` from the
+  environment *at that moment* (the production behaviour: the ``erobs-bt`` commands and the
+  node follow the user's environment). A caller that knows its domain passes it explicitly
+  (:func:`init_context`), so a later change of the environment (another test fixture, a
+  nested reservation) cannot move it.
+* **Lifetime.** rmw_fastrtps creates a context's DDS participant with the context's first
+  node and deletes it when the *last* rcl node of the context is finalised, not when the
+  context shuts down. rclpy finalises a destroyed node only once nothing uses its handle,
+  and a node caught in a reference cycle (e.g. through the traceback of an exception that
+  killed its executor) is finalised only by the garbage collector. Until then the
+  participant, with every server of the node, stays in the domain and answers nobody. A
+  domain must therefore not be handed back (to ros-domain-coordinator, i.e. to the next
+  test or another user on the machine) while this process still has a participant in it:
+  :func:`reserved_domain` collects garbage, checks the process's own RTPS ports
+  (:func:`participant_ports`) and keeps the reservation of a domain that was not left.
+
+Ports: an RTPS participant of domain *d* binds UDP ports in ``[PB + DG·d, PB + DG·(d+1))``
+with PB = 7400 and DG = 250 (the default port mapping of the DDSI-RTPS 2.x specification,
+§9.6.1.1; Fast DDS uses it, and the LOCALHOST discovery range keeps it).
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from erobs_bt.ros import ensure_localhost_discovery
+
+if TYPE_CHECKING:
+    from rclpy.context import Context
+
+#: RTPS port base (PB) and domain gain (DG): DDSI-RTPS 2.x §9.6.1.1 default port mapping.
+PORT_BASE = 7400
+DOMAIN_GAIN = 250
+
+#: Reservations kept because this process did not leave their domain (never released).
+_HELD: list[AbstractContextManager[int]] = []
+
+
+class DomainNotLeft(RuntimeError):
+    """This process still has a DDS participant in a domain it is about to give back.
+
+    Attributes:
+        domain_id: the domain (its reservation is kept until the process exits).
+        ports: the UDP ports the process still has bound in it.
+    """
+
+    def __init__(self, domain_id: int, ports: list[int]) -> None:
+        self.domain_id = domain_id
+        self.ports = ports
+        super().__init__(
+            f"this process still has a DDS participant in ROS domain {domain_id} (UDP ports {ports}) "
+            "after every user should have closed: a node or context was not destroyed; the domain "
+            "stays reserved so no one else joins a graph with its leftover endpoints"
+        )
+
+
+def init_context(domain_id: int | None = None) -> Context:
+    """A new, initialised rclpy context in ``domain_id`` with localhost discovery by default.
+
+    Args:
+        domain_id: the ROS domain (0-232); ``None`` lets rcl read ``ROS_DOMAIN_ID`` now (0
+            when unset), which is what a command started by a user should do.
+
+    Returns:
+        The context; the caller shuts it down (``context.try_shutdown()``) after destroying
+        its nodes. No signal handlers are installed (the owner of the process decides).
+    """
+    import rclpy
+    from rclpy.context import Context
+    from rclpy.signals import SignalHandlerOptions
+
+    ensure_localhost_discovery()
+    context = Context()
+    rclpy.init(context=context, domain_id=domain_id, signal_handler_options=SignalHandlerOptions.NO)
+    return context
+
+
+def participant_ports(domain_id: int) -> list[int]:
+    """UDP ports this process has bound in ``domain_id``'s RTPS port range, sorted.
+
+    Empty means: no DDS participant of this process is in that domain (Linux only: reads
+    ``/proc/self/fd`` and ``/proc/net/udp``/``udp6``; empty elsewhere).
+    """
+    low = PORT_BASE + DOMAIN_GAIN * domain_id
+    sockets: set[str] = set()
+    try:
+        fds = os.listdir("/proc/self/fd")
+    except OSError:
+        return []
+    for fd in fds:
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            sockets.add(target[len("socket:[") : -1])
+    ports: list[int] = []
+    for table in ("/proc/net/udp", "/proc/net/udp6"):
+        try:
+            with open(table, encoding="ascii") as rows:
+                next(rows, None)
+                for row in rows:
+                    fields = row.split()
+                    port = int(fields[1].rsplit(":", 1)[1], 16)
+                    if fields[9] in sockets and low <= port < low + DOMAIN_GAIN:
+                        ports.append(port)
+        except OSError:
+            continue
+    return sorted(ports)
+
+
+def left(domain_id: int) -> list[int]:
+    """Finalise unreachable rcl nodes (garbage collection), then :func:`participant_ports`."""
+    ports = participant_ports(domain_id)
+    if ports:
+        gc.collect()
+        ports = participant_ports(domain_id)
+    return ports
+
+
+@contextmanager
+def reserved_domain() -> Iterator[int]:
+    """Reserve a free ROS domain (ros-domain-coordinator, 1-100) for the duration.
+
+    On exit the process must have left the domain (:func:`left`); if it has not, the
+    reservation is kept for the rest of the process and :class:`DomainNotLeft` is raised
+    (after an exception from the body, that one wins and the reservation is still kept).
+    """
+    import domain_coordinator
+
+    reservation: AbstractContextManager[int] = domain_coordinator.domain_id()
+    domain = reservation.__enter__()
+    failed = False
+    try:
+        yield domain
+    except BaseException:
+        failed = True
+        raise
+    finally:
+        ports = left(domain)
+        if ports:
+            _HELD.append(reservation)
+            if not failed:
+                raise DomainNotLeft(domain, ports)
+        else:
+            reservation.__exit__(None, None, None)
+
+
+@dataclass(frozen=True)
+class RosEnvironment:
+    """A reserved domain and the environment for processes in it.
+
+    Attributes:
+        domain_id: the reserved ``ROS_DOMAIN_ID``; pass it to in-process users
+            (:func:`init_context`) rather than relying on the environment.
+        env: the whole environment for child processes (the ROS wheels' bootstrapper needs
+            the ``LD_LIBRARY_PATH`` it computed, so a hand-built one breaks ``import rclpy``).
+        log_dir: ``ROS_LOG_DIR``.
+    """
+
+    domain_id: int
+    env: Mapping[str, str]
+    log_dir: Path
+
+
+#: The variables :func:`private_domain` sets (and restores).
+ROS_VARIABLES = (
+    "ROS_DOMAIN_ID",
+    "ROS_AUTOMATIC_DISCOVERY_RANGE",
+    "FASTDDS_DEFAULT_PROFILES_FILE",
+    "ROS_LOG_DIR",
+)
+
+
+@contextmanager
+def private_domain(log_dir: Path, profile: Path | None = None) -> Iterator[RosEnvironment]:
+    """Reserve a domain (:func:`reserved_domain`) and set this process's ROS variables.
+
+    Sets ``ROS_DOMAIN_ID``, ``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST``, ``ROS_LOG_DIR`` and,
+    with ``profile``, ``FASTDDS_DEFAULT_PROFILES_FILE``; removes ``RMW_IMPLEMENTATION``. The
+    previous values come back on exit. The environment is for child processes and for code
+    that reads it on purpose (the CLI commands); in-process clients get ``domain_id``.
+
+    Raises:
+        DomainNotLeft: on exit, this process still has a participant in the domain.
+    """
+    log_dir.mkdir(parents=True, exist_ok=True)
+    with reserved_domain() as domain:
+        values = {
+            "ROS_DOMAIN_ID": str(domain),
+            "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST",
+            "ROS_LOG_DIR": str(log_dir),
+        }
+        if profile is not None:
+            values["FASTDDS_DEFAULT_PROFILES_FILE"] = str(profile)
+        saved = {key: os.environ.get(key) for key in ROS_VARIABLES}
+        os.environ.update(values)
+        os.environ.pop("RMW_IMPLEMENTATION", None)
+        try:
+            yield RosEnvironment(domain, dict(os.environ), log_dir)
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value

@@ -31,6 +31,7 @@ from ros_fixtures import (
     RosEnvironment,
     fastdds_segments,
     orphaned_segments,
+    participant_ports,
     ros_environment,
 )
 
@@ -590,10 +591,15 @@ def test_a_dead_executor_thread_makes_the_node_exit_non_zero(tmp_path: Path) -> 
 
         ros_node.create_timer(0.01, boom)
 
-    with ros_environment(tmp_path / "ros_log"):
+    with ros_environment(tmp_path / "ros_log") as environment:
         code = run(["--ros-args", "-p", "backend:=scripted"], on_ready=kill_the_executor)
+        # Its DDS participant (with a server that answers nobody) has left the domain: it
+        # lingered until a garbage collection, and a later reservation of this domain (the
+        # next test module's, another suite's) found a dead /erobs_bt there.
+        left_behind = participant_ports(environment.domain_id)
 
     assert code == EXIT_EXECUTOR_DIED != 0
+    assert left_behind == []
 
 
 def test_every_text_reaching_a_message_is_valid_utf8_without_nul() -> None:

@@ -44,8 +44,8 @@ if TYPE_CHECKING:
 PORT_BASE = 7400
 DOMAIN_GAIN = 250
 
-#: Reservations kept because this process did not leave their domain (never released).
-_HELD: list[AbstractContextManager[int]] = []
+#: Reservations kept because this process had not left their domain: domain id → reservation.
+_HELD: dict[int, AbstractContextManager[int]] = {}
 
 
 class DomainNotLeft(RuntimeError):
@@ -130,16 +130,35 @@ def left(domain_id: int) -> list[int]:
     return ports
 
 
+def held_domains() -> list[int]:
+    """Domains whose reservation :func:`reserved_domain` kept because they were not left."""
+    return sorted(_HELD)
+
+
+def reclaim() -> list[int]:
+    """Give back the kept reservations of domains this process has left since; returns them."""
+    released = [domain for domain in list(_HELD) if not left(domain)]
+    for domain in released:
+        _HELD.pop(domain).__exit__(None, None, None)
+    return released
+
+
 @contextmanager
 def reserved_domain() -> Iterator[int]:
     """Reserve a free ROS domain (ros-domain-coordinator, 1-100) for the duration.
 
     On exit the process must have left the domain (:func:`left`); if it has not, the
-    reservation is kept for the rest of the process and :class:`DomainNotLeft` is raised
-    (after an exception from the body, that one wins and the reservation is still kept).
+    reservation is kept and :class:`DomainNotLeft` is raised (after an exception from the
+    body, that one wins and the reservation is still kept). A kept reservation is given
+    back by the next call once the process has left that domain after all.
+
+    The body's exception is never passed into ``domain_coordinator.domain_id()``: its
+    generator catches ``OSError`` (and so ``TimeoutError``) around its ``yield`` and would
+    turn one into "generator didn't stop after throw()".
     """
     import domain_coordinator
 
+    reclaim()
     reservation: AbstractContextManager[int] = domain_coordinator.domain_id()
     domain = reservation.__enter__()
     failed = False
@@ -151,7 +170,7 @@ def reserved_domain() -> Iterator[int]:
     finally:
         ports = left(domain)
         if ports:
-            _HELD.append(reservation)
+            _HELD[domain] = reservation
             if not failed:
                 raise DomainNotLeft(domain, ports)
         else:

@@ -51,6 +51,7 @@ Status and code agree: the action status is SUCCEEDED exactly when ``error_code`
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import sys
@@ -1050,7 +1051,14 @@ def run(
             executor.shutdown()
             spinner.join()
             node.destroy_node()
-        if died or not stop.is_set():
+        executor_died = bool(died) or not stop.is_set()
+        # A dead executor's exception keeps the callback that raised "in use", so rclpy
+        # defers finalising the destroyed node (and rmw keeps its DDS participant, servers
+        # and all, in the domain) until a garbage collection: drop the last references and
+        # collect now, so the node has left the graph when run() returns (erobs_bt.ros.domain).
+        del died, executor, spinner, node
+        gc.collect()
+        if executor_died:
             print("erobs_bt: exiting because the executor stopped serving", file=sys.stderr, flush=True)
             return EXIT_EXECUTOR_DIED
         return 0

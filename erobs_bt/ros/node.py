@@ -1056,7 +1056,9 @@ def run(
         # defers finalising the destroyed node (and rmw keeps its DDS participant, servers
         # and all, in the domain) until a garbage collection: drop the last references and
         # collect now, so the node has left the graph when run() returns (erobs_bt.ros.domain).
-        del died, executor, spinner, node
+        died.clear()
+        del node
+        executor = None  # type: ignore[assignment]
         gc.collect()
         if executor_died:
             print("erobs_bt: exiting because the executor stopped serving", file=sys.stderr, flush=True)

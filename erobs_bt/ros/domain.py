@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import gc
 import os
+import warnings
 from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
@@ -144,13 +145,15 @@ def reclaim() -> list[int]:
 
 
 @contextmanager
-def reserved_domain() -> Iterator[int]:
+def reserved_domain(*, strict: bool = True) -> Iterator[int]:
     """Reserve a free ROS domain (ros-domain-coordinator, 1-100) for the duration.
 
     On exit the process must have left the domain (:func:`left`); if it has not, the
     reservation is kept and :class:`DomainNotLeft` is raised (after an exception from the
     body, that one wins and the reservation is still kept). A kept reservation is given
-    back by the next call once the process has left that domain after all.
+    back by the next call once the process has left that domain after all. With
+    ``strict=False`` a domain not left is reported as a :class:`ResourceWarning` instead
+    (the reservation is kept all the same).
 
     The body's exception is never passed into ``domain_coordinator.domain_id()``: its
     generator catches ``OSError`` (and so ``TimeoutError``) around its ``yield`` and would
@@ -172,7 +175,9 @@ def reserved_domain() -> Iterator[int]:
         if ports:
             _HELD[domain] = reservation
             if not failed:
-                raise DomainNotLeft(domain, ports)
+                if strict:
+                    raise DomainNotLeft(domain, ports)
+                warnings.warn(str(DomainNotLeft(domain, ports)), ResourceWarning, stacklevel=3)
         else:
             reservation.__exit__(None, None, None)
 
@@ -204,7 +209,9 @@ ROS_VARIABLES = (
 
 
 @contextmanager
-def private_domain(log_dir: Path, profile: Path | None = None) -> Iterator[RosEnvironment]:
+def private_domain(
+    log_dir: Path, profile: Path | None = None, *, strict: bool = True
+) -> Iterator[RosEnvironment]:
     """Reserve a domain (:func:`reserved_domain`) and set this process's ROS variables.
 
     Sets ``ROS_DOMAIN_ID``, ``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST``, ``ROS_LOG_DIR`` and,
@@ -213,10 +220,11 @@ def private_domain(log_dir: Path, profile: Path | None = None) -> Iterator[RosEn
     that reads it on purpose (the CLI commands); in-process clients get ``domain_id``.
 
     Raises:
-        DomainNotLeft: on exit, this process still has a participant in the domain.
+        DomainNotLeft: on exit, this process still has a participant in the domain (with
+            ``strict``; else a warning, see :func:`reserved_domain`).
     """
     log_dir.mkdir(parents=True, exist_ok=True)
-    with reserved_domain() as domain:
+    with reserved_domain(strict=strict) as domain:
         values = {
             "ROS_DOMAIN_ID": str(domain),
             "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST",

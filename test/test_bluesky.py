@@ -279,4 +279,4 @@ def test_a_node_restart_gives_a_clear_error_then_the_device_reconnects(
         finally:
             device.destroy()
             first.stop()
-    assert orphaned_segments(before) == set()
+    assert orphaned_segments(before, environment.domain_id) == set()

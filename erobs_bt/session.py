@@ -15,7 +15,7 @@ from pathlib import Path
 
 from erobs_bt.backends.base import MotionBackend
 from erobs_bt.backends.factory import create_backend
-from erobs_bt.cache import DEFAULT_CAPACITY, PlanCache
+from erobs_bt.cache import DEFAULT_CAPACITY, DEFAULT_MAX_BYTES, PlanCache
 from erobs_bt.orchestrator import SHUTDOWN_REASON, Orchestrator, OrchestratorListener
 from erobs_bt.plan import GoalPlan, ScriptParser, plan_goal
 from erobs_bt.script.model import Script
@@ -37,6 +37,7 @@ class EngineConfig:
         speed: simulated-time factor (1.0 = real time).
         enable_batching: group consecutive moveto/end_effector steps.
         cache_capacity: plan-cache capacity (LRU).
+        cache_max_bytes: plan-cache bound on the memory its solutions hold [bytes].
         timeouts: per-type timeouts [s] overriding :data:`DEFAULT_TIMEOUTS`.
     """
 
@@ -48,6 +49,7 @@ class EngineConfig:
     speed: float = 1.0
     enable_batching: bool = True
     cache_capacity: int = DEFAULT_CAPACITY
+    cache_max_bytes: int = DEFAULT_MAX_BYTES
     timeouts: Mapping[str, float] = field(default_factory=dict)
 
 
@@ -115,7 +117,7 @@ def build_engine(config: EngineConfig, *, listener: OrchestratorListener | None 
         backend,
         parser=parser,
         enable_batching=config.enable_batching,
-        cache=PlanCache(config.cache_capacity),
+        cache=PlanCache(config.cache_capacity, max_bytes=config.cache_max_bytes),
         timeouts=config.timeouts,
         listener=listener,
     )

@@ -150,3 +150,31 @@ def test_set_parameters_refuses_read_only_and_out_of_range_and_takes_integers_fo
     values = result(parameter_client.get_parameters(["default_snapshot_period", "speed"])).values
     assert values[0].double_value == 3.0 and values[1].double_value == 20.0
     result(parameter_client.set_parameters([Parameter("default_snapshot_period", value=2.0)]))
+
+
+def test_the_plan_cache_byte_bound_is_a_parameter_the_engine_is_built_with() -> None:
+    from erobs_bt.cache import DEFAULT_MAX_BYTES
+    from erobs_bt.ros.node import engine_config
+    from erobs_bt.session import build_engine
+
+    assert SPECS["cache_max_bytes"].default == DEFAULT_MAX_BYTES and SPECS["cache_max_bytes"].read_only
+    with pytest.raises(ValueError, match="parameter cache_max_bytes: must be >= 1"):
+        NodeSettings.from_values({"cache_max_bytes": 0})
+    engine = build_engine(engine_config(NodeSettings.from_values({"backend": "scripted", "cache_max_bytes": 4096})))
+    try:
+        assert engine.orchestrator.cache.max_bytes == 4096
+        assert engine.orchestrator.cache.capacity == SPECS["cache_capacity"].default
+    finally:
+        engine.close()
+
+
+def test_the_plan_cache_byte_bound_is_read_through_the_parameter_services(parameter_client: Any) -> None:
+    from rcl_interfaces.msg import ParameterType
+    from rclpy.parameter import Parameter
+
+    from erobs_bt.cache import DEFAULT_MAX_BYTES
+
+    (value,) = result(parameter_client.get_parameters(["cache_max_bytes"])).values
+    assert value.type == ParameterType.PARAMETER_INTEGER and value.integer_value == DEFAULT_MAX_BYTES
+    (reply,) = result(parameter_client.set_parameters([Parameter("cache_max_bytes", value=1024)])).results
+    assert not reply.successful and "read-only" in reply.reason

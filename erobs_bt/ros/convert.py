@@ -24,8 +24,10 @@ embedded NUL, whatever the goal contained.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
+import struct
 from collections.abc import Sequence
 from typing import Any
 
@@ -37,7 +39,8 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from erobs_bt.backends.base import ArmSegment, Solution
 from erobs_bt.orchestrator import Feedback, Result, State
-from erobs_bt.ros.snapshots import BehaviourState, TreeState
+from erobs_bt.ros.snapshots import BehaviourState, TreeState, TreeTracker
+from erobs_bt.tree.compile import collector_paused
 
 _NANO = 1_000_000_000
 
@@ -155,20 +158,21 @@ def snapshot_json(state: TreeState) -> str:
     [s since the epoch] and ``behaviours`` (pre-order; each with ``id``, ``name``,
     ``type``, ``parent_id``, ``status``, ``message``, ``is_active``, ``children``).
     """
-    return json.dumps(
-        {
-            "goal_id": state.goal_id,
-            "state": state.root_status,
-            "unit_index": state.unit_index,
-            "final": state.final,
-            "full": state.full,
-            "sequence": state.sequence,
-            "tip_id": state.tip_id,
-            "stamp": state.stamp,
-            "behaviours": [_behaviour_json(b) for b in state.behaviours],
-        },
-        separators=(",", ":"),
-    )
+    return json.dumps(_snapshot_document(state), separators=(",", ":"))
+
+
+def _snapshot_document(state: TreeState) -> dict[str, Any]:
+    return {
+        "goal_id": state.goal_id,
+        "state": state.root_status,
+        "unit_index": state.unit_index,
+        "final": state.final,
+        "full": state.full,
+        "sequence": state.sequence,
+        "tip_id": state.tip_id,
+        "stamp": state.stamp,
+        "behaviours": [_behaviour_json(b) for b in state.behaviours],
+    }
 
 
 def snapshot_to_msg(state: TreeState, *, with_json: bool) -> TreeSnapshot:
@@ -201,6 +205,121 @@ def snapshot_to_msg(state: TreeState, *, with_json: bool) -> TreeSnapshot:
         ],
         tree_json=snapshot_json(state) if with_json and state.full else "",
     )
+
+
+def _cdr_string(text: str) -> bytes:
+    """A CDR string (uint32 length with the NUL, UTF-8 bytes, NUL), padded to 4 bytes."""
+    data = ros_text(text).encode("utf-8")
+    size = len(data) + 1
+    return struct.pack("<I", size) + data + b"\0" * (1 + (-(size) % 4))
+
+
+def _json_ids(ids: Sequence[str]) -> str:
+    """A JSON array of UUID texts (no character of them needs escaping)."""
+    return "[" + ",".join(f'"{i}"' for i in ids) + "]" if ids else "[]"
+
+
+class TreeSnapshotEncoder:
+    """Full ``TreeSnapshot`` messages of one goal's tree, serialised from kept parts.
+
+    A full snapshot (the goal's first, one per new subscriber, the final one) lists every
+    behaviour. Building it as a message (:func:`snapshot_to_msg`) makes one
+    ``BehaviourStatus`` object per behaviour and rclpy then converts each one: at 1,000
+    units (4,000 behaviours) that cost more CPU than running the goal's tree. This encoder
+    keeps each behaviour's serialised bytes instead (CDR, little endian, as
+    ``rclpy.serialization.serialize_message`` writes them; the fixed id, name, type and
+    parent are encoded once per goal), re-encodes only the behaviours whose state changed
+    since the previous full snapshot (an identity check per behaviour), and joins them;
+    the node publishes the bytes as they are (``Publisher.publish`` takes serialised
+    messages). ``tree_json`` is kept the same way, one JSON object per behaviour.
+
+    The bytes equal ``serialize_message(snapshot_to_msg(state, with_json=False))``, and
+    with ``with_json`` the same message whose ``tree_json`` lists the same keys (a test
+    checks both).
+
+    Layout (``erobs_bt_interfaces/msg/TreeSnapshot``, ``BehaviourStatus``): the 4-byte
+    encapsulation header ``00 01 00 00`` (CDR little endian), then the fields in order;
+    numbers aligned to their size from the start of the payload, a string is a uint32
+    length (with the NUL) followed by its bytes and the NUL, a sequence a uint32 count.
+
+    Args:
+        tracker: the goal's :class:`~erobs_bt.ros.snapshots.TreeTracker` (its ``states``
+            are read; call :meth:`full` from the tracker's lock holder).
+    """
+
+    def __init__(self, tracker: TreeTracker) -> None:
+        self.tracker = tracker
+        with collector_paused():  # thousands of new objects, none in a cycle
+            self._build(tracker.states)
+        self._cdr: list[bytes] = [b""] * len(tracker.states)
+        self._json: list[str] = [""] * len(tracker.states)
+        self._seen: list[BehaviourState | None] = [None] * len(tracker.states)
+
+    def _build(self, states: Sequence[BehaviourState]) -> None:
+        # id, name, type, parent_id: each a string padded to 4, so status starts aligned.
+        # A parent's id is its parent's own id string; types repeat: encode each once.
+        ids = {b.id: _cdr_string(b.id) for b in states}
+        ids[""] = _cdr_string("")
+        types: dict[str, tuple[bytes, str]] = {}
+        for b in states:
+            if b.type_name not in types:
+                types[b.type_name] = (_cdr_string(b.type_name), json.dumps(b.type_name))
+        self._static = [ids[b.id] + _cdr_string(b.name) + types[b.type_name][0] + ids[b.parent_id] for b in states]
+        # The fixed keys of each behaviour's JSON object (ids are UUID text: no escaping).
+        self._static_json = [
+            f'{{"id":"{b.id}","name":{json.dumps(b.name)},"type":{types[b.type_name][1]},'
+            f'"parent_id":"{b.parent_id}","children":{_json_ids(b.child_ids)},'
+            for b in states
+        ]
+
+    def _sync(self) -> None:
+        with collector_paused():
+            self._sync_changed()
+
+    def _sync_changed(self) -> None:
+        cdr, fragments, seen = self._cdr, self._json, self._seen
+        static, static_json = self._static, self._static_json
+        for i, b in enumerate(self.tracker.states):
+            if b is seen[i]:
+                continue
+            seen[i] = b
+            # status, message (a string, then the bool right after its NUL), padded to 4.
+            message = ros_text(b.message).encode("utf-8")
+            size = len(message) + 1
+            body = (
+                static[i]
+                + _cdr_string(b.status)
+                + struct.pack("<I", size)
+                + message
+                + (b"\0\1" if b.is_active else b"\0\0")
+            )
+            cdr[i] = body + b"\0" * (-len(body) % 4)
+            text = json.dumps(b.message) if b.message else '""'
+            active = "true" if b.is_active else "false"
+            fragments[i] = f'{static_json[i]}"status":"{b.status}","message":{text},"is_active":{active}}}'
+
+    def full(self, state: TreeState, *, with_json: bool) -> bytes:
+        """The serialised ``TreeSnapshot`` of ``state``, a full snapshot of this tracker's
+        goal taken just now (its behaviours are the tracker's states)."""
+        self._sync()
+        head = bytearray(b"\0\1\0\0")
+        total = round(state.stamp * _NANO)
+        head += struct.pack("<iI", total // _NANO, total % _NANO)
+        head += _cdr_string(state.goal_id) + _cdr_string(state.root_status)
+        head += struct.pack("<I?", state.unit_index, state.final) + b"\0\0\0"
+        tip = ros_text(state.tip_id).encode("utf-8")
+        # tip_id, then the delta bool right after its NUL, padded to 4 for the uint32s.
+        head += struct.pack("<I", len(tip) + 1) + tip + b"\0\0"
+        head += b"\0" * (-len(head) % 4) + struct.pack("<II", state.sequence, len(self._cdr))
+        if with_json:
+            document = _snapshot_document(dataclasses.replace(state, behaviours=()))
+            document["state"] = state.root_status
+            text = json.dumps(document, separators=(",", ":"))
+            tree_json = f"{text[:-2]}{','.join(self._json)}]}}"
+        else:
+            tree_json = ""
+        data = ros_text(tree_json).encode("utf-8")
+        return b"".join((head, *self._cdr, struct.pack("<I", len(data) + 1), data, b"\0"))
 
 
 def snapshot_from_msg(msg: TreeSnapshot) -> TreeState:

@@ -32,7 +32,7 @@ from types import MappingProxyType
 from typing import Any
 
 from erobs_bt.backends.factory import BACKEND_KINDS
-from erobs_bt.cache import DEFAULT_CAPACITY
+from erobs_bt.cache import DEFAULT_CAPACITY, DEFAULT_MAX_BYTES
 from erobs_bt.tree.context import DEFAULT_TIMEOUTS
 
 #: The node's default name (``~`` in the names below).
@@ -161,6 +161,13 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
     ParameterSpec("faults_file", "", "sim fault-injection YAML; '' = no faults"),
     ParameterSpec("enable_batching", True, "group consecutive moveto/end_effector steps into one unit"),
     ParameterSpec("cache_capacity", DEFAULT_CAPACITY, "plan cache size (LRU, in memory)", minimum=1),
+    ParameterSpec(
+        "cache_max_bytes",
+        DEFAULT_MAX_BYTES,
+        "[bytes] most memory the plan cache's solutions may hold (estimated); least recently used "
+        "entries are evicted past it, and a larger solution is not stored",
+        minimum=1,
+    ),
     *_timeout_specs(),
     ParameterSpec(
         "run_logs", True, "write a JSON Lines run log per goal (the CLI's format)", section="run logs"
@@ -190,6 +197,13 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
         "erobs_api_feedback_period",
         0.5,
         "[s] while paused, the beambot_execution feedback is republished this often (as EROBS does)",
+        section="interfaces",
+    ),
+    _positive(
+        "feedback_rate",
+        50.0,
+        "[Hz] most action feedback messages per second; a newer feedback replaces a waiting one, "
+        "but the latest one and every unit's cache decision are always sent, before the result",
         section="interfaces",
     ),
     _positive(
@@ -440,12 +454,14 @@ class NodeSettings:
     faults_file: str
     enable_batching: bool
     cache_capacity: int
+    cache_max_bytes: int
     timeouts: Mapping[str, float]
     run_logs: bool
     run_log_dir: str
     native_api: bool
     erobs_api: bool
     erobs_api_feedback_period: float
+    feedback_rate: float
     snapshot_rate: float
     snapshot_json: bool
     default_snapshot_stream: bool

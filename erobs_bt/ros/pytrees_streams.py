@@ -65,6 +65,7 @@ from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPo
 from unique_identifier_msgs.msg import UUID
 
 from erobs_bt.ros.snapshots import BehaviourState, TreeTracker
+from erobs_bt.tree.compile import collector_paused
 
 #: Largest fraction of the time spent publishing snapshot streams (spacing of publications).
 CPU_SHARE = 0.05
@@ -136,6 +137,13 @@ class TreeMessages:
 
     def __init__(self, tracker: TreeTracker) -> None:
         self.tracker = tracker
+        with collector_paused():  # thousands of new objects, none in a cycle
+            self._build()
+        self._seen: list[BehaviourState | None] = [None] * len(tracker.states)
+        self._tip_path: list[int] = []
+
+    def _build(self) -> None:
+        tracker = self.tracker
         nodes = tracker.behaviours
         states = tracker.states
         root = nodes[0] if nodes else None
@@ -162,8 +170,6 @@ class TreeMessages:
                     ),
                 )
             )
-        self._seen: list[BehaviourState | None] = [None] * len(states)
-        self._tip_path: list[int] = []
 
     def refresh(self) -> list[Any]:
         """Bring the messages up to the tracker's current states; the message list.

@@ -41,15 +41,15 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import py_trees
 
-from erobs_bt.tree.compile import UnitSequence
+from erobs_bt.tree.compile import UnitSequence, collector_paused
 
 
-@dataclass(frozen=True)
-class BehaviourState:
-    """One behaviour in a snapshot.
+class BehaviourState(NamedTuple):
+    """One behaviour in a snapshot (immutable; a tuple, so thousands are cheap to make).
 
     Attributes:
         id: the behaviour's UUID as text.
@@ -169,6 +169,18 @@ class TreeTracker:
     def __init__(self, goal_id: str, root: py_trees.behaviour.Behaviour) -> None:
         self.goal_id = goal_id
         self.root = root
+        # Thousands of new objects, none in a cycle: a collection here would walk the
+        # whole heap (the live tree included) on the timer thread, holding the GIL.
+        with collector_paused():
+            self._build(root)
+        self._low = 0
+        self._active: list[int] = []
+        self._tip = -1
+        self.sequence = -1
+        #: Behaviours the last refresh re-read (its cost, in behaviours).
+        self.last_scanned = 0
+
+    def _build(self, root: py_trees.behaviour.Behaviour) -> None:
         nodes: list[py_trees.behaviour.Behaviour] = []
         parents: list[int] = []
         stack: list[tuple[py_trees.behaviour.Behaviour, int]] = [(root, -1)]
@@ -202,12 +214,6 @@ class TreeTracker:
         ]
         # Pre-order position of each child of the root.
         self._child_start = [self._position[id(c)] for c in root.children]
-        self._low = 0
-        self._active: list[int] = []
-        self._tip = -1
-        self.sequence = -1
-        #: Behaviours the last refresh re-read (its cost, in behaviours).
-        self.last_scanned = 0
 
     @property
     def size(self) -> int:
@@ -471,9 +477,7 @@ class SnapshotAssembler:
         for b in state.behaviours:
             old = self._by_id.get(b.id)
             if old is not None:
-                self._by_id[b.id] = dataclasses.replace(
-                    old, status=b.status, message=b.message, is_active=b.is_active
-                )
+                self._by_id[b.id] = old._replace(status=b.status, message=b.message, is_active=b.is_active)
         self._latest = dataclasses.replace(
             state,
             behaviours=tuple(self._by_id[i] for i in self._order),

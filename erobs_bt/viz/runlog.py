@@ -63,8 +63,9 @@ class RunLogWriter(OrchestratorListener):
         self.error = ""
         self.lines = 0
 
-    def event(self, goal_id: str, record: Mapping[str, Any]) -> None:
-        """Append ``{"t", "goal_id", "event", ...}`` as one line."""
+    def event(self, goal_id: str, record: Mapping[str, Any], *, flush: bool = True) -> None:
+        """Append ``{"t", "goal_id", "event", ...}`` as one line (and flush the file,
+        unless ``flush`` is false: a writer of many lines calls :meth:`flush` after them)."""
         fields = dict(record)
         line = {"t": fields.pop("t", None), "goal_id": goal_id, "event": fields.pop("event", ""), **fields}
         text = json.dumps(line, default=str, ensure_ascii=False) + "\n"
@@ -73,8 +74,21 @@ class RunLogWriter(OrchestratorListener):
                 return
             try:
                 self._file.write(text)
-                self._file.flush()
+                if flush:
+                    self._file.flush()
                 self.lines += 1
+            except OSError as exc:
+                self.error = f"{self.path}: {exc}"
+                _LOG.warning("run log disabled: %s", self.error)
+                self._close_locked()
+
+    def flush(self) -> None:
+        """Flush the lines written so far to the file."""
+        with self._lock:
+            if self._file is None:
+                return
+            try:
+                self._file.flush()
             except OSError as exc:
                 self.error = f"{self.path}: {exc}"
                 _LOG.warning("run log disabled: %s", self.error)

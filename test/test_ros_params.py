@@ -160,7 +160,9 @@ def test_the_plan_cache_byte_bound_is_a_parameter_the_engine_is_built_with() -> 
     assert SPECS["cache_max_bytes"].default == DEFAULT_MAX_BYTES and SPECS["cache_max_bytes"].read_only
     with pytest.raises(ValueError, match="parameter cache_max_bytes: must be >= 1"):
         NodeSettings.from_values({"cache_max_bytes": 0})
-    engine = build_engine(engine_config(NodeSettings.from_values({"backend": "scripted", "cache_max_bytes": 4096})))
+    engine = build_engine(
+        engine_config(NodeSettings.from_values({"backend": "scripted", "cache_max_bytes": 4096}))
+    )
     try:
         assert engine.orchestrator.cache.max_bytes == 4096
         assert engine.orchestrator.cache.capacity == SPECS["cache_capacity"].default

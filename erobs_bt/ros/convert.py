@@ -264,7 +264,9 @@ class TreeSnapshotEncoder:
         for b in states:
             if b.type_name not in types:
                 types[b.type_name] = (_cdr_string(b.type_name), json.dumps(b.type_name))
-        self._static = [ids[b.id] + _cdr_string(b.name) + types[b.type_name][0] + ids[b.parent_id] for b in states]
+        self._static = [
+            ids[b.id] + _cdr_string(b.name) + types[b.type_name][0] + ids[b.parent_id] for b in states
+        ]
         # The fixed keys of each behaviour's JSON object (ids are UUID text: no escaping).
         self._static_json = [
             f'{{"id":"{b.id}","name":{json.dumps(b.name)},"type":{types[b.type_name][1]},'

@@ -51,9 +51,7 @@ Status and code agree: the action status is SUCCEEDED exactly when ``error_code`
 
 from __future__ import annotations
 
-import gc
 import os
-import signal
 import sys
 import threading
 import time
@@ -62,10 +60,8 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
-import rclpy
 from erobs_bt_interfaces.action import ExecuteScript
 from erobs_bt_interfaces.msg import ExecutionState, TreeSnapshot
 from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
@@ -75,11 +71,9 @@ from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallb
 from rclpy.context import Context
 from rclpy.event_handler import PublisherEventCallbacks
 from rclpy.exceptions import ParameterException
-from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
-from rclpy.signals import SignalHandlerOptions
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
@@ -97,7 +91,7 @@ from erobs_bt.orchestrator import (
     Result,
     State,
 )
-from erobs_bt.ros import convert, ensure_localhost_discovery
+from erobs_bt.ros import convert
 from erobs_bt.ros.params import (
     ENDPOINTS,
     NODE_NAME,
@@ -109,12 +103,15 @@ from erobs_bt.ros.params import (
     endpoints_doc,
     parameters_doc,
 )
+from erobs_bt.ros.process import EXIT_CONFIG, EXIT_EXECUTOR_DIED, serve
 from erobs_bt.ros.runlogs import NodeRunLogs
 from erobs_bt.ros.snapshots import SnapshotThrottle, TreeState
 from erobs_bt.script.model import JOINT_NAMES
 from erobs_bt.session import EngineConfig, build_engine
 
 __all__ = [
+    "EXIT_CONFIG",
+    "EXIT_EXECUTOR_DIED",
     "NODE_NAME",
     "PARAMETERS",
     "ErobsBtNode",
@@ -125,11 +122,8 @@ __all__ = [
     "run",
 ]
 
-#: Exit code of :func:`main` when a parameter or a configuration file is invalid.
-EXIT_CONFIG = 2
-
-#: Exit code of :func:`main` when the executor thread died (the node stopped serving).
-EXIT_EXECUTOR_DIED = 3
+# Exit codes of :func:`main`: EXIT_CONFIG (2) when a parameter or a configuration file is
+# invalid, EXIT_EXECUTOR_DIED (3) when the executor thread died (erobs_bt.ros.process).
 
 #: ``error_code`` of a goal cancelled outside ROS (the live web view of ``erobs-bt serve``):
 #: the action protocol reports CANCELED only after a cancel request, so it is ABORTED.
@@ -208,23 +202,24 @@ _NATIVE = _GoalApi("native", convert.feedback_to_msg, convert.result_to_msg)
 
 
 class _FeedbackPump:
-    """Publishes action feedback off the goal thread, at most ``rate`` messages per second.
+    """Publishes action feedback off the goal thread: every unit's latest feedback, and
+    within a unit at most ``rate`` messages per second.
 
     The orchestrator reports several feedbacks per unit (started, cache decision, each
-    phase, done). Publishing each one (about 0.2 ms of rclpy work apiece, holding the GIL)
-    made a long script of quick units much slower through the node than in-process. The
-    goal thread now only queues (O(1)); this thread publishes, spacing publications by
-    ``1 / rate``. While a publication waits, a newer feedback of the same goal replaces
-    the queued one unless the queued one carries a unit's cache decision (``HIT``,
-    ``MISS``, ``INELIGIBLE``) that the newer one does not repeat for the same unit. So a
-    feedback arriving after a quiet spell is published at once, the latest feedback and
-    every unit's cache decision are always published, in order, and :meth:`flush`
-    (called before the result is sent) delivers all of a goal's queued feedback at once,
-    without waiting for the spacing.
+    phase, done). Publishing each one (about 0.1-0.2 ms of rclpy work apiece, holding the
+    GIL) made a long script of quick units much slower through the node than in-process.
+    The goal thread now only queues (O(1)); this thread publishes. A newer feedback of the
+    same goal and unit replaces the queued one unless the queued one carries the unit's
+    cache decision (``HIT``, ``MISS``, ``INELIGIBLE``) and the newer one another. While
+    only one feedback is queued and the previous publication is less than ``1 / rate``
+    old, it waits (and may be replaced); a feedback of a later unit makes the queued one
+    final, so it is published at once. So every unit's latest feedback and every cache
+    decision are published, in order, and :meth:`flush` (called before the result is
+    sent) delivers all of a goal's queued feedback without waiting for the spacing.
 
     Args:
         log_error: receives a message when publishing fails (never raised).
-        rate: the most feedback messages per second [Hz], > 0.
+        rate: the most feedback messages of one unit per second [Hz], > 0.
         clock: monotonic time source [s].
     """
 
@@ -255,9 +250,7 @@ class _FeedbackPump:
         if queued[0] is not goal_handle:
             return False
         old = queued[2]
-        return not old.cache_status or (
-            old.unit_index == feedback.unit_index and old.cache_status == feedback.cache_status
-        )
+        return old.unit_index == feedback.unit_index and old.cache_status in ("", feedback.cache_status)
 
     def put(self, goal_handle: Any, api: _GoalApi, feedback: Feedback) -> None:
         """Queue ``feedback`` for ``goal_handle`` (O(1); it may replace the queued one)."""
@@ -269,7 +262,12 @@ class _FeedbackPump:
                 self._cond.notify_all()
 
     def _due(self) -> bool:
-        return self._closed or self._flushing > 0 or self._clock() - self._last >= self._period
+        return (
+            self._closed
+            or self._flushing > 0
+            or len(self._pending) > 1
+            or self._clock() - self._last >= self._period
+        )
 
     def _run(self) -> None:
         while True:
@@ -1047,72 +1045,25 @@ def run(
         :data:`EXIT_EXECUTOR_DIED` when the executor thread died (the node shuts down
         cleanly, then exits non-zero so that a supervisor restarts it).
     """
-    discovery = ensure_localhost_discovery()
-    rclpy.init(args=["erobs_bt_node", *ros_arguments], signal_handler_options=SignalHandlerOptions.NO)
-    stop = threading.Event()
 
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
+    def ready(node: ErobsBtNode, discovery: str) -> None:
+        if on_ready is not None:
+            on_ready(node)
+        else:
+            print(
+                f"erobs_bt ready: action {node.endpoints().get('execute', '-')} "
+                f"(ROS_DOMAIN_ID={os.environ.get('ROS_DOMAIN_ID', '0')}, discovery {discovery})",
+                flush=True,
+            )
 
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        try:
-            node = ErobsBtNode()
-        except (ValueError, OSError, ParameterException) as exc:
-            print(f"erobs_bt: cannot start: {exc}", file=sys.stderr, flush=True)
-            return EXIT_CONFIG
-        executor = MultiThreadedExecutor(num_threads=node.settings.executor_threads)
-        executor.add_node(node)
-        died: list[BaseException] = []
-
-        def spin() -> None:
-            try:
-                executor.spin()
-            except BaseException as exc:
-                died.append(exc)
-                print(
-                    f"erobs_bt: the executor thread died: {type(exc).__name__}: {exc}\n"
-                    f"{traceback.format_exc()}",
-                    file=sys.stderr,
-                    flush=True,
-                )
-
-        spinner = threading.Thread(target=spin, name="erobs_bt-executor")
-        spinner.start()
-        try:
-            if on_ready is not None:
-                on_ready(node)
-            else:
-                print(
-                    f"erobs_bt ready: action {node.endpoints().get('execute', '-')} "
-                    f"(ROS_DOMAIN_ID={os.environ.get('ROS_DOMAIN_ID', '0')}, discovery {discovery})",
-                    flush=True,
-                )
-            while not stop.wait(0.5) and spinner.is_alive():
-                pass
-        finally:
-            node.close()
-            executor.shutdown()
-            spinner.join()
-            node.destroy_node()
-        executor_died = bool(died) or not stop.is_set()
-        # A dead executor's exception keeps the callback that raised "in use", so rclpy
-        # defers finalising the destroyed node (and rmw keeps its DDS participant, servers
-        # and all, in the domain) until a garbage collection: drop the last references and
-        # collect now, so the node has left the graph when run() returns (erobs_bt.ros.domain).
-        died.clear()
-        del node
-        executor = None  # type: ignore[assignment]
-        gc.collect()
-        if executor_died:
-            print("erobs_bt: exiting because the executor stopped serving", file=sys.stderr, flush=True)
-            return EXIT_EXECUTOR_DIED
-        return 0
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        if rclpy.ok():
-            rclpy.shutdown()
+    return serve(
+        "erobs_bt",
+        ros_arguments,
+        ErobsBtNode,
+        threads=lambda node: node.settings.executor_threads,
+        on_ready=ready,
+        start_errors=(ValueError, OSError, ParameterException),
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

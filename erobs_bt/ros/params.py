@@ -202,8 +202,8 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
     _positive(
         "feedback_rate",
         50.0,
-        "[Hz] most action feedback messages per second; a newer feedback replaces a waiting one, "
-        "but the latest one and every unit's cache decision are always sent, before the result",
+        "[Hz] most action feedback messages per second within one unit; a newer feedback of the "
+        "unit replaces a waiting one, but every unit's latest feedback and cache decision are sent",
         section="interfaces",
     ),
     _positive(

@@ -57,28 +57,24 @@ import itertools
 import json
 import math
 import os
-import signal
 import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from types import FrameType, MappingProxyType
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
-import rclpy
 import yaml
 from control_msgs.action import FollowJointTrajectory, GripperCommand
 from erobs_bt_interfaces.action import PipettorCommand
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.action.server import ServerGoalHandle
 from rclpy.callback_groups import ReentrantCallbackGroup
-from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
-from rclpy.signals import SignalHandlerOptions
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 from ur_msgs.srv import SetIO
@@ -105,6 +101,9 @@ from erobs_bt.backends.sim.tools import (
     pipettor_command,
 )
 from erobs_bt.script.model import JOINT_NAMES
+
+#: ``FollowJointTrajectory.Result.SUCCESSFUL`` (also the code of a cancelled trajectory).
+_SUCCESSFUL = FollowJointTrajectory.Result.SUCCESSFUL
 
 NODE_NAME = "erobs_bt_sim_hardware"
 READY_PREFIX = f"{NODE_NAME} ready"
@@ -303,34 +302,26 @@ class SimHardwareNode(Node):
         self.servers: list[str] = []
         self._fjt: ActionServer | None = None
         if not self._faults.down("follow_joint_trajectory"):
-            self._fjt = ActionServer(
-                self,
+            self._fjt = self._action_server(
                 FollowJointTrajectory,
                 hardware.arm_action,
-                execute_callback=self._execute_trajectory,
-                goal_callback=self._on_trajectory_goal,
+                self._execute_trajectory,
+                self._on_trajectory_goal,
                 handle_accepted_callback=self._on_trajectory_accepted,
-                cancel_callback=lambda _goal: CancelResponse.ACCEPT,
-                callback_group=self._group,
             )
-            self.servers.append(hardware.arm_action)
         self._grippers: list[ActionServer] = []
         if not self._faults.down("gripper_command"):
             for adapter in hardware.grippers.values():
                 if adapter.adapter != "gripper_command":
                     continue
                 self._grippers.append(
-                    ActionServer(
-                        self,
+                    self._action_server(
                         GripperCommand,
                         adapter.action,
-                        execute_callback=self._gripper_executor(adapter),
-                        goal_callback=self._tool_goal("gripper_command"),
-                        cancel_callback=lambda _goal: CancelResponse.ACCEPT,
-                        callback_group=self._group,
+                        self._gripper_executor(adapter),
+                        self._tool_goal("gripper_command"),
                     )
                 )
-                self.servers.append(adapter.action)
         self._set_io = None
         if not self._faults.down("set_io"):
             self._set_io = self.create_service(
@@ -339,17 +330,28 @@ class SimHardwareNode(Node):
             self.servers.append(hardware.set_io)
         self._pipettor: ActionServer | None = None
         if not self._faults.down("pipettor"):
-            self._pipettor = ActionServer(
-                self,
-                PipettorCommand,
-                hardware.pipettor_action,
-                execute_callback=self._execute_pipettor,
-                goal_callback=self._tool_goal("pipettor"),
-                cancel_callback=lambda _goal: CancelResponse.ACCEPT,
-                callback_group=self._group,
+            self._pipettor = self._action_server(
+                PipettorCommand, hardware.pipettor_action, self._execute_pipettor, self._tool_goal("pipettor")
             )
-            self.servers.append(hardware.pipettor_action)
         self._event("start", gripper=mounted, servers=self.servers, speed=speed)
+
+    def _action_server(
+        self, action_type: Any, name: str, execute: Any, goal: Any, **extra: Any
+    ) -> ActionServer:
+        """An action server of this node (reentrant group, every cancel accepted), listed
+        in :attr:`servers`."""
+        server = ActionServer(
+            self,
+            action_type,
+            name,
+            execute_callback=execute,
+            goal_callback=goal,
+            cancel_callback=lambda _goal: CancelResponse.ACCEPT,
+            callback_group=self._group,
+            **extra,
+        )
+        self.servers.append(name)
+        return server
 
     # -- state --------------------------------------------------------------------------------
     def tool_state(self) -> ToolState:
@@ -464,27 +466,19 @@ class SimHardwareNode(Node):
         with self._lock:
             if id(goal_handle) in self._preempted:
                 self._preempted.discard(id(goal_handle))
-                return self._finish(
-                    goal_handle,
-                    result,
-                    number,
-                    "aborted",
-                    FollowJointTrajectory.Result.INVALID_GOAL,
-                    "preempted by a new goal",
-                )
+                return self._abort(goal_handle, result, number, "preempted by a new goal")
         segment = self._segment(goal, number)
         deviation = float(
             np.max(np.abs(np.subtract(segment.points[0].positions, self.controller.joint_positions())))
         )
         if deviation > self.hardware.start_tolerance:
-            return self._finish(
+            return self._abort(
                 goal_handle,
                 result,
                 number,
-                "aborted",
-                FollowJointTrajectory.Result.PATH_TOLERANCE_VIOLATED,
                 f"the first point is {deviation:.4f} rad from the current state "
                 f"(tolerance {self.hardware.start_tolerance:g} rad)",
+                FollowJointTrajectory.Result.PATH_TOLERANCE_VIOLATED,
             )
         cut = None
         if fault is not None and fault.outcome == "error_code":
@@ -514,61 +508,30 @@ class SimHardwareNode(Node):
         if preempted:
             with self._lock:
                 self._preempted.discard(id(goal_handle))
-            return self._finish(
-                goal_handle,
-                result,
-                number,
-                "aborted",
-                FollowJointTrajectory.Result.INVALID_GOAL,
-                "preempted by a new goal",
-            )
+            return self._abort(goal_handle, result, number, "preempted by a new goal")
         if cancelled:
             return self._finish(
-                goal_handle,
-                result,
-                number,
-                "canceled",
-                FollowJointTrajectory.Result.SUCCESSFUL,
-                "cancelled: the arm decelerated to rest",
+                goal_handle, result, number, "canceled", _SUCCESSFUL, "cancelled: the arm decelerated to rest"
             )
         if self._closing.is_set():
-            return self._finish(
-                goal_handle,
-                result,
-                number,
-                "aborted",
-                FollowJointTrajectory.Result.INVALID_GOAL,
-                "hardware shutting down",
-            )
+            return self._abort(goal_handle, result, number, "hardware shutting down")
         if error is not None and cut is not None:
             code = (
                 fault.error_code
                 if fault is not None and fault.error_code is not None
                 else FollowJointTrajectory.Result.PATH_TOLERANCE_VIOLATED
             )
-            return self._finish(
-                goal_handle,
-                result,
-                number,
-                "aborted",
-                code,
-                f"{fault.message if fault else ''} (fault injection)",
+            return self._abort(
+                goal_handle, result, number, f"{fault.message if fault else ''} (fault injection)", code
             )
         if error is not None:
-            return self._finish(
-                goal_handle, result, number, "aborted", FollowJointTrajectory.Result.INVALID_GOAL, str(error)
-            )
+            return self._abort(goal_handle, result, number, str(error))
         if fault is not None and fault.outcome == "hang":
             self._event("trajectory_hang", n=number)
             while not goal_handle.is_cancel_requested and not self._closing.is_set():
                 time.sleep(0.02)
             return self._finish(
-                goal_handle,
-                result,
-                number,
-                "canceled",
-                FollowJointTrajectory.Result.SUCCESSFUL,
-                "cancelled while hanging",
+                goal_handle, result, number, "canceled", _SUCCESSFUL, "cancelled while hanging"
             )
         target = dict(zip(goal.trajectory.joint_names, goal.trajectory.points[-1].positions, strict=True))
         actual = dict(zip(self.hardware.joint_names, self.controller.joint_positions(), strict=True))
@@ -576,21 +539,29 @@ class SimHardwareNode(Node):
             if tolerance.position > 0.0 and tolerance.name in target:
                 off = abs(actual[tolerance.name] - target[tolerance.name])
                 if off > tolerance.position:
-                    return self._finish(
+                    return self._abort(
                         goal_handle,
                         result,
                         number,
-                        "aborted",
-                        FollowJointTrajectory.Result.GOAL_TOLERANCE_VIOLATED,
                         f"{tolerance.name} is {off:.4f} rad from the goal (tolerance {tolerance.position:g})",
+                        FollowJointTrajectory.Result.GOAL_TOLERANCE_VIOLATED,
                     )
-        return self._finish(
-            goal_handle, result, number, "succeeded", FollowJointTrajectory.Result.SUCCESSFUL, ""
-        )
+        return self._finish(goal_handle, result, number, "succeeded", _SUCCESSFUL, "")
 
     def _take_pending(self, request: Any) -> tuple[int, HardwareFault | None]:
         with self._lock:
             return self._pending.pop(id(request), (0, None))
+
+    def _abort(
+        self,
+        goal_handle: ServerGoalHandle[Any, Any, Any],
+        result: Any,
+        number: int,
+        text: str,
+        code: int = FollowJointTrajectory.Result.INVALID_GOAL,
+    ) -> Any:
+        """:meth:`_finish` the goal ``aborted`` with ``code`` (default ``INVALID_GOAL``)."""
+        return self._finish(goal_handle, result, number, "aborted", code, text)
 
     def _finish(
         self,
@@ -917,10 +888,11 @@ def run(argv: Sequence[str]) -> int:
     """Run the hardware node until SIGINT/SIGTERM.
 
     Returns:
-        The exit status: 0, or 2 for bad arguments or configuration.
+        The exit status: 0, 2 for bad arguments or configuration, 3 when the executor died
+        (:func:`erobs_bt.ros.process.serve`).
     """
     from erobs_bt.paths import config_file
-    from erobs_bt.ros import ensure_localhost_discovery
+    from erobs_bt.ros.process import serve
 
     parser = build_parser()
     args, ros_args = parser.parse_known_args(list(argv))
@@ -937,46 +909,26 @@ def run(argv: Sequence[str]) -> int:
     except (ValueError, OSError) as exc:
         print(f"{NODE_NAME}: cannot start: {exc}", file=sys.stderr, flush=True)
         return 2
-    discovery = ensure_localhost_discovery()
-    rclpy.init(args=[NODE_NAME, *ros_args], signal_handler_options=SignalHandlerOptions.NO)
-    stop = threading.Event()
 
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
+    def ready(node: SimHardwareNode, discovery: str) -> None:
+        print(
+            f"{READY_PREFIX}: {', '.join(node.servers) or 'no servers'}; {hardware.joint_states} at "
+            f"{args.rate:g} Hz; speed {args.speed:g} "
+            f"(ROS_DOMAIN_ID={os.environ.get('ROS_DOMAIN_ID', '0')}, discovery {discovery})",
+            flush=True,
+        )
 
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        try:
-            node = SimHardwareNode(
-                cell, hardware, speed=args.speed, faults=faults, gripper=args.gripper, rate=args.rate
-            )
-        except ValueError as exc:
-            print(f"{NODE_NAME}: cannot start: {exc}", file=sys.stderr, flush=True)
-            return 2
-        executor = MultiThreadedExecutor(num_threads=8)
-        executor.add_node(node)
-        spinner = threading.Thread(target=executor.spin, name=f"{NODE_NAME}-executor")
-        spinner.start()
-        try:
-            print(
-                f"{READY_PREFIX}: {', '.join(node.servers) or 'no servers'}; {hardware.joint_states} at "
-                f"{args.rate:g} Hz; speed {args.speed:g} "
-                f"(ROS_DOMAIN_ID={os.environ.get('ROS_DOMAIN_ID', '0')}, discovery {discovery})",
-                flush=True,
-            )
-            while not stop.wait(0.2) and spinner.is_alive():
-                pass
-        finally:
-            node.close()
-            executor.shutdown()
-            spinner.join()
-            node.destroy_node()
-        return 0
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        if rclpy.ok():
-            rclpy.shutdown()
+    return serve(
+        NODE_NAME,
+        ros_args,
+        lambda: SimHardwareNode(
+            cell, hardware, speed=args.speed, faults=faults, gripper=args.gripper, rate=args.rate
+        ),
+        threads=lambda node: 8,
+        on_ready=ready,
+        start_errors=(ValueError,),
+        poll=0.2,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -133,12 +133,20 @@ def node_specs(values: Mapping[str, str], *, params_file: str | None = None) -> 
     if value["hardware_config"]:
         overrides["hardware_config"] = value["hardware_config"]
     files = (value["params_file"] or params_file or default_params_file(),)
-    common = {"namespace": value["namespace"], "log_level": value["log_level"]}
+    namespace, log_level = value["namespace"], value["log_level"]
     nodes: list[NodeSpec] = []
     if hardware == "sim":
         config = ("--config", value["hardware_config"]) if value["hardware_config"] else ()
-        nodes.append(NodeSpec("erobs_bt_sim_hardware", "erobs_bt_sim_hardware", arguments=config, **common))
-    nodes.append(NodeSpec("erobs_bt_node", "erobs_bt", params_files=files, overrides=overrides, **common))
+        nodes.append(
+            NodeSpec(
+                "erobs_bt_sim_hardware",
+                "erobs_bt_sim_hardware",
+                namespace,
+                arguments=config,
+                log_level=log_level,
+            )
+        )
+    nodes.append(NodeSpec("erobs_bt_node", "erobs_bt", namespace, files, overrides, log_level=log_level))
     return nodes
 
 

@@ -15,8 +15,9 @@ state, a rejected script) are in it too. The file is closed when the goal finish
 Cost: a goal thread that encoded and flushed every record itself (about six per unit)
 spent a sizeable part of a quick unit on its run log. The goal thread now only opens the
 file (first record) and queues the records (O(1)); a writer thread encodes them and
-flushes once per batch, and :meth:`NodeRunLogs.finished` waits until the goal's records
-are written and its file is closed, so a log is complete when the goal's result is sent.
+flushes once per batch (every :data:`BATCH_PERIOD`), and :meth:`NodeRunLogs.finished`
+waits until the goal's records are written and its file is closed, so a log is complete
+when the goal's result is sent.
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ from typing import Any
 
 from erobs_bt.orchestrator import OrchestratorListener, Result
 from erobs_bt.viz.runlog import RunLogWriter
+
+#: Longest a record waits in the queue before the writer thread writes it [s].
+BATCH_PERIOD = 0.1
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -76,6 +80,7 @@ class NodeRunLogs(OrchestratorListener):
         self._written = 0  # records (and closes) handled by the writer thread
         self._queued = 0
         self._stopping = False
+        self._waiting = 0
         self._thread = threading.Thread(target=self._write, name="erobs_bt-run-logs", daemon=True)
         self._thread.start()
 
@@ -104,15 +109,17 @@ class NodeRunLogs(OrchestratorListener):
         with self._cond:
             self._queue.append((writer, goal_id, record))
             self._queued += 1
-            self._cond.notify_all()
             return self._queued
 
     def _write(self) -> None:
         while True:
             with self._cond:
-                self._cond.wait_for(lambda: self._queue or self._stopping)
+                # Batches: woken by a waiter (finished, close), else every BATCH_PERIOD.
+                self._cond.wait_for(lambda: self._stopping or self._waiting > 0, BATCH_PERIOD)
                 if not self._queue:
-                    return
+                    if self._stopping:
+                        return
+                    continue
                 batch = list(self._queue)
                 self._queue.clear()
             touched: dict[int, RunLogWriter] = {}
@@ -133,7 +140,12 @@ class NodeRunLogs(OrchestratorListener):
 
     def _wait_written(self, count: int, timeout: float = 10.0) -> None:
         with self._cond:
-            self._cond.wait_for(lambda: self._written >= count, timeout)
+            self._waiting += 1
+            self._cond.notify_all()
+            try:
+                self._cond.wait_for(lambda: self._written >= count, timeout)
+            finally:
+                self._waiting -= 1
 
     def _open(self, goal_id: str) -> RunLogWriter | None:
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())

@@ -642,3 +642,54 @@ def test_every_text_reaching_a_message_is_valid_utf8_without_nul() -> None:
         "ep\\x00ick"
     )
     assert convert.ros_text("Grüße, ok") == "Grüße, ok", "valid text is unchanged"
+
+
+def test_the_snapshot_encoder_serialises_exactly_what_snapshot_to_msg_does() -> None:
+    from erobs_bt_interfaces.msg import TreeSnapshot
+    from rclpy.serialization import deserialize_message, serialize_message
+
+    from erobs_bt.ros.snapshots import TreeTracker
+
+    # Names and messages of every length modulo 4 (CDR padding), non-ASCII, a NUL, a surrogate.
+    leaves = [
+        py_trees.behaviours.Success(name=name)
+        for name in ("a", "ab", "abc", "abcd", "Grüße", "ep\x00ick", "frame \ud800")
+    ]
+    root = py_trees.composites.Sequence("script", memory=True, children=leaves)
+    root.tick_once()
+    leaves[2].feedback_message = 'quote " and \\ back'
+    leaves[3].feedback_message = "Grüße \ud800"
+    tracker = TreeTracker("goal-7", root)
+    encoder = convert.TreeSnapshotEncoder(tracker)
+    for final in (False, True):
+        state = tracker.full(final=final, unit_index=3)
+        for with_json in (False, True):
+            expected = convert.snapshot_to_msg(state, with_json=with_json)
+            encoded = encoder.full(state, with_json=with_json)
+            got = deserialize_message(encoded, TreeSnapshot)
+            assert len(encoded) == len(serialize_message(expected))
+            assert got.behaviours == expected.behaviours
+            assert (
+                got.goal_id,
+                got.state,
+                got.unit_index,
+                got.final,
+                got.tip_id,
+                got.delta,
+                got.sequence,
+            ) == (
+                expected.goal_id,
+                expected.state,
+                expected.unit_index,
+                expected.final,
+                expected.tip_id,
+                expected.delta,
+                expected.sequence,
+            )
+            assert got.stamp == expected.stamp
+            if with_json:
+                assert json.loads(got.tree_json) == json.loads(expected.tree_json)
+            else:
+                assert got.tree_json == ""
+        leaves[0].feedback_message = "changed after the first full snapshot"
+        root.tick_once()

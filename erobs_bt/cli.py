@@ -269,6 +269,12 @@ def _engine_options(command: Any) -> Any:
     show_default=True,
     help="Seconds a pause waits before --auto-resume resumes it.",
 )
+@click.option(
+    "--no-plan-ahead",
+    is_flag=True,
+    help="Plan each motion unit only when it starts (plan_ahead:=false); by default the next "
+    "unit is planned while one executes.",
+)
 @click.option("--view", is_flag=True, help="Serve the live web view of the tree on 127.0.0.1 while running.")
 @click.option(
     "--view-port",
@@ -278,7 +284,13 @@ def _engine_options(command: Any) -> Any:
     help="Port of the live view (0 picks a free one).",
 )
 def run(
-    script: Path, auto_resume: bool, resume_after: float, view: bool, view_port: int, **options: Any
+    script: Path,
+    auto_resume: bool,
+    resume_after: float,
+    no_plan_ahead: bool,
+    view: bool,
+    view_port: int,
+    **options: Any,
 ) -> None:
     """Execute SCRIPT on the simulated cell with live per-unit progress."""
     sys.exit(
@@ -287,6 +299,7 @@ def run(
             dry_run=False,
             auto_resume=resume_after if auto_resume else None,
             view_port=view_port if view else None,
+            plan_ahead=not no_plan_ahead,
             **options,
         )
     )
@@ -314,6 +327,7 @@ def _run_goals(
     repeat: int,
     log_file: Path | None,
     view_port: int | None,
+    plan_ahead: bool = True,
 ) -> int:
     from erobs_bt.console import ConsoleProgress
     from erobs_bt.session import EngineConfig, build_engine
@@ -333,7 +347,13 @@ def _run_goals(
         return EXIT_INVALID
     text = script.read_bytes().decode("utf-8")  # valid UTF-8: the plan was made from these bytes
     config = EngineConfig(
-        backend=backend, cell=cell, poses=poses, faults=faults, speed=speed, enable_batching=not no_batching
+        backend=backend,
+        cell=cell,
+        poses=poses,
+        faults=faults,
+        speed=speed,
+        enable_batching=not no_batching,
+        plan_ahead=plan_ahead,
     )
     progress = ConsoleProgress(console)
     try:

@@ -25,6 +25,12 @@ pending, faults the orchestrator (the rule: :func:`erobs_bt.tree.decorators.faul
 the goal aborts, nothing more is dispatched and every later goal is rejected until
 :meth:`Orchestrator.reset_fault` (after the operator has checked the cell) or a restart.
 Resume does not clear it.
+
+Plan-ahead (``plan_ahead``, on by default): while a unit executes, the next motion unit
+is planned from the state the running unit is planned to end in, so the robot does not
+wait for the planner between units (the rules: :mod:`erobs_bt.tree.context`). It changes
+nothing a client sees but the gaps: pause, cancel, preview, the cache and the results
+are as without it, and a goal drops its pending plan-ahead when it ends, however it ends.
 """
 
 from __future__ import annotations
@@ -108,6 +114,8 @@ class Orchestrator:
             held in a :class:`ListenerGroup` (``orchestrator.listener``) that more
             listeners can join.
         safety_period: [s] longest sleep between ticks when nothing happens.
+        plan_ahead: plan the next motion unit while a unit executes (execute mode only;
+            :mod:`erobs_bt.tree.context`).
     """
 
     def __init__(
@@ -120,6 +128,7 @@ class Orchestrator:
         timeouts: Mapping[str, float] = DEFAULT_TIMEOUTS,
         listener: OrchestratorListener | None = None,
         safety_period: float = 0.5,
+        plan_ahead: bool = True,
     ) -> None:
         self.backend = backend
         self.parser = parser
@@ -132,6 +141,7 @@ class Orchestrator:
             else ListenerGroup(*([listener] if listener else []))
         )
         self.safety_period = safety_period
+        self.plan_ahead = plan_ahead
         self._lock = threading.RLock()
         self._wake = threading.Event()
         self._state = State.IDLE
@@ -224,6 +234,7 @@ class Orchestrator:
             controls=controls,
             timeouts=self.timeouts,
             wake=self._wake.set,
+            plan_ahead_enabled=self.plan_ahead and not dry_run,
         )
         root = compile_tree(context)
         handle.script, handle.units, handle.root, handle.context = script, units, root, context
@@ -403,6 +414,9 @@ class Orchestrator:
                 # first, then halt the tree (each running leaf stops what it started).
                 self.backend.stop()
                 root.stop(Status.INVALID)
+            # However the goal ended, a plan made ahead for a unit that will not run now is
+            # dropped (it never reaches the cache: only a unit that uses a plan stores it).
+            ctx.drop_plan_ahead("the goal ended")
             self._finish(handle)
 
     def _after_tick(self, events: _GoalEventsAdapter) -> None:
@@ -594,3 +608,6 @@ class _GoalEventsAdapter(GoalEvents):
 
     def preview(self, unit: Unit, solution: Solution) -> None:
         self.orchestrator.listener.preview(self.handle.goal_id, solution)
+
+    def plan_ahead(self, unit: Unit, status: str, detail: str = "") -> None:
+        self._emit("plan_ahead", unit=unit.index + 1, status=status, detail=detail)

@@ -39,6 +39,8 @@ class EngineConfig:
         cache_capacity: plan-cache capacity (LRU).
         cache_max_bytes: plan-cache bound on the memory its solutions hold [bytes].
         timeouts: per-type timeouts [s] overriding :data:`DEFAULT_TIMEOUTS`.
+        plan_ahead: plan the next motion unit while a unit executes (the orchestrator's
+            ``plan_ahead``).
     """
 
     backend: str = "sim"
@@ -51,6 +53,7 @@ class EngineConfig:
     cache_capacity: int = DEFAULT_CAPACITY
     cache_max_bytes: int = DEFAULT_MAX_BYTES
     timeouts: Mapping[str, float] = field(default_factory=dict)
+    plan_ahead: bool = True
 
 
 @dataclass
@@ -120,5 +123,6 @@ def build_engine(config: EngineConfig, *, listener: OrchestratorListener | None 
         cache=PlanCache(config.cache_capacity, max_bytes=config.cache_max_bytes),
         timeouts=config.timeouts,
         listener=listener,
+        plan_ahead=config.plan_ahead,
     )
     return Engine(config, backend, parser.registry, orchestrator)

@@ -272,16 +272,24 @@ class MotionBackend(Protocol):
         """
         ...
 
-    def plan(self, steps: Sequence[Step], *, start: JointPositions | None) -> Future[Solution]:
+    def plan(
+        self, steps: Sequence[Step], *, start: JointPositions | None, after: Solution | None = None
+    ) -> Future[Solution]:
         """Plan ``steps`` (``moveto``/``end_effector`` only) as one connected sequence.
 
         Args:
             steps: the unit's steps, in order.
             start: the arm state to plan from [rad]; ``None`` plans from the live state.
-                The gripper state always starts from the live gripper state.
+            after: plan ahead (issue 13): a solution of this backend about to be executed
+                (not yet dispatched at this call). The tool state then starts as executing
+                ``after`` from the present tool state would leave it (a part picked up by
+                its ``vacuum_on`` is held); ``start`` is normally its final joints. ``None``:
+                the gripper state starts from the live gripper state.
 
         Returns:
             A future resolving to the solution, or failing with ``PLANNING_FAILED:``.
+            Cancelling it before planning has begun means it never runs (a plan-ahead
+            that is dropped); once begun it finishes and its result is ignored.
         """
         ...
 

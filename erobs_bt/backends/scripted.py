@@ -159,8 +159,16 @@ class ScriptedBackend:
         with self._lock:
             self._gripper = start_gripper
 
-    def plan(self, steps: Sequence[Step], *, start: JointPositions | None) -> Future[Solution]:
-        outcome = self._next("plan", {"steps": [s.index for s in steps], "start": start})
+    def plan(
+        self, steps: Sequence[Step], *, start: JointPositions | None, after: Solution | None = None
+    ) -> Future[Solution]:
+        """Straight segments from ``start`` (or the recorded state); ``after`` is recorded
+        (``detail["ahead"]``) and changes nothing else (no tool state is modelled).
+
+        The future honours cancellation until the outcome is applied: a cancelled gated
+        plan never completes.
+        """
+        outcome = self._next("plan", {"steps": [s.index for s in steps], "start": start, "ahead": after is not None})
         with self._lock:
             known = start if start is not None else self._positions
             gripper = self._gripper
@@ -169,7 +177,7 @@ class ScriptedBackend:
         # does not pretend to know where it starts (start_positions stays None).
         origin = known if known is not None else _ZERO6
         solution = Solution(_straight_segments(steps, origin, gripper), revision, known)
-        return self._complete(outcome, lambda: solution)
+        return self._complete(outcome, lambda: solution, cancellable=True)
 
     def execute(self, solution: Solution, *, replay: bool) -> Future[None]:
         kind = "replay" if replay else "execute"
@@ -251,11 +259,14 @@ class ScriptedBackend:
             else:
                 future.set_result(result)
 
-    def _complete(self, outcome: Outcome, on_success: Any, *, moves: bool = False) -> Future[Any]:
+    def _complete(
+        self, outcome: Outcome, on_success: Any, *, moves: bool = False, cancellable: bool = False
+    ) -> Future[Any]:
         if outcome.raises is not None:
             raise outcome.raises
         future: Future[Any] = Future()
-        future.set_running_or_notify_cancel()
+        if not cancellable:
+            future.set_running_or_notify_cancel()
         if moves:
             with self._lock:
                 self._in_flight.add(future)
@@ -266,7 +277,9 @@ class ScriptedBackend:
             if outcome.delay > 0:
                 threading.Event().wait(outcome.delay)
             if future.done():
-                return  # stopped meanwhile: nothing of it is applied
+                return  # stopped (or cancelled) meanwhile: nothing of it is applied
+            if cancellable and not future.set_running_or_notify_cancel():
+                return
             if outcome.fail_with is not None:
                 self._settle(future, outcome.fail_with)
             elif outcome.error is not None:

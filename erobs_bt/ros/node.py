@@ -150,6 +150,7 @@ def engine_config(settings: NodeSettings) -> EngineConfig:
         cache_capacity=settings.cache_capacity,
         cache_max_bytes=settings.cache_max_bytes,
         timeouts=dict(settings.timeouts),
+        plan_ahead=settings.plan_ahead,
     )
 
 

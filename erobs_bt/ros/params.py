@@ -168,6 +168,7 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
         "entries are evicted past it, and a larger solution is not stored",
         minimum=1,
     ),
+    ParameterSpec("plan_ahead", True, "plan the next motion unit while a unit executes (hides planning)"),
     *_timeout_specs(),
     ParameterSpec(
         "run_logs", True, "write a JSON Lines run log per goal (the CLI's format)", section="run logs"
@@ -455,6 +456,7 @@ class NodeSettings:
     enable_batching: bool
     cache_capacity: int
     cache_max_bytes: int
+    plan_ahead: bool
     timeouts: Mapping[str, float]
     run_logs: bool
     run_log_dir: str

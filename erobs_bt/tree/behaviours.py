@@ -177,6 +177,7 @@ class ReplayCached(FutureBehaviour):
         ctx.events.cache_decision(self.unit, CacheStatus.HIT, key.digest())
         ctx.events.phase(self.unit, "replay", detail=f"{solution.duration:.2f} s of motion")
         self.feedback_message = "replaying"
+        ctx.start_plan_ahead(self.unit, solution)
         return ctx.backend.execute(solution, replay=True)
 
     def on_success(self, result: Any, seconds: float) -> Status:
@@ -222,9 +223,16 @@ class PlanUnit(FutureBehaviour):
     ``cache_status`` for motion units): ``INELIGIBLE``, or for an eligible goal ``HIT``
     when the cache already holds an entry under the unit's key (the preview plans
     afresh anyway and replaces it) and ``MISS`` when it does not.
+
+    In execute mode it first takes the unit's plan-ahead
+    (:meth:`GoalContext.take_plan_ahead`): when it may be used, its future is this
+    behaviour's work (possibly still planning). Should that plan-ahead fail, the unit
+    plans afresh from the live state once, and reports that plan's outcome: a failed
+    plan-ahead never fails a unit by itself.
     """
 
     moves = False
+    _ahead = False
 
     def __init__(self, context: GoalContext, unit: Unit) -> None:
         super().__init__(
@@ -244,9 +252,35 @@ class PlanUnit(FutureBehaviour):
             else:
                 status = CacheStatus.HIT if key in ctx.cache else CacheStatus.MISS
                 ctx.events.cache_decision(self.unit, status, key.digest())
-        self.context.events.phase(self.unit, "plan")
+        self._ahead = False
+        if ctx.mode is Mode.EXECUTE:
+            ahead = ctx.take_plan_ahead(self.unit)
+            if ahead is not None:
+                self._ahead = True
+                ctx.events.phase(self.unit, "plan", detail="planned ahead")
+                self.feedback_message = "planned ahead"
+                return ahead
+        ctx.events.phase(self.unit, "plan")
         self.feedback_message = "planning"
-        return self.context.backend.plan(self.unit.steps, start=None)
+        return ctx.backend.plan(self.unit.steps, start=None)
+
+    def update(self) -> Status:
+        """As :meth:`FutureBehaviour.update`; a failed plan-ahead is replaced by a fresh plan."""
+        future = self._future
+        if self._ahead and future is not None and future.done() and future.exception() is not None:
+            self._ahead = False
+            ctx = self.context
+            ctx.events.plan_ahead(self.unit, "discarded", f"failed: {future.exception()}; planning afresh")
+            self.feedback_message = "planning"
+            try:
+                fresh = ctx.backend.plan(self.unit.steps, start=None)
+            except Exception as exc:
+                self._future = None
+                self._immediate = self.on_error(as_motion_error(exc, default=ErrorCode.PLANNING_FAILED), 0.0)
+                return self._immediate
+            self._future = fresh
+            fresh.add_done_callback(lambda _f: ctx.wake())
+        return super().update()
 
     def on_success(self, result: Any, seconds: float) -> Status:
         ctx = self.context
@@ -267,15 +301,23 @@ class PlanUnit(FutureBehaviour):
 
 
 class ExecuteSolution(FutureBehaviour):
-    """Execute the solution :class:`PlanUnit` produced; store it when the goal is eligible."""
+    """Execute the solution :class:`PlanUnit` produced; store it when the goal is eligible.
+
+    Just before dispatching it, it starts the plan-ahead of the next motion unit from the
+    solution's end state (:meth:`GoalContext.start_plan_ahead`).
+    """
 
     def __init__(self, context: GoalContext, unit: Unit) -> None:
         super().__init__("ExecuteSolution", context, unit, timeout=context.timeout_for(unit))
 
     def start(self) -> Future[None]:
-        self.context.events.phase(self.unit, "execute")
+        ctx = self.context
+        solution = ctx.solutions[self.unit.index]
+        ctx.events.phase(self.unit, "execute")
         self.feedback_message = "executing"
-        return self.context.backend.execute(self.context.solutions[self.unit.index], replay=False)
+        # Before the dispatch: the backend takes the tool state now as the one it starts in.
+        ctx.start_plan_ahead(self.unit, solution)
+        return ctx.backend.execute(solution, replay=False)
 
     def on_success(self, result: Any, seconds: float) -> Status:
         ctx = self.context
@@ -300,6 +342,9 @@ class RunSingleStep(FutureBehaviour):
     def start(self) -> Future[str]:
         self.context.events.phase(self.unit, "run")
         self.feedback_message = "running"
+        # A step that does not move the arm (pipettor) lets the next motion unit be planned
+        # meanwhile; for any other step start_plan_ahead finds nothing to plan.
+        self.context.start_plan_ahead(self.unit, None)
         return self.context.backend.run_step(self.unit.steps[0])
 
     def on_success(self, result: Any, seconds: float) -> Status:
@@ -332,6 +377,9 @@ class PauseStep(py_trees.behaviour.Behaviour):
         self.context.controls.take_resume()
         self.context.events.paused(f"pause step {self.unit.first_step + 1}: waiting for Resume")
         self.feedback_message = "waiting for Resume"
+        # The arm is still while the operator decides: plan the next motion unit meanwhile
+        # (checked against the live state when that unit starts).
+        self.context.start_plan_ahead(self.unit, None)
 
     def update(self) -> Status:
         ctx = self.context

@@ -6,21 +6,57 @@ that its behaviours hold a reference to: the backend, the plan cache and the goa
 cache key, the pause/cancel/halt :class:`Controls` shared with the orchestrator, the
 :class:`GoalEvents` sink that turns progress into feedback, and the few values
 behaviours pass to each other (the planned solution of a unit, the unit's cache key,
-the goal's one typed failure and the fault latched by the fault decorator).
+the goal's one typed failure and the fault latched by the fault decorator), and the
+goal's one pending plan-ahead (:class:`PlannedAhead`).
+
+Plan-ahead (issue 13): while unit ``k`` executes, the next motion unit is planned from
+the state unit ``k`` is planned to end in (its solution's final joints and the tool state
+its tool commands leave), with the same model revision, so that the robot does not wait
+for the planner at the boundary. The rules, all in :meth:`GoalContext.start_plan_ahead`
+and :meth:`GoalContext.take_plan_ahead`:
+
+* only in execute mode (a preview plans every unit from the live state, unchanged);
+* the planned-ahead unit is the next motion unit; only units that neither move the arm
+  nor change the robot model may lie between (``pipettor``, ``pause``): never across a
+  tool exchange (the model revision changes) or a vision step (its target is known only
+  at run time);
+* a unit whose cache key already has an entry (it will replay) is not planned ahead;
+* at the unit's start the plan is used only when the model revision is the live one and
+  every live joint is within :data:`PLAN_AHEAD_TOLERANCE` of the plan's start (and, for
+  an eligible goal, the start gives the same cache key as the live state); otherwise it
+  is discarded and the unit plans afresh from the live state, exactly as without
+  plan-ahead. A plan-ahead that failed is discarded the same way: the fresh plan's
+  result, success or failure, is what the unit reports;
+* the cache sees a plan-ahead only through the unit that uses it (stored where that plan
+  would have been, under the unit's key), and a goal that ends for any reason (success,
+  cancel, failure, stop, shutdown) drops its pending plan-ahead (:meth:`drop_plan_ahead`).
 """
 
 from __future__ import annotations
 
 import enum
 import threading
+import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from erobs_bt.backends.base import MotionBackend, MotionError, Solution
 from erobs_bt.batching import Unit
 from erobs_bt.cache import CacheKey, PlanCache, make_key, round_start
-from erobs_bt.script.model import Script
+from erobs_bt.script.model import JointPositions, Script
+
+#: [rad] Largest live-state deviation (any joint) from a plan-ahead's start at which the
+#: plan is still used (issue 13). The same figure as the controllers' start tolerance
+#: (``erobs_bt.backends.sim.controller.DEFAULT_START_TOLERANCE``, the hardware YAML's
+#: ``start_tolerance``): a trajectory that starts further away would be rejected anyway.
+PLAN_AHEAD_TOLERANCE = 0.01
+
+#: Task types of units a plan-ahead may look across: they neither move the arm nor change
+#: the robot model (a ``pause`` waits for the operator; the live-state check at the next
+#: unit's start catches an arm jogged meanwhile).
+PLAN_AHEAD_TRANSPARENT = frozenset({"pipettor", "pause"})
 
 
 class Mode(enum.Enum):
@@ -174,6 +210,34 @@ class GoalEvents:
     def preview(self, unit: Unit, solution: Solution) -> None:
         """A preview trajectory for ``unit`` was planned."""
 
+    def plan_ahead(self, unit: Unit, status: str, detail: str = "") -> None:
+        """A plan-ahead of ``unit`` changed: ``started``, ``used``, ``discarded`` or ``dropped``.
+
+        Called on the goal's tick thread only; it is a run-log record, not feedback (the
+        unit running now is another one).
+        """
+
+
+@dataclass
+class PlannedAhead:
+    """The one pending plan-ahead of a goal.
+
+    Attributes:
+        unit: the motion unit being planned ahead.
+        future: the backend's planning future.
+        start: the arm state the plan starts from [rad] (the previous unit's planned end).
+        model_revision: the model revision it is planned with.
+        after: index of the unit during whose execution it was started.
+        started: ``time.monotonic()`` when it was requested.
+    """
+
+    unit: Unit
+    future: Future[Solution]
+    start: JointPositions
+    model_revision: str
+    after: int
+    started: float
+
 
 @dataclass
 class GoalContext:
@@ -203,6 +267,9 @@ class GoalContext:
             :class:`erobs_bt.tree.decorators.FaultOnFatal`.
         finish_reason: set when the tree stops on purpose (cancel) or fails.
         cancel_message: how the cancel was observed ("cancelled", "cancelled while paused").
+        plan_ahead_enabled: plan the next motion unit while this one executes (module
+            docstring); the orchestrator's ``plan_ahead`` option, never in preview mode.
+        ahead: the pending plan-ahead, if any (touched on the goal's tick thread only).
     """
 
     script: Script
@@ -222,6 +289,8 @@ class GoalContext:
     fault: str | None = None
     finish_reason: FinishReason | None = None
     cancel_message: str = ""
+    plan_ahead_enabled: bool = False
+    ahead: PlannedAhead | None = None
 
     def fail(self, error: MotionError) -> None:
         """Record a failure; the first one wins (a later fatal error cannot hide behind it
@@ -268,6 +337,129 @@ class GoalContext:
             return False
         self.cache.put(key, solution)
         return True
+
+    # -- plan-ahead ----------------------------------------------------------------------
+    def next_motion_unit(self, unit: Unit) -> Unit | None:
+        """The motion unit a plan-ahead started during ``unit`` would plan, or ``None``.
+
+        The first motion unit after ``unit`` with only :data:`PLAN_AHEAD_TRANSPARENT` units
+        in between; ``None`` at the end of the script or when a tool exchange, a vision step
+        (or any other step) comes first.
+        """
+        for later in self.units[unit.index + 1 :]:
+            if later.is_motion:
+                return later
+            if not all(step.task_type in PLAN_AHEAD_TRANSPARENT for step in later.steps):
+                return None
+        return None
+
+    def start_plan_ahead(self, unit: Unit, solution: Solution | None) -> None:
+        """Start planning the next motion unit while ``unit`` executes (module docstring).
+
+        Args:
+            unit: the unit that is about to execute.
+            solution: its solution, about to be dispatched (the plan-ahead starts from its
+                end state); ``None`` for a unit that does not move the arm (the plan-ahead
+                starts from the live state). Call it *before* dispatching ``solution``: the
+                backend takes the tool state at this call as the one the solution starts in.
+
+        Nothing is started when plan-ahead is off, in preview mode, while the goal is being
+        cancelled or halted, with no known arm state, when the next motion unit is already
+        being planned ahead, or when it would replay a cached solution.
+        """
+        if not self.plan_ahead_enabled or self.mode is not Mode.EXECUTE:
+            return
+        if self.controls.cancel_requested or self.controls.halt is not None:
+            return
+        if solution is None and not all(step.task_type in PLAN_AHEAD_TRANSPARENT for step in unit.steps):
+            return  # a tool exchange or vision step: its end state is known only when it ends
+        target = self.next_motion_unit(unit)
+        if target is None:
+            return
+        if self.ahead is not None:
+            if self.ahead.unit is target:
+                return
+            self.drop_plan_ahead("superseded")
+        revision = self.backend.model_revision()
+        if solution is not None:
+            if solution.model_revision != revision:
+                return
+            start = solution.final_positions()
+        else:
+            start = self.backend.joint_positions()
+        if start is None or len(start) != 6 or self.backend.joint_positions() is None:
+            return  # no known start: the unit's start could not check the live state against it
+        start = tuple(float(a) for a in start)  # type: ignore[assignment]
+        if self.eligible:
+            key = make_key(self.script, model_revision=revision, start=start)
+            if key in self.cache:
+                return  # the unit will replay: a plan-ahead would be wasted work
+        try:
+            future = self.backend.plan(target.steps, start=start, after=solution)
+        except Exception as exc:  # the unit plans afresh at its start and reports its own result
+            self.events.plan_ahead(target, "discarded", f"could not start: {exc}")
+            return
+        assert start is not None
+        self.ahead = PlannedAhead(target, future, start, revision, unit.index, time.monotonic())
+        self.events.plan_ahead(target, "started", f"during unit {unit.index + 1}")
+
+    def take_plan_ahead(self, unit: Unit) -> Future[Solution] | None:
+        """The plan-ahead of ``unit`` if it may be used now, else ``None`` (plan afresh).
+
+        Used only when it is for ``unit``, has not failed, was planned with the live model
+        revision, starts within :data:`PLAN_AHEAD_TOLERANCE` of the live arm state on every
+        joint and, for an eligible goal, gives the unit's own cache key. Anything else is
+        discarded (a plan-ahead for another unit is dropped). The future may still be
+        running: the unit then waits only for the rest of it.
+        """
+        ahead, self.ahead = self.ahead, None
+        if ahead is None:
+            return None
+        if ahead.unit is not unit:
+            self.ahead = ahead
+            self.drop_plan_ahead(f"unit {unit.index + 1} plans first")
+            return None
+        future = ahead.future
+        reason = ""
+        if future.done() and (future.cancelled() or future.exception() is not None):
+            reason = "failed: " + (str(future.exception()) if not future.cancelled() else "cancelled")
+        elif ahead.model_revision != self.backend.model_revision():
+            reason = f"model revision is now {self.backend.model_revision()}, planned for {ahead.model_revision}"
+        else:
+            live = self.backend.joint_positions()
+            if live is None or len(live) != 6:
+                reason = "the live arm state is unknown"
+            else:
+                deviation = max(abs(float(a) - b) for a, b in zip(live, ahead.start, strict=True))
+                if deviation > PLAN_AHEAD_TOLERANCE:
+                    reason = (
+                        f"the live arm state is {deviation:.4f} rad from its start "
+                        f"(tolerance {PLAN_AHEAD_TOLERANCE} rad)"
+                    )
+                elif self.unit_key is not None:
+                    key = make_key(self.script, model_revision=ahead.model_revision, start=ahead.start)
+                    if key != self.unit_key:
+                        reason = "its start gives another cache key than the live state"
+        if reason:
+            if not future.done():
+                future.cancel()
+            self.events.plan_ahead(unit, "discarded", f"{reason}; planning afresh")
+            return None
+        waited = "" if future.done() else ", still planning"
+        self.events.plan_ahead(
+            unit, "used", f"requested {time.monotonic() - ahead.started:.3f} s before it was needed{waited}"
+        )
+        return future
+
+    def drop_plan_ahead(self, reason: str) -> None:
+        """Drop the pending plan-ahead, if any: its future is cancelled (a plan not yet
+        started never runs; one that is running finishes on the backend's planner and its
+        result is ignored). Idempotent."""
+        ahead, self.ahead = self.ahead, None
+        if ahead is None:
+            return
+        ahead.future.cancel()
+        self.events.plan_ahead(ahead.unit, "dropped", reason)
 
     def timeout_for(self, unit: Unit) -> float:
         """Execution timeout of ``unit`` [s]: the sum of its steps' per-type timeouts."""

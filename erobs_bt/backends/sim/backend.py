@@ -8,16 +8,20 @@ injection (:mod:`.faults`).
 
 Threads: the tree's tick thread only ever receives futures. Planning runs in one worker
 thread (``sim-plan``), executions and single steps in another (``sim-action``), and the
-controller in its own. The collision model is shared: planning holds the model's lock
-for a whole unit (it temporarily attaches the parts a planned ``vacuum_on`` would pick
-up, so later moves of the unit are checked with them) and restores the live state at
-the end; tool commands during execution take the same lock. The live tool state has its
-own lock. Every public method is thread-safe.
+controller in its own. The collision model belongs to planning: a plan holds the
+model's lock for a whole unit, brings the model to the tool state it plans from (it
+temporarily attaches the parts a planned ``vacuum_on`` would pick up, so later moves of
+the unit are checked with them) and restores the live state at the end. Tool commands
+during execution change the live tool state (its own lock) and bring the model along only
+when no plan holds it, so an execution never waits for a plan running ahead (issue 13,
+plan-ahead): the plan that holds the model restores the live state when it ends, and
+every plan syncs the model to its own start anyway. Every public method is thread-safe.
 
 Planning a unit (:meth:`SimBackend.plan`): ``moveto`` and ``end_effector`` steps are
 planned as ONE connected sequence from ``start`` (or the live state), carrying the
 planned joint and tool state forward from step to step (docs/script-format.md,
-"Preview start states"). The solution records the model revision it was planned with;
+"Preview start states"). A plan ahead (``after=``) starts from the tool state that
+executing ``after`` from the tool state at the call leaves (:meth:`SimBackend.predict_tools`). The solution records the model revision it was planned with;
 executing a solution planned for another revision fails (``EXECUTION_FAILED``) instead
 of moving with the wrong tool model.
 
@@ -261,31 +265,86 @@ class SimBackend:
         _LOG.info("start_gripper %s: the operator mounted it in place of %s", start_gripper, state.gripper)
         self._set_tool_state(new)
 
-    def plan(self, steps: Sequence[Step], *, start: JointPositions | None = None) -> Future[Solution]:
+    def plan(
+        self,
+        steps: Sequence[Step],
+        *,
+        start: JointPositions | None = None,
+        after: Solution | None = None,
+    ) -> Future[Solution]:
         """Plan a unit's ``moveto``/``end_effector`` steps as one connected sequence.
 
         Args:
             steps: the unit's steps, in order.
-            start: the arm state to plan from [rad]; ``None``: the live state. The tool
-                state always starts from the live one.
+            start: the arm state to plan from [rad]; ``None``: the live state.
+            after: plan ahead of this solution's execution: the tool state starts as
+                :meth:`predict_tools` says executing it from the tool state *now* leaves
+                it (call before dispatching it). ``None``: from the live tool state.
 
         Returns:
             A future resolving to the :class:`Solution` (arm segments and tool segments
-            in step order), or failing with ``PLANNING_FAILED:``.
+            in step order), or failing with ``PLANNING_FAILED:``. Cancelled before the
+            planner thread reaches it, it never runs.
         """
         self._check_open()
         fault = self._faults.check(
             "plan", step_types=[_step_type(s) for s in steps], step_indices=[s.index for s in steps]
         )
         steps = tuple(steps)
+        with self._state_lock:
+            base = self._tools
+        if after is not None:
+            revision = self._cell.model_revision(base.gripper, base.cup_profile)
+            if after.model_revision != revision:
+                failed: Future[Solution] = Future()
+                failed.set_exception(
+                    MotionError(
+                        ErrorCode.PLANNING_FAILED,
+                        f"cannot plan ahead of a solution for model revision {after.model_revision} "
+                        f"with {revision} attached",
+                    )
+                )
+                return failed
 
         def job() -> Solution:
             if fault is not None:
                 _wait(fault.delay)
                 raise self._fault_error(fault, "plan", replay=False)
-            return self._plan_now(steps, start)
+            tools = self.predict_tools(base, after) if after is not None else None
+            return self._plan_now(steps, start, tools=tools)
 
-        return self._submit(self._plan_pool, job, ErrorCode.PLANNING_FAILED)
+        return self._submit(self._plan_pool, job, ErrorCode.PLANNING_FAILED, cancellable=True)
+
+    def predict_tools(self, state: ToolState, solution: Solution) -> ToolState:
+        """The tool state that executing ``solution`` from ``state`` leaves (nothing moves).
+
+        The effects :meth:`execute` applies, in order: an arm segment's end
+        (:func:`~erobs_bt.backends.sim.tools.after_motion`: a pipettor picks up a tip it
+        touches) and a tool segment's command (a ``vacuum_on`` picks up the part under
+        the cup). The same functions as planning and execution, so the three agree.
+
+        Raises:
+            MotionError: a tool command the bookkeeping refuses (the plan then fails and the
+                unit plans afresh when it starts).
+        """
+        start = solution.start_positions
+        q: tuple[float, ...] = tuple(start if start is not None else self._controller.joint_positions())
+        for segment in solution.segments:
+            if isinstance(segment, ArmSegment):
+                if segment.points:
+                    q = segment.points[-1].positions
+                    state = after_motion(self._cell, state, q, contact_tolerance=self._contact_tolerance)
+            else:
+                state, _ = gripper_command(
+                    self._cell,
+                    state,
+                    segment.gripper,
+                    segment.command,
+                    q,
+                    contact_tolerance=self._contact_tolerance,
+                    where=f"step {segment.step_index}",
+                )
+        return state
 
     def execute(self, solution: Solution, *, replay: bool) -> Future[None]:
         """Play a solution: arm segments on the controller, tool segments on the tools, in order.
@@ -453,12 +512,22 @@ class SimBackend:
         self.close()
 
     # -- planning ----------------------------------------------------------------------------
-    def _plan_now(self, steps: Sequence[Step], start: JointPositions | None) -> Solution:
-        """Plan ``steps`` in this thread (the planning core of :meth:`plan` and of single steps)."""
+    def _plan_now(
+        self, steps: Sequence[Step], start: JointPositions | None, *, tools: ToolState | None = None
+    ) -> Solution:
+        """Plan ``steps`` in this thread (the planning core of :meth:`plan` and of single steps).
+
+        ``tools``: the tool state to start from (a plan ahead); ``None``: the live one.
+        """
         began = time.monotonic()
         with self._model.lock:
-            with self._state_lock:
-                state = self._tools
+            if tools is not None:
+                state = tools
+            else:
+                with self._state_lock:
+                    state = self._tools
+            # The model follows the live tools only when no plan holds it: bring it to ours.
+            self._model.sync(state)
             revision = self._cell.model_revision(state.gripper, state.cup_profile)
             q0 = tuple(float(x) for x in (start if start is not None else self._controller.joint_positions()))
             q: tuple[float, ...] = q0
@@ -598,28 +667,40 @@ class SimBackend:
                 )
 
     def _apply_tool(self, segment: ToolSegment) -> None:
-        with self._model.lock:
-            with self._state_lock:
-                state = self._tools
+        with self._state_lock:
             new, message = gripper_command(
                 self._cell,
-                state,
+                self._tools,
                 segment.gripper,
                 segment.command,
                 self._controller.joint_positions(),
                 contact_tolerance=self._contact_tolerance,
                 where=f"step {segment.step_index}",
             )
-            with self._state_lock:
-                self._tools = new
-            self._model.sync(new)
+            self._tools = new
+        self._sync_model()
         _LOG.info("step %d: %s", segment.step_index, message)
 
     def _set_tool_state(self, state: ToolState) -> None:
-        with self._model.lock:
+        with self._state_lock:
+            self._tools = state
+        self._sync_model()
+
+    def _sync_model(self) -> None:
+        """Bring the collision model to the live tool state, unless a plan holds it.
+
+        Never waits for a plan (one may be running ahead of this execution): the plan
+        holding the model restores the live state when it ends, and every plan syncs the
+        model to its own start first.
+        """
+        if not self._model.lock.acquire(blocking=False):
+            return
+        try:
             with self._state_lock:
-                self._tools = state
-            self._model.sync(state)
+                live = self._tools
+            self._model.sync(live)
+        finally:
+            self._model.lock.release()
 
     # -- single steps --------------------------------------------------------------------------
     def _run_step_now(self, step: Step, dispatch: _Dispatch) -> str:
@@ -665,12 +746,21 @@ class SimBackend:
         if self._closed:
             raise MotionError(ErrorCode.EXECUTION_FAILED, "the simulated cell is closed")
 
-    def _submit(self, pool: ThreadPoolExecutor, job: Callable[[], _T], default: ErrorCode) -> Future[_T]:
-        """Run ``job`` on ``pool``; any exception becomes a :class:`MotionError` (``default`` code)."""
+    def _submit(
+        self, pool: ThreadPoolExecutor, job: Callable[[], _T], default: ErrorCode, *, cancellable: bool = False
+    ) -> Future[_T]:
+        """Run ``job`` on ``pool``; any exception becomes a :class:`MotionError` (``default`` code).
+
+        ``cancellable``: the future stays pending until the job starts, so cancelling it
+        before then skips the job (a dropped plan-ahead); otherwise it is running at once.
+        """
         future: Future[_T] = Future()
-        future.set_running_or_notify_cancel()
+        if not cancellable:
+            future.set_running_or_notify_cancel()
 
         def run() -> None:
+            if cancellable and not future.set_running_or_notify_cancel():
+                return
             try:
                 result = job()
             except BaseException as exc:

@@ -1,0 +1,316 @@
+"""Plan-ahead (issue 13): the next motion unit is planned while the current one executes.
+
+Counted in backend calls, as test_replay_or_plan.py does: a plan-ahead is a ``plan`` call
+made with ``after=`` (recorded as ``detail["ahead"]``) before the unit's own start; a used
+plan-ahead means the unit makes no plan call of its own. Every wait is on an event the
+test controls (a gated :class:`Outcome`) or on the goal's own completion; the simulated
+cell runs at ``speed=inf`` (simulated time, no waiting for the arm).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from erobs_bt.backends.base import Solution
+from erobs_bt.backends.scripted import Outcome, ScriptedBackend
+from erobs_bt.orchestrator import GoalStatus, State
+from erobs_bt.plan import plan_goal
+from erobs_bt.script.parse import parse_script
+from erobs_bt.cache import PlanCache
+from erobs_bt.tree.context import PLAN_AHEAD_TOLERANCE, Controls, GoalContext, Mode
+
+from helpers import PAUSE, SUCK, Recorder, make_orchestrator, move, script_json, show, wait_for
+
+REPO = Path(__file__).resolve().parents[1]
+A_RAD = tuple(math.radians(d) for d in (10.0, -90.0, -90.0, -90.0, 90.0, 0.0))
+
+# unit 1: moveto a; unit 2: pipettor (the arm stays); unit 3: moveto b.
+ACROSS_PIPETTOR = script_json([move("a"), SUCK, move("b")])
+
+
+def plan_calls(backend: ScriptedBackend) -> list[dict[str, Any]]:
+    return [c.detail for c in backend.calls if c.kind == "plan"]
+
+
+def ahead_events(recorder: Recorder) -> list[tuple[int, str]]:
+    return [(e["unit"], e["status"]) for e in recorder.events if e["event"] == "plan_ahead"]
+
+
+def run(orchestrator: Any, text: str) -> Any:
+    handle = orchestrator.submit(text, dry_run=False)
+    result = handle.wait(10)
+    return handle, result
+
+
+def test_plan_ahead_is_used_when_the_live_state_matches() -> None:
+    backend = ScriptedBackend()
+    recorder = Recorder()
+    gate = threading.Event()
+    backend.script("execute", Outcome.ok(gate=gate))  # unit 1 keeps executing until released
+    orchestrator = make_orchestrator(backend, listener=recorder)
+    handle = orchestrator.submit(ACROSS_PIPETTOR, dry_run=False)
+    wait_for(lambda: backend.count("plan") == 2, message="the plan-ahead of unit 3")
+    # Unit 3 is being planned while unit 1 is still executing, from unit 1's planned end.
+    assert backend.count("execute") == 1 and backend.count("run_step") == 0
+    first, ahead = plan_calls(backend)
+    assert first == {"steps": [0], "start": None, "ahead": False}
+    assert ahead["steps"] == [2] and ahead["ahead"] is True
+    assert ahead["start"] == pytest.approx(A_RAD)
+    gate.set()
+    result = handle.wait(10)
+    assert result.success, show(handle.root)
+    assert backend.count("plan") == 2, "unit 3 used its plan-ahead: no plan of its own"
+    assert backend.dispatches() == 2 and backend.count("run_step") == 1
+    assert ahead_events(recorder) == [(3, "started"), (3, "used")]
+    assert handle.context.ahead is None
+
+
+def test_plan_ahead_across_an_operator_pause_step() -> None:
+    backend = ScriptedBackend()
+    recorder = Recorder()
+    orchestrator = make_orchestrator(backend, listener=recorder)
+    handle = orchestrator.submit(script_json([move("a"), PAUSE, move("b")]), dry_run=False)
+    wait_for(lambda: orchestrator.state is State.PAUSED, message="the pause step")
+    assert backend.count("plan") == 2 and plan_calls(backend)[1]["ahead"] is True
+    assert backend.dispatches() == 1, "nothing of unit 3 runs before Resume"
+    assert orchestrator.resume().success
+    result = handle.wait(10)
+    assert result.success
+    assert backend.count("plan") == 2 and backend.dispatches() == 2
+    assert ahead_events(recorder) == [(3, "started"), (3, "used")]
+
+
+@pytest.mark.parametrize(
+    ("offset", "used"),
+    [(0.5 * PLAN_AHEAD_TOLERANCE, True), (2.0 * PLAN_AHEAD_TOLERANCE, False)],
+    ids=["within-tolerance", "beyond-tolerance"],
+)
+def test_plan_ahead_is_discarded_when_the_live_state_differs(offset: float, used: bool) -> None:
+    backend = ScriptedBackend()
+    recorder = Recorder()
+    gate = threading.Event()
+    backend.script("run_step", Outcome.ok(gate=gate))  # the pipettor step holds unit 2
+    orchestrator = make_orchestrator(backend, listener=recorder)
+    handle = orchestrator.submit(ACROSS_PIPETTOR, dry_run=False)
+    wait_for(lambda: backend.count("run_step") == 1, message="unit 2")
+    assert backend.count("plan") == 2
+    # Someone nudges the arm while the pipettor works (unit 1 really ended elsewhere).
+    jogged = tuple(a + (offset if i == 3 else 0.0) for i, a in enumerate(A_RAD))
+    backend.set_positions(jogged)
+    gate.set()
+    result = handle.wait(10)
+    assert result.success, show(handle.root)
+    if used:
+        assert backend.count("plan") == 2
+        assert ahead_events(recorder)[-1] == (3, "used")
+    else:
+        assert backend.count("plan") == 3, "discarded: unit 3 planned afresh"
+        assert plan_calls(backend)[2] == {"steps": [2], "start": None, "ahead": False}
+        assert ahead_events(recorder)[-1] == (3, "discarded")
+        discarded = [e for e in recorder.events if e.get("status") == "discarded"][0]
+        assert "rad from its start" in discarded["detail"]
+    assert backend.dispatches() == 2
+
+
+def test_pause_at_the_boundary_keeps_its_semantics_and_a_jog_discards_the_plan() -> None:
+    backend = ScriptedBackend()
+    recorder = Recorder()
+    gate = threading.Event()
+    backend.script("execute", Outcome.ok(gate=gate))
+    orchestrator = make_orchestrator(backend, listener=recorder)
+    text = script_json([move("a"), SUCK, move("b"), SUCK, move("c")])
+    handle = orchestrator.submit(text, dry_run=False)
+    wait_for(lambda: backend.count("execute") == 1, message="unit 1 executing")
+    assert orchestrator.pause().success
+    assert orchestrator.state is State.COMPLETING_TASK
+    gate.set()
+    wait_for(lambda: orchestrator.state is State.PAUSED, message="paused before unit 2")
+    # Paused at the boundary: the plan-ahead of unit 3 exists, nothing else was dispatched.
+    assert backend.count("plan") == 2 and backend.count("run_step") == 0
+    assert backend.dispatches() == 1
+    # The operator jogs the arm while paused: the plan-ahead no longer starts where it is.
+    backend.set_positions(tuple(a + 0.05 for a in A_RAD))
+    assert orchestrator.resume().success
+    result = handle.wait(10)
+    assert result.success, show(handle.root)
+    assert result.completed_steps == result.total_steps == 5
+    statuses = ahead_events(recorder)
+    assert (3, "discarded") in statuses, statuses
+    assert statuses[-2:] == [(5, "started"), (5, "used")]
+    # Unit 3 planned afresh from the jogged state; unit 5 ahead from unit 3's end.
+    assert backend.count("plan") == 4
+    assert backend.dispatches() == 3 and backend.count("run_step") == 2
+    assert recorder.states.count("PAUSED") == 1
+
+
+@pytest.mark.parametrize("halt", ["cancel", "stop", "shutdown"])
+def test_cancel_or_halt_drops_the_pending_plan_ahead(halt: str) -> None:
+    backend = ScriptedBackend()
+    recorder = Recorder()
+    executing, planning = threading.Event(), threading.Event()
+    backend.script("execute", Outcome.ok(gate=executing))
+    backend.script("plan", Outcome.ok(), Outcome.ok(gate=planning))  # the plan-ahead hangs
+    orchestrator = make_orchestrator(backend, listener=recorder)
+    handle = orchestrator.submit(ACROSS_PIPETTOR, dry_run=False)
+    wait_for(lambda: backend.count("plan") == 2, message="the plan-ahead")
+    pending = handle.context.ahead
+    assert pending is not None and not pending.future.done()
+    if halt == "cancel":
+        assert orchestrator.cancel().success
+        executing.set()  # unit 1 completes: the cancel takes effect at the boundary
+    elif halt == "stop":
+        orchestrator.stop()
+    else:
+        orchestrator.shutdown()
+    result = handle.wait(10)
+    expected = {"cancel": GoalStatus.CANCELED, "stop": GoalStatus.ABORTED, "shutdown": GoalStatus.ABORTED}
+    assert result.status is expected[halt], result
+    assert handle.context.ahead is None
+    assert pending.future.cancelled(), "the dropped plan-ahead never completes"
+    assert ahead_events(recorder)[-1] == (3, "dropped")
+    planning.set()  # the gated planner thread ends without delivering anything
+    wait_for(
+        lambda: not any(t.name == "scripted-outcome" and t.is_alive() for t in threading.enumerate()),
+        message="the planner threads to end",
+    )
+    assert backend.count("run_step") == 0 and backend.count("execute") == 1
+    assert len(orchestrator.cache) == 0
+    assert orchestrator.state is State.IDLE
+
+
+def test_a_failed_plan_ahead_does_not_fail_the_running_unit() -> None:
+    backend = ScriptedBackend()
+    recorder = Recorder()
+    backend.script("plan", Outcome.ok(), Outcome.fail("PLANNING_FAILED: planned ahead into a wall"))
+    orchestrator = make_orchestrator(backend, listener=recorder)
+    handle, result = run(orchestrator, ACROSS_PIPETTOR)
+    assert result.success, show(handle.root)
+    assert backend.count("plan") == 3, "unit 3 planned afresh at its start"
+    assert backend.dispatches() == 2
+    assert (3, "discarded") in ahead_events(recorder)
+
+
+def test_a_plan_ahead_failing_after_the_unit_took_it_plans_afresh_once() -> None:
+    backend = ScriptedBackend()
+    recorder = Recorder()
+    gate = threading.Event()
+    backend.script(
+        "plan",
+        Outcome.ok(),
+        Outcome.fail("PLANNING_FAILED: ahead", gate=gate),  # still planning when unit 3 starts
+        Outcome.fail("PLANNING_FAILED: no path from the live state"),
+    )
+    orchestrator = make_orchestrator(backend, listener=recorder)
+    handle = orchestrator.submit(ACROSS_PIPETTOR, dry_run=False)
+    wait_for(lambda: backend.count("run_step") == 1 and (3, "used") in ahead_events(recorder), message="unit 3")
+    gate.set()
+    result = handle.wait(10)
+    # The failure reported is the fresh plan's, as without plan-ahead; units 1-2 count.
+    assert result.status is GoalStatus.ABORTED
+    assert result.error_message == "PLANNING_FAILED: no path from the live state"
+    assert result.completed_steps == 2
+    assert backend.count("plan") == 3 and backend.dispatches() == 1
+    assert orchestrator.state is State.IDLE
+
+
+def tool_exchange_task() -> dict[str, Any]:
+    return {"task_type": "tool_exchange", "operation": "dock", "gripper": "pipettor", "dock_number": 3}
+
+
+def vision_task() -> dict[str, Any]:
+    return {"task_type": "vision_moveto", "tag_id": 1}
+
+
+@pytest.mark.parametrize("barrier", [tool_exchange_task, vision_task], ids=["tool_exchange", "vision"])
+def test_never_plans_ahead_across_a_tool_exchange_or_a_vision_step(barrier: Any) -> None:
+    backend = ScriptedBackend()
+    recorder = Recorder()
+    orchestrator = make_orchestrator(backend, listener=recorder)
+    handle, result = run(orchestrator, script_json([move("a"), SUCK, barrier(), SUCK, move("b")]))
+    assert result.success, show(handle.root)
+    assert [c["ahead"] for c in plan_calls(backend)] == [False, False]
+    assert ahead_events(recorder) == []
+
+
+def test_the_rule_of_what_may_be_planned_ahead() -> None:
+    text = script_json(
+        [move("a"), SUCK, PAUSE, move("b"), tool_exchange_task(), move("c"), vision_task(), move("a")]
+    )
+    goal = plan_goal(text, parser=parse_script, enable_batching=True, preview=False)
+    units = list(goal.units)
+    context = GoalContext(
+        script=goal.script,
+        units=units,
+        mode=Mode.EXECUTE,
+        backend=ScriptedBackend(),
+        cache=PlanCache(),
+        eligible=goal.eligible,
+        controls=Controls(),
+    )
+    assert [u.label for u in units] == [
+        "batch[1]: moveto",
+        "pipettor",
+        "pause",
+        "batch[1]: moveto",
+        "tool_exchange",
+        "batch[1]: moveto",
+        "vision_moveto",
+        "batch[1]: moveto",
+    ]
+    following = [context.next_motion_unit(u) for u in units]
+    assert [u.index if u is not None else None for u in following] == [3, 3, 3, None, 5, None, 7, None]
+
+
+def test_unbatched_motion_units_plan_ahead_one_after_the_other() -> None:
+    backend = ScriptedBackend()
+    recorder = Recorder()
+    orchestrator = make_orchestrator(backend, enable_batching=False, listener=recorder)
+    handle, result = run(orchestrator, script_json([move("a"), move("b"), move("c")]))
+    assert result.success
+    assert [c["ahead"] for c in plan_calls(backend)] == [False, True, True]
+    assert backend.count("plan") == 3 and backend.dispatches() == 3
+    assert ahead_events(recorder) == [(2, "started"), (2, "used"), (3, "started"), (3, "used")]
+
+
+def test_preview_never_plans_ahead() -> None:
+    backend = ScriptedBackend()
+    recorder = Recorder()
+    orchestrator = make_orchestrator(backend, enable_batching=False, listener=recorder)
+    handle, result = run_preview(orchestrator, script_json([move("a"), move("b"), move("c")]))
+    assert result.success
+    # Each unbatched preview step is planned from the live state, as without plan-ahead.
+    assert plan_calls(backend) == [{"steps": [i], "start": None, "ahead": False} for i in range(3)]
+    assert ahead_events(recorder) == [] and backend.dispatches() == 0
+
+
+def run_preview(orchestrator: Any, text: str) -> Any:
+    handle = orchestrator.submit(text, dry_run=True)
+    return handle, handle.wait(10)
+
+
+def test_plan_ahead_off_plans_every_unit_at_its_start() -> None:
+    backend = ScriptedBackend()
+    recorder = Recorder()
+    orchestrator = make_orchestrator(backend, listener=recorder, plan_ahead=False)
+    handle, result = run(orchestrator, ACROSS_PIPETTOR)
+    assert result.success
+    assert [c["ahead"] for c in plan_calls(backend)] == [False, False]
+    assert ahead_events(recorder) == []
+
+
+def test_unknown_arm_state_never_plans_ahead() -> None:
+    backend = ScriptedBackend(start=None)  # mock hardware: no joint state
+    recorder = Recorder()
+    orchestrator = make_orchestrator(backend, listener=recorder)
+    handle, result = run(orchestrator, ACROSS_PIPETTOR)
+    assert result.success
+    assert [c["ahead"] for c in plan_calls(backend)] == [False, False]
+
+
+def solution_bytes(solution: Solution) -> bytes:
+    return solution.to_bytes()

@@ -27,14 +27,16 @@ import statistics
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from common import markdown_table
 
-from erobs_bt.orchestrator import OrchestratorListener, Result, State
+from erobs_bt.orchestrator import OrchestratorListener, State
+from erobs_bt.plan import ScriptParser, plan_goal
 from erobs_bt.session import EngineConfig, build_engine
+from erobs_bt.tree.context import PLAN_AHEAD_TRANSPARENT
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "config" / "full_experiment.json"
@@ -46,34 +48,21 @@ SPEED = 1.0
 REPEATS = 3
 
 
-@dataclass
 class _Probe(OrchestratorListener):
-    """Keeps the goal's records and resumes a paused goal at once."""
+    """Keeps the goal's records (with a monotonic time) and resumes a paused goal at once."""
 
-    engine: Any = None
-    records: list[Mapping[str, Any]] = field(default_factory=list)
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    def __init__(self) -> None:
+        self.engine: Any = None
+        self.records: list[Mapping[str, Any]] = []
+        self.lock = threading.Lock()
 
     def state_changed(self, state: State, message: str) -> None:
         if state is State.PAUSED and self.engine is not None:
-            # Not from inside the orchestrator's delivery: resume from a thread of our own.
-            threading.Thread(target=self.engine.orchestrator.resume, daemon=True).start()
+            self.engine.orchestrator.resume()  # a listener may call the orchestrator back
 
     def event(self, goal_id: str, record: Mapping[str, Any]) -> None:
         with self.lock:
             self.records.append({**record, "mono": time.monotonic()})
-
-    def feedback(self, goal_id: str, feedback: Any) -> None:
-        pass
-
-    def preview(self, goal_id: str, solution: Any) -> None:
-        pass
-
-    def ticked(self, goal_id: str, root: Any) -> None:
-        pass
-
-    def finished(self, goal_id: str, result: Result) -> None:
-        pass
 
 
 @dataclass(frozen=True)
@@ -131,62 +120,111 @@ def _spread(values: list[float], unit: str = "s", scale: float = 1.0, digits: in
     ).strip()
 
 
+def motion_units() -> list[tuple[int, str, str]]:
+    """``(unit number, label, why it can or cannot be planned ahead)`` per motion unit."""
+    parser = ScriptParser.from_files(cell=None, poses=POSES)
+    units = list(plan_goal(SCRIPT.read_bytes(), parser=parser, enable_batching=True, preview=False).units)
+    rows = []
+    for unit in units:
+        if not unit.is_motion:
+            continue
+        before = None
+        for earlier in reversed(units[: unit.index]):
+            if earlier.is_motion or not all(s.task_type in PLAN_AHEAD_TRANSPARENT for s in earlier.steps):
+                before = earlier
+                break
+        if before is None:
+            why = "first motion: nothing executes before it"
+        elif before.is_motion:
+            why = f"ahead, during unit {before.index + 1}"
+        else:
+            why = f"not ahead: after unit {before.index + 1} ({before.label})"
+        rows.append((unit.index + 1, unit.label, why))
+    return rows
+
+
 def report() -> str:
     """The plan-ahead section of BENCHMARKS.md."""
     runs: dict[bool, list[Run]] = {False: [], True: []}
     for _ in range(REPEATS):
         for setting in (False, True):
             runs[setting].append(one_run(setting, SPEED))
-    first_unit = min(runs[False][0].waits)
-    rows = []
-    gap_totals: dict[bool, list[float]] = {}
+    described = motion_units()
+    first_unit = described[0][0]
+    allowed = {number for number, _, why in described if why.startswith("ahead")}
+    per_unit = []
+    for number, label, why in described:
+        off = [r.waits[number] for r in runs[False]]
+        on = [r.waits[number] for r in runs[True]]
+        per_unit.append([str(number), label, why, _spread(off, "ms", 1e3, 0), _spread(on, "ms", 1e3, 0)])
+
+    def gaps(run: Run, units: set[int] | None = None) -> float:
+        return sum(w for u, w in run.waits.items() if u != first_unit and (units is None or u in units))
+
+    totals = []
     for setting in (False, True):
         sample = runs[setting]
-        firsts = [r.waits[first_unit] for r in sample]
-        gaps = [sum(w for u, w in r.waits.items() if u != first_unit) for r in sample]
-        worst = [max(w for u, w in r.waits.items() if u != first_unit) for r in sample]
-        gap_totals[setting] = gaps
-        rows.append(
+        totals.append(
             [
                 "on" if setting else "off (before)",
-                _spread(gaps),
-                _spread(worst, "ms", 1e3, 1),
-                _spread(firsts),
+                _spread([gaps(r) for r in sample]),
+                _spread([gaps(r, allowed) for r in sample]),
+                _spread([r.waits[first_unit] for r in sample]),
                 _spread([r.planning for r in sample]),
-                f"{statistics.median(r.used for r in sample):.0f} / {statistics.median(r.discarded for r in sample):.0f}",
+                f"{statistics.median(r.used for r in sample):.0f} / "
+                f"{statistics.median(r.discarded for r in sample):.0f}",
                 _spread([r.duration for r in sample], digits=1),
             ]
         )
-    hidden = [1.0 - on / off for on, off in zip(gap_totals[True], gap_totals[False], strict=True) if off > 0]
-    motion_units = len(runs[False][0].waits)
-    table = markdown_table(
+    pairs = list(zip(runs[True], runs[False], strict=True))
+    hidden_all = [1.0 - gaps(on) / gaps(off) for on, off in pairs if gaps(off) > 0]
+    hidden_allowed = [1.0 - gaps(on, allowed) / gaps(off, allowed) for on, off in pairs if gaps(off, allowed) > 0]
+    met_allowed = statistics.median(hidden_allowed) >= 0.9
+    met_all = statistics.median(hidden_all) >= 0.9
+    verdict = (
+        "The issue's target (≥ 90 % hidden) is "
+        + ("met" if met_allowed else "not met")
+        + " where plan-ahead is allowed, and "
+        + ("met" if met_all else "not met")
+        + " over the whole example."
+    )
+    pace = "real time" if SPEED == 1.0 else "simulated time faster than real time: a lower bound"
+    summary = markdown_table(
         [
             "plan_ahead",
-            f"robot waiting for plans between units ({motion_units - 1} motion units), median (min–max) of {REPEATS}",
-            "longest single wait",
+            f"robot waiting for plans between units (all {len(described) - 1} motion units after unit 1)",
+            f"of it, the {len(allowed)} units that may be planned ahead",
             "unit 1 (nothing to hide behind)",
             "planning work (solutions' planning time)",
             "plan-aheads used / discarded",
             "whole run (wall)",
         ],
-        rows,
+        totals,
+    )
+    units_table = markdown_table(
+        ["unit", "steps", "plan-ahead", "wait, off", "wait, on"],
+        per_unit,
     )
     return (
         "## Plan-ahead: the robot's wait for the planner\n\n"
         f"`config/full_experiment.json` (with `config/poses.yaml`) on the simulated cell at speed "
-        f"{SPEED:g} (real time), {REPEATS} runs each with `plan_ahead` off and on, alternating; pause "
-        "steps resumed at once (operator time excluded, and it gives the planner no free time). The "
-        "wait of a motion unit is the wall time from its start (its boundary let it through) to the "
-        "dispatch of its trajectory, from the engine's own run-log records: without plan-ahead the "
-        "unit's whole planning time, with it only what was left of the plan-ahead when the unit "
-        "started. Unit 1 is apart: nothing executes before it.\n\n"
-        f"{table}\n\n"
-        f"Planning hidden between units: **{_spread(hidden, '%', 100.0, 1)}** "
-        "(1 − wait on / wait off, per pair of runs). The planning work is the same in both rows: "
-        "plan-ahead moves it under the previous unit's motion, it does not remove it. The "
-        "remaining wait with plan-ahead is where a plan cannot be made ahead: the first motion "
-        "unit after each tool exchange (the model changes, so nothing is planned across it) and "
-        "the boundary's own bookkeeping.\n"
+        f"{SPEED:g} ({pace}), {REPEATS} runs each with `plan_ahead` off and on, alternating, "
+        "median (min–max) of the runs; pause steps resumed at once (operator time excluded, and it "
+        "gives the planner no free time). The wait of a motion unit is the wall time from its start "
+        "(its boundary let it through) to the dispatch of its trajectory, from the engine's own "
+        "run-log records (`plan_started` → `execute_started`): without plan-ahead the unit's whole "
+        "planning time, with it only what was left of the plan-ahead when the unit started. Unit 1 "
+        "is apart: nothing executes before it.\n\n"
+        f"{summary}\n\n"
+        f"Planning hidden between units, per pair of runs (1 − wait on / wait off): "
+        f"**{_spread(hidden_all, '%', 100.0, 1)}** over all the gaps, "
+        f"**{_spread(hidden_allowed, '%', 100.0, 1)}** over the units that may be planned ahead. "
+        f"{verdict} The first motion unit after each tool exchange (the model changes) and after "
+        "the vision step (its target is known only when it has run) is planned only when it "
+        "starts, as before: the issue's own rule. The planning work is the same in both rows: "
+        "plan-ahead moves it under the previous unit's motion, it does not remove it.\n\n"
+        f"Per motion unit (wait, median (min–max) of {REPEATS}):\n\n"
+        f"{units_table}\n"
     )
 
 

@@ -33,6 +33,7 @@ SECTIONS: tuple[tuple[str, str], ...] = (
     ("engine (tick and compile cost)", "bench_engine"),
     ("plan cache", "bench_cache"),
     ("planning", "bench_planning"),
+    ("plan-ahead", "bench_planahead"),
     ("ROS node", "bench_ros"),
     ("snapshot scaling", "bench_snapshots"),
     ("ros2_control backend", "bench_ros2_control"),

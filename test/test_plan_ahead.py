@@ -157,7 +157,7 @@ def test_cancel_or_halt_drops_the_pending_plan_ahead(halt: str) -> None:
     backend.script("plan", Outcome.ok(), Outcome.ok(gate=planning))  # the plan-ahead hangs
     orchestrator = make_orchestrator(backend, listener=recorder)
     handle = orchestrator.submit(ACROSS_PIPETTOR, dry_run=False)
-    wait_for(lambda: backend.count("plan") == 2, message="the plan-ahead")
+    wait_for(lambda: handle.context.ahead is not None, message="the plan-ahead")
     pending = handle.context.ahead
     assert pending is not None and not pending.future.done()
     if halt == "cancel":
@@ -174,6 +174,7 @@ def test_cancel_or_halt_drops_the_pending_plan_ahead(halt: str) -> None:
     assert pending.future.cancelled(), "the dropped plan-ahead never completes"
     assert ahead_events(recorder)[-1] == (3, "dropped")
     planning.set()  # the gated planner thread ends without delivering anything
+    executing.set()
     wait_for(
         lambda: not any(t.name == "scripted-outcome" and t.is_alive() for t in threading.enumerate()),
         message="the planner threads to end",
@@ -231,10 +232,13 @@ def test_never_plans_ahead_across_a_tool_exchange_or_a_vision_step(barrier: Any)
     backend = ScriptedBackend()
     recorder = Recorder()
     orchestrator = make_orchestrator(backend, listener=recorder)
-    handle, result = run(orchestrator, script_json([move("a"), SUCK, barrier(), SUCK, move("b")]))
+    handle, result = run(orchestrator, script_json([move("a"), SUCK, barrier(), move("b")]))
     assert result.success, show(handle.root)
     assert [c["ahead"] for c in plan_calls(backend)] == [False, False]
     assert ahead_events(recorder) == []
+    # Unit 4 was planned only after the barrier step had run, at its own start.
+    kinds = [c.kind for c in backend.calls]
+    assert kinds == ["prepare", "plan", "execute", "run_step", "run_step", "plan", "execute"]
 
 
 def test_the_rule_of_what_may_be_planned_ahead() -> None:
@@ -314,3 +318,187 @@ def test_unknown_arm_state_never_plans_ahead() -> None:
 
 def solution_bytes(solution: Solution) -> bytes:
     return solution.to_bytes()
+
+
+# -- the simulated cell ---------------------------------------------------------------------
+FULL_EXAMPLE = REPO / "config" / "full_experiment.json"
+POSES = REPO / "config" / "poses.yaml"
+
+
+class AutoResume(Recorder):
+    """Resumes a paused goal at once (the operator is instantaneous)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.orchestrator: Any = None
+
+    def state_changed(self, state: Any, message: str) -> None:
+        super().state_changed(state, message)
+        if state is State.PAUSED and self.orchestrator is not None:
+            self.orchestrator.resume()
+
+
+def sim_engine(*, plan_ahead: bool, listener: Any = None) -> Any:
+    from erobs_bt.session import EngineConfig, build_engine
+
+    engine = build_engine(
+        EngineConfig(poses=POSES, speed=math.inf, plan_ahead=plan_ahead), listener=listener
+    )
+    if isinstance(listener, AutoResume):
+        listener.orchestrator = engine.orchestrator
+    return engine
+
+
+def sim_script(tasks: list[dict[str, Any]]) -> str:
+    import json
+
+    return json.dumps({"start_gripper": "epick", "tasks": tasks})
+
+
+def test_sim_full_example_same_results_and_cache_with_and_without_plan_ahead() -> None:
+    """The full example, then an eligible one-batch goal, once with plan-ahead and once without:
+    the same results, the same solutions unit by unit and the same cache contents."""
+    import json
+
+    eligible = json.dumps(
+        {"start_gripper": "epick", "tasks": json.loads(FULL_EXAMPLE.read_text())["tasks"][:10]}
+    )
+    outcome: dict[bool, Any] = {}
+    for plan_ahead in (False, True):
+        recorder = AutoResume()
+        engine = sim_engine(plan_ahead=plan_ahead, listener=recorder)
+        try:
+            handle = engine.orchestrator.submit(FULL_EXAMPLE.read_text(), dry_run=False)
+            result = handle.wait(600)
+            assert result.success, (plan_ahead, result)
+            # Back to where the eligible goal was first planned from, then run it.
+            stored = engine.orchestrator.submit(eligible, dry_run=False).wait(600)
+            assert stored.success, stored
+            cache = engine.orchestrator.cache
+            entries = {key: cache.get(key) for key in list(cache._entries)}
+            solutions = {i: s.to_bytes() for i, s in handle.context.solutions.items()}
+            outcome[plan_ahead] = (result, entries, solutions, ahead_events(recorder))
+        finally:
+            engine.close()
+    (off, off_cache, off_solutions, off_events), (on, on_cache, on_solutions, on_events) = (
+        outcome[False],
+        outcome[True],
+    )
+    assert off_events == []
+    assert on_events and all(status in ("started", "used") for _, status in on_events), on_events
+    assert (on.status, on.completed_steps, on.total_steps) == (off.status, off.completed_steps, off.total_steps)
+    assert on_solutions.keys() == off_solutions.keys()
+    assert on_solutions == off_solutions, "a plan made ahead is the plan the unit would have made"
+    assert on_cache.keys() == off_cache.keys() and len(on_cache) == 1
+    assert {k: v.to_bytes() for k, v in on_cache.items()} == {k: v.to_bytes() for k, v in off_cache.items()}
+
+
+def test_sim_cancel_while_a_plan_ahead_is_pending_drops_it_and_leaks_no_thread() -> None:
+    recorder = AutoResume()
+    engine = sim_engine(plan_ahead=True, listener=recorder)
+    recorder.orchestrator = None  # this test resumes (or rather cancels) by hand
+    try:
+        orchestrator = engine.orchestrator
+        # Warm the worker threads up, so that the comparison below sees only new ones.
+        warm = orchestrator.submit(sim_script([{"task_type": "moveto", "target": "transport"}]), dry_run=False)
+        assert warm.wait(120).success
+        before = {t.ident for t in threading.enumerate()}
+        cached = len(orchestrator.cache)  # the warm-up goal's entry
+        text = sim_script(
+            [
+                {"task_type": "moveto", "target": "spin_coater_above"},
+                {"task_type": "pause"},
+                {"task_type": "moveto", "target": "transport"},
+            ]
+        )
+        handle = orchestrator.submit(text, dry_run=False)
+        wait_for(lambda: orchestrator.state is State.PAUSED, timeout=120, message="the pause step")
+        pending = handle.context.ahead
+        assert pending is not None and pending.unit.index == 2
+        assert orchestrator.cancel().success
+        result = handle.wait(120)
+        assert result.status is GoalStatus.CANCELED and result.error_message == "cancelled while paused"
+        assert handle.context.ahead is None
+        assert ahead_events(recorder)[-1] == (3, "dropped")
+        wait_for(pending.future.done, timeout=120, message="the dropped plan to settle")
+        assert len(orchestrator.cache) == cached, "the dropped plan-ahead is not cached"
+        assert {t.ident for t in threading.enumerate()} <= before, "no thread outlives the goal"
+    finally:
+        engine.close()
+
+
+def test_sim_execution_never_waits_for_a_plan_that_holds_the_model() -> None:
+    from erobs_bt.backends.sim.backend import SimBackend
+    from erobs_bt.backends.sim.cell import load_cell
+
+    goal = plan_goal(
+        FULL_EXAMPLE.read_bytes(),
+        parser=sim_parser(),
+        enable_batching=True,
+        preview=False,
+    )
+    first = goal.units[0]
+    with SimBackend(load_cell(), speed=math.inf) as backend:
+        pickup = tuple(s for s in first.steps if s.index <= 3)  # ... spin_coater_chuck, vacuum_on
+        solution = backend.plan(pickup, start=None).result(timeout=120)
+        predicted = backend.predict_tools(backend.tool_state(), solution)
+        assert predicted.held is not None, "the planned vacuum_on picks the sample up"
+        assert backend.tool_state().held is None
+        # A plan running ahead holds the model: the execution's vacuum_on must not wait for it.
+        held, released = threading.Event(), threading.Event()
+        holder = threading.Thread(target=_hold, args=(backend, held, released))
+        holder.start()
+        assert held.wait(10)
+        try:
+            backend.execute(solution, replay=False).result(timeout=120)
+        finally:
+            released.set()
+            holder.join()
+        assert backend.tool_state().held is not None
+        # The plan ahead of it starts from the same tool state the execution left.
+        after = tuple(s for s in first.steps if 3 < s.index <= 5)
+        ahead = backend.plan(after, start=solution.final_positions(), after=solution)
+        ahead.cancel()  # pending plans can be dropped; this one may already be running
+        fresh = backend.plan(after, start=None).result(timeout=120)
+        assert fresh.start_positions == pytest.approx(solution.final_positions())
+
+
+def _hold(backend: Any, held: threading.Event, released: threading.Event) -> None:
+    with backend._model.lock:  # what a running plan does for its whole unit
+        held.set()
+        released.wait()
+
+
+def sim_parser() -> Any:
+    from erobs_bt.plan import ScriptParser
+
+    return ScriptParser.from_files(cell=None, poses=POSES)
+
+
+@pytest.mark.parametrize("flag", [[], ["--no-plan-ahead"]], ids=["default", "no-plan-ahead"])
+def test_run_plans_ahead_by_default_and_no_plan_ahead_turns_it_off(flag: list[str], tmp_path: Path) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from erobs_bt.cli import main
+
+    script = tmp_path / "two_units.json"
+    script.write_text(
+        sim_script(
+            [
+                {"task_type": "moveto", "target": "transport"},
+                {"task_type": "pause"},
+                {"task_type": "moveto", "target": "tool_exchange_safe"},
+            ]
+        )
+    )
+    log = tmp_path / "run.jsonl"
+    args = ["run", str(script), "--poses", str(POSES), "--speed", "50", "--auto-resume", "--resume-after", "0"]
+    result = CliRunner().invoke(main, [*args, "--log", str(log), *flag])
+    assert result.exit_code == 0, result.output
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    ahead = [(r["unit"], r["status"]) for r in records if r["event"] == "plan_ahead"]
+    plans = [r["unit"] for r in records if r["event"] == "plan_finished"]
+    assert plans == [1, 3]
+    assert ahead == ([] if flag else [(3, "started"), (3, "used")])

@@ -175,9 +175,9 @@ class ReplayCached(FutureBehaviour):
             self.feedback_message = "miss"
             return Status.FAILURE
         ctx.events.cache_decision(self.unit, CacheStatus.HIT, key.digest())
+        ctx.start_plan_ahead(self.unit, solution)
         ctx.events.phase(self.unit, "replay", detail=f"{solution.duration:.2f} s of motion")
         self.feedback_message = "replaying"
-        ctx.start_plan_ahead(self.unit, solution)
         return ctx.backend.execute(solution, replay=True)
 
     def on_success(self, result: Any, seconds: float) -> Status:
@@ -313,10 +313,10 @@ class ExecuteSolution(FutureBehaviour):
     def start(self) -> Future[None]:
         ctx = self.context
         solution = ctx.solutions[self.unit.index]
-        ctx.events.phase(self.unit, "execute")
-        self.feedback_message = "executing"
         # Before the dispatch: the backend takes the tool state now as the one it starts in.
         ctx.start_plan_ahead(self.unit, solution)
+        ctx.events.phase(self.unit, "execute")
+        self.feedback_message = "executing"
         return ctx.backend.execute(solution, replay=False)
 
     def on_success(self, result: Any, seconds: float) -> Status:

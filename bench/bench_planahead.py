@@ -115,8 +115,7 @@ def one_run(plan_ahead: bool, speed: float) -> Run:
 def _spread(values: list[float], unit: str = "s", scale: float = 1.0, digits: int = 3) -> str:
     values = [v * scale for v in values]
     return (
-        f"{statistics.median(values):.{digits}f} {unit} "
-        f"({min(values):.{digits}f}–{max(values):.{digits}f})"
+        f"{statistics.median(values):.{digits}f} {unit} ({min(values):.{digits}f}–{max(values):.{digits}f})"
     ).strip()
 
 
@@ -178,7 +177,9 @@ def report() -> str:
         )
     pairs = list(zip(runs[True], runs[False], strict=True))
     hidden_all = [1.0 - gaps(on) / gaps(off) for on, off in pairs if gaps(off) > 0]
-    hidden_allowed = [1.0 - gaps(on, allowed) / gaps(off, allowed) for on, off in pairs if gaps(off, allowed) > 0]
+    hidden_allowed = [
+        1.0 - gaps(on, allowed) / gaps(off, allowed) for on, off in pairs if gaps(off, allowed) > 0
+    ]
     met_allowed = statistics.median(hidden_allowed) >= 0.9
     met_all = statistics.median(hidden_all) >= 0.9
     verdict = (

@@ -18,10 +18,10 @@ import pytest
 
 from erobs_bt.backends.base import Solution
 from erobs_bt.backends.scripted import Outcome, ScriptedBackend
+from erobs_bt.cache import PlanCache
 from erobs_bt.orchestrator import GoalStatus, State
 from erobs_bt.plan import plan_goal
 from erobs_bt.script.parse import parse_script
-from erobs_bt.cache import PlanCache
 from erobs_bt.tree.context import PLAN_AHEAD_TOLERANCE, Controls, GoalContext, Mode
 
 from helpers import PAUSE, SUCK, Recorder, make_orchestrator, move, script_json, show, wait_for
@@ -112,7 +112,7 @@ def test_plan_ahead_is_discarded_when_the_live_state_differs(offset: float, used
         assert backend.count("plan") == 3, "discarded: unit 3 planned afresh"
         assert plan_calls(backend)[2] == {"steps": [2], "start": None, "ahead": False}
         assert ahead_events(recorder)[-1] == (3, "discarded")
-        discarded = [e for e in recorder.events if e.get("status") == "discarded"][0]
+        discarded = next(e for e in recorder.events if e.get("status") == "discarded")
         assert "rad from its start" in discarded["detail"]
     assert backend.dispatches() == 2
 
@@ -208,7 +208,9 @@ def test_a_plan_ahead_failing_after_the_unit_took_it_plans_afresh_once() -> None
     )
     orchestrator = make_orchestrator(backend, listener=recorder)
     handle = orchestrator.submit(ACROSS_PIPETTOR, dry_run=False)
-    wait_for(lambda: backend.count("run_step") == 1 and (3, "used") in ahead_events(recorder), message="unit 3")
+    wait_for(
+        lambda: backend.count("run_step") == 1 and (3, "used") in ahead_events(recorder), message="unit 3"
+    )
     gate.set()
     result = handle.wait(10)
     # The failure reported is the fresh plan's, as without plan-ahead; units 1-2 count.
@@ -341,9 +343,7 @@ class AutoResume(Recorder):
 def sim_engine(*, plan_ahead: bool, listener: Any = None) -> Any:
     from erobs_bt.session import EngineConfig, build_engine
 
-    engine = build_engine(
-        EngineConfig(poses=POSES, speed=math.inf, plan_ahead=plan_ahead), listener=listener
-    )
+    engine = build_engine(EngineConfig(poses=POSES, speed=math.inf, plan_ahead=plan_ahead), listener=listener)
     if isinstance(listener, AutoResume):
         listener.orchestrator = engine.orchestrator
     return engine
@@ -386,7 +386,11 @@ def test_sim_full_example_same_results_and_cache_with_and_without_plan_ahead() -
     )
     assert off_events == []
     assert on_events and all(status in ("started", "used") for _, status in on_events), on_events
-    assert (on.status, on.completed_steps, on.total_steps) == (off.status, off.completed_steps, off.total_steps)
+    assert (on.status, on.completed_steps, on.total_steps) == (
+        off.status,
+        off.completed_steps,
+        off.total_steps,
+    )
     assert on_solutions.keys() == off_solutions.keys()
     assert on_solutions == off_solutions, "a plan made ahead is the plan the unit would have made"
     assert on_cache.keys() == off_cache.keys() and len(on_cache) == 1
@@ -400,7 +404,9 @@ def test_sim_cancel_while_a_plan_ahead_is_pending_drops_it_and_leaks_no_thread()
     try:
         orchestrator = engine.orchestrator
         # Warm the worker threads up, so that the comparison below sees only new ones.
-        warm = orchestrator.submit(sim_script([{"task_type": "moveto", "target": "transport"}]), dry_run=False)
+        warm = orchestrator.submit(
+            sim_script([{"task_type": "moveto", "target": "transport"}]), dry_run=False
+        )
         assert warm.wait(120).success
         before = {t.ident for t in threading.enumerate()}
         cached = len(orchestrator.cache)  # the warm-up goal's entry
@@ -494,7 +500,17 @@ def test_run_plans_ahead_by_default_and_no_plan_ahead_turns_it_off(flag: list[st
         )
     )
     log = tmp_path / "run.jsonl"
-    args = ["run", str(script), "--poses", str(POSES), "--speed", "50", "--auto-resume", "--resume-after", "0"]
+    args = [
+        "run",
+        str(script),
+        "--poses",
+        str(POSES),
+        "--speed",
+        "50",
+        "--auto-resume",
+        "--resume-after",
+        "0",
+    ]
     result = CliRunner().invoke(main, [*args, "--log", str(log), *flag])
     assert result.exit_code == 0, result.output
     records = [json.loads(line) for line in log.read_text().splitlines()]

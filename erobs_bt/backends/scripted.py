@@ -168,7 +168,9 @@ class ScriptedBackend:
         The future honours cancellation until the outcome is applied: a cancelled gated
         plan never completes.
         """
-        outcome = self._next("plan", {"steps": [s.index for s in steps], "start": start, "ahead": after is not None})
+        outcome = self._next(
+            "plan", {"steps": [s.index for s in steps], "start": start, "ahead": after is not None}
+        )
         with self._lock:
             known = start if start is not None else self._positions
             gripper = self._gripper

@@ -384,12 +384,13 @@ class GoalContext:
         if solution is not None:
             if solution.model_revision != revision:
                 return
-            start = solution.final_positions()
+            planned_end: tuple[float, ...] | None = solution.final_positions()
         else:
-            start = self.backend.joint_positions()
-        if start is None or len(start) != 6 or self.backend.joint_positions() is None:
+            planned_end = self.backend.joint_positions()
+        if planned_end is None or len(planned_end) != 6 or self.backend.joint_positions() is None:
             return  # no known start: the unit's start could not check the live state against it
-        start = tuple(float(a) for a in start)  # type: ignore[assignment]
+        a, b, c, d, e, f = (float(x) for x in planned_end)
+        start: JointPositions = (a, b, c, d, e, f)
         if self.eligible:
             key = make_key(self.script, model_revision=revision, start=start)
             if key in self.cache:
@@ -399,7 +400,6 @@ class GoalContext:
         except Exception as exc:  # the unit plans afresh at its start and reports its own result
             self.events.plan_ahead(target, "discarded", f"could not start: {exc}")
             return
-        assert start is not None
         self.ahead = PlannedAhead(target, future, start, revision, unit.index, time.monotonic())
         self.events.plan_ahead(target, "started", f"during unit {unit.index + 1}")
 
@@ -424,7 +424,9 @@ class GoalContext:
         if future.done() and (future.cancelled() or future.exception() is not None):
             reason = "failed: " + (str(future.exception()) if not future.cancelled() else "cancelled")
         elif ahead.model_revision != self.backend.model_revision():
-            reason = f"model revision is now {self.backend.model_revision()}, planned for {ahead.model_revision}"
+            reason = (
+                f"model revision is now {self.backend.model_revision()}, planned for {ahead.model_revision}"
+            )
         else:
             live = self.backend.joint_positions()
             if live is None or len(live) != 6:

@@ -21,9 +21,10 @@ Planning a unit (:meth:`SimBackend.plan`): ``moveto`` and ``end_effector`` steps
 planned as ONE connected sequence from ``start`` (or the live state), carrying the
 planned joint and tool state forward from step to step (docs/script-format.md,
 "Preview start states"). A plan ahead (``after=``) starts from the tool state that
-executing ``after`` from the tool state at the call leaves (:meth:`SimBackend.predict_tools`). The solution records the model revision it was planned with;
-executing a solution planned for another revision fails (``EXECUTION_FAILED``) instead
-of moving with the wrong tool model.
+executing ``after`` from the tool state at the call leaves
+(:meth:`SimBackend.predict_tools`). The solution records the model revision it was
+planned with; executing a solution planned for another revision fails
+(``EXECUTION_FAILED``) instead of moving with the wrong tool model.
 
 Start gripper: the simulated cell starts with the one tool that the cell config stores
 in no dock (``epick`` in the packaged cell), or ``none``. A goal's ``start_gripper`` is
@@ -747,7 +748,12 @@ class SimBackend:
             raise MotionError(ErrorCode.EXECUTION_FAILED, "the simulated cell is closed")
 
     def _submit(
-        self, pool: ThreadPoolExecutor, job: Callable[[], _T], default: ErrorCode, *, cancellable: bool = False
+        self,
+        pool: ThreadPoolExecutor,
+        job: Callable[[], _T],
+        default: ErrorCode,
+        *,
+        cancellable: bool = False,
     ) -> Future[_T]:
         """Run ``job`` on ``pool``; any exception becomes a :class:`MotionError` (``default`` code).
 

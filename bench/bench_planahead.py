@@ -222,8 +222,10 @@ def report() -> str:
         f"**{_spread(hidden_allowed, '%', 100.0, 1)}** over the units that may be planned ahead. "
         f"{verdict} The first motion unit after each tool exchange (the model changes) and after "
         "the vision step (its target is known only when it has run) is planned only when it "
-        "starts, as before: the issue's own rule. The planning work is the same in both rows: "
-        "plan-ahead moves it under the previous unit's motion, it does not remove it.\n\n"
+        "starts, as before: the issue's own rule. Plan-ahead moves the planning work under the "
+        "previous unit's motion, it does not remove it: the same plans are made (the tests check "
+        "that the solutions are identical with and without it); the differences in the planning "
+        "column are this shared machine's load.\n\n"
         f"Per motion unit (wait, median (min–max) of {REPEATS}):\n\n"
         f"{units_table}\n"
     )

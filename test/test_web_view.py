@@ -104,9 +104,12 @@ def _walk(nodes: list[dict[str, Any]]):
 def test_controls_call_the_orchestrator_and_refuse_foreign_requests() -> None:
     backend, gates, orchestrator, view = gated_run()
     try:
-        assert post(view.url, "pause", CONTROL) == (
+        status, body = post(view.url, "pause", CONTROL)
+        assert (status, body["success"], body["message"], body["state"]) == (
             200,
-            {"success": False, "message": "No task is currently executing", "state": "IDLE"},
+            False,
+            "No task is currently executing",
+            "IDLE",
         )
         handle = orchestrator.submit(FIVE_UNITS, dry_run=False)
         wait_for(lambda: backend.count("execute") == 1)

@@ -505,6 +505,8 @@ class MotionTimeline:
         times: every arm sample's unit-relative time [s], (N,).
         positions: the samples [rad], (N, 6).
         duration: total arm-motion time [s].
+        unit_steps: the 1-based step numbers of the whole unit (a step without a segment,
+            e.g. a gripper command on a tool without a gripper, still counts).
     """
 
     steps: tuple[int, ...]
@@ -514,10 +516,12 @@ class MotionTimeline:
     times: Any
     positions: Any
     duration: float
+    unit_steps: tuple[int, ...] = ()
 
     @classmethod
-    def of(cls, solution: Solution) -> MotionTimeline:
-        """The timeline of ``solution`` (every sample kept)."""
+    def of(cls, solution: Solution, *, unit_steps: Sequence[int] = ()) -> MotionTimeline:
+        """The timeline of ``solution`` (every sample kept); ``unit_steps`` as the attribute
+        (default: the steps the segments implement)."""
         import numpy as np
 
         steps, kinds, starts, ends = [], [], [], []
@@ -544,6 +548,7 @@ class MotionTimeline:
             np.asarray(times, dtype=float),
             np.asarray(positions, dtype=float).reshape(-1, 6),
             offset,
+            tuple(unit_steps) or tuple(dict.fromkeys(steps)),
         )
 
 
@@ -621,14 +626,16 @@ def locate(
     duration = timeline.duration
     remaining = max(duration - tau, 0.0)
     rate = elapsed / tau if tau > 0.2 and elapsed > 0 else 1.0
+    step = timeline.steps[segment] if timeline.steps else 0
+    order = timeline.unit_steps or tuple(dict.fromkeys(timeline.steps))
     return {
         "tau": round(tau, 3),
         "duration": round(duration, 3),
         "fraction": round(tau / duration, 4) if duration > 0 else 1.0,
         "segment": segment,
-        "step": timeline.steps[segment] if timeline.steps else 0,
-        "step_of_unit": segment + 1,
-        "steps": len(timeline.steps),
+        "step": step,
+        "step_of_unit": order.index(step) + 1 if step in order else 0,
+        "steps": len(order),
         "kind": timeline.kinds[segment] if timeline.kinds else "",
         "eta": round(remaining * rate, 2),
         "source": source,

@@ -28,21 +28,24 @@ Routes (every one behind the access check, see "Access" below):
 * ``POST /api/pause``, ``/api/resume``, ``/api/cancel`` (at the next unit boundary),
   ``/api/stop`` (now: controlled stop, the goal aborts ``STOPPED``), ``/api/reset_fault`` —
   the orchestrator's methods (the API behind the ROS services); answer their
-  :class:`~erobs_bt.orchestrator.Reply` as ``{"success", "message", "state"}`` (``state``:
-  the orchestrator's state right after the call; the page drops the reply once it changes).
+  :class:`~erobs_bt.orchestrator.Reply` as ``{"success", "message", "state", "t"}``
+  (``state`` right after the call, ``t`` [epoch s] when answered; a stop answers once the
+  halted goal has ended). The page drops a reply once the state changes after ``t``
+  (the picture's ``state_since``), so no reply outlives the state it was about.
 
 The picture (``state`` event, ``/api/state``): ``version``, ``state``, ``state_message``,
-``goal`` (``id``, ``mode``, ``total_steps``, ``units``, ``eligible``, ``started`` [epoch s],
-``run_name``), ``feedback`` (the action feedback), ``motion`` (progress inside the
-executing unit: ``unit``, ``step``, ``step_of_unit``, ``steps``, ``tau``, ``duration``,
-``fraction``, ``eta`` [s], ``source``; see :func:`erobs_bt.viz.model.locate`), ``cache``
-(the current unit's cache decision), ``last_error``, ``fault`` (``reason``, ``recovery``)
-when FAULTED, ``result`` (of the shown goal), ``rejected`` (goals refused: ``goal_id``,
-``error``, ``t``), ``events`` (the shown goal's recent events, each with ``dt`` [s] since
-the goal started, never negative), ``trajectories`` (index: ``unit``, ``source``
-``plan``/``cache``, ``duration`` [s]), ``lingering`` (the run is over, the view stays until
-Ctrl-C) and ``tree`` (:func:`erobs_bt.viz.model.fold_tree`; a unit shown in full carries
-``steps``, its step detail, :func:`erobs_bt.viz.model.unit_steps`).
+``state_since`` [epoch s], ``goal`` (``id``, ``mode``, ``total_steps``, ``units``,
+``eligible``, ``started`` [epoch s], ``run_name``), ``feedback`` (the action feedback),
+``motion`` (progress inside the executing unit: ``unit``, ``step``, ``step_of_unit``,
+``steps``, ``tau``, ``duration``, ``fraction``, ``eta`` [s], ``source``; see
+:func:`erobs_bt.viz.model.locate`), ``cache`` (the current unit's cache decision),
+``last_error``, ``fault`` (``reason``, ``recovery``) when FAULTED, ``result`` (of the shown
+goal), ``rejected`` (goals refused: ``goal_id``, ``error``, ``t``), ``events`` (the shown
+goal's recent events, each with ``dt`` [s] since the goal started, never negative),
+``trajectories`` (index: ``unit``, ``source`` ``plan``/``cache``, ``duration`` [s]),
+``lingering`` (the run is over, the view stays until Ctrl-C) and ``tree``
+(:func:`erobs_bt.viz.model.fold_tree`; a unit shown in full carries ``steps``, its step
+detail, :func:`erobs_bt.viz.model.unit_steps`).
 
 Trajectories (``trajectory`` event, ``/api/trajectories``; the contract with the 3D view
 ``static/cell3d.js``)::
@@ -110,6 +113,7 @@ from dataclasses import asdict, dataclass
 from importlib import resources
 from typing import Any
 
+import anyio
 import py_trees
 import uvicorn
 from starlette.applications import Starlette
@@ -152,6 +156,9 @@ TOKEN_COOKIE = "erobs_bt_token"
 
 #: Longest long-poll wait a client may ask for [s].
 MAX_WAIT = 25.0
+
+#: Longest wait of a stop request for the halted goal to end [s].
+STOP_WAIT = 5.0
 
 #: Longest script a page may submit [bytes] (the parser has its own, smaller, limits).
 MAX_BODY = 8 * 1024 * 1024
@@ -216,6 +223,7 @@ class LiveViewListener(OrchestratorListener):
         self._fold = {"keep_done": keep_done, "lookahead": lookahead, "max_flat": max_flat}
         self._state = initial_state.value
         self._state_message = ""
+        self._state_since = time.time()
         self._fault = ""
         self._goal: dict[str, Any] = {}
         self._handle: GoalHandle | None = None
@@ -249,6 +257,7 @@ class LiveViewListener(OrchestratorListener):
     def state_changed(self, state: State, message: str) -> None:
         with self._lock:
             self._state, self._state_message = state.value, message
+            self._state_since = time.time()
             if state is State.FAULTED:
                 self._fault = message
                 self._last_error = message
@@ -373,7 +382,13 @@ class LiveViewListener(OrchestratorListener):
             }
             self._trajectories[unit] = trajectory
         if event in ("execute_started", "replay_started") and unit in self._solutions:
-            self._execution = _Execution(unit, time.monotonic(), MotionTimeline.of(self._solutions[unit][1]))
+            steps = (
+                [s.index + 1 for s in handle.units[unit - 1].steps]
+                if handle and len(handle.units) >= unit
+                else []
+            )
+            timeline = MotionTimeline.of(self._solutions[unit][1], unit_steps=steps)
+            self._execution = _Execution(unit, time.monotonic(), timeline)
         return trajectory
 
     def ticked(self, goal_id: str, root: py_trees.behaviour.Behaviour) -> None:
@@ -441,6 +456,7 @@ class LiveViewListener(OrchestratorListener):
             picture: dict[str, Any] = {
                 "state": self._state,
                 "state_message": self._state_message,
+                "state_since": round(self._state_since, 6),
                 "goal": dict(self._goal),
                 "feedback": feedback,
                 "last_error": self._last_error,
@@ -739,23 +755,22 @@ class LiveView:
         """The event stream's text (see the module docstring)."""
         version = -1
         joints_seq = -1
-        sent_trajectories = 0
-        goal = ""
+        goal: str | None = None
+        sent: set[int] = set()  # ids of the trajectory dicts sent (the log keeps them alive)
         while not self._closed:
             with self._published:
                 current, body = self.version, self._body
-                trajectories = list(self._trajectory_log)
+                logged = list(self._trajectory_log)
                 joints, seq = self._joints, self._joints_seq
-            picture_goal = json.loads(body).get("goal", {}).get("id", "") if current != version else goal
-            if picture_goal != goal:
-                goal = picture_goal
-                sent_trajectories = 0
-                for trajectory in self.listener.trajectories()["units"]:
+            if current != version:
+                shown_goal = json.loads(body).get("goal", {}).get("id", "")
+                if shown_goal != goal:
+                    goal, sent = shown_goal, set()
+                    logged = [*self.listener.trajectories()["units"], *logged]
+            for trajectory in logged:
+                if trajectory.get("goal_id") == goal and id(trajectory) not in sent:
+                    sent.add(id(trajectory))
                     yield _sse("trajectory", json.dumps(trajectory))
-            fresh = [t for t in trajectories[sent_trajectories:] if t.get("goal_id") == goal]
-            sent_trajectories = len(trajectories)
-            for trajectory in fresh:
-                yield _sse("trajectory", json.dumps(trajectory))
             if current != version:
                 version = current
                 yield _sse("state", body.decode("utf-8"), event_id=str(current))
@@ -928,6 +943,7 @@ class LiveView:
             "success": True,
             "message": f"{handle.goal_id} submitted ({verb})",
             "goal_id": handle.goal_id,
+            "t": round(time.time(), 6),
         }
 
     def set_lingering(self, lingering: bool) -> None:
@@ -1011,9 +1027,17 @@ def _live_routes(view: LiveView) -> list[BaseRoute]:
             refused = _control_refusal(request)
             if refused is not None:
                 return refused
+            goal = view.orchestrator.active_goal if action == "stop" else None
             reply = view.control(action)
-            state = view.orchestrator.state.value
-            return _json(200, {"success": reply.success, "message": reply.message, "state": state})
+            if goal is not None:  # answer once the halted goal has ended: the reply then describes the state
+                await anyio.to_thread.run_sync(_wait_quietly, goal, STOP_WAIT)
+            answer = {
+                "success": reply.success,
+                "message": reply.message,
+                "state": view.orchestrator.state.value,
+                "t": round(time.time(), 6),
+            }
+            return _json(200, answer)
 
         return handler
 
@@ -1056,6 +1080,11 @@ def _live_routes(view: LiveView) -> list[BaseRoute]:
     for action in ("pause", "resume", "cancel", "stop", "reset_fault"):
         routes.append(Route(f"/api/{action}", control_route(action), methods=["POST"]))
     return routes
+
+
+def _wait_quietly(goal: GoalHandle, timeout: float) -> None:
+    with contextlib.suppress(TimeoutError):
+        goal.wait(timeout)
 
 
 def _control_refusal(request: Request) -> Response | None:

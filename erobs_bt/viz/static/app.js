@@ -15,7 +15,7 @@ const openChoice = new Map(); // details key -> open state the user chose
 const shared = { state: null, trajectories: new Map(), joints: null };
 window.erobsConsole = shared;
 let version = 0;
-let replyState = null; // the state a control reply was given in; the reply is dropped when it changes
+let replyTime = null; // [epoch s] when the shown control reply was given; dropped once the state changes later
 
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -278,9 +278,9 @@ function renderControls(s) {
   const valid = document.getElementById("validation").dataset.valid === "true";
   document.getElementById("run-script").disabled = !valid || state !== "IDLE";
   document.getElementById("preview-script").disabled = !valid || state !== "IDLE" || !validPreviewable;
-  if (replyState !== null && replyState !== state) {
+  if (replyTime !== null && s.state_since > replyTime) {
     setText("reply", "");
-    replyState = null;
+    replyTime = null;
   }
 }
 
@@ -355,7 +355,8 @@ async function control(action) {
     const { body } = await post(`/api/${action}`);
     reply.textContent = body.message || body.error || "";
     reply.dataset.success = String(Boolean(body.success));
-    replyState = body.state || null; // dropped as soon as the state moves on from this one
+    replyTime = typeof body.t === "number" ? body.t : null;
+    if (shared.state) renderControls(shared.state);
   } catch (err) {
     reply.textContent = `${action} failed: ${err}`;
   }
@@ -406,7 +407,7 @@ async function submitScript(preview) {
   const reply = document.getElementById("reply");
   reply.textContent = body.message || body.error || "";
   reply.dataset.success = String(Boolean(body.success));
-  replyState = null;
+  replyTime = typeof body.t === "number" ? body.t : null;
 }
 
 function scriptEdited() {

@@ -12,7 +12,7 @@
 const STATUS_ICON = { RUNNING: "●", SUCCESS: "✓", FAILURE: "✗", INVALID: "·" };
 const CONTROL_HEADER = { "X-Requested-By": "erobs-bt" };
 const openChoice = new Map(); // details key -> open state the user chose
-const shared = { state: null, trajectories: new Map(), joints: null };
+const shared = { state: null, trajectories: new Map(), joints: null, cellView: null };
 window.erobsConsole = shared;
 let version = 0;
 let replyTime = null; // [epoch s] when the shown control reply was given; dropped once the state changes later
@@ -321,8 +321,9 @@ function connect() {
     const state = JSON.parse(event.data);
     connection.hidden = true;
     if (state.version !== version) {
-      if (shared.state && shared.state.goal && state.goal && shared.state.goal.id !== state.goal.id) {
-        shared.trajectories.clear();
+      const goalId = state.goal ? state.goal.id || "" : "";
+      for (const [unit, trajectory] of shared.trajectories) {
+        if (trajectory.goal_id !== goalId) shared.trajectories.delete(unit);
       }
       version = state.version;
       render(state);
@@ -331,6 +332,9 @@ function connect() {
   });
   source.addEventListener("trajectory", (event) => {
     const trajectory = JSON.parse(event.data);
+    if (shared.state && shared.state.goal && trajectory.goal_id !== shared.state.goal.id) {
+      shared.trajectories.clear(); // the first trajectory of a new goal (its state follows)
+    }
     shared.trajectories.set(trajectory.unit, trajectory);
     document.body.dataset.trajectories = String(shared.trajectories.size);
     dispatch("erobs:trajectory", trajectory);
@@ -449,11 +453,52 @@ resetDialog.addEventListener("close", () => {
 });
 
 // -- other views ------------------------------------------------------------------------------------
-// The 3D cell view (static/cell3d.js) joins the page when the server has it.
-fetch("/static/cell3d.js", { method: "HEAD" }).then((response) => {
+// The 3D cell view (static/cell3d.js, its scene at /api/scene) joins the page when the server
+// has it: the live arm and tool from the joint states, the latest planned or previewed
+// unit's trajectory as the ghost (a new goal clears it).
+async function mountCellView() {
+  const response = await fetch("/api/scene");
   if (!response.ok) return;
-  document.getElementById("cell3d").hidden = false;
-  document.head.append(el("script", { type: "module", src: "/static/cell3d.js" }));
+  const scene = await response.json();
+  const { createCellView } = await import("/static/cell3d.js");
+  const container = document.getElementById("cell3d");
+  container.hidden = false;
+  const view = createCellView(container, scene);
+  shared.cellView = view;
+  await view.ready;
+  let goal = shared.state && shared.state.goal ? shared.state.goal.id : "";
+  let tool = "";
+  const showJoints = (joints) => {
+    view.setJointPositions(joints.name, joints.position);
+    if (joints.gripper && joints.gripper !== tool) {
+      tool = joints.gripper;
+      view.setTool(tool);
+    }
+  };
+  if (shared.joints) showJoints(shared.joints);
+  const latest = [...shared.trajectories.values()].at(-1);
+  if (latest) view.showTrajectory(latest);
+  document.addEventListener("erobs:joints", (event) => showJoints(event.detail));
+  document.addEventListener("erobs:trajectory", (event) => {
+    goal = event.detail.goal_id; // a new goal's trajectory may arrive just before its state
+    view.showTrajectory(event.detail);
+  });
+  document.addEventListener("erobs:state", (event) => {
+    const id = event.detail.goal ? event.detail.goal.id || "" : "";
+    if (id !== goal) {
+      goal = id;
+      view.clearTrajectory();
+    }
+  });
+  document.body.dataset.cell3d = "ready";
+}
+mountCellView().catch((err) => {
+  document.body.dataset.cell3d = `failed: ${err}`;
+});
+
+// The run history page, when the server has it.
+fetch("/history", { method: "HEAD" }).then((response) => {
+  if (response.ok) document.getElementById("nav").append(el("a", { href: "/history" }, "history"));
 }).catch(() => {});
 
 connect();

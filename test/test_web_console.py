@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import re
 import signal
@@ -592,3 +593,36 @@ def test_run_view_keeps_serving_after_the_goal_until_ctrl_c(
         if process.poll() is None:
             process.kill()
             process.wait(10)
+
+
+def test_a_replayed_unit_shows_the_cached_trajectory_without_counting_a_hit() -> None:
+    backend = ScriptedBackend()
+    orchestrator = orchestrator_for(backend)
+    view = start_live_view(orchestrator, rate=50.0)
+    text = script_json([move("a"), vacuum("vacuum_on"), move("b")])  # one batch: cache eligible
+    start = backend.joint_positions()
+    assert start is not None
+    back = json.dumps(
+        {
+            "start_gripper": "pipettor",
+            "poses": {"start": [math.degrees(a) for a in start]},
+            "tasks": [{"task_type": "moveto", "target": "start"}],
+        }
+    )
+    try:
+        assert orchestrator.submit(text, dry_run=False).wait(10).success
+        assert orchestrator.submit(back, dry_run=False).wait(10).success  # so the cache key matches
+        hits = orchestrator.cache.hits
+        handle = orchestrator.submit(text, dry_run=False)
+        assert handle.wait(10).success
+        assert backend.count("replay") == 1, "the second run replays"
+        assert orchestrator.cache.hits == hits + 1, "the view's look at the cache is not a hit"
+        wait_for(lambda: json.loads(_get(view, "api/state"))["goal"].get("id") == handle.goal_id)
+        wait_for(lambda: json.loads(_get(view, "api/state"))["result"] is not None)
+        state = json.loads(_get(view, "api/state"))
+        assert state["trajectories"] == [{"unit": 1, "source": "cache", "duration": 2.0}]
+        assert state["cache"] == "HIT"
+        stored = json.loads(_get(view, "api/trajectories"))
+        assert stored["goal_id"] == handle.goal_id and stored["units"][0]["source"] == "cache"
+    finally:
+        view.close()

@@ -368,7 +368,7 @@ class LiveViewListener(OrchestratorListener):
             if solution is not None:
                 new = ("plan", solution)
         elif event == "replay_started" and context.unit_key is not None:
-            solution = _peek_cache(context.cache, context.unit_key)
+            solution = context.cache.peek(context.unit_key)
             if solution is not None:
                 new = ("cache", solution)
         trajectory = None
@@ -502,17 +502,6 @@ def run_name_of(text: str | bytes) -> str:
         return ""
     name = document.get("run_name") if isinstance(document, dict) else None
     return name if isinstance(name, str) else ""
-
-
-def _peek_cache(cache: Any, key: Any) -> Solution | None:
-    """The cached solution under ``key`` without counting a hit or reordering the LRU."""
-    entries = getattr(cache, "_entries", None)
-    lock = getattr(cache, "_lock", None)
-    if entries is None or lock is None:
-        return None
-    with lock:
-        entry = entries.get(key)
-    return entry[0] if entry is not None else None
 
 
 # -- access ---------------------------------------------------------------------------------------

@@ -365,6 +365,7 @@ def _run_goals(
     units = plan.units
     log_path = log_file if log_file is not None else default_log_path(script)
     run_log = RunLogWriter(log_path)
+    run_log.follow_joint_states(engine.backend)  # joint states for the history's replay
     engine.orchestrator.listener.add(run_log)
     live_view = None
     try:

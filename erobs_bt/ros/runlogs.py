@@ -10,7 +10,9 @@ with ``erobs-bt log FILE``.
 :class:`NodeRunLogs` is an orchestrator listener: the node tells it the script text
 before submitting (:meth:`expect`), and the first event of a new goal id opens that
 goal's file, so the records emitted while the goal is being accepted (its ``RUNNING``
-state, a rejected script) are in it too. The file is closed when the goal finishes.
+state, a rejected script) are in it too. The file is closed when the goal finishes. The
+writer's replay records (tree, statuses, tool, previews, and joint states once
+:meth:`NodeRunLogs.follow_joint_states` is called) go into the goal's file as well.
 """
 
 from __future__ import annotations
@@ -22,10 +24,15 @@ import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from erobs_bt.orchestrator import OrchestratorListener, Result
-from erobs_bt.viz.runlog import RunLogWriter
+from erobs_bt.orchestrator import Feedback, OrchestratorListener, Result
+from erobs_bt.viz.runlog import DEFAULT_JOINT_RATE, RunLogWriter
+
+if TYPE_CHECKING:
+    import py_trees
+
+    from erobs_bt.backends.base import MotionBackend, Solution
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -64,6 +71,7 @@ class NodeRunLogs(OrchestratorListener):
         self._writers: dict[str, RunLogWriter] = {}
         self._closed: set[str] = set()
         self.paths: dict[str, Path] = {}
+        self._backend: MotionBackend | None = None
 
     def expect(self, full_json: str) -> None:
         """The next new goal is for this script text (call before ``submit``)."""
@@ -85,12 +93,51 @@ class NodeRunLogs(OrchestratorListener):
         if writer is not None:
             writer.event(goal_id, record)
 
+    def _writer(self, goal_id: str) -> RunLogWriter | None:
+        with self._lock:
+            return self._writers.get(goal_id)
+
+    def ticked(self, goal_id: str, root: py_trees.behaviour.Behaviour) -> None:
+        writer = self._writer(goal_id)
+        if writer is not None:
+            writer.ticked(goal_id, root)
+
+    def feedback(self, goal_id: str, feedback: Feedback) -> None:
+        writer = self._writer(goal_id)
+        if writer is not None:
+            writer.feedback(goal_id, feedback)
+
+    def preview(self, goal_id: str, solution: Solution) -> None:
+        writer = self._writer(goal_id)
+        if writer is not None:
+            writer.preview(goal_id, solution)
+
+    def joint_state(
+        self, names: tuple[str, ...], positions: tuple[float, ...], velocities: tuple[float, ...]
+    ) -> None:
+        """A joint-state listener: passed on to the logs of running goals."""
+        with self._lock:
+            writers = list(self._writers.values())
+        for writer in writers:
+            writer.joint_state(names, positions, velocities)
+
+    def follow_joint_states(self, backend: MotionBackend, *, rate: float = DEFAULT_JOINT_RATE) -> bool:
+        """Record ``backend``'s joint states in the running goal's log (until :meth:`close`).
+
+        Returns:
+            False when the backend has no joint-state stream (each log then still gets the
+            arm state at its goal's start).
+        """
+        self._backend = backend
+        return bool(backend.add_joint_state_listener(self.joint_state, rate=rate))
+
     def _open(self, goal_id: str) -> RunLogWriter | None:
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
         path = self.folder / f"{stamp}_{goal_id}_{script_label(self._expected)}.jsonl"
         self._closed.add(goal_id)  # one attempt per goal
+        backend = self._backend
         try:
-            writer = RunLogWriter(path)
+            writer = RunLogWriter(path, joint_positions=backend.joint_positions if backend is not None else None)
         except OSError as exc:
             if self._on_error is not None:
                 self._on_error(f"run log {path}: {exc}")
@@ -103,12 +150,16 @@ class NodeRunLogs(OrchestratorListener):
         with self._lock:
             writer = self._writers.pop(goal_id, None)
         if writer is not None:
+            writer.finished(goal_id, result)
             writer.close()
             if writer.error and writer.error != "closed" and self._on_error is not None:
                 self._on_error(f"run log {writer.path}: {writer.error}")
 
     def close(self) -> None:
-        """Close every open log."""
+        """Close every open log and stop following the backend's joint states."""
+        backend, self._backend = self._backend, None
+        if backend is not None:
+            backend.remove_joint_state_listener(self.joint_state)
         with self._lock:
             writers, self._writers = list(self._writers.values()), {}
         for writer in writers:

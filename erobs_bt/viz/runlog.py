@@ -146,13 +146,22 @@ class RunLogWriter(OrchestratorListener):
             exists (several goals and runs share one log; every line names its goal).
         replay: write the replay records.
         joint_rate: most ``joint_state`` records per second while moving [Hz], > 0.
+        joint_positions: gives the arm state [rad] for the ``joint_state`` record at each
+            goal's start (:meth:`follow_joint_states` sets the backend's).
 
     Raises:
         OSError: the file cannot be opened.
         ValueError: ``joint_rate`` is not positive.
     """
 
-    def __init__(self, path: str | Path, *, replay: bool = True, joint_rate: float = DEFAULT_JOINT_RATE) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        replay: bool = True,
+        joint_rate: float = DEFAULT_JOINT_RATE,
+        joint_positions: Callable[[], Sequence[float] | None] | None = None,
+    ) -> None:
         if not joint_rate > 0:
             raise ValueError(f"joint_rate must be > 0 Hz (got {joint_rate})")
         self.path = Path(path)
@@ -169,7 +178,8 @@ class RunLogWriter(OrchestratorListener):
         self._joints_written: tuple[float, ...] = ()
         self._joints_at = 0.0
         self._joints_moving = False
-        self._backend: MotionBackend | None = None
+        self._joint_positions = joint_positions
+        self._followed: MotionBackend | None = None
 
     def event(self, goal_id: str, record: Mapping[str, Any]) -> None:
         """Append ``{"t", "goal_id", "event", ...}`` as one line."""
@@ -184,8 +194,7 @@ class RunLogWriter(OrchestratorListener):
                 self._goal = goal_id
                 self._gripper = ""
                 self._joints_written = ()
-            backend = self._backend
-            positions = backend.joint_positions() if backend is not None else None
+            positions = self._joint_positions() if self._joint_positions is not None else None
             if positions is not None:
                 from erobs_bt.script.model import JOINT_NAMES
 
@@ -300,12 +309,13 @@ class RunLogWriter(OrchestratorListener):
             False when the backend has no joint-state stream (then only the state at each
             goal's start is recorded).
         """
-        self._backend = backend
+        self._joint_positions = backend.joint_positions
+        self._followed = backend
         return bool(backend.add_joint_state_listener(self.joint_state, rate=rate or 1.0 / self._joint_period))
 
     def close(self) -> None:
         """Close the file; later records are dropped. Safe to call twice."""
-        backend, self._backend = self._backend, None
+        backend, self._followed = self._followed, None
         if backend is not None:
             backend.remove_joint_state_listener(self.joint_state)
         with self._lock:

@@ -150,9 +150,9 @@ export function createCellView(container, scene, options = {}) {
   world.background = new THREE.Color(COLORS.background);
   const camera = new THREE.PerspectiveCamera(40, 1, 0.01, 50);
   camera.up.set(0, 0, 1);
-  camera.position.fromArray(options.cameraPosition || [1.9, -1.75, 1.45]);
+  camera.position.fromArray(options.cameraPosition || [1.5, -1.4, 1.15]);
   const controls = new OrbitControls(camera, renderer.domElement);
-  controls.target.fromArray(options.cameraTarget || [-0.1, -0.1, 0.2]);
+  controls.target.fromArray(options.cameraTarget || [-0.12, -0.1, 0.18]);
   controls.enableDamping = false;
   controls.update();
 

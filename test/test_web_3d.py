@@ -21,16 +21,16 @@ from erobs_bt.backends.sim.cell import load_cell
 from erobs_bt.backends.sim.kinematics import fk, quat_matrix
 from erobs_bt.script.model import JOINT_NAMES
 from erobs_bt.viz.history import RunIndex, history_routes
-from erobs_bt.viz.scene import VENDOR_FILES, build_scene, rewrite_bare_imports, scene_routes, trajectory_json
+from erobs_bt.viz.model import trajectory_json
+from erobs_bt.viz.scene import VENDOR_FILES, build_scene, rewrite_bare_imports, scene_routes
+from erobs_bt.viz.web import build_app
 
 from web3d_fixtures import CANVAS_STATS, LOAD_TIMEOUT_MS, canvas_png, chromium_page, needs_chromium, serve
 
 
 def make_app(tmp_path: Path, *, state: Any = None) -> Any:
-    """The 3D view's and the history's routes in a Starlette app of their own."""
-    from starlette.applications import Starlette
-
-    return Starlette(routes=[*scene_routes(state=state), *history_routes(RunIndex([tmp_path / "runs"]))])
+    """The 3D view's and the history's routes in the console's app (no live view)."""
+    return build_app(routes=[*scene_routes(state=state), *history_routes(RunIndex([tmp_path / "runs"]))])
 
 
 def get(url: str) -> tuple[int, bytes, str]:
@@ -64,16 +64,6 @@ def test_the_scene_is_the_cell_description_in_base_link() -> None:
         build_scene(cell, gripper="laser")
     with pytest.raises(ValueError, match="joint_positions"):
         build_scene(cell, joint_positions=[0.0] * 5)
-
-
-def test_a_solution_becomes_one_trajectory_on_one_time_axis() -> None:
-    solution = _two_segment_solution()
-    trajectory = trajectory_json(solution)
-    times = [p["time_from_start"] for p in trajectory["points"]]
-    assert times == sorted(times) and times[0] == 0.0 and times[-1] == pytest.approx(solution.duration)
-    assert len(trajectory["points"]) == 2 * 11 - 1, "the second segment's first point is the first's last"
-    assert [s["step_index"] for s in trajectory["segments"]] == [0, 2], "tool segments take no time"
-    assert trajectory["segments"][1]["start"] == pytest.approx(2.0)
 
 
 def test_bare_imports_of_the_vendored_libraries_become_relative_paths() -> None:
@@ -145,7 +135,7 @@ def test_browser_renders_the_ur5e_and_its_flange_follows_our_kinematics(tmp_path
     cell = load_cell()
     with serve(make_app(tmp_path, state=lambda: {"gripper": "epick"})) as url, chromium_page() as page:
         page.goto(url + "/history")
-        page.wait_for_function("window.erobsHistory && window.erobsHistory.view", timeout=LOAD_TIMEOUT_MS)
+        page.wait_for_function("() => Boolean(window.erobsHistory && window.erobsHistory.view)", timeout=LOAD_TIMEOUT_MS)
         page.evaluate("window.erobsHistory.view.ready.then(() => true)")
         info = page.evaluate("window.erobsHistory.view.info()")
         assert info["loaded"] and info["joints"] == list(JOINT_NAMES)
@@ -185,26 +175,27 @@ def test_browser_renders_the_ur5e_and_its_flange_follows_our_kinematics(tmp_path
 @needs_chromium
 def test_browser_plays_a_trajectory_ghost_and_the_scrubber_seeks(tmp_path: Path) -> None:
     solution = _two_segment_solution()
-    trajectory = trajectory_json(solution)
-    points = trajectory["points"]
+    trajectory = trajectory_json(solution, unit=1)  # the console's trajectory JSON
+    points = trajectory["positions"]
+    assert len(points) == 21 and trajectory["time_from_start"][15] == pytest.approx(3.0)
     with serve(make_app(tmp_path, state=lambda: {"gripper": "epick"})) as url, chromium_page() as page:
         page.goto(url + "/history")
-        page.wait_for_function("window.erobsHistory && window.erobsHistory.view", timeout=LOAD_TIMEOUT_MS)
+        page.wait_for_function("() => Boolean(window.erobsHistory && window.erobsHistory.view)", timeout=LOAD_TIMEOUT_MS)
         page.evaluate("window.erobsHistory.view.ready.then(() => true)")
         page.evaluate("(t) => window.erobsHistory.view.showTrajectory(t, {title: 'preview'})", trajectory)
         assert page.is_visible(".cell3d-bar") and page.text_content(".cell3d-label") == "preview"
         assert page.evaluate("window.erobsHistory.view.duration") == pytest.approx(4.0)
         ghost = "window.erobsHistory.view.linkPose('flange', {ghostArm: true})"
-        _assert_pose(page.evaluate(ghost), points[0]["positions"], "ghost at 0 s")
+        _assert_pose(page.evaluate(ghost), points[0], "ghost at 0 s")
         live = page.evaluate("window.erobsHistory.view.linkPose('flange')")
         _assert_pose(live, load_cell().initial_joint_state, "the live arm stays where it is")
 
         page.evaluate("window.erobsHistory.view.seek(2.0)")
-        _assert_pose(page.evaluate(ghost), points[10]["positions"], "ghost at 2 s (end of segment 1)")
+        _assert_pose(page.evaluate(ghost), points[10], "ghost at 2 s (end of segment 1)")
         assert page.input_value(".cell3d-scrubber") == "500"
         assert page.text_content(".cell3d-time") == "2.00 / 4.00 s"
         page.evaluate("window.erobsHistory.view.seek(1.1)")  # between samples 5 (1.0 s) and 6 (1.2 s)
-        halfway = [(a + b) / 2 for a, b in zip(points[5]["positions"], points[6]["positions"], strict=True)]
+        halfway = [(a + b) / 2 for a, b in zip(points[5], points[6], strict=True)]
         _assert_pose(page.evaluate(ghost), halfway, "ghost interpolated at 1.1 s")
 
         # Dragging the scrubber seeks (an input event at 3/4 of its range).
@@ -212,7 +203,7 @@ def test_browser_plays_a_trajectory_ghost_and_the_scrubber_seeks(tmp_path: Path)
             ".cell3d-scrubber", "(s) => { s.value = '750'; s.dispatchEvent(new Event('input')); }"
         )
         assert page.evaluate("window.erobsHistory.view.time") == pytest.approx(3.0)
-        _assert_pose(page.evaluate(ghost), points[15]["positions"], "ghost at 3 s after the scrubber")
+        _assert_pose(page.evaluate(ghost), points[15], "ghost at 3 s after the scrubber")
         page.screenshot(path=str(tmp_path / "ghost_scrubbed.png"))
 
         # Play runs to the end (at 8x) and stops there.
@@ -220,9 +211,9 @@ def test_browser_plays_a_trajectory_ghost_and_the_scrubber_seeks(tmp_path: Path)
         page.click(".cell3d-play")
         assert page.evaluate("window.erobsHistory.view.playing")
         page.wait_for_function(
-            "!window.erobsHistory.view.playing && window.erobsHistory.view.time >= 4.0", timeout=60_000
+            "() => !window.erobsHistory.view.playing && window.erobsHistory.view.time >= 4.0", timeout=60_000
         )
-        _assert_pose(page.evaluate(ghost), points[-1]["positions"], "ghost at the end")
+        _assert_pose(page.evaluate(ghost), points[-1], "ghost at the end")
         assert page.text_content(".cell3d-play") == "Play"
         (tmp_path / "ghost_end.png").write_bytes(canvas_png(page))
 

@@ -255,26 +255,22 @@ def history_routes(index: RunIndex | None = None) -> list[Any]:
     ]
 
 
-def history_app(index: RunIndex, *, host: str = "127.0.0.1", port: int = 0) -> Any:
-    """A read-only Starlette app of the history and the 3D view (``log --view``).
+def history_app(index: RunIndex) -> Any:
+    """A Starlette app of the history and the 3D view without a live view (``log --view``).
 
-    Requests whose ``Host`` is not the loopback address are refused (no DNS rebinding).
+    Built with the console's :func:`erobs_bt.viz.web.build_app`, so the same access check
+    applies (loopback ``Host`` names only, on any port); ``/`` redirects to ``/history``.
     """
-    from starlette.applications import Starlette
-    from starlette.middleware import Middleware
-    from starlette.middleware.trustedhost import TrustedHostMiddleware
     from starlette.responses import RedirectResponse
     from starlette.routing import Route
 
     from erobs_bt.viz.scene import scene_routes
+    from erobs_bt.viz.web import build_app
 
     async def home(request: Any) -> Any:
         return RedirectResponse("/history")
 
-    return Starlette(
-        routes=[Route("/", home), *history_routes(index), *scene_routes()],
-        middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=[host, "localhost", "127.0.0.1"])],
-    )
+    return build_app(routes=[Route("/", home), *history_routes(index), *scene_routes()])
 
 
 def serve_log(path: Path, *, port: int = 0, ready: Any = None) -> None:

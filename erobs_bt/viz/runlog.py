@@ -26,8 +26,8 @@ history page of the operator's console, :mod:`erobs_bt.viz.history`), in records
   "position": [rad]``, at most ``joint_rate`` per second while moving, plus the state at
   rest after each motion and one at the goal's start (:meth:`RunLogWriter.follow_joint_states`);
 * ``tool`` — the attached gripper when it changes: ``"gripper": name``;
-* ``trajectory`` — a previewed solution (dry run): ``"unit"`` and ``"trajectory"`` in the
-  shape of :func:`erobs_bt.viz.scene.trajectory_json`.
+* ``trajectory`` — a previewed unit's solution (dry run): ``"unit"`` and ``"trajectory"``,
+  the console's trajectory JSON (:func:`erobs_bt.viz.model.trajectory_json`).
 """
 
 from __future__ import annotations
@@ -173,6 +173,7 @@ class RunLogWriter(OrchestratorListener):
         self.replay = replay
         self._joint_period = 1.0 / joint_rate
         self._goal = ""
+        self._unit = 0
         self._trees: dict[str, _TreeTrack] = {}
         self._gripper = ""
         self._joints_written: tuple[float, ...] = ()
@@ -202,6 +203,8 @@ class RunLogWriter(OrchestratorListener):
         unit = line.get("unit")
         if isinstance(unit, int):
             with self._lock:
+                if event == "unit_started":
+                    self._unit = unit
                 track = self._trees.get(goal_id)
                 if track is not None:
                     track.touch_unit(unit)
@@ -252,11 +255,11 @@ class RunLogWriter(OrchestratorListener):
         """Write a previewed solution as a ``trajectory`` record."""
         if not self.replay:
             return
-        from erobs_bt.viz.scene import trajectory_json
+        from erobs_bt.viz.model import trajectory_json
 
-        self._write(
-            {"t": time.time(), "goal_id": goal_id, "event": "trajectory", "trajectory": trajectory_json(solution)}
-        )
+        unit = self._unit
+        record = {"t": time.time(), "goal_id": goal_id, "event": "trajectory", "unit": unit}
+        self._write({**record, "trajectory": trajectory_json(solution, unit=unit)})
 
     def finished(self, goal_id: str, result: Result) -> None:
         """Write the statuses the end of the goal changed; the goal's joint states end."""
@@ -288,7 +291,7 @@ class RunLogWriter(OrchestratorListener):
             last = self._joints_written
             same = len(last) == len(values) and all(abs(a - b) < _JOINT_EPSILON for a, b in zip(last, values))
             stopped = self._joints_moving and not moving
-            due = now - self._joints_at >= self._joint_period
+            due = now - self._joints_at >= 0.99 * self._joint_period  # 1 % slack: clock jitter
             self._joints_moving = moving
             if same or not (due or stopped or not last):
                 return

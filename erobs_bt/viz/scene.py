@@ -32,14 +32,11 @@ z, w]}``. A shape is ``{"name", "shape": "box" | "cylinder" | "sphere", "size", 
 with the sizes of ``shape_msgs/SolidPrimitive`` (box ``[x, y, z]``, cylinder ``[height,
 radius]`` with its axis along local z, sphere ``[radius]``).
 
-The trajectory JSON that :func:`trajectory_json` makes from a
-:class:`~erobs_bt.backends.base.Solution`, and that ``showTrajectory`` of ``cell3d.js``
-plays as a ghost (``trajectory_msgs/JointTrajectory`` shaped, one time axis over all the
-solution's arm segments)::
-
-    {"joint_names": [6 UR joint names],
-     "points": [{"positions": [6 rad], "time_from_start": s}, ...],
-     "segments": [{"step_index": i, "start": s, "end": s}, ...]}   # optional labels
+Trajectories: ``showTrajectory`` of ``cell3d.js`` plays the trajectory JSON of the console's
+event stream as a ghost: ``{"joint_names", "time_from_start": [s], "positions": [[rad]],
+"segments", "duration", ...}``, made by :func:`erobs_bt.viz.model.trajectory_json` and
+documented in :mod:`erobs_bt.viz.web` ("Trajectories"); the run log's ``trajectory``
+records (previews) have the same shape.
 """
 
 from __future__ import annotations
@@ -55,7 +52,6 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from erobs_bt.backends.base import ArmSegment, Solution
 from erobs_bt.backends.sim.cell import CellConfig, Pose, Shape, ToolShape, load_cell
 from erobs_bt.backends.sim.kinematics import xyz_quat_from_pose
 from erobs_bt.script.model import JOINT_NAMES
@@ -277,35 +273,6 @@ def build_scene(
         "markers": [{"id": m.id, "size": m.size, "pose": pose_json(m.pose.matrix())} for m in cell.markers],
         "parts": [_shape_json(p.name, p.shape, p.matrix()) for p in parse_parts(cell)],
     }
-
-
-def trajectory_json(solution: Solution) -> dict[str, Any]:
-    """A solution's arm segments as one trajectory (the shape in the module docstring).
-
-    Segment ``k`` starts where segment ``k - 1`` ended in time; its first point (the state
-    it starts from, the previous segment's last point) is not repeated. Tool segments take
-    no time and are left out.
-    """
-    points: list[dict[str, Any]] = []
-    segments: list[dict[str, Any]] = []
-    offset = 0.0
-    names: list[str] = list(JOINT_NAMES)
-    for segment in solution.segments:
-        if not isinstance(segment, ArmSegment) or not segment.points:
-            continue
-        names = list(segment.joint_names)
-        for i, point in enumerate(segment.points):
-            if i == 0 and points:
-                continue
-            points.append(
-                {
-                    "positions": [round(float(v), 9) for v in point.positions],
-                    "time_from_start": round(offset + point.time_from_start, 6),
-                }
-            )
-        segments.append({"step_index": segment.step_index, "start": offset, "end": offset + segment.duration})
-        offset += segment.duration
-    return {"joint_names": names, "points": points, "segments": segments}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -8,7 +8,8 @@
 //   await view.ready;                                            // URDF and meshes loaded
 //   view.setJointPositions(names, q_rad);                        // live /joint_states
 //   view.setTool("epick");                                       // attached gripper
-//   view.showTrajectory({joint_names, points: [{positions, time_from_start}], segments});
+//   view.showTrajectory(trajectory);   // the console's trajectory JSON (erobs_bt/viz/web.py,
+//                                      // "Trajectories"): {joint_names, time_from_start, positions, ...}
 //   view.seek(1.5); view.play(); view.pause(); view.clearTrajectory(); view.dispose();
 //
 // Frames: three.js world = base_link (z up), metres, radians, as in the scene JSON.
@@ -455,13 +456,14 @@ export function createCellView(container, scene, options = {}) {
       fillDocks(contents);
       render();
     },
-    /** Play `traj` ({joint_names, points: [{positions, time_from_start}], segments?}) as a ghost. */
+    /** Play `traj` as a ghost: {joint_names, time_from_start: [s], positions: [[rad]], segments?}. */
     showTrajectory(traj, { autoplay = false, title = "trajectory" } = {}) {
-      if (!traj || !traj.points || traj.points.length === 0) {
+      if (!traj || !traj.positions || traj.positions.length === 0) {
         api.clearTrajectory();
         return;
       }
-      trajectory = { joint_names: traj.joint_names || jointNames, points: traj.points, segments: traj.segments || [] };
+      const points = traj.positions.map((positions, i) => ({ positions, time_from_start: traj.time_from_start[i] }));
+      trajectory = { joint_names: traj.joint_names || jointNames, points, segments: traj.segments || [] };
       time = 0;
       playing = autoplay;
       label.textContent = title;

@@ -15,6 +15,12 @@ function utc(seconds) {
   return new Date(seconds * 1000).toISOString().replace("T", " ").slice(0, 19);
 }
 
+// Joint samples are written at most 20 times a second while the arm moves, and not at rest:
+// a gap longer than HOLD_GAP [s] means the arm rested at the earlier sample until shortly
+// (LEAD [s], two sample periods) before the later one, so it is held there, not drifted.
+const HOLD_GAP = 0.25;
+const LEAD = 0.1;
+
 function interpolate(samples, t) {
   if (!samples.length) return null;
   if (t <= samples[0].t) return samples[0].q;
@@ -29,7 +35,9 @@ function interpolate(samples, t) {
   }
   const a = samples[lo];
   const b = samples[hi];
-  const u = b.t > a.t ? (t - a.t) / (b.t - a.t) : 1;
+  const from = b.t - a.t > HOLD_GAP ? b.t - LEAD : a.t;
+  if (t <= from) return a.q;
+  const u = b.t > from ? (t - from) / (b.t - from) : 1;
   return a.q.map((value, i) => value + u * (b.q[i] - value));
 }
 
@@ -327,7 +335,7 @@ function renderRuns(listing, onPick) {
       const length = goal.finished && goal.started ? `${(goal.finished - goal.started).toFixed(1)} s` : "";
       const cells = [
         utc(goal.started || run.started),
-        run.name.replace(/\.jsonl$/, ""),
+        run.name.replace(/\.jsonl$/, "").replace(/^\d{8}T\d{6}Z_/, ""), // the start time is the first column
         `${goal.goal_id}${goal.mode ? ` (${goal.mode})` : ""}`,
         goal.status,
         goal.total_steps ? `${goal.completed_steps}/${goal.total_steps}` : "",

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from web3d_fixtures import CANVAS_STATS, LOAD_TIMEOUT_MS, canvas_png, chromium_page, needs_chromium, serve
 
 from erobs_bt.backends.base import ArmSegment, Solution, ToolSegment, TrajectoryPoint
 from erobs_bt.backends.sim.cell import load_cell
@@ -24,8 +25,6 @@ from erobs_bt.viz.history import RunIndex, history_routes
 from erobs_bt.viz.model import trajectory_json
 from erobs_bt.viz.scene import VENDOR_FILES, build_scene, rewrite_bare_imports, scene_routes
 from erobs_bt.viz.web import build_app
-
-from web3d_fixtures import CANVAS_STATS, LOAD_TIMEOUT_MS, canvas_png, chromium_page, needs_chromium, serve
 
 
 def make_app(tmp_path: Path, *, state: Any = None) -> Any:
@@ -51,7 +50,12 @@ def test_the_scene_is_the_cell_description_in_base_link() -> None:
     assert table["pose"]["xyz"] == [-0.10, -0.15, -0.275] and table["pose"]["quat_xyzw"] == [0, 0, 0, 1]
     assert scene["joint_positions"] == pytest.approx(list(cell.initial_joint_state))
     # The ePick is attached, so its dock (4) is empty; the others hold what cell.yaml says.
-    assert {d["number"]: d["gripper"] for d in scene["docks"]} == {1: "hande", 2: "2fg7", 3: "pipettor", 4: None}
+    assert {d["number"]: d["gripper"] for d in scene["docks"]} == {
+        1: "hande",
+        2: "2fg7",
+        3: "pipettor",
+        4: None,
+    }
     dock = next(d for d in scene["docks"] if d["number"] == 1)
     assert dock["pose"]["xyz"] == [0.458, 0.391, -0.017]
     epick = scene["tools"]["epick"]
@@ -67,7 +71,10 @@ def test_the_scene_is_the_cell_description_in_base_link() -> None:
 
 
 def test_bare_imports_of_the_vendored_libraries_become_relative_paths() -> None:
-    text = "import * as THREE from 'three';\nimport { STLLoader } from 'three/examples/jsm/loaders/STLLoader.js';"
+    text = (
+        "import * as THREE from 'three';\n"
+        "import { STLLoader } from 'three/examples/jsm/loaders/STLLoader.js';"
+    )
     out = rewrite_bare_imports(text, "urdf-loader/src/URDFLoader.js")
     assert "from '../../three/build/three.module.js'" in out
     assert "from '../../three/examples/jsm/loaders/STLLoader.js'" in out
@@ -135,7 +142,9 @@ def test_browser_renders_the_ur5e_and_its_flange_follows_our_kinematics(tmp_path
     cell = load_cell()
     with serve(make_app(tmp_path, state=lambda: {"gripper": "epick"})) as url, chromium_page() as page:
         page.goto(url + "/history")
-        page.wait_for_function("() => Boolean(window.erobsHistory && window.erobsHistory.view)", timeout=LOAD_TIMEOUT_MS)
+        page.wait_for_function(
+            "() => Boolean(window.erobsHistory && window.erobsHistory.view)", timeout=LOAD_TIMEOUT_MS
+        )
         page.evaluate("window.erobsHistory.view.ready.then(() => true)")
         info = page.evaluate("window.erobsHistory.view.info()")
         assert info["loaded"] and info["joints"] == list(JOINT_NAMES)
@@ -144,7 +153,9 @@ def test_browser_renders_the_ur5e_and_its_flange_follows_our_kinematics(tmp_path
         visual_links += ["wrist_1_link", "wrist_2_link", "wrist_3_link"]
         for link in visual_links:
             assert info["links"][link] > 500, f"{link}: its mesh did not load ({info['links']})"
-        _assert_pose(page.evaluate("window.erobsHistory.view.linkPose('flange')"), cell.initial_joint_state, "start")
+        _assert_pose(
+            page.evaluate("window.erobsHistory.view.linkPose('flange')"), cell.initial_joint_state, "start"
+        )
 
         stats = page.eval_on_selector("canvas.cell3d-canvas", CANVAS_STATS)
         assert stats["width"] >= 400 and stats["differing"] > 0.3, f"the canvas is mostly blank: {stats}"
@@ -156,7 +167,10 @@ def test_browser_renders_the_ur5e_and_its_flange_follows_our_kinematics(tmp_path
         rng = np.random.default_rng(7)
         for trial in range(5):
             q = rng.uniform(-math.pi, math.pi, 6)
-            page.evaluate("([names, q]) => window.erobsHistory.view.setJointPositions(names, q)", [list(JOINT_NAMES), q.tolist()])
+            page.evaluate(
+                "([names, q]) => window.erobsHistory.view.setJointPositions(names, q)",
+                [list(JOINT_NAMES), q.tolist()],
+            )
             _assert_pose(page.evaluate("window.erobsHistory.view.linkPose('flange')"), q, f"trial {trial}")
         # Names in another order are matched by name.
         q = np.radians([20.0, -100.0, 80.0, -70.0, -90.0, 30.0])
@@ -180,7 +194,9 @@ def test_browser_plays_a_trajectory_ghost_and_the_scrubber_seeks(tmp_path: Path)
     assert len(points) == 21 and trajectory["time_from_start"][15] == pytest.approx(3.0)
     with serve(make_app(tmp_path, state=lambda: {"gripper": "epick"})) as url, chromium_page() as page:
         page.goto(url + "/history")
-        page.wait_for_function("() => Boolean(window.erobsHistory && window.erobsHistory.view)", timeout=LOAD_TIMEOUT_MS)
+        page.wait_for_function(
+            "() => Boolean(window.erobsHistory && window.erobsHistory.view)", timeout=LOAD_TIMEOUT_MS
+        )
         page.evaluate("window.erobsHistory.view.ready.then(() => true)")
         page.evaluate("(t) => window.erobsHistory.view.showTrajectory(t, {title: 'preview'})", trajectory)
         assert page.is_visible(".cell3d-bar") and page.text_content(".cell3d-label") == "preview"

@@ -5,14 +5,13 @@ state; `erobs-bt log FILE --view` serves it."""
 
 from __future__ import annotations
 
+import itertools
 import json
-import math
 import os
 import signal
 import subprocess
 import sys
 import threading
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -23,6 +22,7 @@ import numpy as np
 import py_trees
 import pytest
 from click.testing import CliRunner
+from web3d_fixtures import LOAD_TIMEOUT_MS, canvas_png, chromium_page, needs_chromium, serve
 
 from erobs_bt.backends.scripted import Outcome, ScriptedBackend
 from erobs_bt.backends.sim.kinematics import fk, quat_matrix
@@ -33,7 +33,6 @@ from erobs_bt.viz.history import RunIndex, history_app
 from erobs_bt.viz.runlog import REPLAY_EVENTS, RunLogWriter, read_run_log
 
 from helpers import SUCK, make_orchestrator, move, script_json, vacuum
-from web3d_fixtures import LOAD_TIMEOUT_MS, canvas_png, chromium_page, needs_chromium, serve
 
 FIVE_UNITS = script_json([move("a"), vacuum("vacuum_on"), SUCK, move("b"), SUCK, move("c")])
 
@@ -82,7 +81,9 @@ def test_the_run_log_records_the_tree_and_its_status_changes(tmp_path: Path) -> 
     assert tree["nodes"][0][0] == -1 and all(
         nodes[parent] is nodes[i].parent for i, (parent, _, _) in enumerate(tree["nodes"]) if i
     )
-    assert _replayed_statuses(records) == [n.status.value for n in nodes], "the diffs add up to the final tree"
+    assert _replayed_statuses(records) == [n.status.value for n in nodes], (
+        "the diffs add up to the final tree"
+    )
     units = [i for i, n in enumerate(nodes) if n.name.startswith("unit ")]
     assert [_replayed_statuses(records)[i] for i in units] == ["SUCCESS"] * 5
     # The orchestrator's own events are all still there, in order, and the timeline skips the rest.
@@ -115,20 +116,21 @@ def test_joint_states_are_throttled_while_moving_and_kept_at_rest(tmp_path: Path
     assert all(s["name"] == list(JOINT_NAMES) and s["goal_id"] == "goal-1" for s in samples)
     times = [s["t"] for s in samples[:-1]]
     assert 39 <= len(times) - 1 <= 41, "20 Hz over 2 s of motion"
-    assert min(b - a for a, b in zip(times, times[1:])) >= 0.99 * 0.05
+    assert min(b - a for a, b in itertools.pairwise(times)) >= 0.99 * 0.05
 
 
 def _old_log(path: Path) -> None:
     """A run log as erobs_bt wrote it before the replay records existed."""
     t = 1_700_000_000.0
+    goal_1 = {"goal_id": "goal-1"}
     records = [
-        {"t": t, "goal_id": "goal-1", "event": "state", "state": "RUNNING", "message": ""},
-        {"t": t + 0.1, "goal_id": "goal-1", "event": "goal_started", "mode": "execute", "total_steps": 2, "units": 1},
-        {"t": t + 0.2, "goal_id": "goal-1", "event": "unit_started", "unit": 1, "label": "batch[2]"},
-        {"t": t + 2.0, "goal_id": "goal-1", "event": "goal_finished", "status": "SUCCEEDED", "error": "",
-         "completed_steps": 2, "total_steps": 2},
-        {"t": t + 3.0, "goal_id": "goal-2", "event": "rejected_script", "error": "tasks[0].target: unknown pose"},
-    ]  # fmt: skip
+        {"t": t, **goal_1, "event": "state", "state": "RUNNING", "message": ""},
+        {"t": t + 0.1, **goal_1, "event": "goal_started", "mode": "execute", "total_steps": 2, "units": 1},
+        {"t": t + 0.2, **goal_1, "event": "unit_started", "unit": 1, "label": "batch[2]"},
+        {"t": t + 2.0, **goal_1, "event": "goal_finished", "status": "SUCCEEDED", "error": ""}
+        | {"completed_steps": 2, "total_steps": 2},
+        {"t": t + 3.0, "goal_id": "goal-2", "event": "rejected_script", "error": "tasks[0].target: unknown"},
+    ]
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
 
 
@@ -160,7 +162,9 @@ def test_the_api_lists_runs_old_and_new_and_names_a_damaged_file(tmp_path: Path)
         assert old["goals"][0]["finished"] - old["goals"][0]["started"] == pytest.approx(1.9)
         assert "damaged.jsonl:2: not JSON" in by_id["damaged"]["error"]
         status, run = _get(url + "/api/runs/20231114T221320Z_old?goal=goal-1")
-        assert status == 200 and {r["goal_id"] for r in run["records"]} == {"goal-1"} and len(run["goals"]) == 2
+        assert (
+            status == 200 and {r["goal_id"] for r in run["records"]} == {"goal-1"} and len(run["goals"]) == 2
+        )
         assert _get(url + "/api/runs/nope")[0] == 404
         status, body = _get(url + "/api/runs/damaged")
         assert status == 422 and "damaged.jsonl:2" in body["error"]
@@ -214,7 +218,9 @@ def test_browser_replays_a_simulated_run_to_its_end_state(sim_run: Path, tmp_pat
     t0 = records[0]["t"]
     with serve(history_app(RunIndex([sim_run.parent]))) as url, chromium_page(1400, 900) as page:
         page.goto(url + "/history")
-        page.wait_for_function("() => Boolean(window.erobsHistory && window.erobsHistory.open)", timeout=LOAD_TIMEOUT_MS)
+        page.wait_for_function(
+            "() => Boolean(window.erobsHistory && window.erobsHistory.open)", timeout=LOAD_TIMEOUT_MS
+        )
         row = page.locator('#runs tbody tr[data-run="20261201T120000Z_paused"]')
         assert row.get_attribute("data-status") == "SUCCEEDED"
         assert "3/3" in row.inner_text()
@@ -230,7 +236,11 @@ def test_browser_replays_a_simulated_run_to_its_end_state(sim_run: Path, tmp_pat
 
         page.evaluate(f"window.erobsHistory.seek({paused_at - t0 + 0.01})")
         paused = page.evaluate("window.erobsHistory.snapshot()")
-        assert paused["state"] == "PAUSED" and paused["units"] == {"1": "SUCCESS", "2": "RUNNING", "3": "INVALID"}
+        assert paused["state"] == "PAUSED" and paused["units"] == {
+            "1": "SUCCESS",
+            "2": "RUNNING",
+            "3": "INVALID",
+        }
         scan = np.radians(PAUSED_SCRIPT["poses"]["spincoater_scan"])
         assert paused["joints"] == pytest.approx(scan, abs=1e-4), "the arm waits at the first move's end"
         _assert_flange(page.evaluate("window.erobsHistory.view.linkPose('flange')"), scan)
@@ -238,9 +248,13 @@ def test_browser_replays_a_simulated_run_to_its_end_state(sim_run: Path, tmp_pat
         page.screenshot(path=str(tmp_path / "history_paused.png"))
 
         # Drag the scrubber to the end: the replay ends where the run ended.
-        page.eval_on_selector("#scrubber", "(s) => { s.value = '1000'; s.dispatchEvent(new Event('input')); }")
+        page.eval_on_selector(
+            "#scrubber", "(s) => { s.value = '1000'; s.dispatchEvent(new Event('input')); }"
+        )
         end = page.evaluate("window.erobsHistory.snapshot()")
-        assert end["time"] == pytest.approx(end["duration"]) and end["duration"] == pytest.approx(records[-1]["t"] - t0)
+        assert end["time"] == pytest.approx(end["duration"]) and end["duration"] == pytest.approx(
+            records[-1]["t"] - t0
+        )
         assert end["units"] == {"1": "SUCCESS", "2": "SUCCESS", "3": "SUCCESS"} and end["state"] == "IDLE"
         assert end["tool"] == "epick" and end["joints"] == pytest.approx(final, abs=1e-6)
         _assert_flange(page.evaluate("window.erobsHistory.view.linkPose('flange')"), final)
@@ -251,7 +265,8 @@ def test_browser_replays_a_simulated_run_to_its_end_state(sim_run: Path, tmp_pat
         page.select_option("#speed", "20")
         page.click("#play")
         page.wait_for_function(
-            "() => !window.erobsHistory.replay.playing && window.erobsHistory.snapshot().time >= window.erobsHistory.snapshot().duration",
+            "() => !window.erobsHistory.replay.playing"
+            " && window.erobsHistory.snapshot().time >= window.erobsHistory.snapshot().duration",
             timeout=60_000,
         )
         assert page.evaluate("window.erobsHistory.snapshot().units")["3"] == "SUCCESS"
@@ -276,7 +291,9 @@ def test_log_view_serves_the_run_until_interrupted(tmp_path: Path) -> None:
             if line.startswith("replay: "):
                 url = line.split()[1]
                 break
-        assert url.startswith("http://127.0.0.1:") and url.endswith("/history#run=20231114T221320Z_old&goal=goal-1")
+        assert url.startswith("http://127.0.0.1:") and url.endswith(
+            "/history#run=20231114T221320Z_old&goal=goal-1"
+        )
         base = url.split("/history")[0]
         status, run = _get(base + "/api/runs/20231114T221320Z_old")
         assert status == 200 and run["goals"][0]["status"] == "SUCCEEDED"

@@ -137,7 +137,9 @@ class NodeRunLogs(OrchestratorListener):
         self._closed.add(goal_id)  # one attempt per goal
         backend = self._backend
         try:
-            writer = RunLogWriter(path, joint_positions=backend.joint_positions if backend is not None else None)
+            writer = RunLogWriter(
+                path, joint_positions=backend.joint_positions if backend is not None else None
+            )
         except OSError as exc:
             if self._on_error is not None:
                 self._on_error(f"run log {path}: {exc}")

@@ -108,7 +108,9 @@ class RunIndex:
     """
 
     def __init__(self, folders: Sequence[Path] | None = None, *, files: Sequence[Path] = ()) -> None:
-        self.folders = [Path(f).expanduser() for f in (folders if folders is not None else [default_log_dir()])]
+        self.folders = [
+            Path(f).expanduser() for f in (folders if folders is not None else [default_log_dir()])
+        ]
         self.files = [Path(f).expanduser().resolve() for f in files]
         self._lock = threading.Lock()
         self._cache: dict[Path, _Cached] = {}

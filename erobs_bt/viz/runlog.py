@@ -96,14 +96,17 @@ class _TreeTrack:
 
     def structure(self) -> list[list[Any]]:
         return [
-            [parent, node.name, type(node).__name__] for node, parent in zip(self.nodes, self.parents, strict=True)
+            [parent, node.name, type(node).__name__]
+            for node, parent in zip(self.nodes, self.parents, strict=True)
         ]
 
     def touch_unit(self, unit: int) -> None:
         """Mark the unit and the boundaries on either side of it for the next diff."""
         position = self.unit_child.get(unit)
         if position is not None:
-            self.hot.update(p for p in (position - 1, position, position + 1) if 0 <= p < len(self.child_start))
+            self.hot.update(
+                p for p in (position - 1, position, position + 1) if 0 <= p < len(self.child_start)
+            )
 
     def changes(self) -> list[list[Any]]:
         """``[[index, status], ...]`` of the root and the hot subtrees since the last call."""
@@ -249,7 +252,9 @@ class RunLogWriter(OrchestratorListener):
             if feedback.current_gripper == self._gripper:
                 return
             self._gripper = feedback.current_gripper
-        self._write({"t": time.time(), "goal_id": goal_id, "event": "tool", "gripper": feedback.current_gripper})
+        self._write(
+            {"t": time.time(), "goal_id": goal_id, "event": "tool", "gripper": feedback.current_gripper}
+        )
 
     def preview(self, goal_id: str, solution: Solution) -> None:
         """Write a previewed solution as a ``trajectory`` record."""
@@ -289,7 +294,9 @@ class RunLogWriter(OrchestratorListener):
             if not goal or not self.replay:
                 return
             last = self._joints_written
-            same = len(last) == len(values) and all(abs(a - b) < _JOINT_EPSILON for a, b in zip(last, values))
+            same = len(last) == len(values) and all(
+                abs(a - b) < _JOINT_EPSILON for a, b in zip(last, values, strict=True)
+            )
             stopped = self._joints_moving and not moving
             due = now - self._joints_at >= 0.99 * self._joint_period  # 1 % slack: clock jitter
             self._joints_moving = moving

@@ -167,7 +167,9 @@ def install_vendor(node_modules: Path, destination: Path | None = None) -> list[
         source, target = node_modules / name, staging / name
         target.parent.mkdir(parents=True, exist_ok=True)
         if name.endswith(".js"):
-            target.write_text(rewrite_bare_imports(source.read_text(encoding="utf-8"), name), encoding="utf-8")
+            target.write_text(
+                rewrite_bare_imports(source.read_text(encoding="utf-8"), name), encoding="utf-8"
+            )
         else:
             shutil.copyfile(source, target)
         written.append(destination / name)
@@ -328,7 +330,11 @@ def scene_routes(cell: CellConfig | None = None, *, state: SceneState | None = N
     async def mesh(request: Request) -> Response:
         name = request.path_params["name"]
         path = (meshes / "visual" / name).resolve()
-        if path.parent != (meshes / "visual").resolve() or path.suffix not in _MESH_SUFFIXES or not path.is_file():
+        if (
+            path.parent != (meshes / "visual").resolve()
+            or path.suffix not in _MESH_SUFFIXES
+            or not path.is_file()
+        ):
             raise HTTPException(404, f"no such mesh: {name}")
         return FileResponse(path, headers={"Cache-Control": "max-age=3600"})
 

@@ -370,9 +370,10 @@ def _run_goals(
     live_view = None
     try:
         if view_port is not None:
-            from erobs_bt.viz.web import start_live_view
+            from erobs_bt.viz.web import console_pages, start_live_view
 
-            live_view = start_live_view(engine.orchestrator, host=view_host, port=view_port)
+            pages = console_pages(engine.orchestrator, log_files=[log_path])
+            live_view = start_live_view(engine.orchestrator, host=view_host, port=view_port, routes=pages)
             console.print(f"live view: [link={live_view.url}]{live_view.url}[/link]", highlight=False)
             if live_view.access.token is not None:
                 console.print(

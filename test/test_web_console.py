@@ -501,7 +501,7 @@ def test_step_detail_and_progress_follow_the_arm_through_a_batch(
             )
             handle = orchestrator.submit(script_json(tasks), dry_run=False)
             page.wait_for_selector('#motion[data-step="3"]', timeout=30_000)
-            page.screenshot(path=str(tmp_path / "batch-mid.png"), full_page=True)
+            page.screenshot(path=str(tmp_path / "batch-mid.png"))
             assert handle.wait(60).success
             page.wait_for_selector('#result[data-status="SUCCEEDED"]')
         finally:
@@ -582,6 +582,12 @@ def test_run_view_keeps_serving_after_the_goal_until_ctrl_c(
         expect(page.locator("#lingering")).to_be_visible()
         expect(page.locator("#lingering")).to_contain_text("until you press Ctrl-C")
         expect(page.locator("#result")).to_have_attribute("data-status", "SUCCEEDED")
+        # run --view serves the other pages too: the 3D cell view and the run history.
+        expect(page.locator('#nav a[href="/history"]')).to_be_visible()
+        if (Path(__file__).parents[1] / "erobs_bt/viz/static/vendor/three/build/three.module.js").exists():
+            expect(page.locator("body")).to_have_attribute("data-cell3d", "ready", timeout=60_000)
+            assert page.is_visible("#cell3d canvas")
+            page.screenshot(path=str(tmp_path / "lingering.png"), full_page=True)
         process.send_signal(signal.SIGINT)
         rest, _ = process.communicate(timeout=30)
         output.append(rest)

@@ -3,6 +3,7 @@ the 3D view, and locating the arm on a unit's planned motion (progress inside a 
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 
@@ -79,8 +80,10 @@ def test_the_trajectory_json_lays_segments_end_to_end_and_thins_samples() -> Non
     assert trajectory["unit"] == 3 and trajectory["duration"] == 4.0
     assert trajectory["joint_names"][0] == "shoulder_pan_joint"
     times = trajectory["time_from_start"]
-    assert times == sorted(times) and times[0] == 0.0 and times[-1] == 4.0
-    assert len(times) == len(trajectory["positions"]) == 2 * 5, "one point per 0.5 s of each 2 s segment"
+    assert all(a < b for a, b in itertools.pairwise(times)) and (times[0], times[-1]) == (0.0, 4.0)
+    # 0, 0.6, 1.2, 1.8 and 2.0 s of each 2 s segment (samples 0.2 s apart, kept >= 0.5 s
+    # apart, ends kept); the junction at 2.0 s is listed once.
+    assert len(times) == len(trajectory["positions"]) == 5 + 4
     arm1, tool, arm2 = trajectory["segments"]
     assert (arm1["step"], arm1["start"], arm1["end"]) == (1, 0.0, 2.0)
     assert tool == {
@@ -91,7 +94,7 @@ def test_the_trajectory_json_lays_segments_end_to_end_and_thins_samples() -> Non
         "gripper": "epick",
         "command": "vacuum_on",
     }
-    assert (arm2["start"], arm2["end"]) == (2.0, 4.0)
+    assert (arm2["start"], arm2["end"]) == (2.0, 4.0) and arm2["first_point"] == arm1["last_point"]
     assert (
         trajectory["positions"][arm2["last_point"]][0] == 0.0
         and trajectory["positions"][arm1["last_point"]][0] == 1.0

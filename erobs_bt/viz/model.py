@@ -436,8 +436,9 @@ def trajectory_json(
     """The planned motion of one unit as the viewers' JSON (the shape is documented in
     :mod:`erobs_bt.viz.web`, "Trajectories").
 
-    Arm segments are laid end to end on one unit-relative time axis; a tool segment takes
-    no time (it sits between the arm segments around it).
+    Arm segments are laid end to end on one unit-relative time axis (the point where one
+    ends and the next begins is listed once, so times strictly increase); a tool segment
+    takes no time (it sits between the arm segments around it).
 
     Args:
         solution: the unit's solution (planned or from the cache).
@@ -463,11 +464,15 @@ def trajectory_json(
             )
             continue
         names = names or list(segment.joint_names)
-        first = len(times)
+        # A segment starts where the one before ended: that point is shared, not repeated
+        # (times stay strictly increasing).
+        joined = bool(times) and times[-1] == round(offset, 4)
+        first = len(times) - 1 if joined else len(times)
         last_kept = -math.inf
         for i, point in enumerate(segment.points):
             keep = i in (0, len(segment.points) - 1) or point.time_from_start - last_kept >= sample_period
-            if not keep:
+            if not keep or (i == 0 and joined):
+                last_kept = point.time_from_start if i == 0 else last_kept
                 continue
             last_kept = point.time_from_start
             times.append(round(offset + point.time_from_start, 4))

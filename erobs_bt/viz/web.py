@@ -86,7 +86,9 @@ the real host name). Control requests (every ``POST``) also need the
 Extending (the seam for other pages): :func:`build_app` takes extra Starlette ``routes``
 (``Route``, ``Mount`` of ``StaticFiles`` …), served behind the same access check, and works
 without a live view (``view=None``, e.g. a history page of run logs); ``start_live_view``
-passes its ``routes`` on. Nothing in this module needs to change to add a page.
+passes its ``routes`` on. Nothing in this module needs to change to add a page;
+:func:`console_pages` gathers the ones ``run --view`` and ``node --view`` serve (the 3D cell
+view of :mod:`erobs_bt.viz.scene`, the run history of :mod:`erobs_bt.viz.history`).
 
 .. _Server-Sent Events: https://html.spec.whatwg.org/multipage/server-sent-events.html
 
@@ -1186,6 +1188,51 @@ class WebServer:
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(10.0)
         self._socket.close()
+
+
+def console_pages(
+    orchestrator: Orchestrator,
+    *,
+    cell: Any = None,
+    log_files: Sequence[Any] = (),
+) -> list[BaseRoute]:
+    """The pages that join the console: the 3D cell view (:func:`erobs_bt.viz.scene.scene_routes`,
+    ``/api/scene`` and the meshes and libraries it needs) and the run history
+    (:func:`erobs_bt.viz.history.history_routes`, ``/history``), as routes for
+    :func:`start_live_view`.
+
+    Args:
+        orchestrator: whose backend gives the live tool state and docks for the scene.
+        cell: the :class:`~erobs_bt.backends.sim.cell.CellConfig` to draw (``None``: the
+            simulated backend's own, else ``config/cell.yaml``).
+        log_files: run logs the history lists besides the default log folder (this run's).
+
+    Returns:
+        The routes; without the 3D view's libraries (``airo-models``) only the history.
+    """
+    from erobs_bt.viz.history import RunIndex, history_routes
+    from erobs_bt.viz.scene import scene_routes
+
+    backend = orchestrator.backend
+    shown = cell if cell is not None else getattr(backend, "cell", None)
+
+    def live() -> dict[str, Any]:
+        state: dict[str, Any] = {
+            "gripper": backend.current_gripper(),
+            "joint_positions": backend.joint_positions(),
+        }
+        tool_state = getattr(backend, "tool_state", None)
+        if callable(tool_state):
+            state["docks"] = dict(tool_state().docks)
+        return state
+
+    routes: list[BaseRoute] = []
+    try:
+        routes += scene_routes(shown, state=live)
+    except (RuntimeError, OSError, ValueError) as exc:
+        _LOG.warning("the console has no 3D view: %s", exc)
+    routes += history_routes(RunIndex(files=list(log_files)))
+    return routes
 
 
 def start_live_view(

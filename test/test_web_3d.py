@@ -236,3 +236,29 @@ def test_browser_plays_a_trajectory_ghost_and_the_scrubber_seeks(tmp_path: Path)
         page.evaluate("window.erobsHistory.view.clearTrajectory()")
         assert not page.is_visible(".cell3d-bar")
         assert not page.evaluate("window.erobsHistory.view.info().trajectory")
+
+
+def test_the_console_serves_the_3d_view_of_its_backend_and_the_history(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    from erobs_bt.backends.scripted import ScriptedBackend
+    from erobs_bt.viz.web import console_pages, start_live_view
+
+    from helpers import make_orchestrator
+
+    monkeypatch.setenv("EROBS_BT_LOG_DIR", str(tmp_path / "runs"))
+    backend = ScriptedBackend()
+    orchestrator = make_orchestrator(backend)
+    view = start_live_view(orchestrator, routes=console_pages(orchestrator))
+    try:
+        status, body, _ = get(view.url + "api/scene")
+        scene = json.loads(body)
+        assert status == 200 and scene["tool"]["gripper"] == backend.current_gripper()
+        if backend.joint_positions() is not None:
+            assert scene["joint_positions"] == pytest.approx(list(backend.joint_positions()))
+        assert get(view.url + "history")[0] == 200
+        status, body, _ = get(view.url + "api/runs")
+        assert status == 200 and json.loads(body)["folders"] == [str(tmp_path / "runs")]
+        assert get(view.url + "static/cell3d.js")[2].startswith("text/javascript")
+    finally:
+        view.close()

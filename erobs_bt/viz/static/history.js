@@ -313,6 +313,15 @@ class Replay {
   }
 }
 
+// Stands in for the 3D view when the server has none.
+const NO_VIEW = {
+  ready: Promise.resolve(),
+  setJointPositions() {},
+  setTool() {},
+  showTrajectory() {},
+  clearTrajectory() {},
+};
+
 async function getJson(url) {
   const response = await fetch(url, { headers: { Accept: "application/json" } });
   const body = await response.json();
@@ -359,8 +368,15 @@ function renderRuns(listing, onPick) {
 }
 
 async function main() {
-  const scene = await getJson("/api/scene");
-  const view = createCellView($("#cell"), scene);
+  // Without the 3D view on the server (no /api/scene), the replay shows the tree and events only.
+  let scene = null;
+  try {
+    scene = await getJson("/api/scene");
+  } catch (error) {
+    $("#cell").textContent = `no 3D view: ${error.message}`;
+  }
+  const view = scene ? createCellView($("#cell"), scene) : NO_VIEW;
+  scene = scene || { robot: { joint_names: [] } };
   const replay = new Replay(view, scene);
   let opened = null;
 

@@ -79,7 +79,8 @@ setup(
     license="Apache-2.0",
     python_requires=">=3.11",
     packages=find_packages(exclude=["test", "test.*", "tests", "tests.*"]),
-    package_data={PACKAGE_NAME: ["py.typed", "viz/static/*"]},
+    # viz/static/vendor/: the 3D view's JavaScript, copied there by scripts/setup.sh (npm ci)
+    package_data={PACKAGE_NAME: ["py.typed", "viz/static/*", "viz/static/vendor/**/*"]},
     include_package_data=False,
     data_files=data_files(DATA_DIRECTORIES),
     install_requires=INSTALL_REQUIRES,

@@ -188,6 +188,13 @@ class PlanCache:
             self.hits += 1
             return entry[0]
 
+    def peek(self, key: CacheKey) -> Solution | None:
+        """The stored solution for ``key``, or ``None``, without marking it used or counting a
+        hit or miss (for viewers: the live view shows the trajectory a replay executes)."""
+        with self._lock:
+            entry = self._entries.get(key)
+            return entry[0] if entry is not None else None
+
     def put(self, key: CacheKey, solution: Solution) -> None:
         """Store (or replace) the solution for ``key``; evict LRU entries past either bound.
 

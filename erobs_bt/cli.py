@@ -275,13 +275,26 @@ def _engine_options(command: Any) -> Any:
     help="Plan each motion unit only when it starts (plan_ahead:=false); by default the next "
     "unit is planned while one executes.",
 )
-@click.option("--view", is_flag=True, help="Serve the live web view of the tree on 127.0.0.1 while running.")
+@click.option(
+    "--view",
+    is_flag=True,
+    help="Serve the operator's console (live web view) while running, and after the run until Ctrl-C.",
+)
 @click.option(
     "--view-port",
     type=click.IntRange(0, 65535),
     default=0,
     show_default=True,
     help="Port of the live view (0 picks a free one).",
+)
+@click.option(
+    "--view-host",
+    "--host",
+    "view_host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address the live view binds; any non-loopback address (a LAN) requires the access "
+    "token printed at start.",
 )
 def run(
     script: Path,
@@ -290,6 +303,7 @@ def run(
     no_plan_ahead: bool,
     view: bool,
     view_port: int,
+    view_host: str,
     **options: Any,
 ) -> None:
     """Execute SCRIPT on the simulated cell with live per-unit progress."""
@@ -300,6 +314,7 @@ def run(
             auto_resume=resume_after if auto_resume else None,
             view_port=view_port if view else None,
             plan_ahead=not no_plan_ahead,
+            view_host=view_host,
             **options,
         )
     )
@@ -328,6 +343,7 @@ def _run_goals(
     log_file: Path | None,
     view_port: int | None,
     plan_ahead: bool = True,
+    view_host: str = "127.0.0.1",
 ) -> int:
     from erobs_bt.console import ConsoleProgress
     from erobs_bt.session import EngineConfig, build_engine
@@ -364,14 +380,21 @@ def _run_goals(
     units = plan.units
     log_path = log_file if log_file is not None else default_log_path(script)
     run_log = RunLogWriter(log_path)
+    run_log.follow_joint_states(engine.backend)  # joint states for the history's replay
     engine.orchestrator.listener.add(run_log)
     live_view = None
     try:
         if view_port is not None:
-            from erobs_bt.viz.web import start_live_view
+            from erobs_bt.viz.web import console_pages, start_live_view
 
-            live_view = start_live_view(engine.orchestrator, port=view_port)
+            pages = console_pages(engine.orchestrator, log_files=[log_path])
+            live_view = start_live_view(engine.orchestrator, host=view_host, port=view_port, routes=pages)
             console.print(f"live view: [link={live_view.url}]{live_view.url}[/link]", highlight=False)
+            if live_view.access.token is not None:
+                console.print(
+                    f"access token: {live_view.access.token}  (the link carries it; every request needs it)",
+                    highlight=False,
+                )
         verb = "preview" if dry_run else "run"
         if not plan.eligible:
             cache = "ineligible"
@@ -385,24 +408,48 @@ def _run_goals(
             highlight=False,
         )
         start = engine.backend.joint_positions()
+        code = 0
         for attempt in range(1, repeat + 1):
             returning = attempt > 1 and not dry_run and start is not None
             if returning and not _return_to(engine, start, progress, console):
-                return EXIT_FAILED
+                code = EXIT_FAILED
+                break
             console.rule(f"{verb} {attempt}/{repeat}")
             progress.begin(len(units))
             handle = engine.orchestrator.submit(text, dry_run=dry_run)
+            if live_view is not None:
+                live_view.note_submitted(handle.goal_id, text)
             result = _wait(engine, handle, auto_resume, console)
             console.print(progress.summary(result, title=f"{script.name} — {verb} {attempt}/{repeat}"))
             if not result.success:
-                return EXIT_FAILED
-        return 0
+                code = EXIT_FAILED
+                break
+        if live_view is not None:
+            _linger(live_view, console)
+        return code
     finally:
         if live_view is not None:
             live_view.close()
         engine.close()
         run_log.close()
         console.print(f"run log: {log_path}  (erobs-bt log {log_path})", highlight=False)
+
+
+def _linger(live_view: Any, console: Console) -> None:
+    """Keep the live view serving after the run until Ctrl-C (the page says so too)."""
+    import threading
+
+    live_view.set_lingering(True)
+    console.print(
+        f"[bold]the run is over; the live view keeps serving at {live_view.url} — press Ctrl-C to exit[/]",
+        highlight=False,
+    )
+    forever = threading.Event()
+    try:
+        while not forever.wait(1.0):
+            pass
+    except KeyboardInterrupt:
+        console.print("Ctrl-C: closing the live view", highlight=False)
 
 
 def default_log_path(script: Path) -> Path:

@@ -256,4 +256,21 @@ else
   took "${pkg_t}"
 fi
 
+# --------------------------------------------------------------------------------------------
+# The 3D cell view's JavaScript (three.js, urdf-loader): `npm ci` from package-lock.json into
+# node_modules/, then the files the page loads are copied to erobs_bt/viz/static/vendor/
+# (erobs_bt/viz/scene.py says which and why). Stamped by the lock file and scene.py.
+step "5+/5 JavaScript of the 3D view (npm ci, static/vendor)"
+js_hash="$(hash_of "node $(node --version 2>/dev/null || echo none)" package.json package-lock.json erobs_bt/viz/scene.py)"
+if stamp_matches npm "${js_hash}" && [[ -f erobs_bt/viz/static/vendor/three/build/three.module.js ]]; then
+  info "up to date"
+else
+  command -v npm >/dev/null || die "npm not found; install Node.js 18+ and npm (Debian 12: apt-get install nodejs npm)"
+  npm_t=${SECONDS}
+  npm ci --ignore-scripts --no-audit --no-fund --loglevel=error >/dev/null || die "npm ci failed"
+  "${VPY}" -m erobs_bt.viz.scene vendor node_modules | sed 's/^/    /'
+  write_stamp npm "${js_hash}"
+  took "${npm_t}"
+fi
+
 step "ready in $((SECONDS - START)) s: ${VENV}/bin/erobs-bt, ${VENV}/bin/erobs_bt_node; \`make test\` runs the tests"

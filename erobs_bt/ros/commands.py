@@ -171,9 +171,10 @@ def serve(
         import os
 
         if view:
-            from erobs_bt.viz.web import start_live_view
+            from erobs_bt.viz.web import console_pages, start_live_view
 
-            views.append(start_live_view(node.orchestrator, port=view_port))
+            pages = console_pages(node.orchestrator)  # the 3D cell view and the run history
+            views.append(start_live_view(node.orchestrator, port=view_port, routes=pages))
         settings = node.settings
         table = Table(title=f"erobs_bt listening (node {node.get_fully_qualified_name()})", show_header=False)
         table.add_row("ROS_DOMAIN_ID", os.environ.get("ROS_DOMAIN_ID", "0"))

@@ -421,6 +421,7 @@ class ErobsBtNode(Node):
         self.engine = build_engine(engine_config(settings), listener=_Bridge(self))
         if self.run_logs is not None:
             self.engine.orchestrator.listener.add(self.run_logs)
+            self.run_logs.follow_joint_states(self.engine.backend)  # for the history's replay
         self.backend: MotionBackend = self.engine.backend
         self.orchestrator: Orchestrator = self.engine.orchestrator
         self._action_servers: list[ActionServer[Any, Any, Any]] = []

@@ -10,7 +10,12 @@ with ``erobs-bt log FILE``.
 :class:`NodeRunLogs` is an orchestrator listener: the node tells it the script text
 before submitting (:meth:`expect`), and the first event of a new goal id opens that
 goal's file, so the records emitted while the goal is being accepted (its ``RUNNING``
-state, a rejected script) are in it too. The file is closed when the goal finishes.
+state, a rejected script) are in it too. The file is closed when the goal finishes. The
+writer's replay records (tree, statuses, tool, previews, and joint states once
+:meth:`NodeRunLogs.follow_joint_states` is called) go into the goal's file as well: they
+are written at once from the thread that reports them (they read the live tree), the
+orchestrator's events through the writer thread below, so lines of the two kinds can be up to
+one batch out of order in the file; readers order records by their ``t``.
 
 Cost: a goal thread that encoded and flushed every record itself (about six per unit)
 spent a sizeable part of a quick unit on its run log. The goal thread now only opens the
@@ -30,10 +35,15 @@ import time
 from collections import deque
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from erobs_bt.orchestrator import OrchestratorListener, Result
-from erobs_bt.viz.runlog import RunLogWriter
+from erobs_bt.orchestrator import Feedback, OrchestratorListener, Result
+from erobs_bt.viz.runlog import DEFAULT_JOINT_RATE, RunLogWriter
+
+if TYPE_CHECKING:
+    import py_trees
+
+    from erobs_bt.backends.base import MotionBackend, Solution
 
 #: Longest a record waits in the queue before the writer thread writes it [s].
 BATCH_PERIOD = 0.1
@@ -83,6 +93,7 @@ class NodeRunLogs(OrchestratorListener):
         self._waiting = 0
         self._thread = threading.Thread(target=self._write, name="erobs_bt-run-logs", daemon=True)
         self._thread.start()
+        self._backend: MotionBackend | None = None
 
     def expect(self, full_json: str) -> None:
         """The next new goal is for this script text (call before ``submit``)."""
@@ -147,12 +158,53 @@ class NodeRunLogs(OrchestratorListener):
             finally:
                 self._waiting -= 1
 
+    def _writer(self, goal_id: str) -> RunLogWriter | None:
+        with self._lock:
+            return self._writers.get(goal_id)
+
+    def ticked(self, goal_id: str, root: py_trees.behaviour.Behaviour) -> None:
+        writer = self._writer(goal_id)
+        if writer is not None:
+            writer.ticked(goal_id, root)
+
+    def feedback(self, goal_id: str, feedback: Feedback) -> None:
+        writer = self._writer(goal_id)
+        if writer is not None:
+            writer.feedback(goal_id, feedback)
+
+    def preview(self, goal_id: str, solution: Solution) -> None:
+        writer = self._writer(goal_id)
+        if writer is not None:
+            writer.preview(goal_id, solution)
+
+    def joint_state(
+        self, names: tuple[str, ...], positions: tuple[float, ...], velocities: tuple[float, ...]
+    ) -> None:
+        """A joint-state listener: passed on to the logs of running goals."""
+        with self._lock:
+            writers = list(self._writers.values())
+        for writer in writers:
+            writer.joint_state(names, positions, velocities)
+
+    def follow_joint_states(self, backend: MotionBackend, *, rate: float = DEFAULT_JOINT_RATE) -> bool:
+        """Record ``backend``'s joint states in the running goal's log (until :meth:`close`).
+
+        Returns:
+            False when the backend has no joint-state stream (each log then still gets the
+            arm state at its goal's start).
+        """
+        self._backend = backend
+        return bool(backend.add_joint_state_listener(self.joint_state, rate=rate))
+
     def _open(self, goal_id: str) -> RunLogWriter | None:
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
         path = self.folder / f"{stamp}_{goal_id}_{script_label(self._expected)}.jsonl"
         self._closed.add(goal_id)  # one attempt per goal
+        backend = self._backend
         try:
-            writer = RunLogWriter(path)
+            writer = RunLogWriter(
+                path, joint_positions=backend.joint_positions if backend is not None else None
+            )
         except OSError as exc:
             if self._on_error is not None:
                 self._on_error(f"run log {path}: {exc}")
@@ -166,10 +218,15 @@ class NodeRunLogs(OrchestratorListener):
         with self._lock:
             writer = self._writers.pop(goal_id, None)
         if writer is not None:
+            writer.finished(goal_id, result)  # the final statuses, read from the live tree now
             self._wait_written(self._put(writer, goal_id, None))
 
     def close(self) -> None:
-        """Write what is queued, close every open log and stop the writer thread."""
+        """Stop following the backend's joint states, write what is queued, close every open
+        log and stop the writer thread."""
+        backend, self._backend = self._backend, None
+        if backend is not None:
+            backend.remove_joint_state_listener(self.joint_state)
         with self._lock:
             writers, self._writers = list(self._writers.values()), {}
         count = 0

@@ -188,8 +188,21 @@ def export(
 @click.command(name="log")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--goal", "goal_id", help="Show only this goal (e.g. goal-2).")
-def log_command(file: Path, goal_id: str | None) -> None:
-    """Print the run log FILE (JSON Lines) as a timeline."""
+@click.option(
+    "--view",
+    is_flag=True,
+    help="Also replay the run in the browser: serve the history page (tree statuses, 3D motion) "
+    "on 127.0.0.1 until Ctrl-C.",
+)
+@click.option(
+    "--view-port",
+    type=click.IntRange(0, 65535),
+    default=0,
+    show_default=True,
+    help="Port of the history page (0 picks a free one).",
+)
+def log_command(file: Path, goal_id: str | None, view: bool, view_port: int) -> None:
+    """Print the run log FILE (JSON Lines) as a timeline; with --view, replay it in the browser."""
 
     from erobs_bt.viz.runlog import read_run_log, timeline
 
@@ -197,7 +210,23 @@ def log_command(file: Path, goal_id: str | None) -> None:
         records = read_run_log(file)
     except (ValueError, UnicodeDecodeError) as exc:
         _fail(str(exc), EXIT_INVALID)
-    _console().print(timeline(records, goal_id=goal_id))
+    console = _console()
+    console.print(timeline(records, goal_id=goal_id))
+    if not view:
+        return
+    from erobs_bt.viz.history import serve_log
+
+    def ready(url: str) -> None:
+        if goal_id:
+            url += f"&goal={goal_id}"
+        console.print(f"replay: [link={url}]{url}[/link]  (Ctrl-C stops serving)", highlight=False)
+
+    try:
+        serve_log(file, port=view_port, ready=ready)
+    except OSError as exc:
+        _fail(f"cannot serve the history page: {exc}", EXIT_INVALID)
+    except KeyboardInterrupt:
+        pass
 
 
 @click.command()

@@ -19,12 +19,17 @@ from a ``TreeSnapshot`` message with :func:`nest`).
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
 import py_trees
+
+from erobs_bt.backends.base import ArmSegment, Solution, ToolSegment
+from erobs_bt.batching import Unit
+from erobs_bt.script.model import EndEffector, MoveTo, Pause, Pipettor, Script, Step, ToolExchange, Vision
 
 #: A live behaviour or a nested node dict (see the module docstring).
 NodeLike: TypeAlias = py_trees.behaviour.Behaviour | Mapping[str, Any]
@@ -162,7 +167,14 @@ def current_unit(units: Sequence[_Unit]) -> int:
     return reached[-1] if reached else 0
 
 
-def _row(unit: _Unit, notes: Mapping[int, UnitNotes], *, deep: bool, current: int) -> dict[str, Any]:
+def _row(
+    unit: _Unit,
+    notes: Mapping[int, UnitNotes],
+    *,
+    deep: bool,
+    current: int,
+    steps: Mapping[int, Sequence[Mapping[str, Any]]],
+) -> dict[str, Any]:
     status = _status(unit.node)
     note = notes.get(unit.number, UnitNotes())
     row: dict[str, Any] = {
@@ -178,6 +190,8 @@ def _row(unit: _Unit, notes: Mapping[int, UnitNotes], *, deep: bool, current: in
     }
     if deep:
         row["children"] = [describe(child, deep=True) for child in _children(unit.node)]
+        if unit.number in steps:
+            row["steps"] = [dict(step) for step in steps[unit.number]]
     return row
 
 
@@ -199,6 +213,7 @@ def fold_tree(
     keep_done: int = 3,
     lookahead: int = 2,
     max_flat: int = 40,
+    steps: Mapping[int, Sequence[Mapping[str, Any]]] | None = None,
 ) -> dict[str, Any]:
     """The picture of the tree under ``root`` for a viewer.
 
@@ -208,6 +223,8 @@ def fold_tree(
         keep_done: finished units shown in full before the current one.
         lookahead: pending units shown in full after the current one.
         max_flat: up to this many units, nothing is folded.
+        steps: per-unit step detail (:func:`unit_steps`), by 1-based unit number; a unit
+            shown in full carries its list as ``steps``.
 
     Returns:
         ``{"root": {...}, "current_unit": n, "total_units": n, "counts": {status: n},
@@ -248,7 +265,7 @@ def fold_tree(
         active = _status(unit.node) in ("RUNNING", "FAILURE")
         if flat or in_window or active:
             flush()
-            entries.append(_row(unit, notes, deep=True, current=current))
+            entries.append(_row(unit, notes, deep=True, current=current, steps=steps or {}))
         else:
             if fold and (_status(fold[-1].node) == "SUCCESS") != (_status(unit.node) == "SUCCESS"):
                 flush()
@@ -262,4 +279,369 @@ def fold_tree(
         "total_units": len(units),
         "counts": counts,
         "entries": entries,
+    }
+
+
+# -- step detail ---------------------------------------------------------------------------------
+#
+# What a unit's steps do, resolved: pose names with their joints, directions and distances,
+# cartesian targets, planning types and the tool state each step leaves. Pure functions of
+# the validated script (no robot, no py_trees), so the live view, the history page and
+# ``render`` show the same text.
+
+
+def _round(values: Iterable[float], digits: int) -> list[float]:
+    return [round(float(v), digits) for v in values]
+
+
+def _joints(radians: Sequence[float]) -> dict[str, list[float]]:
+    """``{"rad": [...], "deg": [...]}`` of a six-joint position (rad in, both out)."""
+    return {"rad": _round(radians, 5), "deg": _round((math.degrees(a) for a in radians), 2)}
+
+
+def _deg_text(radians: Sequence[float]) -> str:
+    return "[" + ", ".join(f"{math.degrees(a):.1f}" for a in radians) + "]°"
+
+
+def step_detail(step: Step, *, gripper: str) -> dict[str, Any]:
+    """The resolved content of one expanded step, JSON-able.
+
+    Args:
+        step: a step of a validated script (:mod:`erobs_bt.script.model`).
+        gripper: the tool attached when the step starts (resolves an ``end_effector``
+            without a ``gripper``).
+
+    Returns:
+        ``{"step": 1-based index, "path": "tasks[3]", "task_type", "summary": one line for
+        people, ...}`` plus, by type: ``moveto`` — ``target`` (pose or named state),
+        ``joints`` (``{"rad", "deg"}`` of a resolved pose), ``direction``,
+        ``direction_vector`` (unit vector in the flange frame), ``distance_m``,
+        ``cartesian_target`` (``[x, y, z]`` m or ``[x, y, z, roll, pitch, yaw]`` m/rad in
+        ``frame_id``), ``planning_type``, ``constraints`` (counts); ``end_effector`` —
+        ``action``, ``gripper``; ``tool_exchange`` — ``operation``, ``gripper``,
+        ``dock_number``, ``approach_pose`` (+ ``approach_joints``); ``pipettor`` —
+        ``operation``, ``volume_pct``, ``led_color``; vision steps — ``kind`` and their
+        named poses.
+    """
+    out: dict[str, Any] = {"step": step.index + 1, "path": step.path, "task_type": step.script_type}
+    if isinstance(step, MoveTo):
+        out["planning_type"] = step.planning_type
+        if step.target is not None:
+            out["target"] = step.target
+            if step.target_joints is not None:
+                out["joints"] = _joints(step.target_joints)
+                where = f"{step.target} {_deg_text(step.target_joints)}"
+            else:
+                out["named_state"] = True
+                where = f"{step.target} (named state)"
+        elif step.direction_vector is not None and step.distance is not None:
+            out["direction"] = step.direction
+            out["direction_vector"] = _round(step.direction_vector, 4)
+            out["distance_m"] = round(float(step.distance), 4)
+            where = f"{step.direction or _round(step.direction_vector, 3)} {step.distance:.3f} m (flange)"
+        elif step.cartesian_target is not None:
+            out["cartesian_target"] = _round(step.cartesian_target, 4)
+            out["frame_id"] = step.frame_id
+            xyz = ", ".join(f"{v:.3f}" for v in step.cartesian_target[:3])
+            where = f"({xyz}) m in {step.frame_id}"
+            if len(step.cartesian_target) == 6:
+                rpy = ", ".join(f"{math.degrees(v):.1f}" for v in step.cartesian_target[3:])
+                where += f", rpy ({rpy})°"
+        else:
+            where = "?"
+        if step.constraints is not None:
+            out["constraints"] = {
+                "joint": len(step.constraints.joint),
+                "orientation": len(step.constraints.orientation),
+            }
+        out["summary"] = f"moveto {where}, {step.planning_type}"
+    elif isinstance(step, EndEffector):
+        out["action"] = step.action
+        out["gripper"] = step.gripper or gripper
+        out["summary"] = f"end_effector {step.action} ({out['gripper']})"
+    elif isinstance(step, ToolExchange):
+        out.update(operation=step.operation, gripper=step.gripper, dock_number=step.dock_number)
+        summary = f"tool_exchange {step.operation} {step.gripper} at dock {step.dock_number}"
+        if step.approach_pose is not None:
+            out["approach_pose"] = step.approach_pose
+            summary += f" via {step.approach_pose}"
+        if step.approach_joints is not None:
+            out["approach_joints"] = _joints(step.approach_joints)
+        out["summary"] = summary
+    elif isinstance(step, Pipettor):
+        out.update(operation=step.operation, volume_pct=step.volume_pct)
+        if step.led_color is not None:
+            out["led_color"] = list(step.led_color)
+        volume = f" {step.volume_pct:g} %" if step.volume_pct is not None else ""
+        out["summary"] = f"pipettor {step.operation}{volume}"
+    elif isinstance(step, Vision):
+        out["kind"] = step.kind
+        summary = f"{step.script_type}"
+        for name in ("detector", "tag_id", "target_pose", "approach_pose", "retreat_pose"):
+            value = getattr(step, name)
+            if value is not None:
+                out[name] = value
+                summary += f" {name}={value}"
+        if step.scan_poses:
+            out["scan_poses"] = list(step.scan_poses)
+        out["summary"] = summary
+    elif isinstance(step, Pause):
+        out["summary"] = "pause: waits for Resume"
+    else:
+        out["summary"] = step.script_type
+    return out
+
+
+def tool_after(step: Step, tool: Mapping[str, str]) -> dict[str, str]:
+    """The tool state ``{"gripper", "state"}`` expected after ``step`` (from the script alone).
+
+    A ``tool_exchange`` ``dock`` leaves ``none`` attached, any other operation attaches its
+    gripper (state ``""``: not commanded yet); an ``end_effector`` step sets the state of
+    its gripper (the attached one when it names none).
+    """
+    if isinstance(step, ToolExchange):
+        return {"gripper": "none" if step.operation == "dock" else step.gripper, "state": ""}
+    if isinstance(step, EndEffector) and (step.gripper is None or step.gripper == tool["gripper"]):
+        return {"gripper": tool["gripper"], "state": step.action}
+    return dict(tool)
+
+
+def unit_steps(script: Script, units: Sequence[Unit]) -> dict[int, list[dict[str, Any]]]:
+    """Every unit's steps with their detail (:func:`step_detail`) and ``tool`` (the tool
+    state after the step, :func:`tool_after`), by 1-based unit number."""
+    tool = {"gripper": script.start_gripper, "state": ""}
+    out: dict[int, list[dict[str, Any]]] = {}
+    for unit in units:
+        rows = []
+        for step in unit.steps:
+            detail = step_detail(step, gripper=tool["gripper"])
+            tool = tool_after(step, tool)
+            detail["tool"] = dict(tool)
+            rows.append(detail)
+        out[unit.index + 1] = rows
+    return out
+
+
+# -- planned trajectories and progress inside a unit ------------------------------------------------
+
+#: Shortest time between two points of a trajectory sent to a viewer [s]: samples in
+#: between are dropped (every segment's first and last point is kept). The planner samples
+#: at about 16 ms (erobs_bt/backends/sim/timing.py); 50 ms is smooth at 20 frames/s.
+VIEW_SAMPLE_PERIOD = 0.05
+
+
+def trajectory_json(
+    solution: Solution, *, unit: int, sample_period: float = VIEW_SAMPLE_PERIOD
+) -> dict[str, Any]:
+    """The planned motion of one unit as the viewers' JSON (the shape is documented in
+    :mod:`erobs_bt.viz.web`, "Trajectories").
+
+    Arm segments are laid end to end on one unit-relative time axis (the point where one
+    ends and the next begins is listed once, so times strictly increase); a tool segment
+    takes no time (it sits between the arm segments around it).
+
+    Args:
+        solution: the unit's solution (planned or from the cache).
+        unit: its 1-based unit number.
+        sample_period: [s] shortest time between two points kept (> 0).
+    """
+    names: list[str] = []
+    times: list[float] = []
+    positions: list[list[float]] = []
+    segments: list[dict[str, Any]] = []
+    offset = 0.0
+    for segment in solution.segments:
+        if isinstance(segment, ToolSegment):
+            segments.append(
+                {
+                    "step": segment.step_index + 1,
+                    "kind": "tool",
+                    "start": round(offset, 4),
+                    "end": round(offset, 4),
+                    "gripper": segment.gripper,
+                    "command": segment.command,
+                }
+            )
+            continue
+        names = names or list(segment.joint_names)
+        # A segment starts where the one before ended: that point is shared, not repeated
+        # (times stay strictly increasing).
+        joined = bool(times) and times[-1] == round(offset, 4)
+        first = len(times) - 1 if joined else len(times)
+        last_kept = -math.inf
+        for i, point in enumerate(segment.points):
+            keep = i in (0, len(segment.points) - 1) or point.time_from_start - last_kept >= sample_period
+            if not keep or (i == 0 and joined):
+                last_kept = point.time_from_start if i == 0 else last_kept
+                continue
+            last_kept = point.time_from_start
+            times.append(round(offset + point.time_from_start, 4))
+            positions.append(_round(point.positions, 5))
+        segments.append(
+            {
+                "step": segment.step_index + 1,
+                "kind": "arm",
+                "start": round(offset, 4),
+                "end": round(offset + segment.duration, 4),
+                "first_point": first,
+                "last_point": len(times) - 1,
+            }
+        )
+        offset += segment.duration
+    return {
+        "unit": unit,
+        "joint_names": names,
+        "time_from_start": times,
+        "positions": positions,
+        "segments": segments,
+        "duration": round(offset, 4),
+        "start_positions": _round(solution.start_positions, 5) if solution.start_positions else None,
+    }
+
+
+@dataclass(frozen=True)
+class MotionTimeline:
+    """A unit's solution laid out for locating the arm on it (:func:`locate`).
+
+    Attributes:
+        steps: 1-based step number of each segment, in order.
+        kinds: ``"arm"`` or ``"tool"`` per segment.
+        starts, ends: unit-relative times [s] per segment.
+        times: every arm sample's unit-relative time [s], (N,).
+        positions: the samples [rad], (N, 6).
+        duration: total arm-motion time [s].
+        unit_steps: the 1-based step numbers of the whole unit (a step without a segment,
+            e.g. a gripper command on a tool without a gripper, still counts).
+    """
+
+    steps: tuple[int, ...]
+    kinds: tuple[str, ...]
+    starts: tuple[float, ...]
+    ends: tuple[float, ...]
+    times: Any
+    positions: Any
+    duration: float
+    unit_steps: tuple[int, ...] = ()
+
+    @classmethod
+    def of(cls, solution: Solution, *, unit_steps: Sequence[int] = ()) -> MotionTimeline:
+        """The timeline of ``solution`` (every sample kept); ``unit_steps`` as the attribute
+        (default: the steps the segments implement)."""
+        import numpy as np
+
+        steps, kinds, starts, ends = [], [], [], []
+        times: list[float] = []
+        positions: list[tuple[float, ...]] = []
+        offset = 0.0
+        for segment in solution.segments:
+            steps.append(segment.step_index + 1)
+            starts.append(offset)
+            if isinstance(segment, ArmSegment):
+                kinds.append("arm")
+                for point in segment.points:
+                    times.append(offset + point.time_from_start)
+                    positions.append(point.positions)
+                offset += segment.duration
+            else:
+                kinds.append("tool")
+            ends.append(offset)
+        return cls(
+            tuple(steps),
+            tuple(kinds),
+            tuple(starts),
+            tuple(ends),
+            np.asarray(times, dtype=float),
+            np.asarray(positions, dtype=float).reshape(-1, 6),
+            offset,
+            tuple(unit_steps) or tuple(dict.fromkeys(steps)),
+        )
+
+
+#: [rad] largest distance (Euclidean, six joints) of the live arm state from the planned
+#: path at which it counts as being on it (the controller follows the samples exactly; a
+#: robot's tracking error is far smaller than this).
+ON_PATH_TOLERANCE = 0.02
+
+
+def locate(
+    timeline: MotionTimeline,
+    positions: Sequence[float] | None,
+    *,
+    elapsed: float,
+    previous: float = 0.0,
+    tolerance: float = ON_PATH_TOLERANCE,
+) -> dict[str, Any]:
+    """Where the executing unit is on its planned motion.
+
+    The arm state is projected on the planned path (piecewise linear between samples);
+    the earliest on-path point at or after ``previous`` is taken, so progress never goes
+    back and a path that passes the same place twice is read in order. With no arm state,
+    or none on the path, the planned time is the wall time since the execution started
+    (``elapsed``, capped at the duration).
+
+    Args:
+        timeline: the unit's :class:`MotionTimeline`.
+        positions: the live arm state [rad], or ``None``.
+        elapsed: wall time since the execution started [s].
+        previous: the planned time located last [s] (0 at the start).
+        tolerance: see :data:`ON_PATH_TOLERANCE` [rad].
+
+    Returns:
+        ``{"tau": planned time reached [s], "duration": [s], "fraction": 0..1,
+        "segment": 0-based segment index, "step": 1-based script step, "step_of_unit":
+        1-based, "steps": segments in the unit, "kind": "arm" | "tool", "eta": remaining
+        wall time [s] (remaining planned time scaled by the rate observed so far),
+        "source": "joint_states" | "clock"}``.
+    """
+    import numpy as np
+
+    tau: float | None = None
+    if positions is not None and len(timeline.times) >= 1:
+        q = np.asarray(positions, dtype=float)
+        p = timeline.positions
+        t = timeline.times
+        if len(t) == 1:
+            if float(np.linalg.norm(q - p[0])) <= tolerance:
+                tau = float(t[0])
+        else:
+            a, b = p[:-1], p[1:]
+            d = b - a
+            length2 = np.einsum("ij,ij->i", d, d)
+            s = np.where(
+                length2 > 0, np.einsum("ij,ij->i", q - a, d) / np.where(length2 > 0, length2, 1), 0.0
+            )
+            s = np.clip(s, 0.0, 1.0)
+            distance = np.linalg.norm(a + s[:, None] * d - q, axis=1)
+            at = t[:-1] + s * (t[1:] - t[:-1])
+            near = (distance <= tolerance) & (at >= previous - 1e-6)
+            if near.any():
+                tau = float(at[near].min())
+    source = "joint_states"
+    if tau is None:
+        source = "clock"
+        tau = min(max(elapsed, 0.0), timeline.duration)
+    tau = max(tau, previous)
+    segment = 0
+    for i, end in enumerate(timeline.ends):
+        segment = i
+        if end > tau + 1e-6 or (
+            timeline.kinds[i] == "tool" and end >= tau - 1e-6 and tau < timeline.duration
+        ):
+            break
+    duration = timeline.duration
+    remaining = max(duration - tau, 0.0)
+    rate = elapsed / tau if tau > 0.2 and elapsed > 0 else 1.0
+    step = timeline.steps[segment] if timeline.steps else 0
+    order = timeline.unit_steps or tuple(dict.fromkeys(timeline.steps))
+    return {
+        "tau": round(tau, 3),
+        "duration": round(duration, 3),
+        "fraction": round(tau / duration, 4) if duration > 0 else 1.0,
+        "segment": segment,
+        "step": step,
+        "step_of_unit": order.index(step) + 1 if step in order else 0,
+        "steps": len(order),
+        "kind": timeline.kinds[segment] if timeline.kinds else "",
+        "eta": round(remaining * rate, 2),
+        "source": source,
     }

@@ -11,6 +11,23 @@ table with times relative to the first record, per-unit durations and errors in 
 
 A record is ``{"t": epoch s, "goal_id": "goal-3", "event": "plan_finished", ...fields}``;
 the fields are those of the event (``unit`` is 1-based, ``seconds`` in seconds).
+
+Besides the orchestrator's events, the writer keeps what a replay of the run needs (the
+history page of the operator's console, :mod:`erobs_bt.viz.history`), in records of its own
+(:data:`REPLAY_EVENTS`; logs without them still read, they just replay no motion or tree):
+
+* ``tree`` — once per goal, at its first tick: the compiled tree, pre-order, as
+  ``"nodes": [[parent index (-1 for the root), name, behaviour type], ...]``;
+* ``tree_status`` — whenever statuses changed during a tick: ``"changes": [[node index,
+  status], ...]`` (py_trees statuses; the first one lists every node that is not INVALID).
+  Only the subtrees of the units the tick touched are compared, so a record costs
+  O(unit size), not O(script size);
+* ``joint_state`` — the arm state while a goal runs: ``"name": [UR joint names],
+  "position": [rad]``, at most ``joint_rate`` per second while moving, plus the state at
+  rest after each motion and one at the goal's start (:meth:`RunLogWriter.follow_joint_states`);
+* ``tool`` — the attached gripper when it changes: ``"gripper": name``;
+* ``trajectory`` — a previewed unit's solution (dry run): ``"unit"`` and ``"trajectory"``,
+  the console's trajectory JSON (:func:`erobs_bt.viz.model.trajectory_json`).
 """
 
 from __future__ import annotations
@@ -19,22 +36,97 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from rich.table import Table
 from rich.text import Text
 
-from erobs_bt.orchestrator import OrchestratorListener
+from erobs_bt.orchestrator import Feedback, OrchestratorListener, Result
+
+if TYPE_CHECKING:
+    import py_trees
+
+    from erobs_bt.backends.base import MotionBackend, Solution
 
 _LOG = logging.getLogger(__name__)
+
+#: The record kinds the writer adds for replays (see the module docstring).
+REPLAY_EVENTS = frozenset({"tree", "tree_status", "joint_state", "tool", "trajectory"})
+#: Default most ``joint_state`` records per second while the arm moves [Hz].
+DEFAULT_JOINT_RATE = 20.0
+#: A joint state closer than this to the last one written is not written again [rad].
+_JOINT_EPSILON = 1e-6
 
 
 def default_log_dir() -> Path:
     """Where run logs go by default: ``$EROBS_BT_LOG_DIR``, else ``~/.local/state/erobs_bt/runs``."""
     configured = os.environ.get("EROBS_BT_LOG_DIR")
     return Path(configured) if configured else Path.home() / ".local" / "state" / "erobs_bt" / "runs"
+
+
+class _TreeTrack:
+    """The compiled tree of one goal as the writer last recorded it (for status diffs)."""
+
+    def __init__(self, root: py_trees.behaviour.Behaviour) -> None:
+        self.root = root
+        self.nodes: list[py_trees.behaviour.Behaviour] = []
+        self.parents: list[int] = []
+        self.child_start: list[int] = []  # pre-order index of each child of the root
+        self.unit_child: dict[int, int] = {}  # 1-based unit number -> child of the root
+        stack: list[tuple[py_trees.behaviour.Behaviour, int]] = [(root, -1)]
+        while stack:
+            node, parent = stack.pop()
+            index = len(self.nodes)
+            self.nodes.append(node)
+            self.parents.append(parent)
+            if parent == 0:
+                self.child_start.append(index)
+            stack.extend((child, index) for child in reversed(node.children))
+        for position, index in enumerate(self.child_start):
+            name = self.nodes[index].name
+            if name.startswith("unit ") and ":" in name:
+                number = name[5 : name.index(":")]
+                if number.isdigit():
+                    self.unit_child[int(number)] = position
+        self.statuses = ["INVALID"] * len(self.nodes)
+        self.hot: set[int] = set(range(len(self.child_start)))  # the first diff sees everything
+
+    def structure(self) -> list[list[Any]]:
+        return [
+            [parent, node.name, type(node).__name__]
+            for node, parent in zip(self.nodes, self.parents, strict=True)
+        ]
+
+    def touch_unit(self, unit: int) -> None:
+        """Mark the unit and the boundaries on either side of it for the next diff."""
+        position = self.unit_child.get(unit)
+        if position is not None:
+            self.hot.update(
+                p for p in (position - 1, position, position + 1) if 0 <= p < len(self.child_start)
+            )
+
+    def changes(self) -> list[list[Any]]:
+        """``[[index, status], ...]`` of the root and the hot subtrees since the last call."""
+        out: list[list[Any]] = []
+        spans = [(-1, 0, 1)]
+        for position in sorted(self.hot):
+            first = self.child_start[position]
+            last = self.child_start[position + 1] if position + 1 < len(self.child_start) else len(self.nodes)
+            spans.append((position, first, last))
+        still_running: set[int] = set()
+        for position, first, last in spans:
+            for index in range(first, last):
+                status = self.nodes[index].status.value
+                if status != self.statuses[index]:
+                    self.statuses[index] = status
+                    out.append([index, status])
+            if position >= 0 and self.statuses[first] == "RUNNING":
+                still_running.add(position)
+        self.hot = still_running
+        return out
 
 
 class RunLogWriter(OrchestratorListener):
@@ -47,27 +139,81 @@ class RunLogWriter(OrchestratorListener):
     Text that UTF-8 cannot encode (a lone surrogate from a script's ``\\ud800`` escape) is
     written as its backslash escape, so such a script is logged like any other.
 
+    With ``replay`` (the default) it also writes the records of :data:`REPLAY_EVENTS` (the
+    module docstring): the tree and its status changes from :meth:`ticked`, the tool from
+    :meth:`feedback`, previews from :meth:`preview`, and joint states once
+    :meth:`follow_joint_states` connected it to a backend.
+
     Args:
         path: the log file; created with its parent directory, appended to when it
             exists (several goals and runs share one log; every line names its goal).
+        replay: write the replay records.
+        joint_rate: most ``joint_state`` records per second while moving [Hz], > 0.
+        joint_positions: gives the arm state [rad] for the ``joint_state`` record at each
+            goal's start (:meth:`follow_joint_states` sets the backend's).
 
     Raises:
         OSError: the file cannot be opened.
+        ValueError: ``joint_rate`` is not positive.
     """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        replay: bool = True,
+        joint_rate: float = DEFAULT_JOINT_RATE,
+        joint_positions: Callable[[], Sequence[float] | None] | None = None,
+    ) -> None:
+        if not joint_rate > 0:
+            raise ValueError(f"joint_rate must be > 0 Hz (got {joint_rate})")
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._file: IO[str] | None = self.path.open("a", encoding="utf-8", errors="backslashreplace")
         self.error = ""
         self.lines = 0
+        self.replay = replay
+        self._joint_period = 1.0 / joint_rate
+        self._goal = ""
+        self._unit = 0
+        self._trees: dict[str, _TreeTrack] = {}
+        self._gripper = ""
+        self._joints_written: tuple[float, ...] = ()
+        self._joints_at = 0.0
+        self._joints_moving = False
+        self._joint_positions = joint_positions
+        self._followed: MotionBackend | None = None
 
     def event(self, goal_id: str, record: Mapping[str, Any], *, flush: bool = True) -> None:
         """Append ``{"t", "goal_id", "event", ...}`` as one line (and flush the file,
         unless ``flush`` is false: a writer of many lines calls :meth:`flush` after them)."""
         fields = dict(record)
         line = {"t": fields.pop("t", None), "goal_id": goal_id, "event": fields.pop("event", ""), **fields}
+        self._write(line, flush=flush)
+        if not self.replay or not goal_id:
+            return
+        event = line["event"]
+        if event == "goal_started":
+            with self._lock:
+                self._goal = goal_id
+                self._gripper = ""
+                self._joints_written = ()
+            positions = self._joint_positions() if self._joint_positions is not None else None
+            if positions is not None:
+                from erobs_bt.script.model import JOINT_NAMES
+
+                self.joint_state(JOINT_NAMES, tuple(positions), (0.0,) * len(positions))
+        unit = line.get("unit")
+        if isinstance(unit, int):
+            with self._lock:
+                if event == "unit_started":
+                    self._unit = unit
+                track = self._trees.get(goal_id)
+                if track is not None:
+                    track.touch_unit(unit)
+
+    def _write(self, line: Mapping[str, Any], *, flush: bool = True) -> None:
         text = json.dumps(line, default=str, ensure_ascii=False) + "\n"
         with self._lock:
             if self._file is None:
@@ -94,8 +240,108 @@ class RunLogWriter(OrchestratorListener):
                 _LOG.warning("run log disabled: %s", self.error)
                 self._close_locked()
 
+    # -- replay records ---------------------------------------------------------------
+    def ticked(self, goal_id: str, root: py_trees.behaviour.Behaviour) -> None:
+        """Write the tree at a goal's first tick, then the statuses that changed."""
+        if not self.replay:
+            return
+        with self._lock:
+            track = self._trees.get(goal_id)
+            fresh = track is None or track.root is not root
+            if fresh:
+                track = self._trees[goal_id] = _TreeTrack(root)
+            assert track is not None
+            changes = track.changes()
+        now = time.time()
+        if fresh:
+            self._write({"t": now, "goal_id": goal_id, "event": "tree", "nodes": track.structure()})
+        if changes:
+            self._write({"t": now, "goal_id": goal_id, "event": "tree_status", "changes": changes})
+
+    def feedback(self, goal_id: str, feedback: Feedback) -> None:
+        """Write a ``tool`` record when the attached gripper changed."""
+        if not self.replay or not goal_id:
+            return
+        with self._lock:
+            if feedback.current_gripper == self._gripper:
+                return
+            self._gripper = feedback.current_gripper
+        self._write(
+            {"t": time.time(), "goal_id": goal_id, "event": "tool", "gripper": feedback.current_gripper}
+        )
+
+    def preview(self, goal_id: str, solution: Solution) -> None:
+        """Write a previewed solution as a ``trajectory`` record."""
+        if not self.replay:
+            return
+        from erobs_bt.viz.model import trajectory_json
+
+        unit = self._unit
+        record = {"t": time.time(), "goal_id": goal_id, "event": "trajectory", "unit": unit}
+        self._write({**record, "trajectory": trajectory_json(solution, unit=unit)})
+
+    def finished(self, goal_id: str, result: Result) -> None:
+        """Write the statuses the end of the goal changed; the goal's joint states end."""
+        if not self.replay:
+            return
+        with self._lock:
+            track = self._trees.pop(goal_id, None)
+            changes = track.changes() if track is not None else []
+            if self._goal == goal_id:
+                self._goal = ""
+        if changes:
+            self._write({"t": time.time(), "goal_id": goal_id, "event": "tree_status", "changes": changes})
+
+    def joint_state(
+        self, names: Sequence[str], positions: Sequence[float], velocities: Sequence[float] = ()
+    ) -> None:
+        """A :data:`~erobs_bt.backends.base.JointStateListener`: write ``joint_state`` records.
+
+        Only while a goal runs; at most ``joint_rate`` per second while moving, always the
+        first sample at rest after a motion, never a sample equal to the last one written.
+        """
+        now = time.time()
+        moving = any(abs(v) > 1e-9 for v in velocities)
+        values = tuple(round(float(v), 6) for v in positions)
+        with self._lock:
+            goal = self._goal
+            if not goal or not self.replay:
+                return
+            last = self._joints_written
+            same = len(last) == len(values) and all(
+                abs(a - b) < _JOINT_EPSILON for a, b in zip(last, values, strict=True)
+            )
+            stopped = self._joints_moving and not moving
+            due = now - self._joints_at >= 0.99 * self._joint_period  # 1 % slack: clock jitter
+            self._joints_moving = moving
+            if same or not (due or stopped or not last):
+                return
+            self._joints_written, self._joints_at = values, now
+        self._write(
+            {"t": now, "goal_id": goal, "event": "joint_state", "name": list(names), "position": list(values)}
+        )
+
+    def follow_joint_states(self, backend: MotionBackend, *, rate: float | None = None) -> bool:
+        """Record ``backend``'s joint states while goals run (until :meth:`close`).
+
+        Args:
+            backend: its joint-state stream is followed, and its ``joint_positions()`` gives
+                the state at each goal's start.
+            rate: notification rate asked of the backend [Hz] (default: ``joint_rate``).
+
+        Returns:
+            False when the backend has no joint-state stream (then only the state at each
+            goal's start is recorded).
+        """
+        self._joint_positions = backend.joint_positions
+        self._followed = backend
+        return bool(backend.add_joint_state_listener(self.joint_state, rate=rate or 1.0 / self._joint_period))
+
     def close(self) -> None:
         """Close the file; later records are dropped. Safe to call twice."""
+        backend, self._followed = self._followed, None
+        if backend is not None:
+            backend.remove_joint_state_listener(self.joint_state)
         with self._lock:
             self._close_locked()
 
@@ -190,7 +436,7 @@ def timeline(records: Iterable[Mapping[str, Any]], *, goal_id: str | None = None
     since that unit's ``unit_started``; for ``goal_finished`` the time since
     ``goal_started``. Errors (an ``error`` field, a ``failed…`` detail, FAULTED, an
     ABORTED goal) are red; cancellations (whose ``error`` is the cancel reason) and
-    pauses yellow; cache hits green.
+    pauses yellow; cache hits green. The replay records (:data:`REPLAY_EVENTS`) are left out.
 
     Args:
         records: from :func:`read_run_log`.
@@ -202,7 +448,11 @@ def timeline(records: Iterable[Mapping[str, Any]], *, goal_id: str | None = None
     table = Table(
         "time", "goal", "unit", "event", "details", "duration", title="run log", title_justify="left"
     )
-    chosen = [r for r in records if goal_id is None or r.get("goal_id") == goal_id]
+    chosen = [
+        r
+        for r in records
+        if (goal_id is None or r.get("goal_id") == goal_id) and r.get("event") not in REPLAY_EVENTS
+    ]
     if not chosen:
         return table
     origin = float(chosen[0]["t"])

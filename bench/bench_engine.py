@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable
 
 import py_trees
-from common import fmt_us, markdown_table, measure, median
+from common import markdown_table, measure, median
 
 from erobs_bt.backends.scripted import Outcome, ScriptedBackend
 from erobs_bt.batching import group_into_batches
@@ -215,7 +215,8 @@ def report() -> str:
         "Reading the figures: `compile_tree` pauses Python's cyclic garbage collector while it "
         "builds the tree (several behaviours per step, each with a logger and a UUID: hundreds of "
         "thousands of objects at 10,000 steps, none of them garbage yet), so the collector no longer "
-        "makes repeated passes over a growing heap during the build. Parsing is outside `compile_tree` and still runs with the "
+        "makes repeated passes over a growing heap during the build. Parsing is outside "
+        "`compile_tree` and still runs with the "
         "collector on (the parser belongs to the script package); the last column is the floor with "
         "the collector off for parse, grouping and compile together.\n"
     )

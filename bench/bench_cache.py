@@ -81,6 +81,7 @@ def replay_rows() -> tuple[list[list[str]], list[tuple[float, float, float]]]:
             key_s = median(measure(key_now, repeats=7, inner=200))
             digest_s = median(measure(key.digest, repeats=7, inner=200))
             miss_s = median(measure(lambda c=cache, k=miss_key: c.get(k), repeats=7, inner=200))
+            hit_samples = measure(lambda c=cache, k=key: c.get(k), repeats=9, inner=200)
             decode_s = median(measure(lambda d=data: Solution.from_bytes(d), repeats=9, inner=10))
             replay_samples = measure(replay, repeats=9, inner=100)
             replay_s = median(replay_samples)
@@ -102,6 +103,7 @@ def replay_rows() -> tuple[list[list[str]], list[tuple[float, float, float]]]:
                     fmt_us(key_s),
                     fmt_us(digest_s),
                     fmt_us(miss_s),
+                    f"{fmt_us(median(hit_samples))} ({fmt_us(min(hit_samples))}–{fmt_us(max(hit_samples))})",
                     f"**{fmt_us(replay_s)}** ({fmt_us(min(replay_samples))}–{fmt_us(max(replay_samples))})",
                     f"{fmt_ms(before_s)} ({fmt_ms(min(before_samples))}–{fmt_ms(max(before_samples))})",
                     f"{before_s / replay_s:,.0f}×",
@@ -163,6 +165,7 @@ def report() -> str:
             "make_key",
             "digest",
             "lookup (miss)",
+            "lookup (hit), median (min–max) of 9",
             "replay overhead (decoded entries), median (min–max) of 9",
             "replay overhead with bytes stored (before)",
             "before / now",
@@ -191,8 +194,10 @@ def report() -> str:
         "parse time for scale, it is paid on both paths):\n\n"
         f"{keys}\n\n"
         "### Reading the figures\n\n"
-        f"A hit now costs {fmt_us(replay_a)} on the 9-step script: the key (`make_key` and its "
-        "digest) is most of it, the lookup itself is a dictionary access, because the entry is the "
+        f"A hit now costs {fmt_us(replay_a)} end to end on the 9-step script (issue 13 asks for "
+        f"≤ 0.1 ms: {'met' if replay_a <= 1e-4 else 'not met end to end'}): the key (`make_key` and "
+        "its digest, computed for every eligible goal, hit or miss, and written to the run log) is "
+        "most of it; the lookup of the hit itself is a dictionary access, because the entry is the "
         "decoded solution (frozen dataclasses of tuples, shared by every replay, which nobody can "
         f"change). Decoding the stored JSON, which the cache did on every hit before, costs "
         f"{fmt_ms(decode_a)} alone. The price is memory: a decoded entry is about 2.3× its "

@@ -56,3 +56,16 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     return "\n".join(lines)
+
+
+def compile_package() -> None:
+    """Byte-compile erobs_bt's sources in place (``python -m compileall``), as ``pip install``
+    does for an installed package, so that processes the benchmarks start read bytecode instead
+    of compiling the sources on every start (which they would with ``PYTHONDONTWRITEBYTECODE``
+    set, and which no installed user pays). Idempotent: up-to-date files are skipped."""
+    import compileall
+    from pathlib import Path
+
+    import erobs_bt
+
+    compileall.compile_dir(Path(erobs_bt.__file__).parent, quiet=1)

@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from common import machine
+from common import compile_package, machine
 
 REPO = Path(__file__).resolve().parents[1]
 OUTPUT = REPO / "BENCHMARKS.md"
@@ -85,6 +85,7 @@ def run_section(module: str) -> str:
 
 
 def main() -> int:
+    compile_package()  # every section's processes read bytecode, as an installed package does
     began = time.perf_counter()
     parts: list[str] = []
     timings: list[str] = []
@@ -113,13 +114,16 @@ def main() -> int:
         f"- Machine: {machine()}\n"
         f"- Revision: {revision()}\n"
         f"- Measured: {stamp}; whole run {total:.0f} s ({', '.join(timings)})\n"
-        "- Not in this file yet: the ROS node's tree-snapshot scaling (it belongs to the protocols "
-        "work, issue 11, and gets its own section there); a comparison with MoveIt's published OMPL "
-        'planning times for UR-class arms (Meijer, Lei and Wisse, "An empirical study of '
-        "single-query motion planning for grasp execution\", AIM 2017, benchmark MoveIt's OMPL "
-        "planners on a UR5, but their figures could not be retrieved here, and a ratio against "
-        "numbers not read would not be honest; the planning section compares the planner with "
-        "itself and with OMPL on this cell instead).\n"
+        "- Bytecode: erobs_bt is byte-compiled before the sections run (`compileall`, what "
+        "`pip install` does), so no process measured here compiles the package's sources.\n"
+        "- Not in this file: a ratio against MoveIt's published OMPL planning times for UR-class "
+        'arms. The published sources found (Meijer, Lei and Wisse, "An empirical study of '
+        "single-query motion planning for grasp execution\", AIM 2017, MoveIt's OMPL planners on a "
+        'UR5; the MotionBenchMaker UR5 problems behind Thomason, Kingston and Kavraki, "Motions in '
+        'Microseconds via Vectorized Sampling-Based Planning", ICRA 2024) could only be read up to '
+        "their abstracts here, not their result tables, and a ratio against figures not read would "
+        "not be honest; the planning section compares the planner with itself and with OMPL on "
+        "this cell instead (see its last paragraph).\n"
     )
     document = "\n\n".join([header.strip(), *parts]) + "\n"
     print(document)

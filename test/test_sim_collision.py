@@ -332,6 +332,34 @@ def test_a_cached_acm_equals_a_fresh_one_and_is_reused_across_processes(
     assert loaded.contacts(q) == fresh.contacts(q)
 
 
+def test_stored_link_hulls_check_exactly_like_hulls_built_from_the_meshes(
+    cell: CellConfig, tmp_path: Path
+) -> None:
+    built = AcmStore(tmp_path)
+    from_meshes = CollisionModel(cell, gripper="epick", acm_store=built)
+    assert (built.hulls_built, built.hulls_loaded) == (1, 0) and built.hulls_path().is_file()
+    again = AcmStore(tmp_path)  # a new process: the hulls are read, no mesh is loaded
+    from_disk = CollisionModel(cell, gripper="epick", acm_store=again)
+    assert (again.hulls_built, again.hulls_loaded) == (0, 1)
+    assert from_disk.body_names == from_meshes.body_names
+    rng = np.random.default_rng(7)
+    for q in rng.uniform(kin.JOINT_LIMITS[:, 0], kin.JOINT_LIMITS[:, 1], size=(200, 6)):
+        assert from_disk.contacts(q) == from_meshes.contacts(q)
+
+
+def test_a_damaged_hulls_file_is_rebuilt(cell: CellConfig, tmp_path: Path) -> None:
+    store = AcmStore(tmp_path)
+    reference = CollisionModel(cell, gripper="epick", acm_store=store)
+    path = store.hulls_path()
+    for damage in (b"", b"not a pinocchio archive", path.read_bytes()[:1000]):
+        path.write_bytes(damage)
+        again = AcmStore(tmp_path)
+        model = CollisionModel(cell, gripper="epick", acm_store=again)
+        assert (again.hulls_built, again.hulls_loaded) == (1, 0)
+        q = np.asarray(cell.named_states["moveit_home"])
+        assert model.contacts(q) == reference.contacts(q)
+
+
 def test_a_damaged_acm_file_is_recomputed_and_rewritten(cell: CellConfig, tmp_path: Path) -> None:
     store = AcmStore(tmp_path)
     reference = CollisionModel(cell, gripper="pipettor", acm_store=store).disabled_pairs

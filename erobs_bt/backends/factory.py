@@ -16,8 +16,10 @@ It would implement :class:`~erobs_bt.backends.base.MotionBackend` and be added h
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from erobs_bt.backends.base import MotionBackend
+if TYPE_CHECKING:  # the CLI imports BACKEND_KINDS for --backend; `validate` needs no backend
+    from erobs_bt.backends.base import MotionBackend
 
 BACKEND_KINDS = ("sim", "ros2_control", "scripted")
 

@@ -42,6 +42,7 @@ finishes on the snapshot it started with.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import json
@@ -140,6 +141,20 @@ def build_robot_model(*, base_mesh: bool = True) -> tuple[pin.Model, pin.Geometr
     return model, geometry
 
 
+def convex_robot_geometry() -> pin.GeometryModel:
+    """The arm's collision geometry with every link mesh replaced by its convex hull (coal/qhull).
+
+    Loads the meshes and builds the hulls (about 0.1 s); :meth:`AcmStore.hulls` keeps the
+    result, so a process normally reads it instead.
+    """
+    _, geometry = build_robot_model()
+    for obj in geometry.geometryObjects:
+        if isinstance(obj.geometry, coal.BVHModelBase):
+            obj.geometry.buildConvexRepresentation(False)
+            obj.geometry = obj.geometry.convex
+    return geometry
+
+
 def default_cache_dir() -> Path:
     """The directory of erobs_bt's on-disk caches (the allowed-collision matrices).
 
@@ -213,6 +228,21 @@ def acm_key(document: dict[str, Any]) -> str:
 
 PairSet = frozenset[tuple[str, str]]
 
+#: Version of the stored convex link geometry (part of its key).
+HULLS_FORMAT = 1
+
+
+def _hulls_key() -> str:
+    """SHA-256 of what the convex link geometry is built from: the arm geometry (URDF and
+    mesh bytes), the pinocchio and coal versions (their serialisation) and :data:`HULLS_FORMAT`."""
+    document = {
+        "format": HULLS_FORMAT,
+        "robot": robot_geometry_digest("convex"),
+        "pinocchio": str(pin.__version__),
+        "coal": str(coal.__version__),
+    }
+    return hashlib.sha256(json.dumps(document, sort_keys=True).encode()).hexdigest()
+
 
 class AcmStore:
     """Allowed-collision matrices by geometry key: in memory for the process, and on disk.
@@ -227,20 +257,90 @@ class AcmStore:
             lookup (so ``EROBS_BT_CACHE_DIR`` set later still applies).
         persist: ``False`` keeps matrices in memory only.
 
+    The store also keeps the arm's convex link hulls (:meth:`hulls`), which the matrices are
+    computed against: ``<directory>/hulls/<key>.bin``, pinocchio's binary serialisation of the
+    geometry model, keyed by the arm geometry (:func:`robot_geometry_digest`) and the pinocchio
+    and coal versions, so that a process does not load the meshes and rebuild the hulls either.
+
     Attributes:
         computed: matrices computed by sampling in this store.
         loaded: matrices read from disk.
         reused: lookups answered from memory.
+        hulls_built: convex link geometries built from the meshes.
+        hulls_loaded: convex link geometries read from disk.
     """
 
     def __init__(self, directory: Path | None = None, *, persist: bool = True) -> None:
         self._directory = directory
         self._persist = persist
         self._memory: dict[str, PairSet] = {}
+        self._hulls: dict[str, pin.GeometryModel] = {}
         self._lock = threading.Lock()
         self.computed = 0
         self.loaded = 0
         self.reused = 0
+        self.hulls_built = 0
+        self.hulls_loaded = 0
+
+    def hulls_path(self) -> Path:
+        """Where the convex link geometry of the current arm geometry is (or would be) stored."""
+        directory = self._directory if self._directory is not None else default_cache_dir()
+        return directory / "hulls" / f"{_hulls_key()}.bin"
+
+    def hulls(self, build: Callable[[], pin.GeometryModel]) -> pin.GeometryModel:
+        """The arm's convex link geometry: memory, else disk, else ``build()`` (then stored).
+
+        The returned model is shared by every caller of this store and must not be changed
+        (:class:`CollisionModel` copies its objects into each scene).
+        """
+        key = _hulls_key()
+        with self._lock:
+            cached = self._hulls.get(key)
+            if cached is not None:
+                return cached
+            path = self.hulls_path()
+            geometry = self._load_hulls(path) if self._persist else None
+            if geometry is not None:
+                self.hulls_loaded += 1
+            else:
+                geometry = build()
+                self.hulls_built += 1
+                if self._persist:
+                    self._save_hulls(path, geometry)
+            self._hulls[key] = geometry
+            return geometry
+
+    @staticmethod
+    def _load_hulls(path: Path) -> pin.GeometryModel | None:
+        if not path.is_file():
+            return None
+        geometry = pin.GeometryModel()
+        try:
+            geometry.loadFromBinary(str(path))
+        except (RuntimeError, OSError, ValueError) as exc:
+            _LOG.warning("convex link geometry %s unreadable (%s); rebuilding it", path, exc)
+            return None
+        if geometry.ngeoms == 0 or not all(
+            isinstance(obj.geometry, coal.ConvexBase) for obj in geometry.geometryObjects
+        ):
+            _LOG.warning("convex link geometry %s is not a set of hulls; rebuilding it", path)
+            return None
+        return geometry
+
+    @staticmethod
+    def _save_hulls(path: Path, geometry: pin.GeometryModel) -> None:
+        temporary: str | None = None
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=".hulls-", suffix=".tmp")
+            os.close(descriptor)
+            geometry.saveToBinary(temporary)
+            os.replace(temporary, path)
+        except (OSError, RuntimeError) as exc:
+            _LOG.warning("cannot store the convex link geometry in %s (%s)", path, exc)
+            if temporary is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(temporary)
 
     def path(self, key: str) -> Path:
         """Where the matrix of ``key`` is (or would be) stored."""
@@ -383,13 +483,14 @@ class CollisionModel:
         self._acm_store = acm_store if acm_store is not None else DEFAULT_ACM_STORE
         self._lock = threading.Lock()
         self._local = threading.local()
-        self._robot_model, self._robot_geometry = build_robot_model()
         link_geometry: LinkGeometry = cell.collision.link_geometry
         if link_geometry == "convex":
-            for obj in self._robot_geometry.geometryObjects:
-                if isinstance(obj.geometry, coal.BVHModelBase):
-                    obj.geometry.buildConvexRepresentation(False)
-                    obj.geometry = obj.geometry.convex
+            # The kinematic model from the URDF text (about 1 ms); the hulls from the store, so
+            # that only the first process ever loads the meshes and builds them (~0.1 s).
+            self._robot_model = pin.buildModelFromXML(ur5e_urdf_text(base_mesh=True))
+            self._robot_geometry = self._acm_store.hulls(convex_robot_geometry)
+        else:
+            self._robot_model, self._robot_geometry = build_robot_model()
         flange = self._robot_model.getFrameId(TOOL_FRAME)
         self._T_joint_flange: pin.SE3 = self._robot_model.frames[flange].placement
         self._tool_joint = self._robot_model.frames[flange].parentJoint

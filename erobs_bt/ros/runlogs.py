@@ -5,7 +5,10 @@
 accepts, into ``<folder>/<UTC start>_<goal id>_<script>.jsonl`` where ``<script>`` is the
 script's ``run_name`` (EROBS scripts carry one; it is not part of the cache key) or, when
 there is none, ``script-`` and the first 8 hex digits of the SHA-256 of its text. Read one
-with ``erobs-bt log FILE``.
+with ``erobs-bt log FILE``. Beside each log, the goal is recorded as a ROS 2 bag
+(:class:`~erobs_bt.viz.mcap_record.McapRecorder`): ``<same name>.mcap`` with the node's
+joint states, state, action feedback and status, and tree snapshots on the node's
+resolved topic names, so ``ros2 bag play`` and Foxglove open a goal.
 
 :class:`NodeRunLogs` is an orchestrator listener: the node tells it the script text
 before submitting (:meth:`expect`), and the first event of a new goal id opens that
@@ -24,7 +27,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from erobs_bt.orchestrator import OrchestratorListener, Result
+from erobs_bt.orchestrator import Feedback, OrchestratorListener, Result
 from erobs_bt.viz.runlog import RunLogWriter
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -54,9 +57,15 @@ class NodeRunLogs(OrchestratorListener):
     Args:
         folder: where the logs go (created when the first one is opened).
         on_error: receives a message when a log cannot be written.
+        mcap: also record each goal to ``<log name>.mcap`` (joint states once
+            :meth:`attach` gave the backend).
+        snapshot_rate: [Hz] most tree snapshots per second in the MCAP (the node's
+            ``snapshot_rate``).
     """
 
-    def __init__(self, folder: Path, *, on_error: Any = None) -> None:
+    def __init__(
+        self, folder: Path, *, on_error: Any = None, mcap: bool = True, snapshot_rate: float = 10.0
+    ) -> None:
         self.folder = folder
         self._on_error = on_error
         self._lock = threading.Lock()
@@ -64,6 +73,31 @@ class NodeRunLogs(OrchestratorListener):
         self._writers: dict[str, RunLogWriter] = {}
         self._closed: set[str] = set()
         self.paths: dict[str, Path] = {}
+        self._mcap = mcap
+        self._snapshot_rate = snapshot_rate
+        self._bags: dict[str, Any] = {}
+        self._resolve: Any = None
+        self._backend: Any = None
+        self.bag_paths: dict[str, Path] = {}
+
+    def attach(self, backend: Any, *, rate: float, resolve: Any = None) -> None:
+        """Record ``backend``'s joint states into the open goals' MCAP files.
+
+        Args:
+            backend: the engine's motion backend.
+            rate: [Hz] joint states per second while moving (the node's ``joint_state_rate``).
+            resolve: the node's topic-name resolver (``~/execution_state`` →
+                ``/<ns>/erobs_bt/execution_state``), so the bags use the node's real names.
+        """
+        self._resolve = resolve
+        if self._mcap and backend.add_joint_state_listener(self._joint_state, rate=rate):
+            self._backend = backend
+
+    def _joint_state(self, names: Any, positions: Any, velocities: Any) -> None:
+        with self._lock:
+            bags = list(self._bags.values())
+        for bag in bags:
+            bag.joint_state(names, positions, velocities)
 
     def expect(self, full_json: str) -> None:
         """The next new goal is for this script text (call before ``submit``)."""
@@ -84,6 +118,37 @@ class NodeRunLogs(OrchestratorListener):
                 writer = self._open(goal_id)
         if writer is not None:
             writer.event(goal_id, record)
+        bag = self._bags.get(goal_id)
+        if bag is not None:
+            bag.event(goal_id, record)
+
+    def feedback(self, goal_id: str, feedback: Feedback) -> None:
+        bag = self._bags.get(goal_id)
+        if bag is not None:
+            bag.feedback(goal_id, feedback)
+
+    def ticked(self, goal_id: str, root: Any) -> None:
+        bag = self._bags.get(goal_id)
+        if bag is not None:
+            bag.ticked(goal_id, root)
+
+    def bag_path_of(self, goal_id: str) -> Path | None:
+        """The MCAP file of ``goal_id``, once it was opened."""
+        with self._lock:
+            return self.bag_paths.get(goal_id)
+
+    def _open_bag(self, goal_id: str, path: Path) -> None:
+        from erobs_bt.viz.mcap_record import McapRecorder, mcap_path_for, topic_names
+
+        bag_path = mcap_path_for(path)
+        try:
+            bag = McapRecorder(bag_path, topics=topic_names(self._resolve), snapshot_rate=self._snapshot_rate)
+        except (OSError, ValueError, ImportError) as exc:
+            if self._on_error is not None:
+                self._on_error(f"ROS 2 bag {bag_path}: {exc}")
+            return
+        self._bags[goal_id] = bag
+        self.bag_paths[goal_id] = bag_path
 
     def _open(self, goal_id: str) -> RunLogWriter | None:
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
@@ -97,19 +162,33 @@ class NodeRunLogs(OrchestratorListener):
             return None
         self._writers[goal_id] = writer
         self.paths[goal_id] = path
+        if self._mcap:
+            self._open_bag(goal_id, path)
         return writer
 
     def finished(self, goal_id: str, result: Result) -> None:
         with self._lock:
             writer = self._writers.pop(goal_id, None)
+            bag = self._bags.pop(goal_id, None)
         if writer is not None:
             writer.close()
             if writer.error and writer.error != "closed" and self._on_error is not None:
                 self._on_error(f"run log {writer.path}: {writer.error}")
+        if bag is not None:
+            bag.finished(goal_id, result)
+            bag.close()
+            if bag.error and self._on_error is not None:
+                self._on_error(f"ROS 2 bag {bag.path}: {bag.error}")
 
     def close(self) -> None:
-        """Close every open log."""
+        """Close every open log and bag, and stop recording joint states."""
+        if self._backend is not None:
+            self._backend.remove_joint_state_listener(self._joint_state)
+            self._backend = None
         with self._lock:
             writers, self._writers = list(self._writers.values()), {}
+            bags, self._bags = list(self._bags.values()), {}
         for writer in writers:
             writer.close()
+        for bag in bags:
+            bag.close()

@@ -122,9 +122,15 @@ def test_the_cdr_of_a_joint_state_is_what_rclpy_reads_and_writes(tmp_path: Path)
     assert tuple(decoded.position) == positions and tuple(decoded.velocity) == velocities
     assert list(decoded.effort) == []
     assert message.publish_time == decoded.header.stamp.sec * 10**9 + decoded.header.stamp.nanosec
-    # Byte for byte what a ROS publisher would send (the rmw's own serializer).
-    again = convert.joint_state_msg(JOINT_NAMES, positions, velocities, stamp=decoded.header.stamp)
-    assert serialize_message(again) == message.data
+    # And the other way: what a ROS publisher sends (the rmw's serializer) decodes with the
+    # recorded schema. (The bytes differ only in padding: the rmw leaves alignment bytes
+    # uninitialised and pads the end to 4; CDR readers ignore both.)
+    from mcap_ros2.decoder import DecoderFactory
+
+    sent = serialize_message(convert.joint_state_msg(JOINT_NAMES, positions, velocities, stamp=decoded.header.stamp))
+    read = DecoderFactory().decoder_for("cdr", schema)(sent)
+    assert tuple(read.name) == JOINT_NAMES and tuple(read.position) == positions
+    assert tuple(read.velocity) == velocities and read.header.stamp.nanosec == decoded.header.stamp.nanosec
 
 
 def test_a_scripted_goal_records_state_feedback_status_and_the_final_snapshot(tmp_path: Path) -> None:
@@ -146,7 +152,6 @@ def test_a_scripted_goal_records_state_feedback_status_and_the_final_snapshot(tm
     assert recorder.error == ""
 
 
-@pytest.mark.slow
 def test_a_cli_run_is_recorded_beside_its_run_log(tmp_path: Path) -> None:
     log = tmp_path / "run.jsonl"
     result = CliRunner().invoke(
@@ -203,7 +208,6 @@ def test_no_mcap_records_nothing(tmp_path: Path) -> None:
     assert chosen.read_bytes().endswith(MCAP_MAGIC)
 
 
-@pytest.mark.slow
 def test_a_node_goal_is_recorded_beside_its_run_log_on_the_node_topics(cells: Any) -> None:
     from erobs_bt.ros.client import ErobsBtClient
 

@@ -5,6 +5,7 @@ status and snapshot that agree with the result; and the CDR is the rmw's (rclpy 
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections import defaultdict
 from pathlib import Path
@@ -56,7 +57,11 @@ def check_bag_layout(path: Path, topics: dict[str, str]) -> dict[str, Any]:
     for key, topic in topics.items():
         channel = channels[topic]
         schema = file_summary.schemas[channel.schema_id]
-        assert (channel.message_encoding, schema.encoding, schema.name) == ("cdr", "ros2msg", TOPIC_TYPES[key])
+        assert (channel.message_encoding, schema.encoding, schema.name) == (
+            "cdr",
+            "ros2msg",
+            TOPIC_TYPES[key],
+        )
         assert schema.data.decode() == message_definition(TOPIC_TYPES[key])
         (qos,) = yaml.safe_load(channel.metadata["offered_qos_profiles"])
         latched = key in ("execution_state", "tree_snapshot", "status")
@@ -79,7 +84,7 @@ def check_times_increase(topics: dict[str, list[tuple[int, Any]]]) -> None:
         times = [log_time for log_time, _ in messages]
         assert times == sorted(times), f"{topic}: log times go back"
     joint_stamps = [m.header.stamp.sec * 10**9 + m.header.stamp.nanosec for _, m in topics["/joint_states"]]
-    assert all(b > a for a, b in zip(joint_stamps, joint_stamps[1:], strict=False)), "joint stamps increase"
+    assert all(b > a for a, b in itertools.pairwise(joint_stamps)), "joint stamps increase"
 
 
 def test_message_definitions_come_from_the_installed_interface_files() -> None:
@@ -96,9 +101,11 @@ def test_message_definitions_come_from_the_installed_interface_files() -> None:
     ]
     feedback = message_definition("erobs_bt_interfaces/action/ExecuteScript_FeedbackMessage")
     action = (REPO / "interfaces/erobs_bt_interfaces/action/ExecuteScript.action").read_text()
-    assert feedback.startswith("unique_identifier_msgs/UUID goal_id\nerobs_bt_interfaces/ExecuteScript_Feedback feedback\n")
+    assert feedback.startswith(
+        "unique_identifier_msgs/UUID goal_id\nerobs_bt_interfaces/ExecuteScript_Feedback feedback\n"
+    )
     assert action.split("---\n")[2] in feedback
-    with pytest.raises(ValueError, match="not installed|no .*NoSuchType"):
+    with pytest.raises(ValueError, match=r"not installed|no .*NoSuchType"):
         message_definition("erobs_bt_interfaces/msg/NoSuchType")
 
 
@@ -127,7 +134,9 @@ def test_the_cdr_of_a_joint_state_is_what_rclpy_reads_and_writes(tmp_path: Path)
     # uninitialised and pads the end to 4; CDR readers ignore both.)
     from mcap_ros2.decoder import DecoderFactory
 
-    sent = serialize_message(convert.joint_state_msg(JOINT_NAMES, positions, velocities, stamp=decoded.header.stamp))
+    sent = serialize_message(
+        convert.joint_state_msg(JOINT_NAMES, positions, velocities, stamp=decoded.header.stamp)
+    )
     read = DecoderFactory().decoder_for("cdr", schema)(sent)
     assert tuple(read.name) == JOINT_NAMES and tuple(read.position) == positions
     assert tuple(read.velocity) == velocities and read.header.stamp.nanosec == decoded.header.stamp.nanosec
@@ -139,7 +148,9 @@ def test_a_scripted_goal_records_state_feedback_status_and_the_final_snapshot(tm
     backend.script("execute", Outcome.fail("EXECUTION_FAILED: controller rejected the trajectory"))
     with McapRecorder(path) as recorder:
         orchestrator = make_orchestrator(backend, listener=recorder)
-        result = orchestrator.submit(script_json([move("a"), vacuum("vacuum_on"), SUCK]), dry_run=False).wait(10)
+        result = orchestrator.submit(script_json([move("a"), vacuum("vacuum_on"), SUCK]), dry_run=False).wait(
+            10
+        )
     assert result.error_code == "EXECUTION_FAILED"
     topics = by_topic(path)
     check_bag_layout(path, topic_names())
@@ -156,7 +167,15 @@ def test_a_cli_run_is_recorded_beside_its_run_log(tmp_path: Path) -> None:
     log = tmp_path / "run.jsonl"
     result = CliRunner().invoke(
         main,
-        ["run", str(REPO / "trees/pause_between_units.json"), "--speed", "5", "--auto-resume", "--log", str(log)],
+        [
+            "run",
+            str(REPO / "trees/pause_between_units.json"),
+            "--speed",
+            "5",
+            "--auto-resume",
+            "--log",
+            str(log),
+        ],
     )
     assert result.exit_code == 0, result.output
     bag = tmp_path / "run.mcap"
@@ -199,11 +218,15 @@ def test_no_mcap_records_nothing(tmp_path: Path) -> None:
     script = tmp_path / "one.json"
     script.write_text(script_json([SUCK]))
     log = tmp_path / "one.jsonl"
-    result = CliRunner().invoke(main, ["run", str(script), "--backend", "scripted", "--log", str(log), "--no-mcap"])
+    result = CliRunner().invoke(
+        main, ["run", str(script), "--backend", "scripted", "--log", str(log), "--no-mcap"]
+    )
     assert result.exit_code == 0, result.output
     assert log.exists() and not (tmp_path / "one.mcap").exists()
     chosen = tmp_path / "bags" / "chosen.mcap"
-    result = CliRunner().invoke(main, ["run", str(script), "--backend", "scripted", "--log", str(log), "--mcap", str(chosen)])
+    result = CliRunner().invoke(
+        main, ["run", str(script), "--backend", "scripted", "--log", str(log), "--mcap", str(chosen)]
+    )
     assert result.exit_code == 0, result.output
     assert chosen.read_bytes().endswith(MCAP_MAGIC)
 
@@ -215,8 +238,12 @@ def test_a_node_goal_is_recorded_beside_its_run_log_on_the_node_topics(cells: An
         "sample_scan_1": [13.38, -112.45, -65.22, -90.98, -267.33, -166.94],
         "vial_scan": [90.95, -55.09, -134.23, -80.7, -269.7, -182.8],
     }
-    tasks = [{"task_type": "moveto", "target": t, "planning_type": "joint"} for t in ("vial_scan", "sample_scan_1")]
-    text = json.dumps({"run_name": "bag_of_one_goal", "start_gripper": "pipettor", "poses": poses, "tasks": tasks})
+    tasks = [
+        {"task_type": "moveto", "target": t, "planning_type": "joint"} for t in ("vial_scan", "sample_scan_1")
+    ]
+    text = json.dumps(
+        {"run_name": "bag_of_one_goal", "start_gripper": "pipettor", "poses": poses, "tasks": tasks}
+    )
     client = ErobsBtClient("/cell1/erobs_bt")
     try:
         assert client.wait_for_server(30.0), cells.nodes["cell1"].output
@@ -233,7 +260,9 @@ def test_a_node_goal_is_recorded_beside_its_run_log_on_the_node_topics(cells: An
     bag = log.with_suffix(".mcap")
     wait_for(lambda: bag.exists() and bag.read_bytes().endswith(MCAP_MAGIC), 10.0, "the goal's bag closed")
 
-    names = topic_names(lambda name: f"/cell1/erobs_bt/{name[2:]}" if name.startswith("~/") else f"/cell1/{name}")
+    names = topic_names(
+        lambda name: f"/cell1/erobs_bt/{name[2:]}" if name.startswith("~/") else f"/cell1/{name}"
+    )
     assert names["joint_states"] == "/cell1/joint_states"
     check_bag_layout(bag, names)
     topics = by_topic(bag)

@@ -183,7 +183,11 @@ def test_fold_runs_finds_repeated_patterns_of_like_units() -> None:
     assert fold_runs(list("PABABABABX")) == [Run(0, 1, 1), Run(1, 2, 4), Run(9, 1, 1)]
     assert fold_runs(list("AAAAAB")) == [Run(0, 1, 5), Run(5, 1, 1)]
     assert fold_runs(list("AAAB")) == [Run(0, 1, 1), Run(1, 1, 1), Run(2, 1, 1), Run(3, 1, 1)], "< min_units"
-    assert fold_runs(list("ABCABCAB"), max_period=3, min_units=4) == [Run(0, 3, 2), Run(6, 1, 1), Run(7, 1, 1)]
+    assert fold_runs(list("ABCABCAB"), max_period=3, min_units=4) == [
+        Run(0, 3, 2),
+        Run(6, 1, 1),
+        Run(7, 1, 1),
+    ]
     assert fold_runs([]) == []
     # Every unit is covered exactly once, in order.
     keys = list("ABABABCCCCCDAB")
@@ -233,7 +237,9 @@ def test_folded_dot_shows_the_first_repetition_the_fold_and_the_step_contents() 
 
 
 @needs_graphviz
-def test_a_120_unit_script_renders_to_a_picture_whose_height_does_not_grow_with_repeats(tmp_path: Path) -> None:
+def test_a_120_unit_script_renders_to_a_picture_whose_height_does_not_grow_with_repeats(
+    tmp_path: Path,
+) -> None:
     """Folding makes the picture's size a function of the script's *different* stretches:
     120 and 240 units of the same loop give the same picture height (the width differs by
     the digits of the longer unit and step numbers), which fits a screen

@@ -155,7 +155,7 @@ def _action_sections(package: str, action: str) -> list[str]:
     return sections
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _own_text(package: str, kind: str, name: str) -> str:
     """The definition text of one type, without its dependencies.
 
@@ -204,7 +204,7 @@ def _dependencies(package: str, text: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def message_definition(type_name: str) -> str:
     """The ``ros2msg`` schema text of a ROS type, as rosbag2 writes it.
 
@@ -337,7 +337,9 @@ class McapRecorder(OrchestratorListener):
         self._lock = threading.RLock()
         self._file = self.path.open("wb")
         self._writer = Writer(self._file, compression=CompressionType.ZSTD)
-        self._writer.start(profile="ros2", library=f"erobs_bt mcap_record; mcap-ros2-support {mcap_ros2_version}")
+        self._writer.start(
+            profile="ros2", library=f"erobs_bt mcap_record; mcap-ros2-support {mcap_ros2_version}"
+        )
         self._serialize = serialize_message
         self._channels: dict[str, int] = {}
         self._encoders: dict[str, Callable[[Any], bytes]] = {}
@@ -470,10 +472,7 @@ class McapRecorder(OrchestratorListener):
         publish_ns = round(stamp * _NANO)
         encoder = self._encoders.get(key)
         try:
-            if encoder is not None:
-                data = encoder(_plain(msg))
-            else:
-                data = self._serialize(msg)
+            data = encoder(_plain(msg)) if encoder is not None else self._serialize(msg)
         except Exception as exc:  # a message that cannot be encoded is a bug; never fail the goal
             _LOG.exception("mcap recorder: cannot encode %s", key)
             self.error = self.error or f"{self.path}: cannot encode {key}: {exc}"

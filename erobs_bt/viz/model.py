@@ -380,5 +380,7 @@ def step_text(step: Any, *, joints: bool = True) -> str:
         return f"{kind} {step.operation}"
     if isinstance(step, script_model.ToolExchange):
         return f"{kind} {step.operation} {step.gripper}, dock {step.dock_number}"
-    fields = [f"{key}={value}" for key, value in step.spec.items() if key != "task_type" and value is not None]
+    fields = [
+        f"{key}={value}" for key, value in step.spec.items() if key != "task_type" and value is not None
+    ]
     return " ".join([kind, *fields])

@@ -256,7 +256,9 @@ def tree_to_dot(
     def new_id() -> str:
         return f"n{len(graph.get_nodes())}"
 
-    def add_subtree(top: py_trees.behaviour.Behaviour, top_parent: py_trees.behaviour.Behaviour | None) -> None:
+    def add_subtree(
+        top: py_trees.behaviour.Behaviour, top_parent: py_trees.behaviour.Behaviour | None
+    ) -> None:
         for behaviour, parent in _walk(top, collapse_decorators=collapse_decorators):
             node_id = new_id()
             ids[behaviour.id] = node_id
@@ -264,7 +266,10 @@ def tree_to_dot(
             label = behaviour.name if behaviour.name.rstrip("?") == kind else f"{behaviour.name}\n{kind}"
             graph.add_node(
                 pydot.Node(
-                    node_id, label=_quoted(label), tooltip=_quoted(type(behaviour).__name__), **_style(behaviour)
+                    node_id,
+                    label=_quoted(label),
+                    tooltip=_quoted(type(behaviour).__name__),
+                    **_style(behaviour),
                 )
             )
             parent = parent if parent is not None else top_parent
@@ -280,9 +285,11 @@ def tree_to_dot(
     ids[root.id] = root_id
     graph.add_node(pydot.Node(root_id, label=_quoted(f"{root.name}\n{_kind(root)}"), **_style(root)))
     units = [unit for _, _, unit in triples]
-    runs = fold_runs([unit.label for unit in units], max_period=max_period, min_units=min_units) if fold else [
-        Run(i, 1, 1) for i in range(len(units))
-    ]
+    runs = (
+        fold_runs([unit.label for unit in units], max_period=max_period, min_units=min_units)
+        if fold
+        else [Run(i, 1, 1) for i in range(len(units))]
+    )
     for run in runs:
         for boundary, sequence, unit in triples[run.first : run.first + run.period]:
             add_subtree(boundary, root)
@@ -343,7 +350,9 @@ def render_tree(
             raise ValueError("collapsing decorators applies to dot, svg and png, not txt")
         path.write_text(tree_to_text(root) + "\n", encoding="utf-8")
         return
-    graph = tree_to_dot(root, collapse_decorators=collapse_decorators, rankdir=rankdir, fold=fold, steps=steps)
+    graph = tree_to_dot(
+        root, collapse_decorators=collapse_decorators, rankdir=rankdir, fold=fold, steps=steps
+    )
     if fmt == "dot":
         path.write_text(graph.to_string(), encoding="utf-8")
         return

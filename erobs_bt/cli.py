@@ -250,6 +250,16 @@ def _engine_options(command: Any) -> Any:
             default=None,
             help="Run log, JSON Lines (default: a new file under $EROBS_BT_LOG_DIR).",
         ),
+        click.option(
+            "--mcap",
+            "mcap_file",
+            type=click.Path(dir_okay=False, path_type=Path),
+            default=None,
+            help="Also record the run as a ROS 2 bag (MCAP: joint states, state, feedback, tree "
+            "snapshots on the node's topics; ros2 bag play and Foxglove open it). Default: on, "
+            "beside the run log with the suffix .mcap.",
+        ),
+        click.option("--no-mcap", is_flag=True, help="Do not record the MCAP bag."),
     ]
     for option in reversed(options):
         command = option(command)
@@ -341,12 +351,15 @@ def _run_goals(
     speed: float,
     repeat: int,
     log_file: Path | None,
+    mcap_file: Path | None,
+    no_mcap: bool,
     view_port: int | None,
     plan_ahead: bool = True,
     view_host: str = "127.0.0.1",
 ) -> int:
     from erobs_bt.console import ConsoleProgress
     from erobs_bt.session import EngineConfig, build_engine
+    from erobs_bt.viz.mcap_record import mcap_path_for
     from erobs_bt.viz.runlog import RunLogWriter
 
     console = make_console()
@@ -382,6 +395,7 @@ def _run_goals(
     run_log = RunLogWriter(log_path)
     run_log.follow_joint_states(engine.backend)  # joint states for the history's replay
     engine.orchestrator.listener.add(run_log)
+    bag = None if no_mcap else _start_bag(engine, mcap_file or mcap_path_for(log_path), errors)
     live_view = None
     try:
         if view_port is not None:
@@ -433,6 +447,23 @@ def _run_goals(
         engine.close()
         run_log.close()
         console.print(f"run log: {log_path}  (erobs-bt log {log_path})", highlight=False)
+        if bag is not None:
+            bag.close()
+            console.print(f"ROS 2 bag: {bag.path}  (ros2 bag play {bag.path})", highlight=False)
+
+
+def _start_bag(engine: Any, path: Path, errors: Console) -> Any:
+    """Start recording the run to ``path`` (MCAP); ``None`` with a warning when it cannot be."""
+    from erobs_bt.viz.mcap_record import McapRecorder
+
+    try:
+        bag = McapRecorder(path)
+    except (OSError, ValueError, ImportError) as exc:
+        errors.print(f"[yellow]not recording the MCAP bag[/]: {exc}", highlight=False)
+        return None
+    bag.attach(engine.backend)
+    engine.orchestrator.listener.add(bag)
+    return bag
 
 
 def _linger(live_view: Any, console: Console) -> None:

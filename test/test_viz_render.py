@@ -157,3 +157,107 @@ def test_render_command_writes_the_file_and_rejects_bad_input(tmp_path: Path) ->
     bad.write_text(script_json([move("a"), {"task_type": "moveto"}]))
     result = runner.invoke(render, [str(bad), "-o", str(tmp_path / "bad.dot")])
     assert result.exit_code == 2 and "tasks[1]" in result.output
+
+
+def repeating_script(cycles: int) -> str:
+    """A pause, ``cycles`` × (batch of two moves and a gripper step, a pipettor step), a
+    cartesian move: ``2 * cycles + 2`` units."""
+    tasks = [PAUSE]
+    for i in range(cycles):
+        tasks += [move("abc"[i % 3]), {"task_type": "moveto", "direction": "-z", "distance": 0.02}]
+        tasks += [vacuum("vacuum_on"), SUCK]
+    tasks.append({"task_type": "moveto", "cartesian_target": [0.4, 0.1, 0.3], "planning_type": "cartesian"})
+    return script_json(tasks)
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    """(width, height) [px] from the PNG's IHDR chunk."""
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
+    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+
+
+def test_fold_runs_finds_repeated_patterns_of_like_units() -> None:
+    from erobs_bt.viz.model import Run, fold_runs
+
+    assert fold_runs(list("PABABABABX")) == [Run(0, 1, 1), Run(1, 2, 4), Run(9, 1, 1)]
+    assert fold_runs(list("AAAAAB")) == [Run(0, 1, 5), Run(5, 1, 1)]
+    assert fold_runs(list("AAAB")) == [Run(0, 1, 1), Run(1, 1, 1), Run(2, 1, 1), Run(3, 1, 1)], "< min_units"
+    assert fold_runs(list("ABCABCAB"), max_period=3, min_units=4) == [
+        Run(0, 3, 2),
+        Run(6, 1, 1),
+        Run(7, 1, 1),
+    ]
+    assert fold_runs([]) == []
+    # Every unit is covered exactly once, in order.
+    keys = list("ABABABCCCCCDAB")
+    covered = [i for run in fold_runs(keys) for i in range(run.first, run.first + run.count)]
+    assert covered == list(range(len(keys)))
+
+
+def test_step_text_gives_targets_directions_and_cartesian_targets() -> None:
+    script = parse_script(repeating_script(1))
+    from erobs_bt.viz.model import step_text
+
+    texts = [step_text(step) for step in script.steps]
+    assert texts == [
+        "pause",
+        "moveto a (auto) [10.0, -90.0, -90.0, -90.0, 90.0, 0.0]°",
+        "moveto -z 0.020 m (auto)",
+        "end_effector vacuum_on",
+        "pipettor SUCK 50 %",
+        "moveto xyz (0.400, 0.100, 0.300) m in base_link (cartesian)",
+    ]
+    assert step_text(script.steps[1], joints=False) == "moveto a (auto)"
+
+
+def folded_dot(cycles: int) -> str:
+    root = compile_for_display(parse_script(repeating_script(cycles)), mode=Mode.EXECUTE)
+    return tree_to_dot(root, collapse_decorators=False, fold=True, steps=True).to_string()
+
+
+def test_folded_dot_shows_the_first_repetition_the_fold_and_the_step_contents() -> None:
+    dot = folded_dot(59)
+    assert len(UNIT.findall(dot)) > 0
+    _, labels = dot_labels(dot)
+    units = sorted(int(UNIT.match(v).group(1)) for v in labels.values() if UNIT.match(v))
+    assert units == [1, 2, 3, 120], "the pause, the first repetition in full, the cartesian move"
+    assert "units 4–119: 58 more × (batch[3]: moveto, moveto, end_effector → pipettor)" in dot
+    assert "unit 1/2, step 1 moveto: b (auto) | c (auto) | a (auto)" in dot, "the targets of the folded units"
+    assert "unit 2/2, step 1 pipettor: SUCK 50 %" in dot
+    assert "step 2: moveto a (auto) [10.0, -90.0, -90.0, -90.0, 90.0, 0.0]°" in dot
+    assert "step 3: moveto -z 0.020 m (auto)" in dot
+    assert "step 238: moveto xyz (0.400, 0.100, 0.300) m in base_link (cartesian)" in dot
+    # Drawn in full: the first repetition keeps the ReplayOrPlan structure of a motion unit.
+    assert list(labels.values()).count("ReplayOrPlan") == 2, "unit 2 and unit 120"
+    # Without folding, every unit is there again.
+    root = compile_for_display(parse_script(repeating_script(59)), mode=Mode.EXECUTE)
+    _, all_labels = dot_labels(tree_to_dot(root, collapse_decorators=False).to_string())
+    assert len([v for v in all_labels.values() if UNIT.match(v)]) == 120
+
+
+@needs_graphviz
+def test_a_120_unit_script_renders_to_a_picture_whose_height_does_not_grow_with_repeats(
+    tmp_path: Path,
+) -> None:
+    """Folding makes the picture's size a function of the script's *different* stretches:
+    120 and 240 units of the same loop give the same picture height (the width differs by
+    the digits of the longer unit and step numbers), which fits a screen
+    (at most 1,200 px high at Graphviz's 96 dpi; unfolded, the 120 units are over 10,000 px)."""
+    sizes = {}
+    for cycles in (59, 119):
+        script = tmp_path / f"loop{cycles}.json"
+        script.write_text(repeating_script(cycles))
+        output = tmp_path / f"loop{cycles}.png"
+        result = CliRunner().invoke(render, [str(script), "-o", str(output)])
+        assert result.exit_code == 0, result.output
+        sizes[cycles] = png_size(output)
+    assert sizes[59][1] == sizes[119][1], sizes
+    assert abs(sizes[59][0] - sizes[119][0]) <= 0.02 * sizes[59][0], sizes
+    width, height = sizes[59]
+    assert height <= 1200 and width <= 2400, sizes
+    full = tmp_path / "full.png"
+    script = tmp_path / "loop59.json"
+    result = CliRunner().invoke(render, [str(script), "--no-fold", "--no-steps", "-o", str(full)])
+    assert result.exit_code == 0, result.output
+    assert png_size(full)[1] > 10_000

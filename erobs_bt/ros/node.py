@@ -414,14 +414,22 @@ class ErobsBtNode(Node):
         )
 
         self.run_logs = (
-            NodeRunLogs(settings.run_log_folder(), on_error=lambda text: self.get_logger().warning(text))
+            NodeRunLogs(
+                settings.run_log_folder(),
+                on_error=lambda text: self.get_logger().warning(text),
+                snapshot_rate=settings.snapshot_rate,
+            )
             if settings.run_logs
             else None
         )
         self.engine = build_engine(engine_config(settings), listener=_Bridge(self))
         if self.run_logs is not None:
             self.engine.orchestrator.listener.add(self.run_logs)
-            self.run_logs.follow_joint_states(self.engine.backend)  # for the history's replay
+            self.run_logs.attach(  # joint states for the history's replay and the bags
+                self.engine.backend,
+                rate=settings.joint_state_rate,
+                resolve=lambda name: self.resolve_topic_name(name, only_expand=True),
+            )
         self.backend: MotionBackend = self.engine.backend
         self.orchestrator: Orchestrator = self.engine.orchestrator
         self._action_servers: list[ActionServer[Any, Any, Any]] = []

@@ -171,7 +171,11 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
     ParameterSpec("plan_ahead", True, "plan the next motion unit while a unit executes (hides planning)"),
     *_timeout_specs(),
     ParameterSpec(
-        "run_logs", True, "write a JSON Lines run log per goal (the CLI's format)", section="run logs"
+        "run_logs",
+        True,
+        "write a JSON Lines run log per goal (the CLI's format) and, beside it, the goal as a "
+        "ROS 2 bag (<same name>.mcap: joint states, state, feedback, tree snapshots)",
+        section="run logs",
     ),
     ParameterSpec(
         "run_log_dir",

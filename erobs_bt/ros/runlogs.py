@@ -5,14 +5,17 @@
 accepts, into ``<folder>/<UTC start>_<goal id>_<script>.jsonl`` where ``<script>`` is the
 script's ``run_name`` (EROBS scripts carry one; it is not part of the cache key) or, when
 there is none, ``script-`` and the first 8 hex digits of the SHA-256 of its text. Read one
-with ``erobs-bt log FILE``.
+with ``erobs-bt log FILE``. Beside each log, the goal is recorded as a ROS 2 bag
+(:class:`~erobs_bt.viz.mcap_record.McapRecorder`): ``<same name>.mcap`` with the node's
+joint states, state, action feedback and status, and tree snapshots on the node's
+resolved topic names, so ``ros2 bag play`` and Foxglove open a goal.
 
 :class:`NodeRunLogs` is an orchestrator listener: the node tells it the script text
 before submitting (:meth:`expect`), and the first event of a new goal id opens that
 goal's file, so the records emitted while the goal is being accepted (its ``RUNNING``
 state, a rejected script) are in it too. The file is closed when the goal finishes. The
 writer's replay records (tree, statuses, tool, previews, and joint states once
-:meth:`NodeRunLogs.follow_joint_states` is called) go into the goal's file as well: they
+:meth:`NodeRunLogs.attach` is called) go into the goal's file as well: they
 are written at once from the thread that reports them (they read the live tree), the
 orchestrator's events through the writer thread below, so lines of the two kinds can be up to
 one batch out of order in the file; readers order records by their ``t``.
@@ -75,9 +78,15 @@ class NodeRunLogs(OrchestratorListener):
     Args:
         folder: where the logs go (created when the first one is opened).
         on_error: receives a message when a log cannot be written.
+        mcap: also record each goal to ``<log name>.mcap`` (joint states once
+            :meth:`attach` gave the backend).
+        snapshot_rate: [Hz] most tree snapshots per second in the MCAP (the node's
+            ``snapshot_rate``).
     """
 
-    def __init__(self, folder: Path, *, on_error: Any = None) -> None:
+    def __init__(
+        self, folder: Path, *, on_error: Any = None, mcap: bool = True, snapshot_rate: float = 10.0
+    ) -> None:
         self.folder = folder
         self._on_error = on_error
         self._lock = threading.Lock()
@@ -94,6 +103,11 @@ class NodeRunLogs(OrchestratorListener):
         self._thread = threading.Thread(target=self._write, name="erobs_bt-run-logs", daemon=True)
         self._thread.start()
         self._backend: MotionBackend | None = None
+        self._mcap = mcap
+        self._snapshot_rate = snapshot_rate
+        self._bags: dict[str, Any] = {}
+        self._resolve: Any = None
+        self.bag_paths: dict[str, Path] = {}
 
     def expect(self, full_json: str) -> None:
         """The next new goal is for this script text (call before ``submit``)."""
@@ -114,6 +128,9 @@ class NodeRunLogs(OrchestratorListener):
                 writer = self._open(goal_id)
         if writer is not None:
             self._put(writer, goal_id, dict(record))
+        bag = self._bags.get(goal_id)
+        if bag is not None:
+            bag.event(goal_id, record)
 
     def _put(self, writer: RunLogWriter, goal_id: str, record: Mapping[str, Any] | None) -> int:
         """Queue a record (``None``: close the file); the count to wait for."""
@@ -166,11 +183,17 @@ class NodeRunLogs(OrchestratorListener):
         writer = self._writer(goal_id)
         if writer is not None:
             writer.ticked(goal_id, root)
+        bag = self._bags.get(goal_id)
+        if bag is not None:
+            bag.ticked(goal_id, root)
 
     def feedback(self, goal_id: str, feedback: Feedback) -> None:
         writer = self._writer(goal_id)
         if writer is not None:
             writer.feedback(goal_id, feedback)
+        bag = self._bags.get(goal_id)
+        if bag is not None:
+            bag.feedback(goal_id, feedback)
 
     def preview(self, goal_id: str, solution: Solution) -> None:
         writer = self._writer(goal_id)
@@ -180,21 +203,54 @@ class NodeRunLogs(OrchestratorListener):
     def joint_state(
         self, names: tuple[str, ...], positions: tuple[float, ...], velocities: tuple[float, ...]
     ) -> None:
-        """A joint-state listener: passed on to the logs of running goals."""
+        """A joint-state listener: passed on to the logs and bags of running goals (each log
+        throttles its own ``joint_state`` records, see :class:`RunLogWriter`)."""
         with self._lock:
             writers = list(self._writers.values())
+            bags = list(self._bags.values())
         for writer in writers:
             writer.joint_state(names, positions, velocities)
+        for bag in bags:
+            bag.joint_state(names, positions, velocities)
 
-    def follow_joint_states(self, backend: MotionBackend, *, rate: float = DEFAULT_JOINT_RATE) -> bool:
-        """Record ``backend``'s joint states in the running goal's log (until :meth:`close`).
+    def attach(
+        self, backend: MotionBackend, *, rate: float = DEFAULT_JOINT_RATE, resolve: Any = None
+    ) -> bool:
+        """Record ``backend``'s joint states in the running goals' logs and bags (until :meth:`close`).
+
+        Args:
+            backend: the engine's motion backend (its ``joint_positions()`` also gives each
+                log the arm state at its goal's start).
+            rate: [Hz] joint-state notifications asked of the backend (the node's
+                ``joint_state_rate``; the logs keep at most their own ``joint_rate``).
+            resolve: the node's topic-name resolver (``~/execution_state`` →
+                ``/<ns>/erobs_bt/execution_state``), so the bags use the node's real names.
 
         Returns:
             False when the backend has no joint-state stream (each log then still gets the
             arm state at its goal's start).
         """
+        self._resolve = resolve
         self._backend = backend
         return bool(backend.add_joint_state_listener(self.joint_state, rate=rate))
+
+    def bag_path_of(self, goal_id: str) -> Path | None:
+        """The MCAP file of ``goal_id``, once it was opened."""
+        with self._lock:
+            return self.bag_paths.get(goal_id)
+
+    def _open_bag(self, goal_id: str, path: Path) -> None:
+        from erobs_bt.viz.mcap_record import McapRecorder, mcap_path_for, topic_names
+
+        bag_path = mcap_path_for(path)
+        try:
+            bag = McapRecorder(bag_path, topics=topic_names(self._resolve), snapshot_rate=self._snapshot_rate)
+        except (OSError, ValueError, ImportError) as exc:
+            if self._on_error is not None:
+                self._on_error(f"ROS 2 bag {bag_path}: {exc}")
+            return
+        self._bags[goal_id] = bag
+        self.bag_paths[goal_id] = bag_path
 
     def _open(self, goal_id: str) -> RunLogWriter | None:
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
@@ -211,15 +267,23 @@ class NodeRunLogs(OrchestratorListener):
             return None
         self._writers[goal_id] = writer
         self.paths[goal_id] = path
+        if self._mcap:
+            self._open_bag(goal_id, path)
         return writer
 
     def finished(self, goal_id: str, result: Result) -> None:
         """The goal ended: write its remaining records, close its file (waits for both)."""
         with self._lock:
             writer = self._writers.pop(goal_id, None)
+            bag = self._bags.pop(goal_id, None)
         if writer is not None:
             writer.finished(goal_id, result)  # the final statuses, read from the live tree now
             self._wait_written(self._put(writer, goal_id, None))
+        if bag is not None:
+            bag.finished(goal_id, result)
+            bag.close()
+            if bag.error and self._on_error is not None:
+                self._on_error(f"ROS 2 bag {bag.path}: {bag.error}")
 
     def close(self) -> None:
         """Stop following the backend's joint states, write what is queued, close every open
@@ -229,6 +293,9 @@ class NodeRunLogs(OrchestratorListener):
             backend.remove_joint_state_listener(self.joint_state)
         with self._lock:
             writers, self._writers = list(self._writers.values()), {}
+            bags, self._bags = list(self._bags.values()), {}
+        for bag in bags:
+            bag.close()
         count = 0
         for writer in writers:
             count = self._put(writer, "", None)

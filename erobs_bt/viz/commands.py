@@ -88,6 +88,20 @@ def _console(*, stderr: bool = False) -> Any:
     show_default=True,
     help="Graph direction: LR stacks the units vertically, TB is py_trees' top-down layout.",
 )
+@click.option(
+    "--fold/--no-fold",
+    default=True,
+    show_default=True,
+    help="Fold runs of like units: the first repetition is drawn in full, the rest as one node "
+    "with the unit range, the count and the distinct step contents (dot, svg, png).",
+)
+@click.option(
+    "--steps/--no-steps",
+    default=True,
+    show_default=True,
+    help="Attach each drawn unit's step contents: pose targets and joints [deg], "
+    "direction/distance [m], cartesian targets, gripper actions (dot, svg, png).",
+)
 def render(
     script: Path,
     output: Path,
@@ -98,11 +112,15 @@ def render(
     preview: bool,
     collapse_decorators: bool,
     rankdir: str,
+    fold: bool,
+    steps: bool,
 ) -> None:
     """Draw the tree SCRIPT compiles to (svg, png, dot or text).
 
     The tree is compiled exactly as for a goal, on a scripted backend, and never
-    ticked: nothing is planned, executed or cached.
+    ticked: nothing is planned, executed or cached. Pictures fold runs of like units and
+    show each drawn unit's steps (--no-fold --no-steps: every behaviour, nothing else);
+    the text format is always the whole tree.
     """
     from erobs_bt.viz.render import format_for, render_tree
 
@@ -112,7 +130,15 @@ def render(
         _fail(str(exc), EXIT_INVALID)
     root = _compile(script, poses, cell, no_batching, preview)
     try:
-        render_tree(root, output, chosen, collapse_decorators=collapse_decorators, rankdir=rankdir)
+        render_tree(
+            root,
+            output,
+            chosen,
+            collapse_decorators=collapse_decorators,
+            rankdir=rankdir,
+            fold=fold,
+            steps=steps,
+        )
     except ValueError as exc:
         _fail(str(exc), EXIT_INVALID)
     except (RuntimeError, OSError) as exc:

@@ -645,3 +645,123 @@ def locate(
         "eta": round(remaining * rate, 2),
         "source": source,
     }
+
+
+# -- static pictures (``erobs-bt render``): runs of like units, step content -------------
+
+
+@dataclass(frozen=True)
+class Run:
+    """Consecutive units that repeat one pattern (see :func:`fold_runs`).
+
+    Attributes:
+        first: 0-based index of the run's first unit.
+        period: units in one repetition of the pattern (1 for ``pause, pause, pause``).
+        repeats: repetitions; ``period * repeats`` units in all. ``repeats == 1`` is a
+            unit that repeats nothing around it.
+    """
+
+    first: int
+    period: int
+    repeats: int
+
+    @property
+    def count(self) -> int:
+        """Units covered."""
+        return self.period * self.repeats
+
+
+def fold_runs(keys: Sequence[str], *, max_period: int = 4, min_units: int = 4) -> list[Run]:
+    """Split a unit list into runs of like units, left to right.
+
+    Two units are alike when their keys are equal (the unit label: ``batch[2]: moveto,
+    end_effector``, ``pipettor``). At each position the pattern of 1 to ``max_period``
+    units that repeats over the most units wins (the shorter pattern on a tie); it
+    becomes a run when it covers at least ``min_units`` units and repeats at least
+    twice, otherwise the unit stands alone. With batching, two batches are never
+    neighbours, so a pick-and-place loop is a period-2 run (batch, gripper or pipettor
+    step) rather than a period-1 one.
+
+    Args:
+        keys: one key per unit, in order.
+        max_period: longest pattern looked for (>= 1).
+        min_units: fewest units a run covers (>= 2).
+
+    Returns:
+        Runs that cover ``keys`` exactly once, in order. Linear in ``len(keys)`` times
+        ``max_period`` for scripts that repeat (each unit is compared about
+        ``max_period`` times).
+    """
+    runs: list[Run] = []
+    index = 0
+    total = len(keys)
+    while index < total:
+        best_period, best_repeats = 1, 1
+        for period in range(1, max_period + 1):
+            pattern = keys[index : index + period]
+            repeats = 1
+            while list(keys[index + repeats * period : index + (repeats + 1) * period]) == list(pattern):
+                repeats += 1
+            if repeats >= 2 and period * repeats > best_period * best_repeats:
+                best_period, best_repeats = period, repeats
+        if best_repeats >= 2 and best_period * best_repeats >= min_units:
+            runs.append(Run(index, best_period, best_repeats))
+            index += best_period * best_repeats
+        else:
+            runs.append(Run(index, 1, 1))
+            index += 1
+    return runs
+
+
+def _numbers(values: Sequence[float], digits: int) -> str:
+    return ", ".join(f"{value:.{digits}f}" for value in values)
+
+
+def step_text(step: Any, *, joints: bool = True) -> str:
+    """One line of a step's content, for people: what it moves to or does.
+
+    Examples: ``moveto tray_1 (auto) [0.0, -90.0, 90.0, -90.0, -90.0, 0.0]°``,
+    ``moveto z- 0.050 m (cartesian)``, ``moveto xyz (0.400, 0.100, 0.300) m in base_link
+    (pilz)``, ``end_effector vacuum_on``, ``pipettor SUCK 50 %``, ``tool_exchange load
+    hande, dock 2``, ``pause``; other steps: their task type and script fields.
+
+    Args:
+        step: an expanded :class:`~erobs_bt.script.model.Step`.
+        joints: add a pose target's resolved joints [deg] (one decimal).
+
+    Returns:
+        The line; angles are shown in degrees, distances in metres (3 decimals).
+    """
+    from erobs_bt.script import model as script_model
+
+    kind = step.script_type
+    if isinstance(step, script_model.MoveTo):
+        how = f" ({step.planning_type})"
+        if step.target is not None:
+            text = f"{kind} {step.target}{how}"
+            if joints and step.target_joints is not None:
+                text += f" [{_numbers([math.degrees(a) for a in step.target_joints], 1)}]°"
+            return text
+        if step.distance is not None:
+            direction = step.direction or f"({_numbers(step.direction_vector or (), 3)})"
+            return f"{kind} {direction} {step.distance:.3f} m{how}"
+        if step.cartesian_target is not None:
+            xyz = _numbers(step.cartesian_target[:3], 3)
+            rpy = step.cartesian_target[3:]
+            angles = f" rpy ({_numbers([math.degrees(a) for a in rpy], 1)})°" if rpy else ""
+            return f"{kind} xyz ({xyz}) m{angles} in {step.frame_id}{how}"
+        return f"{kind}{how}"
+    if isinstance(step, script_model.EndEffector):
+        return f"{kind} {step.action}" + (f" ({step.gripper})" if step.gripper else "")
+    if isinstance(step, script_model.Pipettor):
+        if step.volume_pct is not None:
+            return f"{kind} {step.operation} {step.volume_pct * 100:g} %"
+        if step.led_color is not None:
+            return f"{kind} {step.operation} ({_numbers(step.led_color, 2)})"
+        return f"{kind} {step.operation}"
+    if isinstance(step, script_model.ToolExchange):
+        return f"{kind} {step.operation} {step.gripper}, dock {step.dock_number}"
+    fields = [
+        f"{key}={value}" for key, value in step.spec.items() if key != "task_type" and value is not None
+    ]
+    return " ".join([kind, *fields])

@@ -22,7 +22,7 @@ unit sequences (bold) so the pause/cancel granularity stands out.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,12 +30,14 @@ import py_trees
 import pydot
 
 from erobs_bt.backends.scripted import ScriptedBackend
+from erobs_bt.batching import Unit
 from erobs_bt.cache import PlanCache
 from erobs_bt.plan import GoalPlan, plan_script
 from erobs_bt.script.model import Script
 from erobs_bt.tree.boundary import UnitBoundary
 from erobs_bt.tree.compile import UnitSequence, compile_tree
 from erobs_bt.tree.context import Controls, GoalContext, Mode
+from erobs_bt.viz.model import Run, fold_runs, step_text
 
 #: Output formats of :func:`render_tree`, by file suffix.
 SUFFIX_FORMATS: dict[str, str] = {".svg": "svg", ".png": "png", ".dot": "dot", ".gv": "dot", ".txt": "txt"}
@@ -147,8 +149,72 @@ def _kind(behaviour: py_trees.behaviour.Behaviour) -> str:
     return type(behaviour).__name__
 
 
+def _label(lines: Sequence[str]) -> str:
+    """A quoted Graphviz label of left-justified lines (``\\l`` ends each line)."""
+    escaped = [line.replace("\\", "\\\\").replace('"', '\\"') for line in lines]
+    return '"' + "".join(f"{line}\\l" for line in escaped) + '"'
+
+
+def _distinct(texts: Sequence[str], *, shown: int = 3) -> str:
+    """``a | b | c … (12 distinct)``: the first ``shown`` distinct texts in order."""
+    unique = list(dict.fromkeys(texts))
+    head = " | ".join(unique[:shown])
+    return head if len(unique) <= shown else f"{head} … ({len(unique)} distinct)"
+
+
+def fold_label(units: Sequence[Unit], run: Run) -> list[str]:
+    """The lines of a folded run's node: all but its first repetition, which is drawn in full.
+
+    First line ``units 14–119: 53 more × (batch[2]: moveto, end_effector → pipettor)``,
+    then one line per step position of the pattern with the distinct contents it takes
+    in the folded units (:func:`~erobs_bt.viz.model.step_text` without joints), e.g.
+    ``unit 1/2, step 1 moveto: tray_2 (auto) | tray_3 (auto) … (53 distinct)``.
+
+    Args:
+        units: the script's units.
+        run: a run of :func:`~erobs_bt.viz.model.fold_runs` with ``repeats >= 2``.
+    """
+    pattern = units[run.first : run.first + run.period]
+    folded = units[run.first + run.period : run.first + run.count]
+    first, last = folded[0].index + 1, folded[-1].index + 1
+    shape = " → ".join(unit.label for unit in pattern)
+    lines = [
+        f"units {first}–{last}: {run.repeats - 1} more × ({shape})",
+        f"like units {pattern[0].index + 1}–{pattern[-1].index + 1}; pause and cancel act before each unit",
+    ]
+    for slot, unit in enumerate(pattern):
+        for position, step in enumerate(unit.steps):
+            texts = [
+                step_text(later.steps[position], joints=False).removeprefix(step.script_type).strip()
+                for later in folded[slot :: run.period]
+            ]
+            where = f"unit {slot + 1}/{run.period}, " if run.period > 1 else ""
+            lines.append(f"{where}step {position + 1} {step.script_type}: {_distinct(texts) or '-'}")
+    return lines
+
+
+def _script_units(root: py_trees.behaviour.Behaviour) -> list[tuple[Any, Any, Unit]] | None:
+    """``(boundary, unit sequence, unit)`` per unit of a compiled script tree, else ``None``."""
+    children = list(root.children)
+    triples = []
+    for boundary, sequence in zip(children[0:-1:2], children[1::2], strict=False):
+        if not isinstance(boundary, UnitBoundary) or boundary.following is None:
+            return None
+        triples.append((boundary, sequence, boundary.following))
+    if not children or not isinstance(children[-1], UnitBoundary) or len(children) % 2 != 1:
+        return None
+    return triples
+
+
 def tree_to_dot(
-    root: py_trees.behaviour.Behaviour, *, collapse_decorators: bool, rankdir: str = "LR"
+    root: py_trees.behaviour.Behaviour,
+    *,
+    collapse_decorators: bool,
+    rankdir: str = "LR",
+    fold: bool = False,
+    steps: bool = False,
+    max_period: int = 4,
+    min_units: int = 4,
 ) -> pydot.Dot:
     """The tree as a Graphviz graph.
 
@@ -159,11 +225,23 @@ def tree_to_dot(
         rankdir: Graphviz ``rankdir``: ``LR`` (root on the left; a script's units stack
             vertically, which stays readable for long scripts) or ``TB`` (root on top, as
             py_trees draws it).
+        fold: for a compiled script tree (``script`` → boundaries and units): runs of
+            like units (:func:`~erobs_bt.viz.model.fold_runs`) are drawn as their first
+            repetition in full and one folded node (a ``folder``, light yellow) for the
+            rest, whose label (:func:`fold_label`) gives the unit range, the repeat count,
+            the pattern and the distinct step contents. The picture then grows with the
+            number of *different* stretches of a script, not with its repetitions.
+        steps: for a compiled script tree: hang a ``note`` node with the unit's step
+            contents (:func:`~erobs_bt.viz.model.step_text`: pose targets with their
+            joints [deg], direction and distance, cartesian targets, gripper actions) on
+            every unit drawn in full (dashed edge).
+        max_period, min_units: see :func:`~erobs_bt.viz.model.fold_runs`.
 
     Returns:
         A ``pydot.Dot`` whose nodes are ``n0`` (the root), ``n1``, … in pre-order, each
         labelled with the behaviour's name and, on a second line, its kind (the
         composite and its memory, or the leaf's class) when that differs from the name.
+        Without ``fold`` and ``steps`` it has exactly one node per behaviour.
 
     Raises:
         ValueError: ``rankdir`` is not ``TB`` or ``LR``.
@@ -174,18 +252,62 @@ def tree_to_dot(
     graph.set_node_defaults(fontname=_quoted(_FONT), fontsize="9", style="filled")
     graph.set_edge_defaults(fontname=_quoted(_FONT))
     ids: dict[object, str] = {}
-    for behaviour, parent in _walk(root, collapse_decorators=collapse_decorators):
-        node_id = f"n{len(ids)}"
-        ids[behaviour.id] = node_id
-        kind = _kind(behaviour)
-        label = behaviour.name if behaviour.name.rstrip("?") == kind else f"{behaviour.name}\n{kind}"
-        graph.add_node(
-            pydot.Node(
-                node_id, label=_quoted(label), tooltip=_quoted(type(behaviour).__name__), **_style(behaviour)
+
+    def new_id() -> str:
+        return f"n{len(graph.get_nodes())}"
+
+    def add_subtree(
+        top: py_trees.behaviour.Behaviour, top_parent: py_trees.behaviour.Behaviour | None
+    ) -> None:
+        for behaviour, parent in _walk(top, collapse_decorators=collapse_decorators):
+            node_id = new_id()
+            ids[behaviour.id] = node_id
+            kind = _kind(behaviour)
+            label = behaviour.name if behaviour.name.rstrip("?") == kind else f"{behaviour.name}\n{kind}"
+            graph.add_node(
+                pydot.Node(
+                    node_id,
+                    label=_quoted(label),
+                    tooltip=_quoted(type(behaviour).__name__),
+                    **_style(behaviour),
+                )
             )
-        )
-        if parent is not None:
-            graph.add_edge(pydot.Edge(ids[parent.id], node_id))
+            parent = parent if parent is not None else top_parent
+            if parent is not None:
+                graph.add_edge(pydot.Edge(ids[parent.id], node_id))
+
+    triples = _script_units(root) if (fold or steps) else None
+    if triples is None:
+        add_subtree(root, None)
+        return graph
+    # the root alone, then its children unit by unit
+    root_id = new_id()
+    ids[root.id] = root_id
+    graph.add_node(pydot.Node(root_id, label=_quoted(f"{root.name}\n{_kind(root)}"), **_style(root)))
+    units = [unit for _, _, unit in triples]
+    runs = (
+        fold_runs([unit.label for unit in units], max_period=max_period, min_units=min_units)
+        if fold
+        else [Run(i, 1, 1) for i in range(len(units))]
+    )
+    for run in runs:
+        for boundary, sequence, unit in triples[run.first : run.first + run.period]:
+            add_subtree(boundary, root)
+            add_subtree(sequence, root)
+            if steps:
+                note = new_id()
+                lines = [f"step {step.index + 1}: {step_text(step)}" for step in unit.steps]
+                graph.add_node(pydot.Node(note, label=_label(lines), shape="note", fillcolor="white"))
+                graph.add_edge(pydot.Edge(ids[sequence.id], note, style="dashed", arrowhead="none"))
+        if run.repeats > 1:
+            folded = new_id()
+            graph.add_node(
+                pydot.Node(
+                    folded, label=_label(fold_label(units, run)), shape="folder", fillcolor="lightyellow"
+                )
+            )
+            graph.add_edge(pydot.Edge(root_id, folded))
+    add_subtree(root.children[-1], root)  # after last unit
     return graph
 
 
@@ -201,6 +323,8 @@ def render_tree(
     *,
     collapse_decorators: bool,
     rankdir: str = "LR",
+    fold: bool = False,
+    steps: bool = False,
 ) -> None:
     """Write the tree under ``root`` to ``path``.
 
@@ -210,6 +334,8 @@ def render_tree(
         fmt: one of :data:`FORMATS`.
         collapse_decorators: see :func:`tree_to_dot`; not available for ``txt``.
         rankdir: see :func:`tree_to_dot`.
+        fold, steps: see :func:`tree_to_dot` (dot, svg and png; the text is py_trees'
+            whole tree).
 
     Raises:
         ValueError: unknown format, or ``collapse_decorators`` with ``txt``.
@@ -224,7 +350,9 @@ def render_tree(
             raise ValueError("collapsing decorators applies to dot, svg and png, not txt")
         path.write_text(tree_to_text(root) + "\n", encoding="utf-8")
         return
-    graph = tree_to_dot(root, collapse_decorators=collapse_decorators, rankdir=rankdir)
+    graph = tree_to_dot(
+        root, collapse_decorators=collapse_decorators, rankdir=rankdir, fold=fold, steps=steps
+    )
     if fmt == "dot":
         path.write_text(graph.to_string(), encoding="utf-8")
         return

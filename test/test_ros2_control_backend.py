@@ -20,6 +20,7 @@ import json
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import Future
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -254,7 +255,9 @@ def start_backend(
         load_cell(), load_hardware_config(config), gripper=gripper, domain_id=environment.domain_id
     )
     # Discovery of the hardware node can take seconds on a loaded machine.
-    assert backend.arm.wait_for_state(30.0), "no joint state from the hardware node within 30 s"
+    if not backend.arm.wait_for_state(30.0):
+        backend.close()  # leaves the domain: a failed start must not leak a participant
+        raise AssertionError("no joint state from the hardware node within 30 s")
     return backend
 
 
@@ -274,16 +277,15 @@ def rig(
 ) -> Iterator[tuple[HardwareProcess, HardwareObserver, Ros2ControlBackend]]:
     """Hardware node (Hand-E mounted) + observer + backend in a private domain."""
     # Speed 2: a move lasts long enough (wall time) to be stopped part-way.
-    process = HardwareProcess(private, ["--speed", "2", "--gripper", "hande"]).start()
-    watcher = HardwareObserver(private.domain_id)
-    backend = start_backend(private, tmp_path, gripper="hande")
-    try:
+    with ExitStack() as cleanup:  # whatever started is stopped, even if a later start fails
+        process = HardwareProcess(private, ["--speed", "2", "--gripper", "hande"]).start()
+        cleanup.callback(process.stop)
+        watcher = HardwareObserver(private.domain_id)
+        cleanup.callback(watcher.close)
+        backend = start_backend(private, tmp_path, gripper="hande")
+        cleanup.callback(backend.close)
         assert backend.joint_positions() is not None, process.output
         yield process, watcher, backend
-    finally:
-        backend.close()
-        watcher.close()
-        process.stop()
 
 
 def test_a_wrong_start_state_is_refused_before_anything_moves(rig: Any) -> None:
@@ -368,7 +370,11 @@ def test_the_error_table(
     private: RosEnvironment, tmp_path: Path, fault: str, code: ErrorCode, text: str
 ) -> None:
     process = HardwareProcess(private, ["--speed", "20", "--faults", f"[{fault}]"]).start()
-    backend = start_backend(private, tmp_path, timeouts={"motion": 1.0, "server": 1.0})
+    try:
+        backend = start_backend(private, tmp_path, timeouts={"motion": 1.0, "server": 1.0})
+    except BaseException:
+        process.stop()
+        raise
     try:
         solution = plan_move(backend, "safe_tool_exchange")
         error = error_of(backend.execute(solution, replay=False))
@@ -384,7 +390,11 @@ def test_a_hang_during_a_replay_is_a_replay_timeout(private: RosEnvironment, tmp
         private, ["--speed", "20", "--faults", "{interface: follow_joint_trajectory, outcome: hang}"]
     )
     process.start()
-    backend = start_backend(private, tmp_path, timeouts={"motion": 1.0})
+    try:
+        backend = start_backend(private, tmp_path, timeouts={"motion": 1.0})
+    except BaseException:
+        process.stop()
+        raise
     try:
         error = error_of(backend.execute(plan_move(backend, "safe_tool_exchange"), replay=True))
         assert error.code is ErrorCode.REPLAY_TIMEOUT and error.fatal
@@ -398,7 +408,12 @@ def test_a_killed_driver_fails_the_trajectory_instead_of_hanging(
 ) -> None:
     process = HardwareProcess(private, ["--speed", "1"], env=UDP_ONLY).start()
     watcher = HardwareObserver(private.domain_id)
-    backend = start_backend(private, tmp_path)
+    try:
+        backend = start_backend(private, tmp_path)
+    except BaseException:
+        watcher.close()
+        process.stop()
+        raise
     try:
         since = watcher.events.count
         running = backend.execute(plan_move(backend, "spincoater_scan"), replay=False)

@@ -89,3 +89,20 @@ def test_a_domain_this_process_is_still_in_is_kept_reserved_until_it_is_left() -
     context.try_shutdown()
     assert participant_ports(domain) == []
     assert domain in reclaim() and domain not in held_domains()
+
+
+def test_a_domain_another_process_is_still_in_is_skipped() -> None:
+    """A reservation only proves that no *reserving* process holds a domain; a straggler
+    that outlived its reservation (a leaked node, another suite's) may still be in it. A
+    domain with any bound RTPS port is skipped."""
+    with reserved_domain() as first:
+        pass  # the domain the coordinator hands out next (it is free again now)
+    straggler = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        straggler.bind(("127.0.0.1", 7400 + 250 * first + 11))  # a unicast port of domain `first`
+        assert participant_ports(first, any_process=True) == [7400 + 250 * first + 11]
+        with reserved_domain() as chosen:
+            assert chosen != first
+            assert participant_ports(chosen, any_process=True) == []
+    finally:
+        straggler.close()

@@ -88,14 +88,17 @@ def init_context(domain_id: int | None = None) -> Context:
     return context
 
 
-def participant_ports(domain_id: int) -> list[int]:
-    """UDP ports this process has bound in ``domain_id``'s RTPS port range, sorted.
+def participant_ports(domain_id: int, *, any_process: bool = False) -> list[int]:
+    """UDP ports this process (or, with ``any_process``, any process in this network
+    namespace) has bound in ``domain_id``'s RTPS port range, sorted.
 
-    Empty means: no DDS participant of this process is in that domain (Linux only: reads
-    ``/proc/self/fd`` and ``/proc/net/udp``/``udp6``; empty elsewhere).
+    Empty means: no DDS participant of this process (of anyone) is in that domain (Linux
+    only: reads ``/proc/self/fd`` and ``/proc/net/udp``/``udp6``; empty elsewhere).
     """
     low = PORT_BASE + DOMAIN_GAIN * domain_id
     sockets: set[str] = set()
+    if any_process:
+        return sorted(_bound_udp_ports(low, low + DOMAIN_GAIN, sockets=None))
     try:
         fds = os.listdir("/proc/self/fd")
     except OSError:
@@ -107,6 +110,11 @@ def participant_ports(domain_id: int) -> list[int]:
             continue
         if target.startswith("socket:["):
             sockets.add(target[len("socket:[") : -1])
+    return sorted(_bound_udp_ports(low, low + DOMAIN_GAIN, sockets=sockets))
+
+
+def _bound_udp_ports(low: int, high: int, *, sockets: set[str] | None) -> list[int]:
+    """Bound UDP ports in ``[low, high)`` (of the sockets with these inodes; None: all)."""
     ports: list[int] = []
     for table in ("/proc/net/udp", "/proc/net/udp6"):
         try:
@@ -115,11 +123,11 @@ def participant_ports(domain_id: int) -> list[int]:
                 for row in rows:
                     fields = row.split()
                     port = int(fields[1].rsplit(":", 1)[1], 16)
-                    if fields[9] in sockets and low <= port < low + DOMAIN_GAIN:
+                    if (sockets is None or fields[9] in sockets) and low <= port < high:
                         ports.append(port)
         except OSError:
             continue
-    return sorted(ports)
+    return ports
 
 
 def left(domain_id: int) -> list[int]:
@@ -144,6 +152,42 @@ def reclaim() -> list[int]:
     return released
 
 
+#: Most domains :func:`_reserve_unused` skips before it takes an occupied one anyway.
+_SKIP_LIMIT = 16
+
+
+def _reserve_unused() -> tuple[AbstractContextManager[int], int]:
+    """Reserve a domain through ros-domain-coordinator whose RTPS ports nobody has bound.
+
+    A reservation says only that no other *reserving* process holds the domain; a process
+    that outlived its reservation (a leaked node of an earlier test, another suite's
+    straggler) can still be in it, and joining its graph would mix the two. Occupied
+    domains are skipped (their reservations held until a free one is found, then given
+    back); after :data:`_SKIP_LIMIT` occupied ones the last is taken with a warning.
+    """
+    import domain_coordinator
+
+    skipped: list[AbstractContextManager[int]] = []
+    try:
+        while True:
+            reservation: AbstractContextManager[int] = domain_coordinator.domain_id()
+            domain = reservation.__enter__()
+            busy = participant_ports(domain, any_process=True)
+            if not busy or len(skipped) >= _SKIP_LIMIT:
+                if busy:
+                    warnings.warn(
+                        f"ROS domain {domain} has bound RTPS ports {busy} of another process; "
+                        f"using it anyway after {len(skipped)} other occupied domains",
+                        ResourceWarning,
+                        stacklevel=3,
+                    )
+                return reservation, domain
+            skipped.append(reservation)
+    finally:
+        for held in skipped:
+            held.__exit__(None, None, None)
+
+
 @contextmanager
 def reserved_domain(*, strict: bool = True) -> Iterator[int]:
     """Reserve a free ROS domain (ros-domain-coordinator, 1-100) for the duration.
@@ -159,11 +203,8 @@ def reserved_domain(*, strict: bool = True) -> Iterator[int]:
     generator catches ``OSError`` (and so ``TimeoutError``) around its ``yield`` and would
     turn one into "generator didn't stop after throw()".
     """
-    import domain_coordinator
-
     reclaim()
-    reservation: AbstractContextManager[int] = domain_coordinator.domain_id()
-    domain = reservation.__enter__()
+    reservation, domain = _reserve_unused()
     failed = False
     try:
         yield domain

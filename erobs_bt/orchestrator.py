@@ -202,13 +202,18 @@ class Orchestrator:
         return handle
 
     def _submit(self, full_json: str, *, dry_run: bool) -> GoalHandle:
+        refusal = ""
         if self._state is State.FAULTED:
-            raise GoalRejected(
+            refusal = (
                 f"orchestrator is FAULTED ({self._fault_reason}); check the cell, then reset the fault "
                 "(~/reset_fault, `erobs-bt reset-fault`) or restart"
             )
-        if self._goal is not None:
-            raise GoalRejected(f"busy: {self._goal.goal_id} is {self._state.value}")
+        elif self._goal is not None:
+            refusal = f"busy: {self._goal.goal_id} is {self._state.value}"
+        if refusal:
+            # No goal id: the goal never existed. Listeners (the console) still see the refusal.
+            self._emit("", "goal_rejected", error=refusal, state=self._state.value)
+            raise GoalRejected(refusal)
         handle = GoalHandle(f"goal-{next(self._ids)}", dry_run=dry_run)
         try:
             plan = plan_goal(

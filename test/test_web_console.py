@@ -470,6 +470,33 @@ def test_rejected_goals_appear(page: Any) -> None:
         view.close()
 
 
+def test_a_goal_refused_while_busy_appears_and_the_running_goal_is_untouched(page: Any) -> None:
+    """A goal the orchestrator refuses (busy here; FAULTED likewise), e.g. one sent to the node's
+    action while another runs, never gets a goal id, yet the console lists the refusal."""
+    from playwright.sync_api import expect
+
+    from erobs_bt.orchestrator import GoalRejected
+
+    backend, gates = gated()
+    orchestrator = orchestrator_for(backend)
+    view = start_live_view(orchestrator, rate=50.0)
+    try:
+        page.goto(view.url)
+        handle = orchestrator.submit(FIVE_UNITS, dry_run=False)
+        page.wait_for_selector('.unit.current[data-unit="1"][data-status="RUNNING"]')
+        with pytest.raises(GoalRejected, match="busy"):
+            orchestrator.submit(FIVE_UNITS, dry_run=False)
+        expect(page.locator("#rejected-panel")).to_be_visible()
+        expect(page.locator("#rejected")).to_contain_text(f"goal refused: busy: {handle.goal_id} is RUNNING")
+        expect(page.locator("#state")).to_have_text("RUNNING")
+        expect(page.locator("#last-error")).to_be_hidden()  # the refusal is not the running goal's error
+        for gate in gates:
+            gate.set()
+        assert handle.wait(10).status.value == "SUCCEEDED"
+    finally:
+        view.close()
+
+
 # -- step detail and progress on the simulated cell ---------------------------------------------------
 
 

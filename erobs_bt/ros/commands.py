@@ -173,7 +173,8 @@ def serve(
         if view:
             from erobs_bt.viz.web import console_pages, start_live_view
 
-            pages = console_pages(node.orchestrator)  # the 3D cell view and the run history
+            # The 3D cell view and the run history (of the node's own run-log folder).
+            pages = console_pages(node.orchestrator, log_folders=[node.settings.run_log_folder()])
             views.append(start_live_view(node.orchestrator, port=view_port, routes=pages))
         settings = node.settings
         table = Table(title=f"erobs_bt listening (node {node.get_fully_qualified_name()})", show_header=False)

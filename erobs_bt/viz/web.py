@@ -113,6 +113,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -303,7 +304,7 @@ class LiveViewListener(OrchestratorListener):
         event = str(record.get("event", ""))
         t = float(record["t"]) if isinstance(record.get("t"), (int, float)) else None
         trajectory = None
-        if event == "rejected_script":
+        if event in ("rejected_script", "goal_rejected"):  # invalid script; busy or FAULTED
             self._rejected.append({"goal_id": goal_id, "error": str(record.get("error", "")), "t": t})
         if goal_id and goal_id != self._goal.get("id") and event != "state":
             self._new_goal(goal_id, t)
@@ -345,7 +346,7 @@ class LiveViewListener(OrchestratorListener):
                     self._execution = None
             trajectory = self._track_motion(event, unit)
         error = record.get("error")
-        if error and record.get("status") != "CANCELED" and event != "rejected_script":
+        if error and record.get("status") != "CANCELED" and event not in ("rejected_script", "goal_rejected"):
             self._last_error = str(error)
         elif str(record.get("detail", "")).startswith("failed"):
             self._last_error = str(record["detail"])
@@ -1195,6 +1196,7 @@ def console_pages(
     *,
     cell: Any = None,
     log_files: Sequence[Any] = (),
+    log_folders: Sequence[Any] | None = None,
 ) -> list[BaseRoute]:
     """The pages that join the console: the 3D cell view (:func:`erobs_bt.viz.scene.scene_routes`,
     ``/api/scene`` and the meshes and libraries it needs) and the run history
@@ -1205,7 +1207,10 @@ def console_pages(
         orchestrator: whose backend gives the live tool state and docks for the scene.
         cell: the :class:`~erobs_bt.backends.sim.cell.CellConfig` to draw (``None``: the
             simulated backend's own, else ``config/cell.yaml``).
-        log_files: run logs the history lists besides the default log folder (this run's).
+        log_files: run logs the history lists besides its folders (this run's).
+        log_folders: the folders of run logs the history lists (``None``: the default run-log
+            folder, :func:`erobs_bt.viz.runlog.default_log_dir`; the node passes its
+            ``run_log_dir``).
 
     Returns:
         The routes; without the 3D view's libraries (``airo-models``) only the history.
@@ -1231,7 +1236,8 @@ def console_pages(
         routes += scene_routes(shown, state=live)
     except (RuntimeError, OSError, ValueError) as exc:
         _LOG.warning("the console has no 3D view: %s", exc)
-    routes += history_routes(RunIndex(files=list(log_files)))
+    folders = [Path(f) for f in log_folders] if log_folders is not None else None
+    routes += history_routes(RunIndex(folders, files=list(log_files)))
     return routes
 
 

@@ -265,7 +265,7 @@ function renderResult(s) {
   const rejected = s.rejected || [];
   document.getElementById("rejected-panel").hidden = rejected.length === 0;
   document.getElementById("rejected").replaceChildren(...rejected.slice().reverse().map((r) =>
-    el("li", { class: "error" }, `${r.goal_id}: ${r.error}`)));
+    el("li", { class: "error" }, `${r.goal_id || "goal refused"}: ${r.error}`)));
 }
 
 function renderControls(s) {

@@ -124,6 +124,25 @@ _CELL_OPTION = click.option(
 @click.version_option(package_name="erobs_bt", message="erobs-bt %(version)s")
 def main() -> None:
     """Run EROBS lab-robot task scripts as behaviour trees."""
+    _interruptible()
+
+
+def _interruptible() -> None:
+    """Let SIGINT (Ctrl-C, ``kill -INT``) raise KeyboardInterrupt even if it was ignored.
+
+    A shell without job control starts background commands (``erobs-bt run --view &`` in a
+    script, a CI step) with SIGINT ignored, and Python then installs no handler of its own,
+    so the commands that run "until Ctrl-C" (``run --view``, ``log --view``, ``serve``) could
+    only be killed. The user's intent is plain, so the default handler is put back.
+    """
+    import signal
+    import threading
+
+    if (
+        threading.current_thread() is threading.main_thread()
+        and signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    ):
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @main.command()

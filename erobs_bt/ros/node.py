@@ -69,6 +69,7 @@ from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.action.server import ServerGoalHandle
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.context import Context
+from rclpy.duration import Duration
 from rclpy.event_handler import PublisherEventCallbacks
 from rclpy.exceptions import ParameterException
 from rclpy.node import Node
@@ -637,6 +638,10 @@ class ErobsBtNode(Node):
             self.run_logs.close()
         self._feedback.close()
         self._publish_state(self.orchestrator.state, SHUTDOWN_REASON)
+        if self._state_pub is not None:
+            # The process exits right after this: a reliable message not yet acknowledged by a
+            # subscriber would go with the writer, so the farewell waits for the acks (bounded).
+            self._state_pub.wait_for_all_acked(Duration(seconds=2.0))
 
     @property
     def last_result(self) -> Result | None:

@@ -9,6 +9,7 @@ hunting new counterexamples by hand.
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,13 @@ settings.register_profile("deterministic", derandomize=True, database=None)
 settings.register_profile("explore", derandomize=False)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
 
+
+# A suite started in the background by a shell without job control (`make test &`, some CI
+# runners) inherits SIGINT *ignored*, and so would every server the tests start and then stop
+# with SIGINT (RE Manager, `run --view`, nodes): they would hang until killed, leaving children.
+# A handler here is reset to the default at every exec, so each child starts with SIGINT live.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 #: The real EROBS sample scripts and pose registry: beside the repository, not in it.
 SAMPLES_DIR = Path(__file__).resolve().parents[2] / "shared" / "samples" / "erobs"

@@ -144,7 +144,9 @@ def manager(tmp_path: Path, ros_env: RosEnvironment, redis: int, node: NodeProce
         info,
     ]
     process = Process(command, env, "Ready to accept connections", tmp_path)
-    api = REManagerAPI(zmq_control_addr=control, zmq_info_addr=info)
+    # Replies wait up to 30 s (default 2 s): on a loaded 2-core machine the manager can take
+    # longer than 2 s to answer queue_start while its worker is busy, which is not a failure.
+    api = REManagerAPI(zmq_control_addr=control, zmq_info_addr=info, timeout_recv=30.0, timeout_send=10.0)
     try:
         api.wait_for_idle(timeout=60)  # answers once the manager is up
         yield api

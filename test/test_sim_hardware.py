@@ -148,7 +148,14 @@ def test_cancel_decelerates_within_the_acceleration_limits_and_ends_canceled(
     t = np.array([m.header.stamp.sec + m.header.stamp.nanosec * 1e-9 for m in samples]) * SPEED
     v = np.array([m.velocity[0] for m in samples])
     peak = int(np.argmax(np.abs(v)))
-    decel = np.diff(v[peak:]) / np.maximum(np.diff(t[peak:]), 1e-9)
+    # The stamps are wall clock (jitter of a loaded machine between two 10 ms samples shows as
+    # a spike), so the limit is checked over spans of at least 0.1 s of simulated time.
+    decel = []
+    for i in range(peak, len(t)):
+        later = [j for j in range(i + 1, len(t)) if t[j] - t[i] >= 0.1]
+        if later:
+            decel.append((v[later[0]] - v[i]) / (t[later[0]] - t[i]))
+    assert decel, "no deceleration span of 0.1 s was sampled"
     assert np.all(np.abs(decel) <= ACCELERATION_LIMITS[0] * 1.05 + 0.2), decel
     assert abs(v[-1]) == 0.0
 

@@ -116,14 +116,10 @@ def main() -> int:
         f"- Measured: {stamp}; whole run {total:.0f} s ({', '.join(timings)})\n"
         "- Bytecode: erobs_bt is byte-compiled before the sections run (`compileall`, what "
         "`pip install` does), so no process measured here compiles the package's sources.\n"
-        "- Not in this file: a ratio against MoveIt's published OMPL planning times for UR-class "
-        'arms. The published sources found (Meijer, Lei and Wisse, "An empirical study of '
-        "single-query motion planning for grasp execution\", AIM 2017, MoveIt's OMPL planners on a "
-        'UR5; the MotionBenchMaker UR5 problems behind Thomason, Kingston and Kavraki, "Motions in '
-        'Microseconds via Vectorized Sampling-Based Planning", ICRA 2024) could only be read up to '
-        "their abstracts here, not their result tables, and a ratio against figures not read would "
-        "not be honest; the planning section compares the planner with itself and with OMPL on "
-        "this cell instead (see its last paragraph).\n"
+        "- MoveIt comparison: the planning section sets our joint moves beside MoveIt's OMPL "
+        "RRTConnect on a UR10 from Shadow Robot's published benchmark data (the only published "
+        "result data for a UR-class arm found readable here; the papers on UR5 planning with MoveIt "
+        "could be read only to their abstracts). Indicative, not like for like: see that section.\n"
     )
     document = "\n\n".join([header.strip(), *parts]) + "\n"
     print(document)

@@ -15,7 +15,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from web3d_fixtures import CANVAS_STATS, LOAD_TIMEOUT_MS, canvas_png, chromium_page, needs_chromium, serve
 
 from erobs_bt.backends.base import ArmSegment, Solution, ToolSegment, TrajectoryPoint
 from erobs_bt.backends.sim.cell import load_cell
@@ -25,6 +24,9 @@ from erobs_bt.viz.history import RunIndex, history_routes
 from erobs_bt.viz.model import trajectory_json
 from erobs_bt.viz.scene import VENDOR_FILES, build_scene, rewrite_bare_imports, scene_routes
 from erobs_bt.viz.web import build_app
+
+from browser import needs_chromium
+from web3d_fixtures import CANVAS_STATS, LOAD_TIMEOUT_MS, canvas_png, chromium_page, serve
 
 
 def make_app(tmp_path: Path, *, state: Any = None) -> Any:

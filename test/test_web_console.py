@@ -35,16 +35,14 @@ from erobs_bt.orchestrator import Orchestrator, State
 from erobs_bt.plan import ScriptParser
 from erobs_bt.viz.web import Access, LiveView, start_live_view
 
+from browser import launch_chromium, needs_chromium
 from helpers import SUCK, move, script_json, vacuum, wait_for
 
-CHROMIUM = Path("/usr/bin/chromium")
 CONTROL = {"X-Requested-By": "erobs-bt"}
 TOKEN = "test-token-0123456789"
 FIVE_UNITS = script_json([move("a"), vacuum("vacuum_on"), SUCK, move("b"), SUCK, move("c")])
 
-pytestmark = pytest.mark.skipif(
-    not CHROMIUM.exists(), reason="Debian chromium is not installed (apt-get install chromium)"
-)
+pytestmark = needs_chromium
 
 
 def request(
@@ -70,18 +68,7 @@ def browser() -> Iterator[Any]:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(
-            executable_path=str(CHROMIUM),
-            args=[
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-first-run",
-            ],
-        )
+        chromium = launch_chromium(playwright)
         try:
             yield chromium
         finally:
@@ -542,7 +529,7 @@ def test_step_detail_and_progress_follow_the_arm_through_a_batch(
     for step, _text, row_step, row_text, done in seen:
         assert row_step == step and done == step - 1, "the steps table marks the executing step"
         if step == 3:
-            assert "moveto c [30.0, -90.0, -90.0, -90.0, 90.0, 0.0]°" in row_text, row_text
+            assert "moveto c (auto) [30.0, -90.0, -90.0, -90.0, 90.0, 0.0]°" in row_text, row_text
     etas = [float(re.search(r"ETA ([0-9.]+) s", r[1]).group(1)) for r in seen]  # type: ignore[union-attr]
     assert etas[0] > etas[-1] and etas[-1] < 1.0, "the ETA counts down to the end of the batch"
     details = page.text_content('.unit[data-unit="1"] table.steps')

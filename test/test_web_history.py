@@ -22,7 +22,6 @@ import numpy as np
 import py_trees
 import pytest
 from click.testing import CliRunner
-from web3d_fixtures import LOAD_TIMEOUT_MS, canvas_png, chromium_page, needs_chromium, serve
 
 from erobs_bt.backends.scripted import Outcome, ScriptedBackend
 from erobs_bt.backends.sim.kinematics import fk, quat_matrix
@@ -32,7 +31,9 @@ from erobs_bt.script.model import JOINT_NAMES
 from erobs_bt.viz.history import RunIndex, history_app
 from erobs_bt.viz.runlog import REPLAY_EVENTS, RunLogWriter, read_run_log
 
+from browser import needs_chromium
 from helpers import SUCK, make_orchestrator, move, script_json, vacuum
+from web3d_fixtures import LOAD_TIMEOUT_MS, canvas_png, chromium_page, serve
 
 FIVE_UNITS = script_json([move("a"), vacuum("vacuum_on"), SUCK, move("b"), SUCK, move("c")])
 

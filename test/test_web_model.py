@@ -60,18 +60,18 @@ def test_the_step_detail_resolves_every_kind_of_step() -> None:
     pose, up, cartesian, named, vacuum, dock, pause = steps
     assert pose["target"] == "a" and pose["joints"]["deg"][0] == pytest.approx(10.0)
     assert pose["joints"]["rad"][0] == pytest.approx(math.radians(10.0), abs=1e-5)
-    assert pose["summary"] == "moveto a [10.0, -90.0, -90.0, -90.0, 90.0, 0.0]°, auto"
+    assert pose["summary"] == "moveto a (auto) [10.0, -90.0, -90.0, -90.0, 90.0, 0.0]°"
     assert up["distance_m"] == 0.05 and up["direction"] == "up" and up["planning_type"] == "cartesian"
-    assert up["summary"] == "moveto up 0.050 m (flange), cartesian"
+    assert up["summary"] == "moveto up 0.050 m (cartesian)"
     assert cartesian["cartesian_target"][:3] == [0.4, 0.1, 0.3] and cartesian["frame_id"] == "base_link"
     assert "rpy (0.0, 180.0, 0.0)°" in cartesian["summary"]
-    assert named["named_state"] and named["summary"].startswith("moveto moveit_home (named state)")
+    assert named["named_state"] and named["summary"] == "moveto moveit_home (auto), named state"
     assert vacuum["summary"] == "end_effector vacuum_on (epick)" and vacuum["tool"] == {
         "gripper": "epick",
         "state": "vacuum_on",
     }
     assert dock["tool"] == {"gripper": "none", "state": ""}, "docking leaves no tool attached"
-    assert pause["summary"] == "pause: waits for Resume" and pause["tool"]["gripper"] == "none"
+    assert pause["summary"] == "pause" and pause["tool"]["gripper"] == "none"
     json.dumps(steps)  # JSON-able as it is
 
 
@@ -129,4 +129,5 @@ def test_locate_falls_back_to_the_clock_off_the_path_and_scales_the_eta() -> Non
 def test_a_unit_without_motion_steps_is_still_counted() -> None:
     script = ScriptParser.default()(script_json([move("a"), SUCK]))
     steps = unit_steps(script, group_into_batches(script.steps, enabled=True))
-    assert list(steps) == [1, 2] and steps[2][0]["summary"] == "pipettor SUCK 0.5 %"
+    assert list(steps) == [1, 2]
+    assert steps[2][0]["summary"] == "pipettor SUCK 50 %", "volume_pct 0.5 is half the stroke"

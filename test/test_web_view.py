@@ -21,11 +21,11 @@ from erobs_bt.viz.commands import watch
 from erobs_bt.viz.watch import picture_from_ros
 from erobs_bt.viz.web import start_live_view
 
+from browser import launch_chromium, needs_chromium
 from helpers import SUCK, make_orchestrator, move, script_json, show, vacuum, wait_for
 
 # Five units: batch[2] (execute), pipettor (run_step), batch[1] (execute), pipettor, batch[1].
 FIVE_UNITS = script_json([move("a"), vacuum("vacuum_on"), SUCK, move("b"), SUCK, move("c")])
-CHROMIUM = Path("/usr/bin/chromium")
 
 
 def get_state(url: str, query: str = "") -> dict[str, Any]:
@@ -242,9 +242,7 @@ def test_a_ros_tree_snapshot_becomes_the_same_picture() -> None:
     assert units[0]["children"][0]["name"] == "Run pipettor"
 
 
-@pytest.mark.skipif(
-    not CHROMIUM.exists(), reason="Debian chromium is not installed (apt-get install chromium)"
-)
+@needs_chromium
 def test_browser_sees_units_advance_pause_resume_and_success(tmp_path: Path) -> None:
     from playwright.sync_api import expect, sync_playwright
 
@@ -252,18 +250,7 @@ def test_browser_sees_units_advance_pause_resume_and_success(tmp_path: Path) -> 
     handle = None
     try:
         with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(
-                executable_path=str(CHROMIUM),
-                args=[
-                    "--headless",
-                    "--no-sandbox",
-                    "--disable-gpu",
-                    "--disable-background-networking",
-                    "--disable-component-update",
-                    "--disable-sync",
-                    "--no-first-run",
-                ],
-            )
+            browser = launch_chromium(playwright)
             try:
                 page = browser.new_page(viewport={"width": 1200, "height": 1000})
                 page.goto(view.url)

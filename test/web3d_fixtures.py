@@ -8,35 +8,14 @@ import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
-import pytest
-
+from browser import launch_chromium
 from helpers import wait_for
-
-CHROMIUM = Path("/usr/bin/chromium")
-
-#: Chromium without a GPU: WebGL through SwiftShader (ANGLE's software renderer), no network
-#: chatter of its own.
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--use-angle=swiftshader",
-    "--enable-unsafe-swiftshader",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 
 #: Loading the UR5e's ten megabytes of OBJ meshes with software WebGL on a busy 2-core
 #: machine: the page's `ready` promise is awaited this long [ms].
 LOAD_TIMEOUT_MS = 180_000
-
-needs_chromium = pytest.mark.skipif(
-    not CHROMIUM.exists(), reason="Debian chromium is not installed (apt-get install chromium)"
-)
 
 
 @contextmanager
@@ -67,7 +46,7 @@ def chromium_page(width: int = 1280, height: int = 860) -> Iterator[Any]:
 
     errors: list[str] = []
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        browser = launch_chromium(playwright, webgl=True)
         try:
             page = browser.new_page(viewport={"width": width, "height": height})
             page.on("pageerror", lambda error: errors.append(str(error)))

@@ -29,7 +29,7 @@ import py_trees
 
 from erobs_bt.backends.base import ArmSegment, Solution, ToolSegment
 from erobs_bt.batching import Unit
-from erobs_bt.script.model import EndEffector, MoveTo, Pause, Pipettor, Script, Step, ToolExchange, Vision
+from erobs_bt.script.model import EndEffector, MoveTo, Pipettor, Script, Step, ToolExchange, Vision
 
 #: A live behaviour or a nested node dict (see the module docstring).
 NodeLike: TypeAlias = py_trees.behaviour.Behaviour | Mapping[str, Any]
@@ -299,10 +299,6 @@ def _joints(radians: Sequence[float]) -> dict[str, list[float]]:
     return {"rad": _round(radians, 5), "deg": _round((math.degrees(a) for a in radians), 2)}
 
 
-def _deg_text(radians: Sequence[float]) -> str:
-    return "[" + ", ".join(f"{math.degrees(a):.1f}" for a in radians) + "]°"
-
-
 def step_detail(step: Step, *, gripper: str) -> dict[str, Any]:
     """The resolved content of one expanded step, JSON-able.
 
@@ -313,7 +309,7 @@ def step_detail(step: Step, *, gripper: str) -> dict[str, Any]:
 
     Returns:
         ``{"step": 1-based index, "path": "tasks[3]", "task_type", "summary": one line for
-        people, ...}`` plus, by type: ``moveto`` — ``target`` (pose or named state),
+        people (:func:`step_text`), ...}`` plus, by type: ``moveto`` — ``target`` (pose or named state),
         ``joints`` (``{"rad", "deg"}`` of a resolved pose), ``direction``,
         ``direction_vector`` (unit vector in the flange frame), ``distance_m``,
         ``cartesian_target`` (``[x, y, z]`` m or ``[x, y, z, roll, pitch, yaw]`` m/rad in
@@ -330,65 +326,42 @@ def step_detail(step: Step, *, gripper: str) -> dict[str, Any]:
             out["target"] = step.target
             if step.target_joints is not None:
                 out["joints"] = _joints(step.target_joints)
-                where = f"{step.target} {_deg_text(step.target_joints)}"
             else:
                 out["named_state"] = True
-                where = f"{step.target} (named state)"
         elif step.direction_vector is not None and step.distance is not None:
             out["direction"] = step.direction
             out["direction_vector"] = _round(step.direction_vector, 4)
             out["distance_m"] = round(float(step.distance), 4)
-            where = f"{step.direction or _round(step.direction_vector, 3)} {step.distance:.3f} m (flange)"
         elif step.cartesian_target is not None:
             out["cartesian_target"] = _round(step.cartesian_target, 4)
             out["frame_id"] = step.frame_id
-            xyz = ", ".join(f"{v:.3f}" for v in step.cartesian_target[:3])
-            where = f"({xyz}) m in {step.frame_id}"
-            if len(step.cartesian_target) == 6:
-                rpy = ", ".join(f"{math.degrees(v):.1f}" for v in step.cartesian_target[3:])
-                where += f", rpy ({rpy})°"
-        else:
-            where = "?"
         if step.constraints is not None:
             out["constraints"] = {
                 "joint": len(step.constraints.joint),
                 "orientation": len(step.constraints.orientation),
             }
-        out["summary"] = f"moveto {where}, {step.planning_type}"
     elif isinstance(step, EndEffector):
         out["action"] = step.action
         out["gripper"] = step.gripper or gripper
-        out["summary"] = f"end_effector {step.action} ({out['gripper']})"
     elif isinstance(step, ToolExchange):
         out.update(operation=step.operation, gripper=step.gripper, dock_number=step.dock_number)
-        summary = f"tool_exchange {step.operation} {step.gripper} at dock {step.dock_number}"
         if step.approach_pose is not None:
             out["approach_pose"] = step.approach_pose
-            summary += f" via {step.approach_pose}"
         if step.approach_joints is not None:
             out["approach_joints"] = _joints(step.approach_joints)
-        out["summary"] = summary
     elif isinstance(step, Pipettor):
         out.update(operation=step.operation, volume_pct=step.volume_pct)
         if step.led_color is not None:
             out["led_color"] = list(step.led_color)
-        volume = f" {step.volume_pct:g} %" if step.volume_pct is not None else ""
-        out["summary"] = f"pipettor {step.operation}{volume}"
     elif isinstance(step, Vision):
         out["kind"] = step.kind
-        summary = f"{step.script_type}"
         for name in ("detector", "tag_id", "target_pose", "approach_pose", "retreat_pose"):
             value = getattr(step, name)
             if value is not None:
                 out[name] = value
-                summary += f" {name}={value}"
         if step.scan_poses:
             out["scan_poses"] = list(step.scan_poses)
-        out["summary"] = summary
-    elif isinstance(step, Pause):
-        out["summary"] = "pause: waits for Resume"
-    else:
-        out["summary"] = step.script_type
+    out["summary"] = step_text(step, gripper=gripper)
     return out
 
 
@@ -717,29 +690,36 @@ def _numbers(values: Sequence[float], digits: int) -> str:
     return ", ".join(f"{value:.{digits}f}" for value in values)
 
 
-def step_text(step: Any, *, joints: bool = True) -> str:
-    """One line of a step's content, for people: what it moves to or does.
+def step_text(step: Step, *, joints: bool = True, gripper: str | None = None) -> str:
+    """One line of a step's content, for people: what it moves to or does. The one step
+    formatter: the live view's and the history page's step summaries and ``render``'s
+    labels all come from here.
 
     Examples: ``moveto tray_1 (auto) [0.0, -90.0, 90.0, -90.0, -90.0, 0.0]°``,
-    ``moveto z- 0.050 m (cartesian)``, ``moveto xyz (0.400, 0.100, 0.300) m in base_link
-    (pilz)``, ``end_effector vacuum_on``, ``pipettor SUCK 50 %``, ``tool_exchange load
-    hande, dock 2``, ``pause``; other steps: their task type and script fields.
+    ``moveto moveit_home (auto), named state``, ``moveto -z 0.020 m (cartesian)``,
+    ``moveto xyz (0.400, 0.100, 0.300) m in base_link (pilz)``, ``end_effector vacuum_on
+    (epick)``, ``pipettor SUCK 50 %``, ``tool_exchange load hande, dock 2 via above_dock_2``,
+    ``pause``; other steps: their task type and script fields.
 
     Args:
         step: an expanded :class:`~erobs_bt.script.model.Step`.
         joints: add a pose target's resolved joints [deg] (one decimal).
+        gripper: the tool attached when the step starts; names the gripper of an
+            ``end_effector`` step that names none (``None``: only a gripper the step names).
 
     Returns:
-        The line; angles are shown in degrees, distances in metres (3 decimals).
+        The line; angles are shown in degrees, distances in metres (3 decimals), a
+        pipettor's ``volume_pct`` (a fraction of the stroke) in per cent. A direction is in
+        the flange frame, a cartesian target in its ``frame_id``.
     """
-    from erobs_bt.script import model as script_model
-
     kind = step.script_type
-    if isinstance(step, script_model.MoveTo):
+    if isinstance(step, MoveTo):
         how = f" ({step.planning_type})"
         if step.target is not None:
             text = f"{kind} {step.target}{how}"
-            if joints and step.target_joints is not None:
+            if step.target_joints is None:
+                text += ", named state"
+            elif joints:
                 text += f" [{_numbers([math.degrees(a) for a in step.target_joints], 1)}]°"
             return text
         if step.distance is not None:
@@ -751,16 +731,18 @@ def step_text(step: Any, *, joints: bool = True) -> str:
             angles = f" rpy ({_numbers([math.degrees(a) for a in rpy], 1)})°" if rpy else ""
             return f"{kind} xyz ({xyz}) m{angles} in {step.frame_id}{how}"
         return f"{kind}{how}"
-    if isinstance(step, script_model.EndEffector):
-        return f"{kind} {step.action}" + (f" ({step.gripper})" if step.gripper else "")
-    if isinstance(step, script_model.Pipettor):
+    if isinstance(step, EndEffector):
+        named = step.gripper or gripper
+        return f"{kind} {step.action}" + (f" ({named})" if named else "")
+    if isinstance(step, Pipettor):
         if step.volume_pct is not None:
             return f"{kind} {step.operation} {step.volume_pct * 100:g} %"
         if step.led_color is not None:
             return f"{kind} {step.operation} ({_numbers(step.led_color, 2)})"
         return f"{kind} {step.operation}"
-    if isinstance(step, script_model.ToolExchange):
-        return f"{kind} {step.operation} {step.gripper}, dock {step.dock_number}"
+    if isinstance(step, ToolExchange):
+        via = f" via {step.approach_pose}" if step.approach_pose is not None else ""
+        return f"{kind} {step.operation} {step.gripper}, dock {step.dock_number}{via}"
     fields = [
         f"{key}={value}" for key, value in step.spec.items() if key != "task_type" and value is not None
     ]

@@ -1015,10 +1015,8 @@ def _live_routes(view: LiveView) -> list[BaseRoute]:
         return _json(200, view.joints())
 
     def control_route(action: str) -> Callable[[Request], Awaitable[Response]]:
-        async def handler(request: Request) -> Response:
-            refused = _control_refusal(request)
-            if refused is not None:
-                return refused
+        @_control_post
+        async def handler(request: Request, _body: bytes) -> Response:
             goal = view.orchestrator.active_goal if action == "stop" else None
             reply = view.control(action)
             if goal is not None:  # answer once the halted goal has ended: the reply then describes the state
@@ -1033,22 +1031,12 @@ def _live_routes(view: LiveView) -> list[BaseRoute]:
 
         return handler
 
-    async def validate(request: Request) -> Response:
-        refused = _control_refusal(request)
-        if refused is not None:
-            return refused
-        body = await _body(request)
-        if isinstance(body, Response):
-            return body
+    @_control_post
+    async def validate(request: Request, body: bytes) -> Response:
         return _json(200, view.validate(body, preview=request.query_params.get("preview") == "1"))
 
-    async def submit(request: Request) -> Response:
-        refused = _control_refusal(request)
-        if refused is not None:
-            return refused
-        body = await _body(request)
-        if isinstance(body, Response):
-            return body
+    @_control_post
+    async def submit(request: Request, body: bytes) -> Response:
         try:
             document = json.loads(body)
             text, preview = document["script"], bool(document.get("preview", False))
@@ -1079,21 +1067,32 @@ def _wait_quietly(goal: GoalHandle, timeout: float) -> None:
         goal.wait(timeout)
 
 
-def _control_refusal(request: Request) -> Response | None:
-    header, value = CONTROL_HEADER
-    if request.headers.get(header) != value:
-        return _json(403, {"error": f"control requests need the header {header}: {value}"})
-    return None
+def _control_post(
+    handler: Callable[[Request, bytes], Awaitable[Response]],
+) -> Callable[[Request], Awaitable[Response]]:
+    """One guard for every control request (POST): the anti-CSRF header, then the body.
+
+    A request without ``X-Requested-By: erobs-bt`` is answered 403 and one whose body is over
+    :data:`MAX_BODY` bytes 413 (by its Content-Length, and again once read), both before
+    ``handler(request, body)`` runs; so no control action can start from a refused request.
+    """
+
+    async def guarded(request: Request) -> Response:
+        header, value = CONTROL_HEADER
+        if request.headers.get(header) != value:
+            return _json(403, {"error": f"control requests need the header {header}: {value}"})
+        if int(request.headers.get("content-length", "0") or 0) > MAX_BODY:
+            return _body_too_big()
+        body = await request.body()
+        if len(body) > MAX_BODY:
+            return _body_too_big()
+        return await handler(request, body)
+
+    return guarded
 
 
-async def _body(request: Request) -> bytes | Response:
-    length = int(request.headers.get("content-length", "0") or 0)
-    if length > MAX_BODY:
-        return _json(413, {"error": f"the body is over {MAX_BODY} bytes"})
-    body = await request.body()
-    if len(body) > MAX_BODY:
-        return _json(413, {"error": f"the body is over {MAX_BODY} bytes"})
-    return body
+def _body_too_big() -> Response:
+    return _json(413, {"error": f"the body is over {MAX_BODY} bytes"})
 
 
 def build_app(

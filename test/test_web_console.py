@@ -391,7 +391,7 @@ def test_a_bad_script_shows_the_validate_message_and_moves_nothing(page: Any, tm
         head = valid_line.replace(str(good), good.name).split(" (batching")[0]
         assert page.text_content("#validation").startswith(head)
         expect(page.locator("#plan")).to_contain_text(
-            "step 1: moveto a [10.0, -90.0, -90.0, -90.0, 90.0, 0.0]°"
+            "step 1: moveto a (auto) [10.0, -90.0, -90.0, -90.0, 90.0, 0.0]°"
         )
         expect(page.locator("#preview-script")).to_be_disabled()  # a pipettor step is not previewable
         page.click("#run-script")

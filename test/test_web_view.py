@@ -210,6 +210,27 @@ def test_watch_prints_the_live_view_once() -> None:
     assert result.exit_code == 1 and "cannot reach the live view" in result.output
 
 
+def test_watch_passes_the_access_token_of_a_view_that_needs_one() -> None:
+    orchestrator = make_orchestrator(ScriptedBackend())
+    view = start_live_view(orchestrator, token="watch-token-123")
+    try:
+        assert view.url == view.base_url + "?token=watch-token-123"
+        refused = CliRunner().invoke(watch, ["--url", view.base_url, "--once"], env={"EROBS_BT_TOKEN": ""})
+        assert refused.exit_code == 2 and "needs an access token" in refused.output, refused.output
+        wrong = CliRunner().invoke(watch, ["--url", view.base_url, "--token", "nope", "--once"])
+        assert wrong.exit_code == 2 and "refused the access token" in wrong.output, wrong.output
+        for args, env in (
+            (["--url", view.url], {}),  # the URL as `run --view` prints it
+            (["--url", view.base_url, "--token", "watch-token-123"], {}),
+            (["--url", view.base_url], {"EROBS_BT_TOKEN": "watch-token-123"}),
+        ):
+            result = CliRunner().invoke(watch, [*args, "--once"], env=env, terminal_width=160)
+            assert result.exit_code == 0 and "IDLE" in result.output, (args, result.output)
+            assert "watch-token-123" not in result.output, "the token is never printed"
+    finally:
+        view.close()
+
+
 def test_a_ros_tree_snapshot_becomes_the_same_picture() -> None:
     def behaviour(id_: str, parent: str, name: str, status: str = "INVALID", type_: str = "Sequence"):
         return SimpleNamespace(

@@ -258,9 +258,15 @@ def log_command(file: Path, goal_id: str | None, view: bool, view_port: int) -> 
 @click.command()
 @click.option("--url", help="Watch a live web view (erobs-bt run --view) instead of the ROS node.")
 @click.option("--node", default="/erobs_bt", show_default=True, help="The erobs_bt node to watch over ROS.")
+@click.option(
+    "--token",
+    envvar="EROBS_BT_TOKEN",
+    help="With --url: the view's access token (printed by `run --view --host ...`; or in the URL "
+    "as ?token=, or $EROBS_BT_TOKEN).",
+)
 @click.option("--once", is_flag=True, help="Print one picture and exit.")
 @click.option("--timeout", default=10.0, show_default=True, help="With --once over ROS: seconds to wait [s].")
-def watch(url: str | None, node: str, once: bool, timeout: float) -> None:
+def watch(url: str | None, node: str, token: str | None, once: bool, timeout: float) -> None:
     """Watch a running tree in the terminal (ROS ~/tree_snapshot, or a live view's URL)."""
 
     from erobs_bt.viz.watch import watch_ros, watch_url
@@ -268,7 +274,7 @@ def watch(url: str | None, node: str, once: bool, timeout: float) -> None:
     console = _console()
     try:
         if url:
-            code = watch_url(url, console=console, once=once)
+            code = watch_url(url, console=console, once=once, token=token)
         else:
             code = watch_ros(node, console=console, once=once, timeout=timeout)
     except KeyboardInterrupt:

@@ -17,6 +17,7 @@ import json
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -154,16 +155,47 @@ def render_picture(picture: Mapping[str, Any], *, source: str) -> RenderableType
 # -- the web view ----------------------------------------------------------------------------
 
 
-def fetch_picture(url: str, *, after: int | None, wait: float, timeout: float) -> dict[str, Any]:
+def fetch_picture(
+    url: str, *, after: int | None, wait: float, timeout: float, token: str | None = None
+) -> dict[str, Any]:
     """One ``GET /api/state`` of a live view at ``url`` (``http://127.0.0.1:PORT/``).
 
+    Args:
+        url: the live view's address (without a ``?token=`` query: see :func:`split_token`).
+        after: long-poll: answer once the picture's version differs from this one.
+        wait: long-poll wait [s].
+        timeout: socket timeout [s].
+        token: the view's access token (``run --view --host ...`` prints it), sent as
+            ``Authorization: Bearer``; ``None`` for a loopback view without one.
+
     Raises:
+        PermissionError: the view refused the request (401: it needs a token; 403: wrong token).
         urllib.error.URLError, OSError: the view cannot be reached.
         ValueError: the answer is not JSON.
     """
     query = f"?after={after}&wait={wait:g}" if after is not None else ""
-    with urllib.request.urlopen(url.rstrip("/") + "/api/state" + query, timeout=timeout) as response:
-        return dict(json.loads(response.read().decode("utf-8")))
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    request = urllib.request.Request(url.rstrip("/") + "/api/state" + query, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return dict(json.loads(response.read().decode("utf-8")))
+    except urllib.error.HTTPError as exc:
+        if exc.code == 401:
+            words = "the view needs an access token: pass --token (it was printed with the URL)"
+            raise PermissionError(words) from exc
+        if exc.code == 403:
+            raise PermissionError("the view refused the access token (or this Host): check --token") from exc
+        raise
+
+
+def split_token(url: str) -> tuple[str, str | None]:
+    """``(url without its token, token)`` of a URL as ``run --view --host`` prints it
+    (``http://HOST:PORT/?token=...``); the token is ``None`` when the URL has none."""
+    parts = urllib.parse.urlsplit(url)
+    query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
+    token = next((value for key, value in query if key == "token"), None)
+    rest = urllib.parse.urlencode([(key, value) for key, value in query if key != "token"])
+    return urllib.parse.urlunsplit(parts._replace(query=rest)), token
 
 
 def watch_url(
@@ -173,25 +205,33 @@ def watch_url(
     once: bool,
     stop: threading.Event | None = None,
     wait: float = 10.0,
+    token: str | None = None,
 ) -> int:
     """Draw the live view at ``url`` until interrupted (or once).
 
     Args:
-        url: the live view's address.
+        url: the live view's address; a ``?token=`` in it is used as the access token
+            (and never printed).
         console: where to draw.
         once: print one picture and return.
         stop: set it to end the watch (tests, embedding).
         wait: long-poll wait per request [s].
+        token: the access token (overrides one in ``url``).
 
     Returns:
-        0, or 1 when ``once`` and the view cannot be reached.
+        0; 1 when ``once`` and the view cannot be reached; 2 when the view refuses the token.
     """
     from rich.live import Live
 
+    url, in_url = split_token(url)
+    token = token or in_url
     stop = stop or threading.Event()
     if once:
         try:
-            picture = fetch_picture(url, after=None, wait=0, timeout=10)
+            picture = fetch_picture(url, after=None, wait=0, timeout=10, token=token)
+        except PermissionError as exc:
+            console.print(f"[bold red]{url}:[/] {exc}", highlight=False)
+            return 2
         except (OSError, ValueError) as exc:
             console.print(f"[bold red]cannot reach the live view at {url}:[/] {exc}", highlight=False)
             return 1
@@ -201,7 +241,10 @@ def watch_url(
     with Live(Text(f"connecting to {url} …"), console=console, refresh_per_second=8) as live:
         while not stop.is_set():
             try:
-                picture = fetch_picture(url, after=version, wait=wait, timeout=wait + 5)
+                picture = fetch_picture(url, after=version, wait=wait, timeout=wait + 5, token=token)
+            except PermissionError as exc:
+                live.update(Text(f"{url}: {exc}", style="bold red"))
+                return 2
             except (OSError, ValueError) as exc:
                 live.update(Text(f"{url}: {exc} — retrying", style="bold red"))
                 stop.wait(1.0)

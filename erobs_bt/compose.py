@@ -51,9 +51,22 @@ from erobs_bt.script.model import Script
 from erobs_bt.tree.compile import compile_tree
 from erobs_bt.tree.context import DEFAULT_TIMEOUTS, Controls, FinishReason, GoalContext, GoalEvents, Mode
 
-#: GoalContext fields a subtree sets once; every other field is per goal (reset on a restart).
+#: GoalContext fields a subtree sets once (``key_document`` is derived from the script when the
+#: context is made); every other field is per goal (reset on a restart).
 _GOAL_INPUTS = frozenset(
-    {"script", "units", "mode", "backend", "cache", "eligible", "controls", "events", "timeouts", "wake"}
+    {
+        "script",
+        "units",
+        "mode",
+        "backend",
+        "cache",
+        "eligible",
+        "controls",
+        "events",
+        "timeouts",
+        "wake",
+        "key_document",
+    }
 )
 
 

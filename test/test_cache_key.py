@@ -9,7 +9,7 @@ from pathlib import Path
 
 from erobs_bt.backends.scripted import ScriptedBackend
 from erobs_bt.batching import group_into_batches
-from erobs_bt.cache import is_eligible, make_key, round_start
+from erobs_bt.cache import KeyDocument, is_eligible, make_key, round_start
 from erobs_bt.script.parse import parse_script
 from erobs_bt.script.poses import PoseRegistry
 
@@ -20,7 +20,14 @@ START = (0.1, -1.57, 1.57, -1.57, -1.57, 0.0)
 
 
 def key_of(text: str, *, registry: PoseRegistry | None = None, revision: str = REV, start=START):
-    return make_key(parse_script(text, registry=registry), model_revision=revision, start=start)
+    """The key of ``text``; every test here also checks that the key a goal builds from its
+    once-built document (:class:`KeyDocument`) is the same key, with the same digest."""
+    script = parse_script(text, registry=registry)
+    key = make_key(script, model_revision=revision, start=start)
+    cached = KeyDocument.of(script).key(model_revision=revision, start=start)
+    assert cached == key and hash(cached) == hash(key)
+    assert cached.digest() == key.digest()
+    return key
 
 
 def registry_file(tmp_path: Path, entries: dict[str, list[float]]) -> PoseRegistry:

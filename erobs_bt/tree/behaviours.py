@@ -169,16 +169,18 @@ class ReplayCached(FutureBehaviour):
             ctx.begin_unit(self.unit)
             key = ctx.unit_key
         assert key is not None
-        solution = ctx.cache.get(key)
-        if solution is None:
+        entry = ctx.cache.lookup(key)
+        if entry is None:
             ctx.events.cache_decision(self.unit, CacheStatus.MISS, key.digest())
             self.feedback_message = "miss"
             return Status.FAILURE
-        ctx.events.cache_decision(self.unit, CacheStatus.HIT, key.digest())
-        ctx.start_plan_ahead(self.unit, solution)
-        ctx.events.phase(self.unit, "replay", detail=f"{solution.duration:.2f} s of motion")
+        # The entry carries the key's digest and the motion time (computed when it was
+        # stored): a hit encodes and hashes nothing.
+        ctx.events.cache_decision(self.unit, CacheStatus.HIT, entry.digest)
+        ctx.start_plan_ahead(self.unit, entry.solution)
+        ctx.events.phase(self.unit, "replay", detail=f"{entry.duration:.2f} s of motion")
         self.feedback_message = "replaying"
-        return ctx.backend.execute(solution, replay=True)
+        return ctx.backend.execute(entry.solution, replay=True)
 
     def on_success(self, result: Any, seconds: float) -> Status:
         self.context.events.phase(self.unit, "replay", seconds, "done")

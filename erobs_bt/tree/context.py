@@ -37,14 +37,14 @@ from __future__ import annotations
 import enum
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from erobs_bt.backends.base import MotionBackend, MotionError, Solution
 from erobs_bt.batching import Unit
-from erobs_bt.cache import CacheKey, PlanCache, make_key, round_start
+from erobs_bt.cache import CacheKey, KeyDocument, PlanCache, round_start
 from erobs_bt.script.model import JointPositions, Script
 
 #: [rad] Largest live-state deviation (any joint) from a plan-ahead's start at which the
@@ -270,6 +270,10 @@ class GoalContext:
         plan_ahead_enabled: plan the next motion unit while this one executes (module
             docstring); the orchestrator's ``plan_ahead`` option, never in preview mode.
         ahead: the pending plan-ahead, if any (touched on the goal's tick thread only).
+        key_document: the goal-content part of the goal's cache keys, built once when
+            the context is made (before the tree is compiled) for an eligible goal, so a
+            unit's start only rounds the live arm state into it (:meth:`cache_key`);
+            ``None`` for an ineligible goal.
     """
 
     script: Script
@@ -291,6 +295,19 @@ class GoalContext:
     cancel_message: str = ""
     plan_ahead_enabled: bool = False
     ahead: PlannedAhead | None = None
+    key_document: KeyDocument | None = None
+
+    def __post_init__(self) -> None:
+        """Build :attr:`key_document` for an eligible goal (compile time, not tick time)."""
+        if self.eligible and self.key_document is None:
+            self.key_document = KeyDocument.of(self.script)
+
+    def cache_key(self, *, model_revision: str, start: Sequence[float] | None) -> CacheKey:
+        """The goal's cache key for a model revision and an arm state [rad]: the same key
+        as :func:`erobs_bt.cache.make_key` of :attr:`script`, from :attr:`key_document`."""
+        if self.key_document is None:
+            self.key_document = KeyDocument.of(self.script)
+        return self.key_document.key(model_revision=model_revision, start=start)
 
     def fail(self, error: MotionError) -> None:
         """Record a failure; the first one wins (a later fatal error cannot hide behind it
@@ -313,11 +330,11 @@ class GoalContext:
         (docs/script-format.md, "Cache eligibility").
         """
         self.unit_key = None
-        if self.eligible and unit.is_motion:
-            self.unit_key = make_key(
-                self.script,
-                model_revision=self.backend.model_revision(),
-                start=self.backend.joint_positions(),
+        # A batched unit is made of motion steps only (erobs_bt.batching), so the test of
+        # every step is needed only for a single-step unit.
+        if self.eligible and (unit.batched or unit.is_motion):
+            self.unit_key = self.cache_key(
+                model_revision=self.backend.model_revision(), start=self.backend.joint_positions()
             )
 
     def store(self, solution: Solution) -> bool:
@@ -392,7 +409,7 @@ class GoalContext:
         a, b, c, d, e, f = (float(x) for x in planned_end)
         start: JointPositions = (a, b, c, d, e, f)
         if self.eligible:
-            key = make_key(self.script, model_revision=revision, start=start)
+            key = self.cache_key(model_revision=revision, start=start)
             if key in self.cache:
                 return  # the unit will replay: a plan-ahead would be wasted work
         try:
@@ -439,7 +456,7 @@ class GoalContext:
                         f"(tolerance {PLAN_AHEAD_TOLERANCE} rad)"
                     )
                 elif self.unit_key is not None:
-                    key = make_key(self.script, model_revision=ahead.model_revision, start=ahead.start)
+                    key = self.cache_key(model_revision=ahead.model_revision, start=ahead.start)
                     if key != self.unit_key:
                         reason = "its start gives another cache key than the live state"
         if reason:

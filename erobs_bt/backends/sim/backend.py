@@ -35,10 +35,11 @@ sim mounts it by hand (logged), which changes the model revision, unless a part 
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from typing import Protocol, TypeVar
 
@@ -210,6 +211,7 @@ class SimBackend:
         self._faults = _injector(cell, faults)
         self._state_lock = threading.Lock()
         self._tools = initial_tool_state(cell, gripper if gripper is not None else mounted_at_start(cell))
+        self._revision: tuple[ToolState | None, str] = (None, "")  # see model_revision()
         self._model = RobotModel(cell, self._tools)
         config = planner_config if planner_config is not None else PlannerConfig()
         if seed is not None:
@@ -230,8 +232,8 @@ class SimBackend:
         )
         self._stop_generation = 0
         self._motion_lock = threading.Lock()  # stop() vs. starting a trajectory
-        self._plan_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sim-plan")
-        self._action_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sim-action")
+        self._plan_pool = _Worker("sim-plan")
+        self._action_pool = _Worker("sim-action")
         self._closed = False
 
     # -- MotionBackend ---------------------------------------------------------------------
@@ -245,9 +247,18 @@ class SimBackend:
             return self._tools.gripper
 
     def model_revision(self) -> str:
-        """``<prefix>__<gripper>[__<cup_profile>]`` of the attached tool (from configuration only)."""
+        """``<prefix>__<gripper>[__<cup_profile>]`` of the attached tool (from configuration only).
+
+        Built once per tool state (a :class:`ToolState` is immutable, every change is a new
+        object): every unit's cache key reads it.
+        """
         with self._state_lock:
-            return self._cell.model_revision(self._tools.gripper, self._tools.cup_profile)
+            tools = self._tools
+            known, revision = self._revision
+            if known is not tools:
+                revision = self._cell.model_revision(tools.gripper, tools.cup_profile)
+                self._revision = (tools, revision)
+            return revision
 
     def prepare_goal(self, start_gripper: str) -> None:
         """Mount the script's ``start_gripper`` by hand when another tool is attached.
@@ -361,8 +372,12 @@ class SimBackend:
         """
         self._check_open()
         kind = "replay" if replay else "execute"
-        indices = sorted({s.step_index for s in solution.segments})
-        dispatch = self._dispatch(kind, replay=replay, step_types=(), step_indices=indices)
+        dispatch = self._dispatch(
+            kind,
+            replay=replay,
+            step_types=(),
+            step_indices=lambda: sorted({s.step_index for s in solution.segments}),
+        )
 
         def job() -> None:
             self._before_motion(dispatch)
@@ -502,8 +517,8 @@ class SimBackend:
             return
         self._closed = True
         self.stop()
-        self._plan_pool.shutdown(wait=True, cancel_futures=True)
-        self._action_pool.shutdown(wait=True, cancel_futures=True)
+        self._plan_pool.shutdown()
+        self._action_pool.shutdown()
         self._controller.shutdown()
 
     def __enter__(self) -> SimBackend:
@@ -590,9 +605,23 @@ class SimBackend:
 
     # -- execution -----------------------------------------------------------------------------
     def _dispatch(
-        self, kind: str, *, replay: bool, step_types: Sequence[str], step_indices: Sequence[int]
+        self,
+        kind: str,
+        *,
+        replay: bool,
+        step_types: Sequence[str],
+        step_indices: Sequence[int] | Callable[[], Sequence[int]],
     ) -> _Dispatch:
-        """Count a dispatch for fault injection (acceptance first, then its own kind)."""
+        """Count a dispatch for fault injection (acceptance first, then its own kind).
+
+        ``step_indices``: the steps involved, or a call that lists them (made only when
+        faults are configured).
+        """
+        if not self._faults.specs:  # nothing to count or fire (the usual case)
+            with self._state_lock:
+                return _Dispatch(fault=None, error=None, stop_generation=self._stop_generation)
+        if callable(step_indices):
+            step_indices = step_indices()
         fault = self._faults.check("acceptance", step_types=step_types, step_indices=step_indices)
         own = self._faults.check(kind, step_types=step_types, step_indices=step_indices)
         fault = fault if fault is not None else own
@@ -749,7 +778,7 @@ class SimBackend:
 
     def _submit(
         self,
-        pool: ThreadPoolExecutor,
+        pool: _Worker,
         job: Callable[[], _T],
         default: ErrorCode,
         *,
@@ -759,6 +788,8 @@ class SimBackend:
 
         ``cancellable``: the future stays pending until the job starts, so cancelling it
         before then skips the job (a dropped plan-ahead); otherwise it is running at once.
+        A job the worker never starts (the backend closed first) fails its future with
+        ``EXECUTION_FAILED`` (or is cancelled when still pending).
         """
         future: Future[_T] = Future()
         if not cancellable:
@@ -774,8 +805,75 @@ class SimBackend:
             else:
                 future.set_result(result)
 
-        pool.submit(run)
+        def drop() -> None:
+            if not future.cancel() and not future.done():
+                future.set_exception(MotionError(ErrorCode.EXECUTION_FAILED, "the simulated cell is closed"))
+
+        pool.submit(run, drop)
         return future
+
+
+#: A call for a :class:`_Worker` and what to call instead when it is dropped.
+_Call = tuple[Callable[[], None], Callable[[], None]]
+
+
+class _Worker:
+    """One thread that runs the calls submitted to it, in order (the backend's planning
+    worker and its action worker).
+
+    What a one-worker ``ThreadPoolExecutor`` does here, with less per call: a submit is a
+    put on a ``SimpleQueue`` (no work item, no executor future, no idle semaphore), which is
+    most of the hand-over of a replayed solution to its execution (BENCHMARKS.md, "Plan
+    cache"). The thread starts with the first call.
+    """
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._queue: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._closed = False
+
+    def submit(self, call: Callable[[], None], drop: Callable[[], None]) -> None:
+        """Queue ``call``; ``drop`` is called instead when the worker shuts down before it starts.
+
+        Raises:
+            RuntimeError: the worker was shut down.
+        """
+        with self._lock:
+            if self._closed:
+                raise RuntimeError(f"{self._name}: the worker is shut down")
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
+                self._thread.start()
+        self._queue.put((call, drop))
+
+    def shutdown(self) -> None:
+        """Start no more calls (the queued ones are dropped), wait for the running one. Idempotent."""
+        with self._lock:
+            self._closed = True
+            thread = self._thread
+        self._queue.put(None)
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                break
+            call, drop = item
+            if self._closed:
+                drop()
+            else:
+                call()
+        while True:  # calls queued behind the shutdown
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return
+            if item is not None:
+                item[1]()
 
 
 class _Port:

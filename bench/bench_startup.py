@@ -12,11 +12,14 @@ Every figure is measured three times in this run and shown as the median with th
   matrix sampled afresh (10,000 configurations, what every process and tool change paid
   before) against the same model with the matrix read from the disk cache (what a new
   process pays) and from memory (what a tool change within a process pays).
-* **one-step pipettor goal** (``anti_solvent_dispense.json``: the operator has mounted the
-  pipettor, one ``EXPEL``): submit → result of the first goal of a fresh in-process engine
-  at infinite sim speed (mounting the pipettor builds its collision model), with the
-  matrix cached against the matrix sampled afresh (a store without disk
-  and memory swapped in for the process default: a bench-only instrument).
+* **one-step pipettor goal** (``anti_solvent_dispense.json``: ``start_gripper`` pipettor on
+  a cell that starts with the ePick, so the goal mounts the pipettor by hand, then one
+  ``EXPEL``): ``Orchestrator.submit`` → the goal's result (parse, tree, the goal's thread,
+  the mount, the pipettor step at infinite sim speed, the result), in an engine that is
+  already built (``build_engine`` is not timed), with the ACM on disk. The first goal of a
+  fresh engine and the later goals of the same engine separately; and the first goal with
+  a store without disk and memory swapped in for the process default (a bench-only
+  instrument), which shows whether the goal depends on the matrix at all.
 * **the speed cap**: simulated seconds per wall second that the controller delivers while
   it plays trajectories at ``speed`` 1 … ∞, with the coarse steps it now takes against one
   control period per loop iteration (what it did before; the bench forces that through
@@ -281,12 +284,26 @@ def acm_rows() -> tuple[list[list[str]], list[list[str]]]:
     return rows, goal_rows
 
 
+#: Later goals timed per fresh engine in the pipettor-goal rows.
+LATER_GOALS = 5
+
+
 def pipettor_goal_rows(collision: object) -> list[list[str]]:
     from erobs_bt.session import EngineConfig, build_engine
 
     text = (SAMPLES / "anti_solvent_dispense.json").read_text()
-    results: dict[str, list[float]] = {"cached": [], "sampled": []}
+    results: dict[str, list[float]] = {"first": [], "later": [], "sampled": []}
+    reloads = 0
     default_store = collision.DEFAULT_ACM_STORE  # type: ignore[attr-defined]
+
+    def goal(engine: object) -> float:
+        began = time.perf_counter()
+        result = engine.orchestrator.submit(text, dry_run=False).wait(60.0)  # type: ignore[attr-defined]
+        seconds = time.perf_counter() - began
+        if not result.success:
+            raise RuntimeError(f"anti_solvent_dispense.json failed: {result.error_message}")
+        return seconds
+
     try:
         for _ in range(REPEATS):
             for mode in ("cached", "sampled"):
@@ -295,26 +312,53 @@ def pipettor_goal_rows(collision: object) -> list[list[str]]:
                 )
                 engine = build_engine(EngineConfig(backend="sim", speed=math.inf))
                 try:
-                    # The first goal of the process: mounting the pipettor builds its model.
-                    began = time.perf_counter()
-                    result = engine.orchestrator.submit(text, dry_run=False).wait(60.0)
-                    results[mode].append(time.perf_counter() - began)
-                    if not result.success:
-                        raise RuntimeError(f"anti_solvent_dispense.json failed: {result.error_message}")
+                    if engine.backend.current_gripper() == "pipettor":
+                        raise RuntimeError("the packaged cell starts with the pipettor: nothing to mount")
+                    first = goal(engine)  # the first goal of the engine: it mounts the pipettor
+                    if mode == "cached":
+                        results["first"].append(first)
+                        # the same engine again: the pipettor is mounted
+                        later = [goal(engine) for _ in range(LATER_GOALS)]
+                        results["later"].append(statistics.median(later))
+                    else:
+                        results["sampled"].append(first)
+                    reloads += engine.backend.model_reloads  # type: ignore[attr-defined]
                 finally:
                     engine.close()
     finally:
         collision.DEFAULT_ACM_STORE = default_store  # type: ignore[attr-defined]
-    ratio = statistics.median(results["sampled"]) / statistics.median(results["cached"])
+    FIGURES["pipettor first"] = statistics.median(results["first"])
+    FIGURES["pipettor later"] = statistics.median(results["later"])
+    FIGURES["pipettor reloads"] = reloads
     return [
         [
-            "`anti_solvent_dispense.json` (pipettor mounted by hand, one `EXPEL`), "
-            "first goal: submit → result",
-            spread(results["cached"]),
+            "`anti_solvent_dispense.json` (pipettor mounted by hand, one `EXPEL`): submit → result",
+            spread(results["first"]),
+            spread(results["later"]),
             spread(results["sampled"]),
-            f"{ratio:,.0f}×",
         ]
     ]
+
+
+def pipettor_reading() -> str:
+    """Issue 13's pipettor-goal target against this run's medians."""
+    first, later = FIGURES["pipettor first"], FIGURES["pipettor later"]
+    met = "met" if max(first, later) <= 0.020 else "not met"
+    reloads = int(FIGURES["pipettor reloads"])
+    return (
+        "The goal as timed: `Orchestrator.submit` of the script text until its result, in-process, "
+        "the engine already built (not timed) and the matrix on disk; it parses and validates the "
+        "script, compiles its tree, starts the goal's thread, mounts the pipettor by hand "
+        "(`start_gripper`; the cell starts with the ePick), runs the `EXPEL` at infinite sim speed "
+        "and returns the result. Later goals: the same script again on the same engine (median of "
+        f"{LATER_GOALS} per engine). Issue 13's target, ≤ 20 ms: {met} ({fmt_ms(first)} for the "
+        f"first goal, {fmt_ms(later)} for later ones). Mounting a tool no longer reloads the "
+        "collision model: the reload (the tool's geometry, scene and matrix, the table above) "
+        "waits for the first plan that needs the new tool, so a goal that plans nothing pays "
+        f"nothing for it (robot-model reloads over all these goals: {reloads}) and the matrix "
+        "sampled afresh costs this goal nothing either; a motion goal after the mount pays the "
+        "reload once, at its first plan."
+    )
 
 
 def speed_rows() -> tuple[list[list[str]], tuple[float, float]]:
@@ -429,10 +473,10 @@ def report() -> str:
     )
     goal_table = markdown_table(
         [
-            "goal (in-process engine, infinite sim speed)",
-            "ACM cached",
-            "ACM sampled afresh (before)",
-            "ratio",
+            "goal (in-process engine built beforehand, infinite sim speed)",
+            "first goal of the engine, median (min–max) of 3",
+            f"later goals (median of {LATER_GOALS} each), median (min–max) of 3",
+            "first goal, ACM sampled afresh",
         ],
         goal,
     )
@@ -466,6 +510,7 @@ def report() -> str:
         "Building the collision model of a tool (URDF, hulls, scene and the ACM), median (min–max) of 3.\n\n"
         f"{acm_table}\n\n"
         f"{goal_table}\n\n"
+        f"{pipettor_reading()}\n\n"
         "### The speed cap\n\n"
         "Simulated seconds per wall second that `SimController` delivers while a trajectory "
         f"(3 waypoints, `a → b → a`: {short:.1f} s at speed scaling 0.2, {long:.1f} s at 0.01) plays "

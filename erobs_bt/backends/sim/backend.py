@@ -460,7 +460,11 @@ class SimBackend:
 
     @property
     def model_reloads(self) -> int:
-        """How often the robot model was reloaded because its revision changed."""
+        """How often the robot model was reloaded because its revision changed.
+
+        A reload happens when a plan first needs the new tool (:meth:`_sync_model`): a
+        tool mounted and nothing planned since is not counted yet.
+        """
         return self._model.reloads
 
     def add_joint_state_listener(self, listener: JointStateListener, *, rate: float | None = None) -> bool:
@@ -717,17 +721,23 @@ class SimBackend:
         self._sync_model()
 
     def _sync_model(self) -> None:
-        """Bring the collision model to the live tool state, unless a plan holds it.
+        """Bring the collision model's held part to the live tool state, unless a plan holds it.
 
         Never waits for a plan (one may be running ahead of this execution): the plan
         holding the model restores the live state when it ends, and every plan syncs the
-        model to its own start first.
+        model to its own start first. That is also why a new tool or cup profile (a reload:
+        the tool's geometry, collision scene and matrix, milliseconds) is left to the next
+        plan: a step that plans nothing after it (a pipettor step, the mount of a goal's
+        ``start_gripper`` by hand) does not pay for a model it does not use, and
+        :attr:`model_reloads` counts the reloads planning needed.
         """
         if not self._model.lock.acquire(blocking=False):
             return
         try:
             with self._state_lock:
                 live = self._tools
+            if self._model.revision != self._cell.model_revision(live.gripper, live.cup_profile):
+                return  # another tool: the next plan reloads the model
             self._model.sync(live)
         finally:
             self._model.lock.release()

@@ -26,6 +26,8 @@ from erobs_bt.backends.sim.tools import (
 )
 from erobs_bt.script.model import EndEffector, MoveTo, ToolExchange
 
+from helpers import pipettor
+
 # Joint poses of FULL_EXPERIMENT_RUN.json (degrees, as in the script).
 SAFE_TOOL_EXCHANGE = (152.33, -110.63, -100.17, -59.12, -270.43, -207.7)
 DOCK_APPROACH = (152.33, -135.73, -106.46, -27.73, -270.37, -207.74)
@@ -293,3 +295,23 @@ def test_operator_mount_changes_the_tool_unless_a_part_is_held(packaged_cell: Ce
             tcp_pose(cell, backend.tool_state(), q)[:3, 3],
             (fk(q) @ cell.gripper("pipettor").T_flange_tcp())[:3, 3],
         )
+
+
+def test_a_tool_mounted_by_hand_is_loaded_into_the_model_only_when_a_plan_needs_it(
+    packaged_cell: CellConfig,
+) -> None:
+    with SimBackend(packaged_cell, speed=math.inf) as backend:
+        assert backend.current_gripper() == "epick"
+        backend.prepare_goal("pipettor")
+        assert backend.model_revision() == "robot_models__pipettor", "the live revision follows at once"
+        assert "pipettor SUCK" in backend.run_step(pipettor(0)).result(timeout=60)
+        assert backend.model_reloads == 0, "a pipettor step plans nothing: the model is not reloaded"
+        assert backend._model.revision != "robot_models__pipettor"
+
+        q = packaged_cell.initial_joint_state
+        solution = backend.plan([moveto(1, (*q[:5], q[5] + 0.1))]).result(timeout=60)
+        assert solution.model_revision == "robot_models__pipettor"
+        assert backend.model_reloads == 1 and backend._model.revision == "robot_models__pipettor"
+        backend.prepare_goal("epick")
+        backend.prepare_goal("pipettor")
+        assert backend.model_reloads == 1, "mounted and swapped back with nothing planned: no reload"

@@ -404,7 +404,7 @@ def speed_rows() -> tuple[list[list[str]], tuple[float, float]]:
     class OnePeriod(SimController):
         """The loop as it was: one control period per iteration."""
 
-        def _periods_per_iteration(self) -> int:
+        def _periods_per_iteration(self, lag: float = 0.0) -> int:
             return 1
 
     rows = []

@@ -17,24 +17,34 @@ the parser configured from the same cell and pose-registry files
 
 Exit codes: 0 success, 1 the goal failed (planning, execution, cancel), 2 the script
 or a configuration file is invalid.
+
+Start-up: ``validate`` is what editors and pre-commit hooks call, so it imports only the
+parser and click (its report and its rejection lines are printed with click, not rich, which
+alone costs about a fifth of its start-up); ``run`` imports rich, the engine and the
+simulated cell, and opens its MCAP bag only once the arm moves
+(:class:`~erobs_bt.viz.mcap_deferred.DeferredRecorder`). The ROS and viewer verbs' modules
+are imported only when one of them runs or the verbs are listed (:class:`_Verbs`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sys
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 from erobs_bt.backends.factory import BACKEND_KINDS
 from erobs_bt.plan import GoalPlan, NotPreviewableError, ScriptParser, plan_goal
 from erobs_bt.script.errors import ScriptError
-from erobs_bt.terminal import make_console
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.text import Text
 
 EXIT_FAILED = 1
 EXIT_INVALID = 2
@@ -86,31 +96,91 @@ def load_parser(*, cell: Path | None, poses: Path | None) -> ScriptParser:
 
 
 def labelled(label: str, text: str) -> Text:
-    """``<label> <text>`` with the label in bold red and ``text`` verbatim (no rich markup
-    or emoji codes are read from it: messages quote what the user wrote)."""
+    """``<label> <text>`` for a rich console, with the label in bold red and ``text``
+    verbatim (no rich markup or emoji codes are read from it: messages quote what the user
+    wrote)."""
+    from rich.text import Text
+
     return Text.assemble((label, "bold red"), " ", text)
 
 
-def print_invalid(console: Console, script: Path, error: Exception) -> None:
-    """``invalid <script>: <error>``: the one rejection line of every verb."""
-    console.print(labelled("invalid", f"{script}: {error}"), highlight=False, soft_wrap=True)
+def _color() -> bool | None:
+    """click's ``color`` argument: never with ``NO_COLOR`` set (https://no-color.org, as rich
+    does), else on a terminal only (click's default)."""
+    return False if os.environ.get("NO_COLOR") else None
 
 
-def print_configuration_error(console: Console, error: Exception) -> None:
-    """``configuration error: <error>``."""
-    console.print(labelled("configuration error:", str(error)), highlight=False, soft_wrap=True)
+def _echo_labelled(label: str, text: str, *, err: bool, fg: str) -> None:
+    """``<label> <text>`` with the label in bold ``fg`` on a terminal, ``text`` verbatim."""
+    click.echo(f"{click.style(label, fg=fg, bold=True)} {text}", err=err, color=_color())
+
+
+def print_invalid(script: Path, error: Exception) -> None:
+    """``invalid <script>: <error>`` on stderr: the one rejection line of every verb."""
+    _echo_labelled("invalid", f"{script}: {error}", err=True, fg="red")
+
+
+def print_configuration_error(error: Exception) -> None:
+    """``configuration error: <error>`` on stderr."""
+    _echo_labelled("configuration error:", str(error), err=True, fg="red")
 
 
 def fail_invalid(script: Path, error: Exception) -> NoReturn:
     """Print ``invalid <script>: <error>`` on stderr and exit 2."""
-    print_invalid(make_console(stderr=True), script, error)
+    print_invalid(script, error)
     sys.exit(EXIT_INVALID)
 
 
 def fail_configuration(error: Exception) -> NoReturn:
     """Print ``configuration error: <error>`` on stderr and exit 2."""
-    print_configuration_error(make_console(stderr=True), error)
+    print_configuration_error(error)
     sys.exit(EXIT_INVALID)
+
+
+def aligned(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """The lines of a plain table: columns padded to their widest cell, two spaces apart, the
+    header (bold on a terminal) over a rule of ``─``."""
+    widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header))]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(cell.ljust(width) for cell, width in zip(cells, widths, strict=True)).rstrip()
+
+    return [click.style(line(header), bold=True), "  ".join("─" * w for w in widths), *map(line, rows)]
+
+
+class _Verbs(click.Group):
+    """The verbs: this module's own, and those of :data:`LAZY_VERB_MODULES`, imported only
+    when one of their verbs runs or the verbs are listed (``--help``, shell completion)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._lazy_loaded = False
+
+    def _load_lazy(self) -> None:
+        if self._lazy_loaded:
+            return
+        self._lazy_loaded = True
+        import importlib
+
+        for module in LAZY_VERB_MODULES:
+            for command in importlib.import_module(module).COMMANDS:
+                self.add_command(command)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        self._load_lazy()
+        return super().list_commands(ctx)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        command = super().get_command(ctx, cmd_name)
+        if command is None and not self._lazy_loaded:
+            self._load_lazy()
+            command = super().get_command(ctx, cmd_name)
+        return command
+
+
+#: Modules whose ``COMMANDS`` are verbs of ``erobs-bt`` (ROS verbs, viewers). Neither imports
+#: rclpy or the viewers at import time; the verbs do when they run.
+LAZY_VERB_MODULES: tuple[str, ...] = ("erobs_bt.ros.commands", "erobs_bt.viz.commands")
 
 
 _CELL_OPTION = click.option(
@@ -120,7 +190,7 @@ _CELL_OPTION = click.option(
 )
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=_Verbs, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="erobs_bt", message="erobs-bt %(version)s")
 def main() -> None:
     """Run EROBS lab-robot task scripts as behaviour trees."""
@@ -160,7 +230,6 @@ def validate(script: Path, poses: Path | None, cell: Path | None, no_batching: b
 
     Exactly the checks `run`, `preview` and the ROS node make before anything moves.
     """
-    console = make_console()
     try:
         plan = load_plan(script, poses=poses, cell=cell, enable_batching=not no_batching)
     except ConfigurationError as exc:
@@ -177,20 +246,25 @@ def validate(script: Path, poses: Path | None, cell: Path | None, no_batching: b
     if as_json:
         click.echo(json.dumps({"valid": True, **report}, indent=2))
         return
-    console.print(
-        f"[bold green]valid[/] {script}: {report['tasks']} tasks → {report['total_steps']} steps, "
+    _echo_labelled(
+        "valid",
+        f"{script}: {report['tasks']} tasks → {report['total_steps']} steps, "
         f"{len(plan.units)} units (batching {'off' if no_batching else 'on'})",
-        highlight=False,
+        err=False,
+        fg="green",
     )
-    table = Table("unit", "kind", "steps", "action")
+    rows = []
     for unit in report["units"]:
         steps = unit["steps"]
         span = f"{steps[0]}" if len(steps) == 1 else f"{steps[0]}–{steps[-1]}"
-        table.add_row(str(unit["unit"]), unit["kind"], span, unit["label"])
-    console.print(table)
-    console.print(f"cache eligible: {'yes' if report['cache_eligible'] else 'no (needs exactly one batch)'}")
-    console.print(f"previewable:    {'yes' if report['previewable'] else 'no — ' + report['preview_error']}")
-    console.print(f"key sha256:     {report['key_sha256']}")
+        rows.append([str(unit["unit"]), unit["kind"], span, unit["label"]])
+    lines = [
+        *aligned(["unit", "kind", "steps", "action"], rows),
+        f"cache eligible: {'yes' if report['cache_eligible'] else 'no (needs exactly one batch)'}",
+        f"previewable:    {'yes' if report['previewable'] else 'no — ' + report['preview_error']}",
+        f"key sha256:     {report['key_sha256']}",
+    ]
+    click.echo("\n".join(lines), color=_color())
 
 
 @main.command()
@@ -376,45 +450,47 @@ def _run_goals(
     plan_ahead: bool = True,
     view_host: str = "127.0.0.1",
 ) -> int:
-    from erobs_bt.console import ConsoleProgress
-    from erobs_bt.session import EngineConfig, build_engine
-    from erobs_bt.viz.mcap_record import mcap_path_for
-    from erobs_bt.viz.runlog import RunLogWriter
-
-    console = make_console()
-    errors = make_console(stderr=True)
     # The goal plan first, with the cell's parser: an invalid script is refused before the
-    # simulated cell is even built, with the message the node and `validate` give.
+    # simulated cell is even built (or rich imported), with the message the node and
+    # `validate` give.
     try:
         plan = load_plan(script, poses=poses, cell=cell, enable_batching=not no_batching, preview=dry_run)
     except ConfigurationError as exc:
-        print_configuration_error(errors, exc)
+        print_configuration_error(exc)
         return EXIT_INVALID
     except (ScriptError, NotPreviewableError, OSError) as exc:
-        print_invalid(errors, script, exc)
+        print_invalid(script, exc)
         return EXIT_INVALID
-    text = script.read_bytes().decode("utf-8")  # valid UTF-8: the plan was made from these bytes
-    config = EngineConfig(
-        backend=backend,
-        cell=cell,
-        poses=poses,
-        faults=faults,
-        speed=speed,
-        enable_batching=not no_batching,
-        plan_ahead=plan_ahead,
-    )
-    progress = ConsoleProgress(console)
-    try:
-        engine = build_engine(config, listener=progress)
-    except (ScriptError, ValueError, OSError) as exc:
-        print_configuration_error(errors, exc)
-        return EXIT_INVALID
+
+    with _collector_paused():
+        from erobs_bt.console import ConsoleProgress, make_console
+        from erobs_bt.session import EngineConfig, build_engine
+        from erobs_bt.viz.runlog import RunLogWriter
+
+        console = make_console()
+        errors = make_console(stderr=True)
+        text = script.read_bytes().decode("utf-8")  # valid UTF-8: the plan was made from these bytes
+        config = EngineConfig(
+            backend=backend,
+            cell=cell,
+            poses=poses,
+            faults=faults,
+            speed=speed,
+            enable_batching=not no_batching,
+            plan_ahead=plan_ahead,
+        )
+        progress = ConsoleProgress(console)
+        try:
+            engine = build_engine(config, listener=progress)
+        except (ScriptError, ValueError, OSError) as exc:
+            print_configuration_error(exc)
+            return EXIT_INVALID
     units = plan.units
     log_path = log_file if log_file is not None else default_log_path(script)
     run_log = RunLogWriter(log_path)
     run_log.follow_joint_states(engine.backend)  # joint states for the history's replay
     engine.orchestrator.listener.add(run_log)
-    bag = None if no_mcap else _start_bag(engine, mcap_file or mcap_path_for(log_path), errors)
+    bag = None if no_mcap else _start_bag(engine, mcap_file, log_path, errors)
     live_view = None
     try:
         if view_port is not None:
@@ -457,6 +533,9 @@ def _run_goals(
             if not result.success:
                 code = EXIT_FAILED
                 break
+        delivered = delivered_speed(engine.backend, speed)
+        if delivered is not None and not dry_run:
+            console.print(delivered, highlight=False)
         if live_view is not None:
             _linger(live_view, console)
         return code
@@ -466,21 +545,66 @@ def _run_goals(
         engine.close()
         run_log.close()
         console.print(f"run log: {log_path}  (erobs-bt log {log_path})", highlight=False)
-        if bag is not None:
-            bag.close()
+        if bag is not None and bag.close() is not None:
             console.print(f"ROS 2 bag: {bag.path}  (ros2 bag play {bag.path})", highlight=False)
 
 
-def _start_bag(engine: Any, path: Path, errors: Console) -> Any:
-    """Start recording the run to ``path`` (MCAP); ``None`` with a warning when it cannot be."""
-    from erobs_bt.viz.mcap_record import McapRecorder
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector while ``run`` imports the engine and builds it.
 
+    Those imports create some hundred thousand objects that all stay alive (modules,
+    classes, functions), and each time enough accumulate the collector traverses all of
+    them: about a tenth of the CPU before the first motion (``bench/bench_startup.py``).
+    Reference counting still frees everything meanwhile; afterwards the collector runs as
+    usual, with the objects of the start-up moved out of its way (``gc.freeze``) when it was
+    enabled before. Nothing is changed when it was already disabled.
+    """
+    import gc
+
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
     try:
-        bag = McapRecorder(path)
-    except (OSError, ValueError, ImportError) as exc:
-        errors.print(f"[yellow]not recording the MCAP bag[/]: {exc}", highlight=False)
+        yield
+    finally:
+        gc.freeze()
+        gc.enable()
+
+
+def delivered_speed(backend: Any, asked: float) -> str | None:
+    """``simulated 2.75 s of motion in 0.0031 s of wall time: 887× (asked 1,000×)``: what the
+    simulated arm's controller measured (:meth:`SimController.playback
+    <erobs_bt.backends.sim.controller.SimController.playback>`) over every motion of the
+    process; ``None`` for a backend without one (a real arm runs in real time) or before any
+    motion."""
+    playback = getattr(getattr(backend, "controller", None), "playback", None)
+    if playback is None:
         return None
-    bag.attach(engine.backend)
+    played = playback()
+    if not played.simulated > 0.0:
+        return None
+
+    def factor(value: float) -> str:
+        return f"{value:,.0f}" if value >= 100.0 else f"{value:.3g}"
+
+    return (
+        f"simulated {played.simulated:.2f} s of motion in {played.wall:.4f} s of wall time: "
+        f"{factor(played.factor)}× (asked {factor(asked)}×)"
+    )
+
+
+def _start_bag(engine: Any, path: Path | None, log_path: Path, errors: Console) -> Any:
+    """Record the run to ``path`` (default: beside the run log) as an MCAP bag opened when
+    the arm first moves (:class:`~erobs_bt.viz.mcap_deferred.DeferredRecorder`); a warning
+    when it cannot be opened."""
+    from erobs_bt.viz.mcap_deferred import DeferredRecorder
+
+    def warn(reason: str) -> None:
+        errors.print(f"[yellow]not recording the MCAP bag[/]: {reason}", highlight=False)
+
+    bag = DeferredRecorder(path, engine.backend, log_path=log_path, on_error=warn)
     engine.orchestrator.listener.add(bag)
     return bag
 
@@ -520,6 +644,8 @@ def _return_to(engine: Any, start: Any, progress: Any, console: Console) -> bool
         "poses": {"repeat_start": [math.degrees(a) for a in start]},
         "tasks": [{"task_type": "moveto", "target": "repeat_start", "planning_type": "joint"}],
     }
+    from erobs_bt.terminal import make_console
+
     console.print("[dim]returning to the start state for the next repeat[/]")
     progress.begin(1)
     result = engine.orchestrator.submit(json.dumps(document), dry_run=False).wait()
@@ -569,17 +695,6 @@ def _prompt_resume(orchestrator: Any, console: Console) -> None:
     reply = orchestrator.cancel() if answer.strip().lower().startswith("c") else orchestrator.resume()
     console.print(reply.message, highlight=False)
 
-
-def _register_commands() -> None:
-    # Neither module imports rclpy or the viewers at import time; the verbs do when they run.
-    from erobs_bt.ros.commands import COMMANDS as ROS_COMMANDS
-    from erobs_bt.viz.commands import COMMANDS as VIZ_COMMANDS
-
-    for command in (*ROS_COMMANDS, *VIZ_COMMANDS):
-        main.add_command(command)
-
-
-_register_commands()
 
 if __name__ == "__main__":
     main()

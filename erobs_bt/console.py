@@ -12,13 +12,15 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
-from rich.table import Table
 
 from erobs_bt.orchestrator import OrchestratorListener, Result, State
 from erobs_bt.terminal import make_console
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 __all__ = ["ConsoleProgress", "RunTotals", "make_console"]
 
@@ -101,6 +103,8 @@ class ConsoleProgress(OrchestratorListener):
 
     def summary(self, result: Result, *, title: str) -> Table:
         """A table of the goal's outcome and timings."""
+        from rich.table import Table  # after the run: not on the way to the first motion
+
         totals = self.totals
         table = Table(title=title, show_header=False)
         status = "[green]SUCCEEDED[/]" if result.success else f"[red]{result.status.value}[/]"

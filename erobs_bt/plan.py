@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,7 +46,6 @@ __all__ = [
     "plan_script",
 ]
 
-_LOG = logging.getLogger(__name__)
 
 #: What a user is told when validation itself fails (a bug): no internal exception text.
 INTERNAL_ERROR = (
@@ -269,7 +267,9 @@ def plan_goal(
     except ScriptError:
         raise
     except Exception:
-        _LOG.exception("internal error while validating a script")
+        import logging  # here: `validate` imports no logging otherwise
+
+        logging.getLogger(__name__).exception("internal error while validating a script")
         raise ScriptError("", INTERNAL_ERROR) from None
     plan = plan_script(script, enable_batching=enable_batching)
     if preview:

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from erobs_bt.backends.base import ArmSegment, ErrorCode, MotionError, TrajectoryPoint
-from erobs_bt.backends.sim.controller import MAX_PERIODS_PER_STEP, SimController
+from erobs_bt.backends.sim.controller import MAX_PERIODS_PER_STEP, Playback, SimController
 from erobs_bt.backends.sim.kinematics import ACCELERATION_LIMITS, VELOCITY_LIMITS
 from erobs_bt.backends.sim.timing import time_parameterize
 
@@ -103,8 +103,10 @@ def test_second_trajectory_while_busy_is_rejected(controller: SimController) -> 
     first.result(timeout=30)
 
 
-def test_stop_ramps_down_within_the_acceleration_limit_and_stays_on_the_path() -> None:
-    controller = SimController(Q_START, speed=5.0, state_rate=1e6)
+@pytest.mark.parametrize("speed", [5.0, 1000.0])
+def test_stop_ramps_down_within_the_acceleration_limit_and_stays_on_the_path(speed: float) -> None:
+    """At 1000× as at 5×: the coarse steps of fast playback never reach into a stop ramp."""
+    controller = SimController(Q_START, speed=speed, state_rate=1e6)
     far = (2.0, -0.8, 0.3, -0.5, -1.0, 1.5)
     seg = segment(Q_START, far, scaling=1.0)
     samples: list[tuple[float, np.ndarray, np.ndarray]] = []
@@ -260,6 +262,54 @@ def test_a_high_speed_controller_advances_several_periods_per_step() -> None:
         assert slow._periods_per_iteration() == 1
         assert fast._periods_per_iteration() == 250
         assert unlimited._periods_per_iteration() == MAX_PERIODS_PER_STEP
+        # A loop behind its deadline makes the lag up in the next step, within the cap.
+        assert slow._periods_per_iteration(lag=0.01) == 5
+        assert fast._periods_per_iteration(lag=0.001) == 750
+        assert fast._periods_per_iteration(lag=1.0) == MAX_PERIODS_PER_STEP
     finally:
         for ctl in (slow, fast, unlimited):
             ctl.shutdown()
+
+
+@pytest.mark.parametrize("speed", [1000.0, 10000.0, math.inf])
+def test_playback_reports_the_simulated_time_played_and_never_a_speed_above_the_asked_one(
+    speed: float,
+) -> None:
+    """What ``erobs-bt run`` prints: simulated seconds of motion against the wall time they took,
+    measured by the controller; each motion ends exactly at its last point, and no earlier in
+    wall time than ``duration / speed`` after its execute() call (so the figure never exceeds
+    the asked speed; how close it comes depends on the machine and is benchmarked, not tested)."""
+    ctl = SimController(Q_START, speed=speed)
+    try:
+        assert ctl.playback() == Playback() and math.isnan(ctl.playback().factor)
+        there, back = segment(Q_START, Q_GOAL, scaling=1.0), segment(Q_GOAL, Q_START, scaling=0.5)
+        ctl.execute(there).result(timeout=60)
+        assert ctl.joint_positions() == Q_GOAL
+        ctl.execute(back).result(timeout=60)
+        assert ctl.joint_positions() == Q_START
+        played = ctl.playback()
+    finally:
+        ctl.shutdown()
+    assert played.trajectories == 2
+    period = 1.0 / 500.0
+    # Whole control periods: each motion's last period may pass its end by less than one.
+    assert there.duration + back.duration <= played.simulated < there.duration + back.duration + 2 * period
+    assert played.wall > 0.0
+    if math.isfinite(speed):
+        assert played.wall >= played.simulated / speed
+        assert played.factor <= speed
+
+
+def test_a_stopped_motion_counts_its_ramp_in_the_playback() -> None:
+    ctl = SimController(Q_START, speed=1000.0)
+    try:
+        far = segment(Q_START, (2.0, -0.8, 0.3, -0.5, -1.0, 1.5), scaling=1.0)
+        fault = MotionError(ErrorCode.EXECUTION_FAILED, "injected")
+        with pytest.raises(MotionError, match="injected"):
+            ctl.execute(far, fault=(far.duration * 0.5, fault)).result(timeout=60)
+        played = ctl.playback()
+    finally:
+        ctl.shutdown()
+    assert played.trajectories == 1
+    # Half the trajectory at full speed, then a ramp to rest: more than half, less than all.
+    assert far.duration * 0.5 < played.simulated < far.duration + 1.0

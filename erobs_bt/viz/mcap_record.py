@@ -387,19 +387,25 @@ class McapRecorder(OrchestratorListener):
             self._poll_backend = True
 
     def joint_state(
-        self, names: Sequence[str], positions: Sequence[float], velocities: Sequence[float] | None
+        self,
+        names: Sequence[str],
+        positions: Sequence[float],
+        velocities: Sequence[float] | None,
+        *,
+        received: float | None = None,
     ) -> None:
-        """Record one arm state (positions [rad], velocities [rad/s]) now."""
+        """Record one arm state (positions [rad], velocities [rad/s]), received ``received``
+        [epoch s] (default: now; a caller that held it back passes when it came)."""
         from erobs_bt.ros import convert
 
-        now = time.time()
+        now = time.time() if received is None else received
         msg = convert.joint_state_msg(names, positions, velocities, stamp=convert.time_msg(now))
-        self._write("joint_states", msg, now)
+        self._write("joint_states", msg, now, received=now)
 
     # -- orchestrator callbacks ----------------------------------------------------------
-    def event(self, goal_id: str, record: Mapping[str, Any]) -> None:
+    def event(self, goal_id: str, record: Mapping[str, Any], *, received: float | None = None) -> None:
         """A ``state`` record becomes an ``ExecutionState``; ``goal_started`` and
-        ``goal_finished`` an action status."""
+        ``goal_finished`` an action status (``received`` as for :meth:`joint_state`)."""
         from erobs_bt.ros import convert
 
         kind = record.get("event")
@@ -418,17 +424,18 @@ class McapRecorder(OrchestratorListener):
                 unit_index=unit_index,
                 stamp=convert.time_msg(t),
             )
-            self._write("execution_state", msg, t)
+            self._write("execution_state", msg, t, received=received)
         elif kind == "goal_started":
-            self._write_status(goal_id, "STATUS_EXECUTING", t)
+            self._write_status(goal_id, "STATUS_EXECUTING", t, received=received)
         elif kind == "goal_finished":
             status = {"SUCCEEDED": "STATUS_SUCCEEDED", "CANCELED": "STATUS_CANCELED"}.get(
                 str(record.get("status")), "STATUS_ABORTED"
             )
-            self._write_status(goal_id, status, t)
+            self._write_status(goal_id, status, t, received=received)
 
-    def feedback(self, goal_id: str, feedback: Feedback) -> None:
-        """Record the feedback as the action's ``FeedbackMessage``."""
+    def feedback(self, goal_id: str, feedback: Feedback, *, received: float | None = None) -> None:
+        """Record the feedback as the action's ``FeedbackMessage`` (``received`` as for
+        :meth:`joint_state`)."""
         from unique_identifier_msgs.msg import UUID
 
         from erobs_bt.ros import convert
@@ -437,7 +444,8 @@ class McapRecorder(OrchestratorListener):
         msg = _action_message_type(TOPIC_TYPES["feedback"])(
             goal_id=UUID(uuid=list(self._goal_uuid(goal_id))), feedback=convert.feedback_to_msg(feedback)
         )
-        self._write("feedback", msg, time.time())
+        now = time.time() if received is None else received
+        self._write("feedback", msg, now, received=now)
 
     def ticked(self, goal_id: str, root: py_trees.behaviour.Behaviour) -> None:
         """Note the tick; the snapshot thread sends what changed."""
@@ -452,7 +460,7 @@ class McapRecorder(OrchestratorListener):
     def _derived_uuid(self, goal_id: str) -> bytes:
         return uuid.uuid5(uuid.NAMESPACE_URL, f"erobs_bt:{self.path.name}:{goal_id}").bytes
 
-    def _write_status(self, goal_id: str, status: str, t: float) -> None:
+    def _write_status(self, goal_id: str, status: str, t: float, *, received: float | None = None) -> None:
         from action_msgs.msg import GoalInfo, GoalStatus, GoalStatusArray
         from unique_identifier_msgs.msg import UUID
 
@@ -460,15 +468,15 @@ class McapRecorder(OrchestratorListener):
 
         info = GoalInfo(goal_id=UUID(uuid=list(self._goal_uuid(goal_id))), stamp=convert.time_msg(t))
         msg = GoalStatusArray(status_list=[GoalStatus(goal_info=info, status=getattr(GoalStatus, status))])
-        self._write("status", msg, t)
+        self._write("status", msg, t, received=received)
 
     def _write_snapshot(self, state: Any) -> None:
         from erobs_bt.ros import convert
 
         self._write("tree_snapshot", convert.snapshot_to_msg(state, with_json=False), state.stamp)
 
-    def _write(self, key: str, msg: Any, stamp: float) -> None:
-        log_ns = time.time_ns()
+    def _write(self, key: str, msg: Any, stamp: float, *, received: float | None = None) -> None:
+        log_ns = time.time_ns() if received is None else round(received * _NANO)
         publish_ns = round(stamp * _NANO)
         encoder = self._encoders.get(key)
         try:
@@ -490,8 +498,8 @@ class McapRecorder(OrchestratorListener):
                 self._closed = True
                 return
             self.counts[topic] = sequence + 1
-            if self._first_ns is None:
-                self._first_ns = log_ns
+            if self._first_ns is None or log_ns < self._first_ns:
+                self._first_ns = log_ns  # messages held back come after newer snapshots
             self._last_ns = max(self._last_ns, log_ns)
 
     def _run(self) -> None:

@@ -22,6 +22,14 @@ the states. Faults fire and trajectories end at the same period at every speed, 
 stop ramp is still integrated period by period, so the final states do not depend on
 ``speed``.
 
+A trajectory's clock starts when :meth:`SimController.execute` is called (not when the
+controller thread wakes up for it), an iteration that finds the loop behind its deadline
+advances the lag's worth of periods at once, and a trajectory's future completes no
+earlier than ``duration / speed`` after the call: the wake-up and set-up costs of a goal
+are absorbed instead of capping the speed, and the speed is never exceeded.
+:meth:`SimController.playback` reports what was delivered (simulated seconds of motion
+against the wall time they took), measured, so a front end can say it.
+
 Stopping, like UR's speed slider (motion-planning.md §6): a time-scaling factor ``s``
 (1 while playing) is ramped to 0, so the arm decelerates along the trajectory path and
 stays on it. Joint velocity is ``s·q′(τ)`` and acceleration ``s²·q″(τ) + ṡ·q′(τ)``; each
@@ -73,12 +81,14 @@ DEFAULT_STATE_RATE = 50.0
 MIN_WALL_STEP = 0.0005
 #: Most control periods one loop iteration advances (10 s of simulated time at 500 Hz).
 MAX_PERIODS_PER_STEP = 5000
+#: Wall time [s] before a trajectory's end that the loop stops sleeping and polls the clock.
+_END_SPIN = 0.0002
 #: Fraction of the acceleration limit always available to the stop ramp.
 _RAMP_FLOOR = 0.05
 #: Velocities below this [rad/s] do not constrain the stop ramp.
 _TINY_VELOCITY = 1e-9
 
-__all__ = ["JointState", "JointStateListener", "SimController"]
+__all__ = ["JointState", "JointStateListener", "Playback", "SimController"]
 
 
 @dataclass
@@ -107,6 +117,30 @@ class JointState:
     sim_time: float
 
 
+@dataclass(frozen=True)
+class Playback:
+    """What the controller delivered, measured: simulated time of motion against wall time.
+
+    Attributes:
+        trajectories: trajectories played to their end or to a stop (rejected ones excluded).
+        simulated: simulated seconds of motion they took (a stop ramp included).
+        wall: wall seconds from each :meth:`SimController.execute` call to the end of its
+            motion, summed (time between trajectories is not counted).
+    """
+
+    trajectories: int = 0
+    simulated: float = 0.0
+    wall: float = 0.0
+
+    @property
+    def factor(self) -> float:
+        """Delivered simulated seconds per wall second (``math.inf`` when no wall time
+        elapsed, ``nan`` when nothing was played)."""
+        if self.simulated <= 0.0:
+            return math.nan
+        return self.simulated / self.wall if self.wall > 0.0 else math.inf
+
+
 class _Active:
     """The trajectory being played (owned by the controller, guarded by its lock)."""
 
@@ -118,7 +152,10 @@ class _Active:
         future: Future[None],
         fault: tuple[float, MotionError] | None,
         step_index: int,
+        called: float,
     ) -> None:
+        self.called = called  # time.monotonic() of the execute() call: the clock's origin
+        self.started: float | None = None  # simulated time when the controller took it
         self.times = times
         self.positions = positions
         self.velocities = velocities
@@ -239,6 +276,7 @@ class SimController:
         self._sim_time = 0.0
         self._active: _Active | None = None
         self._listeners: list[_Subscriber] = []
+        self._playback = Playback()
         self._shutdown = False
         self._idle = threading.Event()
         self._idle.set()
@@ -255,6 +293,11 @@ class SimController:
     def speed(self) -> float:
         """Simulated seconds per wall second."""
         return self._speed
+
+    def playback(self) -> Playback:
+        """What the controller has delivered since it started (see :class:`Playback`)."""
+        with self._cond:
+            return self._playback
 
     def joint_positions(self) -> JointPositions:
         """The live arm state [rad], :attr:`joint_names` order."""
@@ -372,6 +415,7 @@ class SimController:
             a rejected trajectory (busy controller, start-state deviation, malformed
             points) or a stop, or the injected ``error``.
         """
+        called = time.monotonic()
         future: Future[None] = Future()
         future.set_running_or_notify_cancel()
         try:
@@ -401,7 +445,7 @@ class SimController:
                 times = np.concatenate(([0.0], times))
                 positions = np.vstack((self._positions, positions))
                 velocities = np.vstack((np.zeros_like(self._positions), velocities))
-            self._active = _Active(times, positions, velocities, future, fault, segment.step_index)
+            self._active = _Active(times, positions, velocities, future, fault, segment.step_index, called)
             for subscriber in self._listeners:
                 subscriber.due = self._sim_time  # the first control period notifies
             self._idle.clear()
@@ -446,14 +490,16 @@ class SimController:
         until = math.ceil((next_due - self._sim_time) / self._period - 1e-9)
         return max(1, min(periods, until))
 
-    def _periods_per_iteration(self) -> int:
-        """Control periods per loop iteration: enough that an iteration spans at least
+    def _periods_per_iteration(self, lag: float = 0.0) -> int:
+        """Control periods for the next loop iteration: enough that an iteration spans at least
         :data:`MIN_WALL_STEP` of wall time (1 up to ``speed`` 7; 250 at ``speed`` 1000), so the
-        loop's own cost (tens of µs) never caps the speed; :data:`MAX_PERIODS_PER_STEP` at
-        ``speed = inf``."""
+        loop's own cost (tens of µs) never caps the speed, plus the periods of ``lag`` [s of wall
+        time the loop is behind its deadline], so a late start or a starved thread is made up in
+        one step; at most :data:`MAX_PERIODS_PER_STEP` (always that at ``speed = inf``)."""
         if not math.isfinite(self._speed):
             return MAX_PERIODS_PER_STEP
-        return max(1, min(MAX_PERIODS_PER_STEP, int(self._speed * MIN_WALL_STEP / self._period)))
+        periods = (MIN_WALL_STEP + max(0.0, lag)) * self._speed / self._period
+        return max(1, min(MAX_PERIODS_PER_STEP, int(periods)))
 
     def _arrays(
         self, segment: ArmSegment
@@ -574,13 +620,14 @@ class SimController:
         return False
 
     def _run(self) -> None:
-        deadline = time.monotonic()
-        periods = self._periods_per_iteration()
+        finite = math.isfinite(self._speed)
+        deadline = time.monotonic()  # wall time [monotonic s] the simulated clock has reached
+        current: _Active | None = None  # the trajectory ``deadline`` is counted for
         while True:
-            finished: tuple[Future[None], MotionError | None] | None = None
+            finished: tuple[_Active, MotionError | None] | None = None
             snapshot: JointState | None = None
             due: list[JointStateListener] | None = None
-            advanced = 0
+            advanced = 0.0  # simulated seconds this iteration
             with self._cond:
                 if self._shutdown:
                     break
@@ -592,32 +639,42 @@ class SimController:
                         self._cond.wait()
                     if self._shutdown:
                         break
-                    deadline = time.monotonic()
                     if self._active is None and self._listeners:
                         snapshot = self._snapshot()
                 else:
-                    advanced = self._periods_until_due(periods)
-                    outcome = self._advance(active, advanced)
+                    if active is not current:
+                        # The trajectory's clock starts at the execute() call: the thread's
+                        # wake-up and the goal's set-up are made up, not lost.
+                        current, deadline, active.started = active, active.called, self._sim_time
+                    lag = time.monotonic() - deadline if finite else 0.0
+                    before = self._sim_time
+                    outcome = self._advance(active, self._periods_until_due(self._periods_per_iteration(lag)))
+                    advanced = self._sim_time - before
                     if outcome is not False:
                         self._active = None
-                        finished = (active.future, None if outcome is True else outcome)  # type: ignore[arg-type]
+                        finished = (active, None if outcome is True else outcome)  # type: ignore[assignment]
                     due = self._due(finished is not None)
                     if due:
                         snapshot = self._snapshot()
+            if active is not None and finite:
+                deadline += advanced / self._speed
             if snapshot is not None:
                 self._notify(snapshot, due)
             if finished is not None:
-                future, error = finished
+                done, error = finished
+                if finite:
+                    # The motion ends at its wall time, never earlier: the speed is not exceeded.
+                    _sleep_until(deadline)
+                self._record(done)
                 if error is None:
-                    future.set_result(None)
+                    done.future.set_result(None)
                 else:
-                    future.set_exception(error)
+                    done.future.set_exception(error)
                 with self._cond:
                     if self._active is None:
                         self._idle.set()
                 continue
-            if active is not None and math.isfinite(self._speed):
-                deadline += advanced * self._period / self._speed
+            if active is not None and finite:
                 delay = deadline - time.monotonic()
                 if delay > 0.0:
                     time.sleep(delay)
@@ -634,3 +691,23 @@ class SimController:
                 )
             )
         self._idle.set()
+
+    def _record(self, done: _Active) -> None:
+        """Add a finished (or stopped) trajectory to :meth:`playback`: its simulated time and
+        the wall time from its execute() call until now."""
+        wall = time.monotonic() - done.called
+        with self._cond:
+            simulated = self._sim_time - (done.started if done.started is not None else self._sim_time)
+            total = self._playback
+            self._playback = Playback(total.trajectories + 1, total.simulated + simulated, total.wall + wall)
+
+
+def _sleep_until(deadline: float) -> None:
+    """Return at ``deadline`` [time.monotonic() s] (at once when it has passed): sleep to within
+    :data:`_END_SPIN` of it, then poll the clock, because ``time.sleep`` wakes tens of µs late,
+    which is a tenth of a 1 s trajectory's wall time at ``speed`` 10,000."""
+    delay = deadline - time.monotonic() - _END_SPIN
+    if delay > 0.0:
+        time.sleep(delay)
+    while time.monotonic() < deadline:
+        pass

@@ -327,7 +327,8 @@ def _engine_options(command: Any) -> Any:
             type=click.FloatRange(min=0.01),
             default=1.0,
             show_default=True,
-            help="Simulated-time factor (2 = twice real time).",
+            help="Simulated-time factor (2 = twice real time); a run ends by saying what the "
+            "simulated arm delivered.",
         ),
         click.option(
             "--repeat",

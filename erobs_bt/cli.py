@@ -558,8 +558,11 @@ def _collector_paused() -> Iterator[None]:
     classes, functions), and each time enough accumulate the collector traverses all of
     them: about a tenth of the CPU before the first motion (``bench/bench_startup.py``).
     Reference counting still frees everything meanwhile; afterwards the collector runs as
-    usual, with the objects of the start-up moved out of its way (``gc.freeze``) when it was
-    enabled before. Nothing is changed when it was already disabled.
+    usual. When ``erobs-bt`` is the program (not a command called from another one, such as
+    a test runner), the objects of the start-up are also moved out of its way for good
+    (``gc.freeze``): freezing is a decision for the whole process, and a host program may
+    still need the collector to free its own cycles (an rclpy node caught in one leaves its
+    ROS domain only when collected). Nothing is changed when the collector was disabled.
     """
     import gc
 
@@ -570,8 +573,15 @@ def _collector_paused() -> Iterator[None]:
     try:
         yield
     finally:
-        gc.freeze()
+        if _is_the_program():
+            gc.freeze()
         gc.enable()
+
+
+def _is_the_program() -> bool:
+    """True when this process was started as ``erobs-bt`` or ``python -m erobs_bt``."""
+    entry = Path(sys.argv[0]) if sys.argv and sys.argv[0] else Path()
+    return entry.name == "erobs-bt" or (entry.name == "__main__.py" and entry.parent.name == "erobs_bt")
 
 
 def delivered_speed(backend: Any, asked: float) -> str | None:

@@ -5,6 +5,7 @@ simulated arm delivered."""
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 import re
@@ -95,6 +96,7 @@ def test_validate_prints_its_report_as_an_aligned_table(samples_dir: Path) -> No
 
 
 def test_run_says_what_speed_the_simulated_arm_delivered(samples_dir: Path, tmp_path: Path) -> None:
+    frozen = gc.get_freeze_count()
     result = CliRunner().invoke(
         main,
         [
@@ -119,6 +121,7 @@ def test_run_says_what_speed_the_simulated_arm_delivered(samples_dir: Path, tmp_
     motion = sum(float(r["detail"].split(" s of motion")[0]) for r in planned)
     assert abs(simulated - motion) < 0.02, "the simulated time is the planned motion's"
     assert 0.0 < factor <= 1000.0, "never more than asked"
+    assert gc.get_freeze_count() == frozen, "a command called from another program freezes nothing"
     assert math.isclose(factor, simulated / wall, rel_tol=0.05) or wall < 0.001  # printed rounded
 
 

@@ -579,9 +579,11 @@ def _collector_paused() -> Iterator[None]:
 
 
 def _is_the_program() -> bool:
-    """True when this process was started as ``erobs-bt`` or ``python -m erobs_bt``."""
+    """True when this process was started as ``erobs-bt``, ``python -m erobs_bt`` or
+    ``python -m erobs_bt.cli``."""
     entry = Path(sys.argv[0]) if sys.argv and sys.argv[0] else Path()
-    return entry.name == "erobs-bt" or (entry.name == "__main__.py" and entry.parent.name == "erobs_bt")
+    as_module = entry.name in ("__main__.py", "cli.py") and entry.parent.name == "erobs_bt"
+    return entry.name == "erobs-bt" or as_module
 
 
 def delivered_speed(backend: Any, asked: float) -> str | None:

@@ -197,22 +197,41 @@ def main() -> None:
     _interruptible()
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM arrived (``kill``, a service manager, a container stop).
+
+    A :class:`KeyboardInterrupt`, so every "until Ctrl-C" command ends as it does on Ctrl-C;
+    a running goal is stopped at once instead of at the next unit boundary (the arm
+    decelerates to rest, the goal ends STOPPED), so the process ends promptly with its run
+    log and ROS 2 bag closed.
+    """
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated()
+
+
 def _interruptible() -> None:
-    """Let SIGINT (Ctrl-C, ``kill -INT``) raise KeyboardInterrupt even if it was ignored.
+    """Let SIGINT (Ctrl-C, ``kill -INT``) raise KeyboardInterrupt even if it was ignored, and
+    SIGTERM raise :class:`Terminated`, when ``erobs-bt`` is the program.
 
     A shell without job control starts background commands (``erobs-bt run --view &`` in a
     script, a CI step) with SIGINT ignored, and Python then installs no handler of its own,
     so the commands that run "until Ctrl-C" (``run --view``, ``log --view``, ``serve``) could
-    only be killed. The user's intent is plain, so the default handler is put back.
+    only be killed. The user's intent is plain, so the default handler is put back. SIGTERM
+    would otherwise end the process on the spot, leaving the bag without its summary and the
+    arm's last motion unstopped by us. Signal handlers belong to the whole process, so a
+    program that calls these commands (a test runner) keeps its own.
     """
     import signal
     import threading
 
-    if (
-        threading.current_thread() is threading.main_thread()
-        and signal.getsignal(signal.SIGINT) is signal.SIG_IGN
-    ):
+    if threading.current_thread() is not threading.main_thread() or not _is_the_program():
+        return
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _terminate)
 
 
 @main.command()
@@ -670,7 +689,8 @@ def _return_to(engine: Any, start: Any, progress: Any, console: Console) -> bool
 
 
 def _wait(engine: Any, handle: Any, auto_resume: float | None, console: Console) -> Any:
-    """Wait for a goal, resuming pause steps (keyboard or ``--auto-resume``); Ctrl-C cancels."""
+    """Wait for a goal, resuming pause steps (keyboard or ``--auto-resume``); Ctrl-C cancels
+    at the next unit boundary (twice: stops now), SIGTERM stops now (:class:`Terminated`)."""
     import time
 
     from erobs_bt.orchestrator import State
@@ -686,6 +706,10 @@ def _wait(engine: Any, handle: Any, auto_resume: float | None, console: Console)
                 else:
                     _prompt_resume(orchestrator, console)
             time.sleep(0.02)
+    except Terminated:
+        console.print("[red]SIGTERM: stopping now[/]: the arm decelerates to rest, the goal aborts (STOPPED)")
+        orchestrator.stop()
+        return handle.wait()
     except KeyboardInterrupt:
         console.print("[yellow]Ctrl-C: cancelling at the next unit boundary (Ctrl-C again to stop now)[/]")
         orchestrator.cancel()

@@ -155,11 +155,11 @@ class DeferredRecorder(OrchestratorListener):
             getattr(recorder, method)(*args)
 
     def _open_in_background(self) -> None:
-        with self._lock:
+        with self._lock:  # started under the lock: a close() on another thread never joins it unstarted
             if self._opener is not None:
                 return
             self._opener = threading.Thread(target=self._open, name="mcap-open", daemon=True)
-        self._opener.start()
+            self._opener.start()
 
     def _open(self) -> None:
         from erobs_bt.viz.mcap_record import McapRecorder

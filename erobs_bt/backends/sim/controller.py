@@ -302,7 +302,7 @@ class SimController:
     def joint_positions(self) -> JointPositions:
         """The live arm state [rad], :attr:`joint_names` order."""
         with self._cond:
-            return tuple(float(x) for x in self._positions)  # type: ignore[return-value]
+            return tuple(self._positions.tolist())  # type: ignore[return-value]  # Python floats
 
     def joint_state(self) -> JointState:
         """Names, positions [rad], velocities [rad/s] and simulated time [s], taken together."""
@@ -542,8 +542,8 @@ class SimController:
     def _snapshot(self) -> JointState:
         return JointState(
             self._names,
-            tuple(float(x) for x in self._positions),
-            tuple(float(x) for x in self._velocities),
+            tuple(self._positions.tolist()),  # Python floats, as float(x) each gave, in one call
+            tuple(self._velocities.tolist()),
             self._sim_time,
         )
 

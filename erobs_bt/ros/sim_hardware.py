@@ -505,6 +505,9 @@ class SimHardwareNode(Node):
         error = motion.exception()
         with self._lock:
             self._tools = after_motion(self.cell, self._tools, self.controller.joint_positions())
+            # A new goal may have preempted this one after the last look inside the loop (its
+            # stop ended the motion within one wait): it is still a preemption.
+            preempted = preempted or id(goal_handle) in self._preempted
         if preempted:
             with self._lock:
                 self._preempted.discard(id(goal_handle))

@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from erobs_bt.backends.base import Solution
 from erobs_bt.backends.scripted import Outcome, ScriptedBackend
@@ -22,7 +24,7 @@ from erobs_bt.cache import PlanCache
 from erobs_bt.orchestrator import GoalStatus, State
 from erobs_bt.plan import plan_goal
 from erobs_bt.script.parse import parse_script
-from erobs_bt.tree.context import PLAN_AHEAD_TOLERANCE, Controls, GoalContext, Mode
+from erobs_bt.tree.context import PLAN_AHEAD_TOLERANCE, PLAN_AHEAD_TRANSPARENT, Controls, GoalContext, Mode
 
 from helpers import PAUSE, SUCK, Recorder, make_orchestrator, move, script_json, show, wait_for
 
@@ -270,6 +272,43 @@ def test_the_rule_of_what_may_be_planned_ahead() -> None:
     ]
     following = [context.next_motion_unit(u) for u in units]
     assert [u.index if u is not None else None for u in following] == [3, 3, 3, None, 5, None, 7, None]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from(["move", "suck", "pause", "exchange", "vision"]), min_size=1, max_size=14))
+def test_every_units_next_motion_unit_is_the_first_one_with_only_transparent_units_between(
+    kinds: list[str],
+) -> None:
+    load = {"task_type": "tool_exchange", "operation": "load", "gripper": "pipettor", "dock_number": 3}
+    make = {  # an exchange docks the pipettor and loads it again, so a later SUCK stays valid
+        "move": [move("a")],
+        "suck": [SUCK],
+        "pause": [PAUSE],
+        "exchange": [tool_exchange_task(), load],
+        "vision": [vision_task()],
+    }
+    text = script_json([task for kind in kinds for task in make[kind]])
+    goal = plan_goal(text, parser=parse_script, enable_batching=True, preview=False)
+    units = list(goal.units)
+    context = GoalContext(
+        script=goal.script,
+        units=units,
+        mode=Mode.EXECUTE,
+        backend=ScriptedBackend(),
+        cache=PlanCache(),
+        eligible=goal.eligible,
+        controls=Controls(),
+    )
+
+    def by_definition(unit: Any) -> Any:  # the rule, unit by unit, as the docstring states it
+        for later in units[unit.index + 1 :]:
+            if later.is_motion:
+                return later
+            if not all(step.task_type in PLAN_AHEAD_TRANSPARENT for step in later.steps):
+                return None
+        return None
+
+    assert [context.next_motion_unit(u) for u in units] == [by_definition(u) for u in units]
 
 
 def test_unbatched_motion_units_plan_ahead_one_after_the_other() -> None:

@@ -296,6 +296,7 @@ class GoalContext:
     plan_ahead_enabled: bool = False
     ahead: PlannedAhead | None = None
     key_document: KeyDocument | None = None
+    _next_motion: list[Unit | None] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         """Build :attr:`key_document` for an eligible goal (compile time, not tick time)."""
@@ -363,12 +364,9 @@ class GoalContext:
         in between; ``None`` at the end of the script or when a tool exchange, a vision step
         (or any other step) comes first.
         """
-        for later in self.units[unit.index + 1 :]:
-            if later.is_motion:
-                return later
-            if not all(step.task_type in PLAN_AHEAD_TRANSPARENT for step in later.steps):
-                return None
-        return None
+        if self._next_motion is None:
+            self._next_motion = _next_motion_units(self.units)
+        return self._next_motion[unit.index]
 
     def start_plan_ahead(self, unit: Unit, solution: Solution | None) -> None:
         """Start planning the next motion unit while ``unit`` executes (module docstring).
@@ -486,3 +484,19 @@ class GoalContext:
         for step in unit.steps:
             total += self.timeouts.get(step.task_type, self.timeouts["moveto"])
         return total
+
+
+def _next_motion_units(units: Sequence[Unit]) -> list[Unit | None]:
+    """:meth:`GoalContext.next_motion_unit` of every unit, by unit index, in one backward
+    pass over the units (asking each unit to scan the ones after it was quadratic in the
+    script's length: minutes for 10,000 units of ``SET_LED``)."""
+    answers: list[Unit | None] = [None] * len(units)
+    following: Unit | None = None  # the answer for the unit before the one looked at
+    for index in range(len(units) - 1, -1, -1):
+        answers[index] = following
+        later = units[index]
+        if later.is_motion:
+            following = later
+        elif not all(step.task_type in PLAN_AHEAD_TRANSPARENT for step in later.steps):
+            following = None
+    return answers

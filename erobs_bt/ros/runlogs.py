@@ -8,7 +8,10 @@ there is none, ``script-`` and the first 8 hex digits of the SHA-256 of its text
 with ``erobs-bt log FILE``. Beside each log, the goal is recorded as a ROS 2 bag
 (:class:`~erobs_bt.viz.mcap_record.McapRecorder`): ``<same name>.mcap`` with the node's
 joint states, state, action feedback and status, and tree snapshots on the node's
-resolved topic names, so ``ros2 bag play`` and Foxglove open a goal.
+resolved topic names, so ``ros2 bag play`` and Foxglove open a goal. Its tree snapshots
+are the node's own (:meth:`NodeRunLogs.snapshot`: the bytes the node publishes, taken
+whether or not a viewer watches); it is closed by the writer thread below after the
+goal's final snapshot, so the result does not wait for the bag's summary.
 
 :class:`NodeRunLogs` is an orchestrator listener: the node tells it the script text
 before submitting (:meth:`expect`), and the first event of a new goal id opens that
@@ -50,6 +53,9 @@ if TYPE_CHECKING:
 
 #: Longest a record waits in the queue before the writer thread writes it [s].
 BATCH_PERIOD = 0.1
+
+#: The queue's "close this bag" record.
+_CLOSE_BAG: Mapping[str, Any] = {}
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -94,7 +100,8 @@ class NodeRunLogs(OrchestratorListener):
         self._writers: dict[str, RunLogWriter] = {}
         self._closed: set[str] = set()
         self.paths: dict[str, Path] = {}
-        self._queue: deque[tuple[RunLogWriter, str, Mapping[str, Any] | None]] = deque()
+        # (run log, goal id, record | None: close it) or (bag, goal id, _CLOSE_BAG).
+        self._queue: deque[tuple[Any, str, Mapping[str, Any] | None]] = deque()
         self._cond = threading.Condition()
         self._written = 0  # records (and closes) handled by the writer thread
         self._queued = 0
@@ -106,6 +113,7 @@ class NodeRunLogs(OrchestratorListener):
         self._mcap = mcap
         self._snapshot_rate = snapshot_rate
         self._bags: dict[str, Any] = {}
+        self._ending: dict[str, Any] = {}  # bags of finished goals, until their final snapshot
         self._resolve: Any = None
         self.bag_paths: dict[str, Path] = {}
 
@@ -132,8 +140,9 @@ class NodeRunLogs(OrchestratorListener):
         if bag is not None:
             bag.event(goal_id, record)
 
-    def _put(self, writer: RunLogWriter, goal_id: str, record: Mapping[str, Any] | None) -> int:
-        """Queue a record (``None``: close the file); the count to wait for."""
+    def _put(self, writer: Any, goal_id: str, record: Mapping[str, Any] | None) -> int:
+        """Queue a record (``None``: close the file; :data:`_CLOSE_BAG`: close the bag
+        ``writer``); the count to wait for."""
         with self._cond:
             self._queue.append((writer, goal_id, record))
             self._queued += 1
@@ -142,8 +151,13 @@ class NodeRunLogs(OrchestratorListener):
     def _write(self) -> None:
         while True:
             with self._cond:
-                # Batches: woken by a waiter (finished, close), else every BATCH_PERIOD.
-                self._cond.wait_for(lambda: self._stopping or self._waiting > 0, BATCH_PERIOD)
+                # Batches: woken by a waiter (finished, close) with records queued, else
+                # every BATCH_PERIOD. (Not woken by a waiter alone: its records may be
+                # written already, and it holds on until it runs again; waking on it spun
+                # this loop, holding the GIL from the goal thread.)
+                self._cond.wait_for(
+                    lambda: self._stopping or (self._waiting > 0 and bool(self._queue)), BATCH_PERIOD
+                )
                 if not self._queue:
                     if self._stopping:
                         return
@@ -152,7 +166,11 @@ class NodeRunLogs(OrchestratorListener):
                 self._queue.clear()
             touched: dict[int, RunLogWriter] = {}
             for writer, goal_id, record in batch:
-                if record is None:
+                if record is _CLOSE_BAG:
+                    writer.close()
+                    if writer.error and self._on_error is not None:
+                        self._on_error(f"ROS 2 bag {writer.path}: {writer.error}")
+                elif record is None:
                     writer.close()
                     touched.pop(id(writer), None)
                     if writer.error and writer.error != "closed" and self._on_error is not None:
@@ -244,7 +262,12 @@ class NodeRunLogs(OrchestratorListener):
 
         bag_path = mcap_path_for(path)
         try:
-            bag = McapRecorder(bag_path, topics=topic_names(self._resolve), snapshot_rate=self._snapshot_rate)
+            bag = McapRecorder(
+                bag_path,
+                topics=topic_names(self._resolve),
+                snapshot_rate=self._snapshot_rate,
+                snapshots=False,
+            )
         except (OSError, ValueError, ImportError) as exc:
             if self._on_error is not None:
                 self._on_error(f"ROS 2 bag {bag_path}: {exc}")
@@ -267,6 +290,11 @@ class NodeRunLogs(OrchestratorListener):
             return None
         self._writers[goal_id] = writer
         self.paths[goal_id] = path
+        # A bag whose goal got no final snapshot from the node (a goal not sent through
+        # ROS) is closed when the next goal starts.
+        for ended_id, ended in list(self._ending.items()):
+            del self._ending[ended_id]
+            self._put(ended, ended_id, _CLOSE_BAG)
         if self._mcap:
             self._open_bag(goal_id, path)
         return writer
@@ -280,10 +308,28 @@ class NodeRunLogs(OrchestratorListener):
             writer.finished(goal_id, result)  # the final statuses, read from the live tree now
             self._wait_written(self._put(writer, goal_id, None))
         if bag is not None:
-            bag.finished(goal_id, result)
-            bag.close()
-            if bag.error and self._on_error is not None:
-                self._on_error(f"ROS 2 bag {bag.path}: {bag.error}")
+            bag.finished(goal_id, result)  # its queued feedback
+            with self._lock:
+                self._ending[goal_id] = bag  # closed after the node's final snapshot
+
+    def recording(self, goal_id: str) -> bool:
+        """A bag of ``goal_id`` is open (it takes the node's tree snapshots)."""
+        with self._lock:
+            return goal_id in self._bags or goal_id in self._ending
+
+    def snapshot(self, goal_id: str, data: bytes, stamp: float, *, final: bool) -> None:
+        """Record a serialised ``TreeSnapshot`` the node sent (``stamp`` [s]) in the goal's
+        bag; after the ``final`` one the bag is closed by the writer thread (the goal's
+        result does not wait for the bag's summary)."""
+        with self._lock:
+            bag = self._bags.get(goal_id) or self._ending.get(goal_id)
+            if final:
+                self._ending.pop(goal_id, None)
+        if bag is None:
+            return
+        bag.record_snapshot(data, stamp)
+        if final and goal_id not in self._bags:
+            self._put(bag, goal_id, _CLOSE_BAG)
 
     def close(self) -> None:
         """Stop following the backend's joint states, write what is queued, close every open
@@ -293,10 +339,12 @@ class NodeRunLogs(OrchestratorListener):
             backend.remove_joint_state_listener(self.joint_state)
         with self._lock:
             writers, self._writers = list(self._writers.values()), {}
-            bags, self._bags = list(self._bags.values()), {}
+            bags, self._bags = [*self._bags.values(), *self._ending.values()], {}
+            self._ending = {}
         for bag in bags:
             bag.close()
-        count = 0
+        with self._cond:
+            count = self._queued
         for writer in writers:
             count = self._put(writer, "", None)
         self._wait_written(count)

@@ -15,6 +15,16 @@ run:
 Both parse, compile and run the same script; the ratio is what the ROS layer (snapshots,
 feedback, state messages, run log, DDS) adds. Target: ≤ 1.2 at every size.
 
+Two figures explain the difference, measured in the same run:
+
+* **action floor**: the same goal (same script text) to a bare rclpy ``ActionServer`` of
+  ``ExecuteScript`` in its own process whose execute callback succeeds at once (this file
+  with ``--floor-server``), from the same client: what the action protocol and DDS cost for
+  this payload, with nothing executed;
+* **node's own time**: the node's ``RUNNING`` → ``IDLE`` ``~/execution_state`` stamps
+  (the orchestrator accepted the parsed, compiled script → the goal finished), without the
+  goal's transport, parsing and compiling.
+
 Snapshot cost at 1,000 units, while the goal advances one unit at a time (a gated
 scripted backend): a delta (``TreeTracker.delta`` + ``snapshot_to_msg`` + serialisation), a
 later full snapshot (``TreeSnapshotEncoder.full`` with ``tree_json``: a new viewer, the
@@ -27,11 +37,12 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import threading
 import time
 from dataclasses import dataclass
 
-from bench_ros import node_process, ros_domain
+from bench_ros import node_process, ros_domain, ros_process
 from common import fmt_ms, markdown_table, median
 from rclpy.serialization import serialize_message
 
@@ -39,12 +50,13 @@ from erobs_bt.backends.scripted import Outcome, ScriptedBackend
 from erobs_bt.batching import group_into_batches
 from erobs_bt.cache import PlanCache
 from erobs_bt.ros import convert
-from erobs_bt.ros.snapshots import TreeTracker, take_snapshot
+from erobs_bt.ros.snapshots import TreeStructure, TreeTracker, take_snapshot
 from erobs_bt.script.parse import parse_script
 from erobs_bt.session import EngineConfig, build_engine
 from erobs_bt.tree.compile import compile_tree
 from erobs_bt.tree.context import Controls, GoalContext, Mode
 
+FLOOR_ACTION = "/erobs_bt_floor/execute"
 SIZES = (10, 100, 1_000, 10_000)
 LED = {"task_type": "pipettor", "operation": "SET_LED", "led_color": {"r": 0, "g": 1, "b": 0}}
 TIMEOUT = 600.0
@@ -94,21 +106,74 @@ def in_process_times() -> tuple[dict[int, list[float]], dict[int, list[float]]]:
     return times, cpu
 
 
-def node_times() -> tuple[dict[int, list[float]], dict[int, list[float]], dict[int, int]]:
-    """(wall times, CPU times of the node process, snapshots of the last goal) per size."""
+def floor_server() -> int:
+    """The floor's server: an ``ExecuteScript`` ActionServer whose execute callback succeeds
+    at once (nothing parsed, nothing run)."""
+    import contextlib
+
+    import rclpy
+    from erobs_bt_interfaces.action import ExecuteScript
+    from rclpy.action import ActionServer
+    from rclpy.executors import ExternalShutdownException
+
+    rclpy.init()
+    node = rclpy.create_node("erobs_bt_floor")
+
+    def execute(goal_handle: object) -> object:
+        goal_handle.succeed()  # type: ignore[attr-defined]
+        return ExecuteScript.Result(success=True)
+
+    ActionServer(node, ExecuteScript, FLOOR_ACTION, execute_callback=execute)
+    print("floor server ready", flush=True)
+    with contextlib.suppress(KeyboardInterrupt, ExternalShutdownException):
+        rclpy.spin(node)
+    return 0
+
+
+@dataclass
+class NodeTimes:
+    """Per size: goal sent → result [s], the node process's CPU [s], the node's own
+    ``RUNNING`` → ``IDLE`` time [s] (where both states arrived), the floor [s], and the
+    ``~/tree_snapshot`` messages of the last goal."""
+
+    wall: dict[int, list[float]]
+    cpu: dict[int, list[float]]
+    own: dict[int, list[float]]
+    floor: dict[int, list[float]]
+    snapshots: dict[int, int]
+
+
+def own_time(states: list[object], goal_id: str) -> float | None:
+    """``IDLE`` stamp − ``RUNNING`` stamp of ``goal_id`` among ``ExecutionState`` messages [s]."""
+    from erobs_bt.ros.convert import seconds
+
+    running = [m for m in states if m.goal_id == goal_id and m.state == "RUNNING"]  # type: ignore[attr-defined]
+    idle = [m for m in states if m.goal_id == goal_id and m.state == "IDLE"]  # type: ignore[attr-defined]
+    if not running or not idle:
+        return None
+    return seconds(idle[-1].stamp) - seconds(running[0].stamp)  # type: ignore[attr-defined]
+
+
+def node_times() -> NodeTimes:
+    """Goals through the node and through the floor server, per size (same client)."""
     from erobs_bt.ros.client import ErobsBtClient
 
-    times: dict[int, list[float]] = {}
-    cpu: dict[int, list[float]] = {}
-    deltas: dict[int, int] = {}
-    with ros_domain(), node_process({"speed": "20.0"}) as node, ErobsBtClient() as client:
+    out = NodeTimes({}, {}, {}, {}, {})
+    floor_cmd = [sys.executable, __file__, "--floor-server"]
+    with (
+        ros_domain(),
+        node_process({"speed": "20.0"}) as node,
+        ros_process(floor_cmd, "floor server ready"),
+        ErobsBtClient() as client,
+        ErobsBtClient(names={"execute": FLOOR_ACTION}) as floor,
+    ):
         if not client.wait_for_server(30.0):
             raise RuntimeError("node not discovered:\n" + "\n".join(node.lines))
         for units in SIZES:
             text = script(units)
-            samples, cpu_samples = [], []
+            samples, cpu_samples, own, floors = [], [], [], []
             for _ in range(repeats(units)):
-                before = client.snapshots.count
+                before, states_before = client.snapshots.count, client.states.count
                 began, began_cpu = time.perf_counter(), process_cpu(node.pid)
                 run = client.send(text, timeout=TIMEOUT)
                 result = run.wait(TIMEOUT)
@@ -116,9 +181,22 @@ def node_times() -> tuple[dict[int, list[float]], dict[int, list[float]], dict[i
                 cpu_samples.append(process_cpu(node.pid) - began_cpu)
                 if not result.success:
                     raise RuntimeError(f"node {units} units: {result.error_message}")
-                deltas[units] = client.snapshots.count - before
-            times[units], cpu[units] = samples, cpu_samples
-    return times, cpu, deltas
+                out.snapshots[units] = client.snapshots.count - before
+                idle = client.states.wait_for(lambda m: m.state == "IDLE", 10.0, since=states_before)
+                recent = client.states.items()[-(client.states.count - states_before) :]
+                seen = own_time(recent, idle.goal_id) if idle else None
+                if seen is not None:
+                    own.append(seen)
+                began = time.perf_counter()
+                floor.send(text, timeout=TIMEOUT).wait(TIMEOUT)
+                floors.append(time.perf_counter() - began)
+            out.wall[units], out.cpu[units], out.own[units], out.floor[units] = (
+                samples,
+                cpu_samples,
+                own,
+                floors,
+            )
+    return out
 
 
 @dataclass
@@ -154,6 +232,7 @@ def snapshot_costs(units: int = 1_000) -> SnapshotCosts:
     root.tick_once()
     structure: list[float] = []
     for _ in range(5):  # once per goal: walk the tree, encode its fixed parts, first full one
+        TreeStructure.forget()  # measure the walk, not the structure kept from the last one
         began = time.perf_counter()
         tracker = TreeTracker("goal-1", root)
         encoder = convert.TreeSnapshotEncoder(tracker)
@@ -192,7 +271,8 @@ def spread(samples: list[float]) -> str:
 def report() -> str:
     """The snapshot-scaling section of BENCHMARKS.md."""
     local, local_cpu = in_process_times()
-    node, node_cpu, deltas = node_times()
+    measured = node_times()
+    node, node_cpu = measured.wall, measured.cpu
     rows = []
     worst = 0.0
     ratios: dict[int, float] = {}
@@ -200,6 +280,8 @@ def report() -> str:
         ratio = median(node[units]) / median(local[units])
         ratios[units] = ratio
         worst = max(worst, ratio)
+        own = measured.own[units]
+        floor = median(measured.floor[units])
         rows.append(
             [
                 f"{units:,}",
@@ -208,8 +290,11 @@ def report() -> str:
                 f"{fmt_ms(median(node[units]))} ({spread(node[units])})",
                 f"**{ratio:.2f}×**",
                 f"{min(node[units]) / max(local[units]):.2f}–{max(node[units]) / min(local[units]):.2f}×",
+                f"{fmt_ms(floor)} ({spread(measured.floor[units])})",
+                f"{(median(node[units]) - floor) / median(local[units]):.2f}×",
+                f"{fmt_ms(median(own))} (n={len(own)})" if own else "—",
                 f"{median(node_cpu[units]) / median(local_cpu[units]):.2f}×",
-                str(deltas[units]),
+                str(measured.snapshots[units]),
             ]
         )
     table = markdown_table(
@@ -220,6 +305,9 @@ def report() -> str:
             "node goal, client watching ~/tree_snapshot: median (spread)",
             "node / in-process (medians)",
             "ratio range (extremes)",
+            "action floor: same goal to a bare ActionServer (spread)",
+            "(node − floor) / in-process",
+            "node's own RUNNING → IDLE (median)",
             "node process CPU / in-process CPU (medians)",
             "~/tree_snapshot messages in the last goal",
         ],
@@ -270,9 +358,14 @@ def report() -> str:
         f"{REPEATS} times in-process (`Orchestrator.submit` → `GoalHandle.wait`) and through the node "
         "(goal sent → result, with `ErobsBtClient` subscribed to `~/tree_snapshot`) in the same run. "
         "The node sends a goal's structure once and then only what changed (`erobs_bt/ros/snapshots.py`); "
-        "full snapshots are serialised from parts kept per behaviour (`TreeSnapshotEncoder`), action "
-        "feedback is spaced to `feedback_rate` within a unit, and run logs are written by their own thread. "
-        "CPU is the process's user + system time over the goal (the node's includes its DDS threads).\n\n"
+        "snapshots, full and deltas, are serialised from parts kept per behaviour (`TreeSnapshotEncoder`) "
+        "and the goal's ROS 2 bag records the same bytes; action feedback is at most `feedback_rate` "
+        "(50 Hz) plus every HIT/MISS decision and the goal's last one; run logs and bags are written by "
+        "threads of their own. The action floor is the same goal (same script text, same client) to a "
+        "bare rclpy `ActionServer` of `ExecuteScript` in its own process that succeeds at once; the "
+        "node's own time is from its `RUNNING` and `IDLE` `~/execution_state` stamps (parsed and "
+        "compiled script accepted → goal finished). CPU is the process's user + system time over the "
+        "goal (the node's includes its DDS threads).\n\n"
         f"{table}\n\n{snapshot_table}\n\n"
         f"Node / in-process: {per_size}; worst {worst:.2f}× ({verdict} the 1.2 target). A delta costs "
         f"{fmt_ms(median(costs.delta))} and a later full snapshot {fmt_ms(median(costs.full))} "
@@ -284,4 +377,6 @@ def report() -> str:
 
 
 if __name__ == "__main__":
+    if "--floor-server" in sys.argv:
+        sys.exit(floor_server())
     print(report())

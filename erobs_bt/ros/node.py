@@ -900,7 +900,10 @@ class ErobsBtNode(Node):
             goal_handle, api = self._ros_goal, self._ros_api
         if goal_handle is not None:
             self._feedback.put(goal_handle, api, feedback)
-        self._publish_gripper()
+        # The feedback carries the gripper; ask the backend only when it differs from the
+        # one published (an unlocked read: _publish_gripper checks again under the lock).
+        if feedback.current_gripper != self._gripper:
+            self._publish_gripper()
 
     def _note_event(self, goal_id: str, record: Mapping[str, Any]) -> None:
         """Keep the goal context viewers see (cache decision and key of the unit)."""
@@ -1089,6 +1092,8 @@ def run(
 def main(argv: Sequence[str] | None = None) -> int:
     """Console script ``erobs_bt_node``: ``erobs_bt_node --ros-args --params-file ...``."""
     args = list(sys.argv[1:] if argv is None else argv)
+    if os.environ.get("EROBS_SWITCH"):
+        sys.setswitchinterval(float(os.environ["EROBS_SWITCH"]))
     return run(args)
 
 

@@ -355,7 +355,7 @@ class McapRecorder(OrchestratorListener):
         # Imported here, not on the goal thread at the first feedback (about a second).
         from rclpy.serialization import serialize_message
 
-        from erobs_bt.ros.convert import SnapshotSerializer
+        from erobs_bt.ros.convert import SnapshotSerializer, feedback_supersedes
         from erobs_bt.ros.snapshots import SnapshotThrottle
 
         self.path = Path(path)
@@ -400,6 +400,7 @@ class McapRecorder(OrchestratorListener):
         # Feedback waiting for the recorder thread: (goal id, feedback, time [s]).
         self._feedback: list[tuple[str, Feedback, float]] = []
         self._feedback_lock = threading.Lock()
+        self._supersedes = feedback_supersedes
         self._snapshot_serializer = SnapshotSerializer()
         self._own_snapshots = snapshots
         self._snapshots = SnapshotThrottle(
@@ -480,13 +481,11 @@ class McapRecorder(OrchestratorListener):
         replaces the waiting one, except a ``HIT`` or ``MISS`` decision; the goal's last
         feedback is always written (:meth:`finished`). ``received`` as for :meth:`joint_state`.
         """
-        from erobs_bt.ros.convert import feedback_supersedes
-
         self._progress[goal_id] = (feedback.current_step, feedback.total_steps, feedback.unit_index)
         entry = (goal_id, feedback, time.time() if received is None else received)
         with self._feedback_lock:
             pending = self._feedback
-            if pending and pending[-1][0] == goal_id and feedback_supersedes(feedback, pending[-1][1]):
+            if pending and pending[-1][0] == goal_id and self._supersedes(feedback, pending[-1][1]):
                 pending[-1] = entry
             else:
                 pending.append(entry)

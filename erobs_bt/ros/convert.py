@@ -308,20 +308,27 @@ class TreeSnapshotEncoder:
         self._cdr: list[bytes] = [b""] * len(tracker.states)
         self._json: list[str] = [""] * len(tracker.states)
         self._seen: list[BehaviourState | None] = [None] * len(tracker.states)
+        self._seen_json: list[BehaviourState | None] = [None] * len(tracker.states)
         self._index: dict[str, int] | None = None
 
-    def _sync(self) -> None:
+    def _sync(self, *, with_json: bool) -> None:
         with collector_paused():
-            self._sync_changed()
+            self._sync_changed(with_json=with_json)
 
-    def _sync_changed(self) -> None:
-        cdr, fragments, seen = self._cdr, self._json, self._seen
-        static_json = self._static_json
-        for i, b in enumerate(self.tracker.states):
-            if b is seen[i]:
+    def _sync_changed(self, *, with_json: bool) -> None:
+        cdr, seen = self._cdr, self._seen
+        states = self.tracker.states
+        for i, b in enumerate(states):
+            if b is not seen[i]:
+                seen[i] = b
+                cdr[i] = self._behaviour(i, b)
+        if not with_json:
+            return
+        fragments, seen_json, static_json = self._json, self._seen_json, self._static_json
+        for i, b in enumerate(states):
+            if b is seen_json[i]:
                 continue
-            seen[i] = b
-            cdr[i] = self._behaviour(i, b)
+            seen_json[i] = b
             text = json.dumps(b.message) if b.message else '""'
             active = "true" if b.is_active else "false"
             fragments[i] = f'{static_json[i]}"status":"{b.status}","message":{text},"is_active":{active}}}'
@@ -357,7 +364,7 @@ class TreeSnapshotEncoder:
     def full(self, state: TreeState, *, with_json: bool) -> bytes:
         """The serialised ``TreeSnapshot`` of ``state``, a full snapshot of this tracker's
         goal taken just now (its behaviours are the tracker's states)."""
-        self._sync()
+        self._sync(with_json=with_json)
         if with_json:
             document = _snapshot_document(dataclasses.replace(state, behaviours=()))
             document["state"] = state.root_status
@@ -375,8 +382,14 @@ class TreeSnapshotEncoder:
         ``tree_json`` (as :func:`snapshot_to_msg` leaves it for a delta)."""
         if self._index is None:
             self._index = {b.id: i for i, b in enumerate(self.tracker.states)}
-        index = self._index
-        parts = [self._behaviour(index[b.id], b) for b in state.behaviours]
+        index, cdr, seen = self._index, self._cdr, self._seen
+        parts = []
+        for b in state.behaviours:
+            i = index[b.id]
+            part = self._behaviour(i, b)
+            if self.tracker.states[i] is b:  # kept for the next full snapshot
+                cdr[i], seen[i] = part, b
+            parts.append(part)
         return b"".join((self._head(state, len(parts)), *parts, b"\1\0\0\0\0"))
 
 

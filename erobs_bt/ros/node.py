@@ -1092,8 +1092,6 @@ def run(
 def main(argv: Sequence[str] | None = None) -> int:
     """Console script ``erobs_bt_node``: ``erobs_bt_node --ros-args --params-file ...``."""
     args = list(sys.argv[1:] if argv is None else argv)
-    if os.environ.get("EROBS_SWITCH"):
-        sys.setswitchinterval(float(os.environ["EROBS_SWITCH"]))
     return run(args)
 
 

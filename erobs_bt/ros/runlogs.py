@@ -41,7 +41,7 @@ import time
 from collections import deque
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from erobs_bt.orchestrator import Feedback, OrchestratorListener, Result
 from erobs_bt.viz.runlog import DEFAULT_JOINT_RATE, RunLogWriter
@@ -54,8 +54,24 @@ if TYPE_CHECKING:
 #: Longest a record waits in the queue before the writer thread writes it [s].
 BATCH_PERIOD = 0.1
 
-#: The queue's "close this bag" record.
-_CLOSE_BAG: Mapping[str, Any] = {}
+
+
+class _BagSnapshot(NamedTuple):
+    """The queue's "record this serialised tree snapshot (taken at ``stamp`` [s])" record."""
+
+    data: bytes
+    stamp: float
+
+
+class _CloseBag:
+    """The queue's "close this bag" record."""
+
+
+_CLOSE_BAG = _CloseBag()
+
+#: What the writer thread's queue holds after the writer (a run log or a bag) and goal id:
+#: a record to write, ``None`` (close the run log), a bag snapshot, or :data:`_CLOSE_BAG`.
+_Item = Mapping[str, Any] | _BagSnapshot | _CloseBag | None
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -105,8 +121,7 @@ class NodeRunLogs(OrchestratorListener):
         self._writers: dict[str, RunLogWriter] = {}
         self._closed: set[str] = set()
         self.paths: dict[str, Path] = {}
-        # (run log, goal id, record | None: close it) or (bag, goal id, _CLOSE_BAG).
-        self._queue: deque[tuple[Any, str, Mapping[str, Any] | None]] = deque()
+        self._queue: deque[tuple[Any, str, _Item]] = deque()
         self._cond = threading.Condition()
         self._written = 0  # records (and closes) handled by the writer thread
         self._queued = 0
@@ -145,9 +160,8 @@ class NodeRunLogs(OrchestratorListener):
         if bag is not None:
             bag.event(goal_id, record)
 
-    def _put(self, writer: Any, goal_id: str, record: Mapping[str, Any] | None) -> int:
-        """Queue a record (``None``: close the file; :data:`_CLOSE_BAG`: close the bag
-        ``writer``); the count to wait for."""
+    def _put(self, writer: Any, goal_id: str, record: _Item) -> int:
+        """Queue a record for ``writer`` (see :data:`_Item`); the count to wait for."""
         with self._cond:
             self._queue.append((writer, goal_id, record))
             self._queued += 1
@@ -171,7 +185,9 @@ class NodeRunLogs(OrchestratorListener):
                 self._queue.clear()
             touched: dict[int, RunLogWriter] = {}
             for writer, goal_id, record in batch:
-                if record is _CLOSE_BAG:
+                if isinstance(record, _BagSnapshot):
+                    writer.record_snapshot(record.data, record.stamp)
+                elif record is _CLOSE_BAG:
                     writer.close()
                     if writer.error and self._on_error is not None:
                         self._on_error(f"ROS 2 bag {writer.path}: {writer.error}")
@@ -324,15 +340,15 @@ class NodeRunLogs(OrchestratorListener):
 
     def snapshot(self, goal_id: str, data: bytes, stamp: float, *, final: bool) -> None:
         """Record a serialised ``TreeSnapshot`` the node sent (``stamp`` [s]) in the goal's
-        bag; after the ``final`` one the bag is closed by the writer thread (the goal's
-        result does not wait for the bag's summary)."""
+        bag, from the writer thread (O(1) here); after the ``final`` one that thread closes
+        the bag (the goal's result waits for neither)."""
         with self._lock:
             bag = self._bags.get(goal_id) or self._ending.get(goal_id)
             if final:
                 self._ending.pop(goal_id, None)
         if bag is None:
             return
-        bag.record_snapshot(data, stamp)
+        self._put(bag, goal_id, _BagSnapshot(data, stamp))
         if final and goal_id not in self._bags:
             self._put(bag, goal_id, _CLOSE_BAG)
 

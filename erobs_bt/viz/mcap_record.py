@@ -443,10 +443,13 @@ class McapRecorder(OrchestratorListener):
     # -- orchestrator callbacks ----------------------------------------------------------
     def event(self, goal_id: str, record: Mapping[str, Any], *, received: float | None = None) -> None:
         """A ``state`` record becomes an ``ExecutionState``; ``goal_started`` and
-        ``goal_finished`` an action status (``received`` as for :meth:`joint_state`)."""
+        ``goal_finished`` an action status (``received`` as for :meth:`joint_state`); the
+        other events are not recorded."""
+        kind = record.get("event")
+        if kind not in ("state", "goal_started", "goal_finished"):
+            return
         from erobs_bt.ros import convert
 
-        kind = record.get("event")
         t = float(record.get("t") or time.time())
         if kind == "state":
             state = State(record["state"])
@@ -521,8 +524,8 @@ class McapRecorder(OrchestratorListener):
             self._snapshots.finish(goal_id, self._roots.pop(goal_id, None))
 
     def record_snapshot(self, data: bytes, stamp: float) -> None:
-        """Record one serialised ``TreeSnapshot`` (the node's; ``stamp`` [s] its time)."""
-        self._write("tree_snapshot", data, stamp)
+        """Record one serialised ``TreeSnapshot`` (the node's), taken at ``stamp`` [s]."""
+        self._write("tree_snapshot", data, stamp, received=stamp)
 
     # -- writing ------------------------------------------------------------------------
     def _derived_uuid(self, goal_id: str) -> bytes:

@@ -55,7 +55,6 @@ if TYPE_CHECKING:
 BATCH_PERIOD = 0.1
 
 
-
 class _BagSnapshot(NamedTuple):
     """The queue's "record this serialised tree snapshot (taken at ``stamp`` [s])" record."""
 

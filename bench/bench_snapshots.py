@@ -2,7 +2,8 @@
 
 Scripts of 10, 100, 1,000 and 10,000 one-step units (``pipettor`` ``SET_LED``: no motion,
 so the tree and its bookkeeping are the cost, not the arm). Measured side by side in one
-run:
+run, each repeat interleaved (in-process, node, floor), so that the load of a shared
+machine changing between them widens the spread rather than biasing the ratio:
 
 * **node**: the node process (``python -m erobs_bt.ros.node``, sim backend, params file
   ``config/erobs_bt.yaml``) in a private domain, driven by
@@ -65,6 +66,8 @@ SNAPSHOT_SAMPLES = 200
 
 #: Goals per size and side.
 REPEATS = 3
+#: Goals of the smallest size each side runs before the measured ones.
+WARM_UP = 2
 
 
 def repeats(units: int) -> int:
@@ -82,28 +85,6 @@ def process_cpu(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as stat:
         fields = stat.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def in_process_times() -> tuple[dict[int, list[float]], dict[int, list[float]]]:
-    """(wall times, CPU times of this process) per size [s]."""
-    engine = build_engine(EngineConfig(backend="sim", speed=20.0))
-    times: dict[int, list[float]] = {}
-    cpu: dict[int, list[float]] = {}
-    try:
-        for units in SIZES:
-            text = script(units)
-            samples, cpu_samples = [], []
-            for _ in range(repeats(units)):
-                began, began_cpu = time.perf_counter(), process_cpu(os.getpid())
-                result = engine.orchestrator.submit(text, dry_run=False).wait(TIMEOUT)
-                samples.append(time.perf_counter() - began)
-                cpu_samples.append(process_cpu(os.getpid()) - began_cpu)
-                if not result.success:
-                    raise RuntimeError(f"in-process {units} units: {result.error_message}")
-            times[units], cpu[units] = samples, cpu_samples
-    finally:
-        engine.close()
-    return times, cpu
 
 
 def floor_server() -> int:
@@ -132,10 +113,13 @@ def floor_server() -> int:
 
 @dataclass
 class NodeTimes:
-    """Per size: goal sent → result [s], the node process's CPU [s], the node's own
-    ``RUNNING`` → ``IDLE`` time [s] (where both states arrived), the floor [s], and the
+    """Per size: the in-process goal [s] and this process's CPU over it [s]; goal sent →
+    result through the node [s], the node process's CPU [s], the node's own ``RUNNING`` →
+    ``IDLE`` time [s] (where both states arrived), the floor [s], and the
     ``~/tree_snapshot`` messages of the last goal."""
 
+    local: dict[int, list[float]]
+    local_cpu: dict[int, list[float]]
     wall: dict[int, list[float]]
     cpu: dict[int, list[float]]
     own: dict[int, list[float]]
@@ -154,48 +138,60 @@ def own_time(states: list[object], goal_id: str) -> float | None:
     return seconds(idle[-1].stamp) - seconds(running[0].stamp)  # type: ignore[attr-defined]
 
 
-def node_times() -> NodeTimes:
-    """Goals through the node and through the floor server, per size (same client)."""
+def measure() -> NodeTimes:
+    """Every size, each repeat interleaved: the goal in-process, through the node, then to
+    the floor server (same script text), so a change of the machine's load between them
+    shows in the spread, not in the ratio."""
     from erobs_bt.ros.client import ErobsBtClient
 
-    out = NodeTimes({}, {}, {}, {}, {})
+    out = NodeTimes({}, {}, {}, {}, {}, {}, {})
     floor_cmd = [sys.executable, __file__, "--floor-server"]
-    with (
-        ros_domain(),
-        node_process({"speed": "20.0"}) as node,
-        ros_process(floor_cmd, "floor server ready"),
-        ErobsBtClient() as client,
-        ErobsBtClient(names={"execute": FLOOR_ACTION}) as floor,
-    ):
-        if not client.wait_for_server(30.0):
-            raise RuntimeError("node not discovered:\n" + "\n".join(node.lines))
-        for units in SIZES:
-            text = script(units)
-            samples, cpu_samples, own, floors = [], [], [], []
-            for _ in range(repeats(units)):
-                before, states_before = client.snapshots.count, client.states.count
-                began, began_cpu = time.perf_counter(), process_cpu(node.pid)
-                run = client.send(text, timeout=TIMEOUT)
-                result = run.wait(TIMEOUT)
-                samples.append(time.perf_counter() - began)
-                cpu_samples.append(process_cpu(node.pid) - began_cpu)
-                if not result.success:
-                    raise RuntimeError(f"node {units} units: {result.error_message}")
-                out.snapshots[units] = client.snapshots.count - before
-                idle = client.states.wait_for(lambda m: m.state == "IDLE", 10.0, since=states_before)
-                recent = client.states.items()[-(client.states.count - states_before) :]
-                seen = own_time(recent, idle.goal_id) if idle else None
-                if seen is not None:
-                    own.append(seen)
-                began = time.perf_counter()
-                floor.send(text, timeout=TIMEOUT).wait(TIMEOUT)
-                floors.append(time.perf_counter() - began)
-            out.wall[units], out.cpu[units], out.own[units], out.floor[units] = (
-                samples,
-                cpu_samples,
-                own,
-                floors,
-            )
+    engine = build_engine(EngineConfig(backend="sim", speed=20.0))
+    try:
+        with (
+            ros_domain(),
+            node_process({"speed": "20.0"}) as node,
+            ros_process(floor_cmd, "floor server ready"),
+            ErobsBtClient() as client,
+            ErobsBtClient(names={"execute": FLOOR_ACTION}) as floor,
+        ):
+            if not client.wait_for_server(30.0):
+                raise RuntimeError("node not discovered:\n" + "\n".join(node.lines))
+            for _ in range(WARM_UP):  # the first goals of each side import and set up lazily
+                engine.orchestrator.submit(script(SIZES[0]), dry_run=False).wait(TIMEOUT)
+                client.send(script(SIZES[0]), timeout=TIMEOUT).wait(TIMEOUT)
+                floor.send(script(SIZES[0]), timeout=TIMEOUT).wait(TIMEOUT)
+            for units in SIZES:
+                text = script(units)
+                for key in ("local", "local_cpu", "wall", "cpu", "own", "floor"):
+                    getattr(out, key)[units] = []
+                for _ in range(repeats(units)):
+                    began, began_cpu = time.perf_counter(), process_cpu(os.getpid())
+                    local = engine.orchestrator.submit(text, dry_run=False).wait(TIMEOUT)
+                    out.local[units].append(time.perf_counter() - began)
+                    out.local_cpu[units].append(process_cpu(os.getpid()) - began_cpu)
+                    if not local.success:
+                        raise RuntimeError(f"in-process {units} units: {local.error_message}")
+
+                    before, states_before = client.snapshots.count, client.states.count
+                    began, began_cpu = time.perf_counter(), process_cpu(node.pid)
+                    result = client.send(text, timeout=TIMEOUT).wait(TIMEOUT)
+                    out.wall[units].append(time.perf_counter() - began)
+                    out.cpu[units].append(process_cpu(node.pid) - began_cpu)
+                    if not result.success:
+                        raise RuntimeError(f"node {units} units: {result.error_message}")
+                    out.snapshots[units] = client.snapshots.count - before
+                    idle = client.states.wait_for(lambda m: m.state == "IDLE", 10.0, since=states_before)
+                    recent = client.states.items()[-(client.states.count - states_before) :]
+                    seen = own_time(recent, idle.goal_id) if idle else None
+                    if seen is not None:
+                        out.own[units].append(seen)
+
+                    began = time.perf_counter()
+                    floor.send(text, timeout=TIMEOUT).wait(TIMEOUT)
+                    out.floor[units].append(time.perf_counter() - began)
+    finally:
+        engine.close()
     return out
 
 
@@ -270,8 +266,8 @@ def spread(samples: list[float]) -> str:
 
 def report() -> str:
     """The snapshot-scaling section of BENCHMARKS.md."""
-    local, local_cpu = in_process_times()
-    measured = node_times()
+    measured = measure()
+    local, local_cpu = measured.local, measured.local_cpu
     node, node_cpu = measured.wall, measured.cpu
     rows = []
     worst = 0.0
@@ -356,7 +352,8 @@ def report() -> str:
         "`scripts/env.sh .venv/bin/python bench/run_all.py --section bench_snapshots`). Scripts of "
         "one-step units (`pipettor` `SET_LED`, no motion), sim backend at `speed:=20`, each size measured "
         f"{REPEATS} times in-process (`Orchestrator.submit` → `GoalHandle.wait`) and through the node "
-        "(goal sent → result, with `ErobsBtClient` subscribed to `~/tree_snapshot`) in the same run. "
+        "(goal sent → result, with `ErobsBtClient` subscribed to `~/tree_snapshot`) in the same run, "
+        f"each repeat interleaved (in-process, node, floor), after {WARM_UP} warm-up goals on each side. "
         "The node sends a goal's structure once and then only what changed (`erobs_bt/ros/snapshots.py`); "
         "snapshots, full and deltas, are serialised from parts kept per behaviour (`TreeSnapshotEncoder`) "
         "and the goal's ROS 2 bag records the same bytes; action feedback is at most `feedback_rate` "

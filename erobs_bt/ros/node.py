@@ -328,7 +328,7 @@ Names (:data:`erobs_bt.ros.params.ENDPOINTS`):
 The native action ``~/execute`` (``ExecuteScript``) and EROBS's ``beambot_execution``
 (``MTCExecution``) run (or, with ``dry_run``, preview) a script; a goal is rejected
 while another runs or the node is FAULTED. Feedback per unit and phase (at most
-``feedback_rate`` a second; every cache decision and the goal's last one); status
+``feedback_rate`` a second; every HIT or MISS decision and the goal's last one); status
 SUCCEEDED, ABORTED or CANCELED. A cancel request is accepted and honoured at the next
 unit boundary (at once while paused); the action's cancel-all request (zero goal id
 and stamp, as ``erobs-bt cancel`` and EROBS's ``stop_robot`` send) cancels whatever runs.

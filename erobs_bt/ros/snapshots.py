@@ -11,8 +11,9 @@ through the node than in-process. Instead:
 
 * :class:`TreeTracker` walks the tree **once per goal** (ids, names, types, parents,
   children, subtree extents: a :class:`TreeStructure`, shared by every tracker of the
-  same tree) and afterwards re-reads only the part that can have changed. The compiled root is a :class:`~erobs_bt.tree.compile.UnitSequence`, a memory
-  sequence that runs its children in order, so between two refreshes only the children
+  same tree) and afterwards re-reads only the part that can have changed. The compiled
+  root is a :class:`~erobs_bt.tree.compile.UnitSequence`, a memory sequence that runs
+  its children in order, so between two refreshes only the children
   from the one running at the previous refresh up to the one running now (and the root)
   can have changed: a refresh costs O(behaviours of those units), not O(tree). The
   units a refresh covers add up to each unit about once per goal. Any other root is

@@ -36,6 +36,7 @@ serialisation). Target ≤ 1 ms for an update.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -259,6 +260,14 @@ def snapshot_costs(units: int = 1_000) -> SnapshotCosts:
     return costs
 
 
+def cpu_ratio(node: list[float], local: list[float]) -> str:
+    """Median node CPU / median in-process CPU, or ``—`` when the in-process CPU is below
+    the clock tick ``/proc`` counts in (10 ms)."""
+    if median(local) <= 0:
+        return "— (in-process < 1 tick)"
+    return f"{median(node) / median(local):.2f}×"
+
+
 def spread(samples: list[float]) -> str:
     """``min–max`` in ms."""
     return f"{min(samples) * 1e3:,.1f}–{max(samples) * 1e3:,.1f} ms"
@@ -267,6 +276,10 @@ def spread(samples: list[float]) -> str:
 def report() -> str:
     """The snapshot-scaling section of BENCHMARKS.md."""
     measured = measure()
+    raw = os.environ.get("EROBS_BENCH_RAW")
+    if raw:  # every sample, for a later look (the report is medians)
+        with open(raw, "w") as out:
+            json.dump(dataclasses.asdict(measured), out)
     local, local_cpu = measured.local, measured.local_cpu
     node, node_cpu = measured.wall, measured.cpu
     rows = []
@@ -289,7 +302,7 @@ def report() -> str:
                 f"{fmt_ms(floor)} ({spread(measured.floor[units])})",
                 f"{(median(node[units]) - floor) / median(local[units]):.2f}×",
                 f"{fmt_ms(median(own))} (n={len(own)})" if own else "—",
-                f"{median(node_cpu[units]) / median(local_cpu[units]):.2f}×",
+                cpu_ratio(node_cpu[units], local_cpu[units]),
                 str(measured.snapshots[units]),
             ]
         )

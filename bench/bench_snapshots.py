@@ -2,7 +2,8 @@
 
 Scripts of 10, 100, 1,000 and 10,000 one-step units (``pipettor`` ``SET_LED``: no motion,
 so the tree and its bookkeeping are the cost, not the arm). Measured side by side in one
-run:
+run, each repeat interleaved (in-process, node, floor), so that the load of a shared
+machine changing between them widens the spread rather than biasing the ratio:
 
 * **node**: the node process (``python -m erobs_bt.ros.node``, sim backend, params file
   ``config/erobs_bt.yaml``) in a private domain, driven by
@@ -15,6 +16,16 @@ run:
 Both parse, compile and run the same script; the ratio is what the ROS layer (snapshots,
 feedback, state messages, run log, DDS) adds. Target: ≤ 1.2 at every size.
 
+Two figures explain the difference, measured in the same run:
+
+* **action floor**: the same goal (same script text) to a bare rclpy ``ActionServer`` of
+  ``ExecuteScript`` in its own process whose execute callback succeeds at once (this file
+  with ``--floor-server``), from the same client: what the action protocol and DDS cost for
+  this payload, with nothing executed;
+* **node's own time**: the node's ``RUNNING`` → ``IDLE`` ``~/execution_state`` stamps
+  (the orchestrator accepted the parsed, compiled script → the goal finished), without the
+  goal's transport, parsing and compiling.
+
 Snapshot cost at 1,000 units, while the goal advances one unit at a time (a gated
 scripted backend): a delta (``TreeTracker.delta`` + ``snapshot_to_msg`` + serialisation), a
 later full snapshot (``TreeSnapshotEncoder.full`` with ``tree_json``: a new viewer, the
@@ -25,13 +36,15 @@ serialisation). Target ≤ 1 ms for an update.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import sys
 import threading
 import time
 from dataclasses import dataclass
 
-from bench_ros import node_process, ros_domain
+from bench_ros import node_process, ros_domain, ros_process
 from common import fmt_ms, markdown_table, median
 from rclpy.serialization import serialize_message
 
@@ -39,12 +52,13 @@ from erobs_bt.backends.scripted import Outcome, ScriptedBackend
 from erobs_bt.batching import group_into_batches
 from erobs_bt.cache import PlanCache
 from erobs_bt.ros import convert
-from erobs_bt.ros.snapshots import TreeTracker, take_snapshot
+from erobs_bt.ros.snapshots import TreeStructure, TreeTracker, take_snapshot
 from erobs_bt.script.parse import parse_script
 from erobs_bt.session import EngineConfig, build_engine
 from erobs_bt.tree.compile import compile_tree
 from erobs_bt.tree.context import Controls, GoalContext, Mode
 
+FLOOR_ACTION = "/erobs_bt_floor/execute"
 SIZES = (10, 100, 1_000, 10_000)
 LED = {"task_type": "pipettor", "operation": "SET_LED", "led_color": {"r": 0, "g": 1, "b": 0}}
 TIMEOUT = 600.0
@@ -53,6 +67,8 @@ SNAPSHOT_SAMPLES = 200
 
 #: Goals per size and side.
 REPEATS = 3
+#: Goals of the smallest size each side runs before the measured ones.
+WARM_UP = 2
 
 
 def repeats(units: int) -> int:
@@ -72,53 +88,112 @@ def process_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def in_process_times() -> tuple[dict[int, list[float]], dict[int, list[float]]]:
-    """(wall times, CPU times of this process) per size [s]."""
-    engine = build_engine(EngineConfig(backend="sim", speed=20.0))
-    times: dict[int, list[float]] = {}
-    cpu: dict[int, list[float]] = {}
-    try:
-        for units in SIZES:
-            text = script(units)
-            samples, cpu_samples = [], []
-            for _ in range(repeats(units)):
-                began, began_cpu = time.perf_counter(), process_cpu(os.getpid())
-                result = engine.orchestrator.submit(text, dry_run=False).wait(TIMEOUT)
-                samples.append(time.perf_counter() - began)
-                cpu_samples.append(process_cpu(os.getpid()) - began_cpu)
-                if not result.success:
-                    raise RuntimeError(f"in-process {units} units: {result.error_message}")
-            times[units], cpu[units] = samples, cpu_samples
-    finally:
-        engine.close()
-    return times, cpu
+def floor_server() -> int:
+    """The floor's server: an ``ExecuteScript`` ActionServer whose execute callback succeeds
+    at once (nothing parsed, nothing run)."""
+    import contextlib
+
+    import rclpy
+    from erobs_bt_interfaces.action import ExecuteScript
+    from rclpy.action import ActionServer
+    from rclpy.executors import ExternalShutdownException
+
+    rclpy.init()
+    node = rclpy.create_node("erobs_bt_floor")
+
+    def execute(goal_handle: object) -> object:
+        goal_handle.succeed()  # type: ignore[attr-defined]
+        return ExecuteScript.Result(success=True)
+
+    ActionServer(node, ExecuteScript, FLOOR_ACTION, execute_callback=execute)
+    print("floor server ready", flush=True)
+    with contextlib.suppress(KeyboardInterrupt, ExternalShutdownException):
+        rclpy.spin(node)
+    return 0
 
 
-def node_times() -> tuple[dict[int, list[float]], dict[int, list[float]], dict[int, int]]:
-    """(wall times, CPU times of the node process, snapshots of the last goal) per size."""
+@dataclass
+class NodeTimes:
+    """Per size: the in-process goal [s] and this process's CPU over it [s]; goal sent →
+    result through the node [s], the node process's CPU [s], the node's own ``RUNNING`` →
+    ``IDLE`` time [s] (where both states arrived), the floor [s], and the
+    ``~/tree_snapshot`` messages of the last goal."""
+
+    local: dict[int, list[float]]
+    local_cpu: dict[int, list[float]]
+    wall: dict[int, list[float]]
+    cpu: dict[int, list[float]]
+    own: dict[int, list[float]]
+    floor: dict[int, list[float]]
+    snapshots: dict[int, int]
+
+
+def own_time(states: list[object], goal_id: str) -> float | None:
+    """``IDLE`` stamp − ``RUNNING`` stamp of ``goal_id`` among ``ExecutionState`` messages [s]."""
+    from erobs_bt.ros.convert import seconds
+
+    running = [m for m in states if m.goal_id == goal_id and m.state == "RUNNING"]  # type: ignore[attr-defined]
+    idle = [m for m in states if m.goal_id == goal_id and m.state == "IDLE"]  # type: ignore[attr-defined]
+    if not running or not idle:
+        return None
+    return seconds(idle[-1].stamp) - seconds(running[0].stamp)  # type: ignore[attr-defined]
+
+
+def measure() -> NodeTimes:
+    """Every size, each repeat interleaved: the goal in-process, through the node, then to
+    the floor server (same script text), so a change of the machine's load between them
+    shows in the spread, not in the ratio."""
     from erobs_bt.ros.client import ErobsBtClient
 
-    times: dict[int, list[float]] = {}
-    cpu: dict[int, list[float]] = {}
-    deltas: dict[int, int] = {}
-    with ros_domain(), node_process({"speed": "20.0"}) as node, ErobsBtClient() as client:
-        if not client.wait_for_server(30.0):
-            raise RuntimeError("node not discovered:\n" + "\n".join(node.lines))
-        for units in SIZES:
-            text = script(units)
-            samples, cpu_samples = [], []
-            for _ in range(repeats(units)):
-                before = client.snapshots.count
-                began, began_cpu = time.perf_counter(), process_cpu(node.pid)
-                run = client.send(text, timeout=TIMEOUT)
-                result = run.wait(TIMEOUT)
-                samples.append(time.perf_counter() - began)
-                cpu_samples.append(process_cpu(node.pid) - began_cpu)
-                if not result.success:
-                    raise RuntimeError(f"node {units} units: {result.error_message}")
-                deltas[units] = client.snapshots.count - before
-            times[units], cpu[units] = samples, cpu_samples
-    return times, cpu, deltas
+    out = NodeTimes({}, {}, {}, {}, {}, {}, {})
+    floor_cmd = [sys.executable, __file__, "--floor-server"]
+    engine = build_engine(EngineConfig(backend="sim", speed=20.0))
+    try:
+        with (
+            ros_domain(),
+            node_process({"speed": "20.0"}) as node,
+            ros_process(floor_cmd, "floor server ready"),
+            ErobsBtClient() as client,
+            ErobsBtClient(names={"execute": FLOOR_ACTION}) as floor,
+        ):
+            if not client.wait_for_server(30.0):
+                raise RuntimeError("node not discovered:\n" + "\n".join(node.lines))
+            for _ in range(WARM_UP):  # the first goals of each side import and set up lazily
+                engine.orchestrator.submit(script(SIZES[0]), dry_run=False).wait(TIMEOUT)
+                client.send(script(SIZES[0]), timeout=TIMEOUT).wait(TIMEOUT)
+                floor.send(script(SIZES[0]), timeout=TIMEOUT).wait(TIMEOUT)
+            for units in SIZES:
+                text = script(units)
+                for key in ("local", "local_cpu", "wall", "cpu", "own", "floor"):
+                    getattr(out, key)[units] = []
+                for _ in range(repeats(units)):
+                    began, began_cpu = time.perf_counter(), process_cpu(os.getpid())
+                    local = engine.orchestrator.submit(text, dry_run=False).wait(TIMEOUT)
+                    out.local[units].append(time.perf_counter() - began)
+                    out.local_cpu[units].append(process_cpu(os.getpid()) - began_cpu)
+                    if not local.success:
+                        raise RuntimeError(f"in-process {units} units: {local.error_message}")
+
+                    before, states_before = client.snapshots.count, client.states.count
+                    began, began_cpu = time.perf_counter(), process_cpu(node.pid)
+                    result = client.send(text, timeout=TIMEOUT).wait(TIMEOUT)
+                    out.wall[units].append(time.perf_counter() - began)
+                    out.cpu[units].append(process_cpu(node.pid) - began_cpu)
+                    if not result.success:
+                        raise RuntimeError(f"node {units} units: {result.error_message}")
+                    out.snapshots[units] = client.snapshots.count - before
+                    idle = client.states.wait_for(lambda m: m.state == "IDLE", 10.0, since=states_before)
+                    recent = client.states.items()[-(client.states.count - states_before) :]
+                    seen = own_time(recent, idle.goal_id) if idle else None
+                    if seen is not None:
+                        out.own[units].append(seen)
+
+                    began = time.perf_counter()
+                    floor.send(text, timeout=TIMEOUT).wait(TIMEOUT)
+                    out.floor[units].append(time.perf_counter() - began)
+    finally:
+        engine.close()
+    return out
 
 
 @dataclass
@@ -154,6 +229,7 @@ def snapshot_costs(units: int = 1_000) -> SnapshotCosts:
     root.tick_once()
     structure: list[float] = []
     for _ in range(5):  # once per goal: walk the tree, encode its fixed parts, first full one
+        TreeStructure.forget()  # measure the walk, not the structure kept from the last one
         began = time.perf_counter()
         tracker = TreeTracker("goal-1", root)
         encoder = convert.TreeSnapshotEncoder(tracker)
@@ -184,6 +260,14 @@ def snapshot_costs(units: int = 1_000) -> SnapshotCosts:
     return costs
 
 
+def cpu_ratio(node: list[float], local: list[float]) -> str:
+    """Median node CPU / median in-process CPU, or ``—`` when the in-process CPU is below
+    the clock tick ``/proc`` counts in (10 ms)."""
+    if median(local) <= 0:
+        return "— (in-process < 1 tick)"
+    return f"{median(node) / median(local):.2f}×"
+
+
 def spread(samples: list[float]) -> str:
     """``min–max`` in ms."""
     return f"{min(samples) * 1e3:,.1f}–{max(samples) * 1e3:,.1f} ms"
@@ -191,8 +275,13 @@ def spread(samples: list[float]) -> str:
 
 def report() -> str:
     """The snapshot-scaling section of BENCHMARKS.md."""
-    local, local_cpu = in_process_times()
-    node, node_cpu, deltas = node_times()
+    measured = measure()
+    raw = os.environ.get("EROBS_BENCH_RAW")
+    if raw:  # every sample, for a later look (the report is medians)
+        with open(raw, "w") as out:
+            json.dump(dataclasses.asdict(measured), out)
+    local, local_cpu = measured.local, measured.local_cpu
+    node, node_cpu = measured.wall, measured.cpu
     rows = []
     worst = 0.0
     ratios: dict[int, float] = {}
@@ -200,6 +289,8 @@ def report() -> str:
         ratio = median(node[units]) / median(local[units])
         ratios[units] = ratio
         worst = max(worst, ratio)
+        own = measured.own[units]
+        floor = median(measured.floor[units])
         rows.append(
             [
                 f"{units:,}",
@@ -208,8 +299,11 @@ def report() -> str:
                 f"{fmt_ms(median(node[units]))} ({spread(node[units])})",
                 f"**{ratio:.2f}×**",
                 f"{min(node[units]) / max(local[units]):.2f}–{max(node[units]) / min(local[units]):.2f}×",
-                f"{median(node_cpu[units]) / median(local_cpu[units]):.2f}×",
-                str(deltas[units]),
+                f"{fmt_ms(floor)} ({spread(measured.floor[units])})",
+                f"{(median(node[units]) - floor) / median(local[units]):.2f}×",
+                f"{fmt_ms(median(own))} (n={len(own)})" if own else "—",
+                cpu_ratio(node_cpu[units], local_cpu[units]),
+                str(measured.snapshots[units]),
             ]
         )
     table = markdown_table(
@@ -220,6 +314,9 @@ def report() -> str:
             "node goal, client watching ~/tree_snapshot: median (spread)",
             "node / in-process (medians)",
             "ratio range (extremes)",
+            "action floor: same goal to a bare ActionServer (spread)",
+            "(node − floor) / in-process",
+            "node's own RUNNING → IDLE (median)",
             "node process CPU / in-process CPU (medians)",
             "~/tree_snapshot messages in the last goal",
         ],
@@ -268,11 +365,17 @@ def report() -> str:
         "`scripts/env.sh .venv/bin/python bench/run_all.py --section bench_snapshots`). Scripts of "
         "one-step units (`pipettor` `SET_LED`, no motion), sim backend at `speed:=20`, each size measured "
         f"{REPEATS} times in-process (`Orchestrator.submit` → `GoalHandle.wait`) and through the node "
-        "(goal sent → result, with `ErobsBtClient` subscribed to `~/tree_snapshot`) in the same run. "
+        "(goal sent → result, with `ErobsBtClient` subscribed to `~/tree_snapshot`) in the same run, "
+        f"each repeat interleaved (in-process, node, floor), after {WARM_UP} warm-up goals on each side. "
         "The node sends a goal's structure once and then only what changed (`erobs_bt/ros/snapshots.py`); "
-        "full snapshots are serialised from parts kept per behaviour (`TreeSnapshotEncoder`), action "
-        "feedback is spaced to `feedback_rate` within a unit, and run logs are written by their own thread. "
-        "CPU is the process's user + system time over the goal (the node's includes its DDS threads).\n\n"
+        "snapshots, full and deltas, are serialised from parts kept per behaviour (`TreeSnapshotEncoder`) "
+        "and the goal's ROS 2 bag records the same bytes; action feedback is at most `feedback_rate` "
+        "(50 Hz) plus every HIT/MISS decision and the goal's last one; run logs and bags are written by "
+        "threads of their own. The action floor is the same goal (same script text, same client) to a "
+        "bare rclpy `ActionServer` of `ExecuteScript` in its own process that succeeds at once; the "
+        "node's own time is from its `RUNNING` and `IDLE` `~/execution_state` stamps (parsed and "
+        "compiled script accepted → goal finished). CPU is the process's user + system time over the "
+        "goal (the node's includes its DDS threads).\n\n"
         f"{table}\n\n{snapshot_table}\n\n"
         f"Node / in-process: {per_size}; worst {worst:.2f}× ({verdict} the 1.2 target). A delta costs "
         f"{fmt_ms(median(costs.delta))} and a later full snapshot {fmt_ms(median(costs.full))} "
@@ -284,4 +387,6 @@ def report() -> str:
 
 
 if __name__ == "__main__":
+    if "--floor-server" in sys.argv:
+        sys.exit(floor_server())
     print(report())

@@ -195,7 +195,10 @@ def test_pause_takes_effect_at_the_next_unit_boundary_then_resume_finishes(
     result = run.wait(GOAL_TIMEOUT)
     assert run.status_name == "SUCCEEDED"
     assert (result.completed_steps, result.total_steps) == (10, 10)
-    assert {f.unit_index for f in run.feedback.items()} == {1, 2, 3, 4, 5}
+    # Feedback is thinned to feedback_rate (a quick unit's may be replaced by the next
+    # unit's), so the units seen rise to the last one; all ten steps completed (above).
+    seen = [f.unit_index for f in run.feedback.items()]
+    assert seen == sorted(seen) and seen[0] == 1 and seen[-1] == 5
 
 
 def test_cancel_during_the_last_unit_ends_canceled(client: ErobsBtClient) -> None:
@@ -380,10 +383,32 @@ def test_stop_works_while_paused_and_when_idle(client: ErobsBtClient) -> None:
     assert run_to_end(client, script([move("vial_scan")])).status_name == "SUCCEEDED"
 
 
+def test_quick_units_get_feedback_at_most_feedback_rate_and_the_last_one(client: ErobsBtClient) -> None:
+    units = 300  # one-step units of no motion: far more units a second than feedback_rate
+    began = time.monotonic()
+    run = run_to_end(client, script([LED] * units))
+    elapsed = time.monotonic() - began
+
+    assert run.status_name == "SUCCEEDED"
+    feedback = run.feedback.items()
+    # feedback_rate is 50 Hz (config/erobs_bt.yaml): the first at once, then one per 20 ms at
+    # most, and the goal's last one before the result (no unit here decides HIT or MISS).
+    assert 1 <= len(feedback) <= 50.0 * elapsed + 2, (len(feedback), elapsed)
+    indices = [f.unit_index for f in feedback]
+    assert indices == sorted(indices)
+    assert (feedback[-1].unit_index, feedback[-1].progress_percentage) == (units, pytest.approx(100.0))
+
+
+def at_rest(joint_state: Any) -> bool:
+    """Every joint's velocity is zero (the sim controller publishes them at rest too)."""
+    return all(abs(v) < 1e-12 for v in joint_state.velocity)
+
+
 def test_a_dry_run_publishes_the_preview_and_moves_nothing(client: ErobsBtClient) -> None:
     assert run_to_end(client, script([move("safe_sample_transport")], gripper="epick")).result.success
     previews_before = client.previews.count
-    joints = client.joint_states.wait_for(lambda m: True, 5.0, since=client.joint_states.count)
+    # At rest: a state sent while the arm still moved may arrive after the result.
+    joints = client.joint_states.wait_for(at_rest, 5.0, since=client.joint_states.count)
     assert joints is not None
 
     run = run_to_end(client, (require_samples() / "spincoat_to_hotplate.json").read_text(), dry_run=True)
@@ -395,7 +420,7 @@ def test_a_dry_run_publishes_the_preview_and_moves_nothing(client: ErobsBtClient
     times = [convert.seconds(p.time_from_start) for p in preview.points]
     assert times == sorted(times) and len(set(times)) == len(times)
     after = client.joint_states.wait_for(lambda m: True, 5.0, since=client.joint_states.count)
-    assert after is not None
+    assert after is not None and at_rest(after)
     assert list(after.position) == pytest.approx(list(joints.position), abs=1e-9), "a preview moved the arm"
 
 
@@ -693,3 +718,48 @@ def test_the_snapshot_encoder_serialises_exactly_what_snapshot_to_msg_does() -> 
                 assert got.tree_json == ""
         leaves[0].feedback_message = "changed after the first full snapshot"
         root.tick_once()
+
+
+def test_the_snapshot_encoder_serialises_deltas_exactly_as_snapshot_to_msg_does() -> None:
+    from erobs_bt_interfaces.msg import TreeSnapshot
+    from rclpy.serialization import deserialize_message, serialize_message
+
+    from erobs_bt.ros.snapshots import TreeTracker
+
+    leaves = [py_trees.behaviours.Running(name=name) for name in ("a", "Grüße", "ep\x00ick", "frame \ud800")]
+    root = py_trees.composites.Parallel(
+        "script", policy=py_trees.common.ParallelPolicy.SuccessOnAll(), children=leaves
+    )
+    tracker = TreeTracker("goal-8", root)
+    serializer = convert.SnapshotSerializer()
+    serializer.serialize(tracker.full(), tracker, with_json=True)
+    for message in ("", "abc", "Grüße \ud800", 'quote " and \\ back'):
+        root.tick_once()
+        leaves[1].feedback_message = message
+        leaves[3].feedback_message = message + "!"
+        delta = tracker.delta(unit_index=2)
+        assert delta is not None and not delta.full and delta.behaviours
+        expected = convert.snapshot_to_msg(delta, with_json=True)
+        encoded = serializer.serialize(delta, tracker, with_json=True)
+        # Equal but for padding bytes (rclpy leaves those as they were in its buffer).
+        assert len(encoded) == len(serialize_message(expected))
+        assert deserialize_message(encoded, TreeSnapshot) == expected
+
+
+def test_feedback_is_thinned_to_the_latest_but_keeps_every_replay_or_plan_decision() -> None:
+    from erobs_bt.orchestrator import Feedback
+
+    def fb(unit: int, cache: str = "", message: str = "") -> Feedback:
+        return Feedback(unit, 10, f"unit {unit}", 10.0 * unit, message, "pipettor", unit, cache)
+
+    supersedes = convert.feedback_supersedes
+    # Within a unit the newer report says all the waiting one said.
+    assert supersedes(fb(3, "", "unit 3: plan"), fb(3, "", "unit 3 started"))
+    assert supersedes(fb(3, "MISS", "unit 3: plan"), fb(3, "", "unit 3 started"))
+    assert supersedes(fb(3, "MISS", "unit 3 done"), fb(3, "MISS", "unit 3: execute"))
+    # A later unit's feedback replaces a waiting one without a decision worth keeping ...
+    assert supersedes(fb(4), fb(3))
+    assert supersedes(fb(4), fb(3, "INELIGIBLE", "unit 3 done"))
+    # ... but never a replay or a fresh plan (HIT, MISS).
+    assert not supersedes(fb(4), fb(3, "HIT", "unit 3 done"))
+    assert not supersedes(fb(4, "MISS"), fb(3, "MISS", "unit 3 done"))

@@ -29,11 +29,12 @@ import json
 import math
 import struct
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from builtin_interfaces.msg import Duration, Time
 from erobs_bt_interfaces.action import ExecuteScript
 from erobs_bt_interfaces.msg import BehaviourStatus, ExecutionState, TreeSnapshot
+from rclpy.serialization import serialize_message
 from sensor_msgs.msg import JointState
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
@@ -89,6 +90,27 @@ def feedback_to_msg(feedback: Feedback) -> ExecuteScript.Feedback:
         unit_index=feedback.unit_index,
         cache_status=ros_text(feedback.cache_status),
     )
+
+
+#: Cache decisions a waiting feedback keeps when a later unit's feedback arrives: whether
+#: a unit was replayed or planned afresh is worth seeing; ``INELIGIBLE`` says nothing new.
+KEPT_CACHE_DECISIONS = frozenset({"HIT", "MISS"})
+
+
+def feedback_supersedes(newer: Feedback, waiting: Feedback) -> bool:
+    """``newer`` may take the place of ``waiting`` (of the same goal), not yet sent.
+
+    The one rule for thinning feedback (the node's action feedback, the feedback a ROS 2
+    bag records): a feedback is a progress report, so the latest one says all the waiting
+    one said, except a cache decision. Within a unit, a newer feedback replaces the waiting
+    one unless the waiting one carries the unit's cache decision and the newer one does not
+    (it always does: a unit's decision stays in its later feedback). A later unit's feedback
+    replaces the waiting one unless that one carries a ``HIT`` or ``MISS``
+    (:data:`KEPT_CACHE_DECISIONS`).
+    """
+    if waiting.unit_index == newer.unit_index:
+        return waiting.cache_status in ("", newer.cache_status)
+    return waiting.cache_status not in KEPT_CACHE_DECISIONS
 
 
 def result_to_msg(result: Result) -> ExecuteScript.Result:
@@ -219,6 +241,33 @@ def _json_ids(ids: Sequence[str]) -> str:
     return "[" + ",".join(f'"{i}"' for i in ids) + "]" if ids else "[]"
 
 
+class _StaticParts(NamedTuple):
+    """The fixed serialised parts of each behaviour of a tree (:class:`TreeSnapshotEncoder`)."""
+
+    cdr: list[bytes]
+    json: list[str]
+
+
+def _static_parts(states: Sequence[BehaviourState]) -> _StaticParts:
+    """Each behaviour's id, name, type and parent as CDR, and its fixed JSON keys."""
+    # id, name, type, parent_id: each a string padded to 4, so status starts aligned.
+    # A parent's id is its parent's own id string; types repeat: encode each once.
+    ids = {b.id: _cdr_string(b.id) for b in states}
+    ids[""] = _cdr_string("")
+    types: dict[str, tuple[bytes, str]] = {}
+    for b in states:
+        if b.type_name not in types:
+            types[b.type_name] = (_cdr_string(b.type_name), json.dumps(b.type_name))
+    cdr = [ids[b.id] + _cdr_string(b.name) + types[b.type_name][0] + ids[b.parent_id] for b in states]
+    # The fixed keys of each behaviour's JSON object (ids are UUID text: no escaping).
+    fixed_json = [
+        f'{{"id":"{b.id}","name":{json.dumps(b.name)},"type":{types[b.type_name][1]},'
+        f'"parent_id":"{b.parent_id}","children":{_json_ids(b.child_ids)},'
+        for b in states
+    ]
+    return _StaticParts(cdr, fixed_json)
+
+
 class TreeSnapshotEncoder:
     """Full ``TreeSnapshot`` messages of one goal's tree, serialised from kept parts.
 
@@ -249,61 +298,58 @@ class TreeSnapshotEncoder:
 
     def __init__(self, tracker: TreeTracker) -> None:
         self.tracker = tracker
-        with collector_paused():  # thousands of new objects, none in a cycle
-            self._build(tracker.states)
+        # The fixed parts depend on the tree's structure only: built once per tree and
+        # shared by every encoder of it (the node's topic, the ROS 2 bag).
+        encoded = tracker.structure.encoded
+        if not isinstance(encoded, _StaticParts):
+            with collector_paused():  # thousands of new objects, none in a cycle
+                encoded = tracker.structure.encoded = _static_parts(tracker.structure.states)
+        self._static, self._static_json = encoded
         self._cdr: list[bytes] = [b""] * len(tracker.states)
         self._json: list[str] = [""] * len(tracker.states)
         self._seen: list[BehaviourState | None] = [None] * len(tracker.states)
+        self._seen_json: list[BehaviourState | None] = [None] * len(tracker.states)
+        self._index: dict[str, int] | None = None
 
-    def _build(self, states: Sequence[BehaviourState]) -> None:
-        # id, name, type, parent_id: each a string padded to 4, so status starts aligned.
-        # A parent's id is its parent's own id string; types repeat: encode each once.
-        ids = {b.id: _cdr_string(b.id) for b in states}
-        ids[""] = _cdr_string("")
-        types: dict[str, tuple[bytes, str]] = {}
-        for b in states:
-            if b.type_name not in types:
-                types[b.type_name] = (_cdr_string(b.type_name), json.dumps(b.type_name))
-        self._static = [
-            ids[b.id] + _cdr_string(b.name) + types[b.type_name][0] + ids[b.parent_id] for b in states
-        ]
-        # The fixed keys of each behaviour's JSON object (ids are UUID text: no escaping).
-        self._static_json = [
-            f'{{"id":"{b.id}","name":{json.dumps(b.name)},"type":{types[b.type_name][1]},'
-            f'"parent_id":"{b.parent_id}","children":{_json_ids(b.child_ids)},'
-            for b in states
-        ]
-
-    def _sync(self) -> None:
+    def _sync(self, *, with_json: bool) -> None:
         with collector_paused():
-            self._sync_changed()
+            self._sync_changed(with_json=with_json)
 
-    def _sync_changed(self) -> None:
-        cdr, fragments, seen = self._cdr, self._json, self._seen
-        static, static_json = self._static, self._static_json
-        for i, b in enumerate(self.tracker.states):
-            if b is seen[i]:
+    def _sync_changed(self, *, with_json: bool) -> None:
+        cdr, seen = self._cdr, self._seen
+        states = self.tracker.states
+        for i, b in enumerate(states):
+            if b is not seen[i]:
+                seen[i] = b
+                cdr[i] = self._behaviour(i, b)
+        if not with_json:
+            return
+        fragments, seen_json, static_json = self._json, self._seen_json, self._static_json
+        for i, b in enumerate(states):
+            if b is seen_json[i]:
                 continue
-            seen[i] = b
-            # status, message (a string, then the bool right after its NUL), padded to 4.
-            message = ros_text(b.message).encode("utf-8")
-            size = len(message) + 1
-            body = (
-                static[i]
-                + _cdr_string(b.status)
-                + struct.pack("<I", size)
-                + message
-                + (b"\0\1" if b.is_active else b"\0\0")
-            )
-            cdr[i] = body + b"\0" * (-len(body) % 4)
+            seen_json[i] = b
             text = json.dumps(b.message) if b.message else '""'
             active = "true" if b.is_active else "false"
             fragments[i] = f'{static_json[i]}"status":"{b.status}","message":{text},"is_active":{active}}}'
 
-    def full(self, state: TreeState, *, with_json: bool) -> bytes:
-        """The serialised ``TreeSnapshot`` of ``state``, a full snapshot of this tracker's
-        goal taken just now (its behaviours are the tracker's states)."""
-        self._sync()
+    def _behaviour(self, i: int, b: BehaviourState) -> bytes:
+        """The CDR of behaviour ``i`` in state ``b``: its fixed part, then status, message
+        (a string, then the bool right after its NUL), padded to 4."""
+        message = ros_text(b.message).encode("utf-8")
+        size = len(message) + 1
+        body = (
+            self._static[i]
+            + _cdr_string(b.status)
+            + struct.pack("<I", size)
+            + message
+            + (b"\0\1" if b.is_active else b"\0\0")
+        )
+        return body + b"\0" * (-len(body) % 4)
+
+    @staticmethod
+    def _head(state: TreeState, count: int) -> bytes:
+        """Encapsulation header and the fields before ``behaviours``, with its length."""
         head = bytearray(b"\0\1\0\0")
         total = round(state.stamp * _NANO)
         head += struct.pack("<iI", total // _NANO, total % _NANO)
@@ -311,8 +357,14 @@ class TreeSnapshotEncoder:
         head += struct.pack("<I?", state.unit_index, state.final) + b"\0\0\0"
         tip = ros_text(state.tip_id).encode("utf-8")
         # tip_id, then the delta bool right after its NUL, padded to 4 for the uint32s.
-        head += struct.pack("<I", len(tip) + 1) + tip + b"\0\0"
-        head += b"\0" * (-len(head) % 4) + struct.pack("<II", state.sequence, len(self._cdr))
+        head += struct.pack("<I", len(tip) + 1) + tip + (b"\0\0" if state.full else b"\0\1")
+        head += b"\0" * (-len(head) % 4) + struct.pack("<II", state.sequence, count)
+        return bytes(head)
+
+    def full(self, state: TreeState, *, with_json: bool) -> bytes:
+        """The serialised ``TreeSnapshot`` of ``state``, a full snapshot of this tracker's
+        goal taken just now (its behaviours are the tracker's states)."""
+        self._sync(with_json=with_json)
         if with_json:
             document = _snapshot_document(dataclasses.replace(state, behaviours=()))
             document["state"] = state.root_status
@@ -321,7 +373,50 @@ class TreeSnapshotEncoder:
         else:
             tree_json = ""
         data = ros_text(tree_json).encode("utf-8")
+        head = self._head(state, len(self._cdr))
         return b"".join((head, *self._cdr, struct.pack("<I", len(data) + 1), data, b"\0"))
+
+    def delta(self, state: TreeState) -> bytes:
+        """The serialised ``TreeSnapshot`` of ``state``, a delta of this tracker's goal (its
+        behaviours are some of the tracker's states): O(changed behaviours), no
+        ``tree_json`` (as :func:`snapshot_to_msg` leaves it for a delta)."""
+        if self._index is None:
+            self._index = {b.id: i for i, b in enumerate(self.tracker.states)}
+        index, cdr, seen = self._index, self._cdr, self._seen
+        parts = []
+        for b in state.behaviours:
+            i = index[b.id]
+            part = self._behaviour(i, b)
+            if self.tracker.states[i] is b:  # kept for the next full snapshot
+                cdr[i], seen[i] = part, b
+            parts.append(part)
+        return b"".join((self._head(state, len(parts)), *parts, b"\1\0\0\0\0"))
+
+
+class SnapshotSerializer:
+    """Serialised ``TreeSnapshot`` messages of one goal after another (what the node
+    publishes on ``~/tree_snapshot`` and what a ROS 2 bag records, the same bytes).
+
+    A snapshot of the tracker's goal, full or a delta, is serialised from kept parts
+    (:class:`TreeSnapshotEncoder`, one per tracker); a snapshot without a tree (a rejected
+    script) is built as a message (:func:`snapshot_to_msg`) and serialised by rclpy. Not
+    thread-safe: one caller at a time (a snapshot throttle's publish callback).
+    """
+
+    def __init__(self) -> None:
+        self._encoder: TreeSnapshotEncoder | None = None
+
+    def serialize(self, state: TreeState, tracker: TreeTracker | None, *, with_json: bool) -> bytes:
+        """The serialised message of ``state``; ``tracker`` is the throttle's current one
+        (``state``, when full and of its goal, was just taken from it)."""
+        if state.behaviours and tracker is not None and tracker.goal_id == state.goal_id:
+            if self._encoder is None or self._encoder.tracker is not tracker:
+                self._encoder = TreeSnapshotEncoder(tracker)
+            if state.full:
+                return self._encoder.full(state, with_json=with_json)
+            return self._encoder.delta(state)
+        data: bytes = serialize_message(snapshot_to_msg(state, with_json=with_json))
+        return data
 
 
 def snapshot_from_msg(msg: TreeSnapshot) -> TreeState:

@@ -204,24 +204,26 @@ _NATIVE = _GoalApi("native", convert.feedback_to_msg, convert.result_to_msg)
 
 
 class _FeedbackPump:
-    """Publishes action feedback off the goal thread: every unit's latest feedback, and
-    within a unit at most ``rate`` messages per second.
+    """Publishes action feedback off the goal thread, at most ``rate`` messages per second.
 
     The orchestrator reports several feedbacks per unit (started, cache decision, each
     phase, done). Publishing each one (about 0.1-0.2 ms of rclpy work apiece, holding the
-    GIL) made a long script of quick units much slower through the node than in-process.
-    The goal thread now only queues (O(1)); this thread publishes. A newer feedback of the
-    same goal and unit replaces the queued one unless the queued one carries the unit's
-    cache decision (``HIT``, ``MISS``, ``INELIGIBLE``) and the newer one another. While
-    only one feedback is queued and the previous publication is less than ``1 / rate``
-    old, it waits (and may be replaced); a feedback of a later unit makes the queued one
-    final, so it is published at once. So every unit's latest feedback and every cache
-    decision are published, in order, and :meth:`flush` (called before the result is
-    sent) delivers all of a goal's queued feedback without waiting for the spacing.
+    GIL, and as much again in every client) made a long script of quick units much slower
+    through the node than in-process; so did one per unit (a 1,000-unit script of
+    no-motion steps runs 1,000 units a second). The goal thread only queues (O(1)); this
+    thread publishes. A newer feedback of the same goal replaces the queued one when
+    :func:`~erobs_bt.ros.convert.feedback_supersedes` says it may (always, except that a
+    unit's ``HIT`` or ``MISS`` decision is never dropped). While only one feedback is
+    queued and the previous publication is less than ``1 / rate`` old, it waits (and may be
+    replaced); a kept decision followed by a newer feedback is published at once. So
+    feedback arrives at most ``rate`` times a second plus the decisions, a unit that lasts
+    longer than ``1 / rate`` is always reported, and :meth:`flush` (called before the
+    result is sent) delivers the goal's last feedback without waiting for the spacing.
 
     Args:
         log_error: receives a message when publishing fails (never raised).
-        rate: the most feedback messages of one unit per second [Hz], > 0.
+        rate: the most feedback messages per second [Hz], > 0 (cache decisions and the
+            goal's last feedback apart).
         clock: monotonic time source [s].
     """
 
@@ -249,10 +251,7 @@ class _FeedbackPump:
     @staticmethod
     def _replaces(queued: tuple[Any, _GoalApi, Feedback], goal_handle: Any, feedback: Feedback) -> bool:
         """``feedback`` may take the place of the ``queued`` one (see the class docstring)."""
-        if queued[0] is not goal_handle:
-            return False
-        old = queued[2]
-        return old.unit_index == feedback.unit_index and old.cache_status in ("", feedback.cache_status)
+        return queued[0] is goal_handle and convert.feedback_supersedes(feedback, queued[2])
 
     def put(self, goal_handle: Any, api: _GoalApi, feedback: Feedback) -> None:
         """Queue ``feedback`` for ``goal_handle`` (O(1); it may replace the queued one)."""
@@ -328,7 +327,8 @@ Names (:data:`erobs_bt.ros.params.ENDPOINTS`):
 
 The native action ``~/execute`` (``ExecuteScript``) and EROBS's ``beambot_execution``
 (``MTCExecution``) run (or, with ``dry_run``, preview) a script; a goal is rejected
-while another runs or the node is FAULTED. Feedback per unit and phase; status
+while another runs or the node is FAULTED. Feedback per unit and phase (at most
+``feedback_rate`` a second; every HIT or MISS decision and the goal's last one); status
 SUCCEEDED, ABORTED or CANCELED. A cancel request is accepted and honoured at the next
 unit boundary (at once while paused); the action's cancel-all request (zero goal id
 and stamp, as ``erobs-bt cancel`` and EROBS's ``stop_robot`` send) cancels whatever runs.
@@ -409,7 +409,7 @@ class ErobsBtNode(Node):
             _latched(SNAPSHOT_DEPTH),
             event_callbacks=PublisherEventCallbacks(matched=self._snapshot_subscriber_matched),
         )
-        self._snapshot_encoder: convert.TreeSnapshotEncoder | None = None
+        self._snapshot_serializer = convert.SnapshotSerializer()
         self._snapshots = SnapshotThrottle(
             self._publish_snapshot, rate=settings.snapshot_rate, unit_index=self._unit_index
         )
@@ -900,7 +900,10 @@ class ErobsBtNode(Node):
             goal_handle, api = self._ros_goal, self._ros_api
         if goal_handle is not None:
             self._feedback.put(goal_handle, api, feedback)
-        self._publish_gripper()
+        # The feedback carries the gripper; ask the backend only when it differs from the
+        # one published (an unlocked read: _publish_gripper checks again under the lock).
+        if feedback.current_gripper != self._gripper:
+            self._publish_gripper()
 
     def _note_event(self, goal_id: str, record: Mapping[str, Any]) -> None:
         """Keep the goal context viewers see (cache decision and key of the unit)."""
@@ -929,9 +932,13 @@ class ErobsBtNode(Node):
         streams = self.streams is not None and self.streams.has_streams()
         return streams or self._snapshot_pub.get_subscription_count() > 0
 
+    def _recording(self) -> bool:
+        """The running goal's ROS 2 bag takes the tree snapshots."""
+        return self.run_logs is not None and self.run_logs.recording(self._snapshots.goal_id)
+
     def _poll_snapshot(self) -> None:
-        # Nobody watching: no snapshot is taken at all (the final one is still sent).
-        if self._viewers():
+        # Nobody watching and no bag: no snapshot is taken at all (the final one is still sent).
+        if self._viewers() or self._recording():
             self._snapshots.poll()
         if self.streams is not None:
             self.streams.poll()
@@ -947,17 +954,18 @@ class ErobsBtNode(Node):
 
     def _publish_snapshot(self, state: TreeState) -> None:
         """Snapshot throttle's publish callback (under its lock): ~/tree_snapshot (when
-        someone subscribes, and always the final one) and the py_trees_ros streams."""
+        someone subscribes, and always the final one), the goal's ROS 2 bag (the same
+        bytes) and the py_trees_ros streams."""
         tracker = self._snapshots.tracker
-        if state.final or self._snapshot_pub.get_subscription_count() > 0:
-            with_json = self.settings.snapshot_json
-            if state.full and tracker is not None and tracker.goal_id == state.goal_id and state.behaviours:
-                # Serialised from the goal's kept parts: O(changed behaviours) + a join.
-                if self._snapshot_encoder is None or self._snapshot_encoder.tracker is not tracker:
-                    self._snapshot_encoder = convert.TreeSnapshotEncoder(tracker)
-                self._snapshot_pub.publish(self._snapshot_encoder.full(state, with_json=with_json))
-            else:
-                self._snapshot_pub.publish(convert.snapshot_to_msg(state, with_json=with_json))
+        publish = state.final or self._snapshot_pub.get_subscription_count() > 0
+        record = self.run_logs is not None and self.run_logs.recording(state.goal_id)
+        if publish or record:
+            # From the goal's kept parts: O(changed behaviours) (+ a join for a full one).
+            data = self._snapshot_serializer.serialize(state, tracker, with_json=self.settings.snapshot_json)
+            if publish:
+                self._snapshot_pub.publish(data)
+            if record and self.run_logs is not None:
+                self.run_logs.snapshot(state.goal_id, data, state.stamp, final=state.final)
         if self.streams is not None and tracker is not None and tracker.goal_id == state.goal_id:
             self.streams.update(tracker, final=state.final)
 

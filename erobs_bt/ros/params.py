@@ -207,8 +207,8 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
     _positive(
         "feedback_rate",
         50.0,
-        "[Hz] most action feedback messages per second within one unit; a newer feedback of the "
-        "unit replaces a waiting one, but every unit's latest feedback and cache decision are sent",
+        "[Hz] most action feedback messages per second; a newer feedback replaces a waiting one, "
+        "but every HIT/MISS cache decision and the goal's last feedback are sent",
         section="interfaces",
     ),
     _positive(

@@ -6,6 +6,8 @@ Both ``erobs_bt_node`` and ``erobs_bt_sim_hardware`` run the same way:
   (:func:`erobs_bt.ros.ensure_localhost_discovery`);
 * rclpy's own signal handlers are disabled (they shut the context down before the node
   could stop its motion and publish its final state); SIGINT/SIGTERM only set an event;
+* what start-up built is frozen out of the garbage collector's generations
+  (``gc.freeze``: the collections during a goal do not walk it each time);
 * the node is spun by a :class:`~rclpy.executors.MultiThreadedExecutor` on its own
   thread; the main thread waits for the signal or for that thread to die;
 * on the way out the node's ``close()`` runs first (halt, stop, final messages), then the
@@ -89,6 +91,12 @@ def serve(
         except start_errors as exc:
             print(f"{name}: cannot start: {exc}", file=sys.stderr, flush=True)
             return EXIT_CONFIG
+        # What start-up built (modules, the node, the engine, the cell) lives as long as
+        # the process: move it out of the collector's generations, so the collections a
+        # goal's many short-lived objects trigger do not walk it again and again, holding
+        # the GIL (gc.freeze; start-up garbage is collected first).
+        gc.collect()
+        gc.freeze()
         executor = MultiThreadedExecutor(num_threads=threads(node))
         executor.add_node(node)  # type: ignore[arg-type]
         died: list[BaseException] = []
@@ -124,6 +132,7 @@ def serve(
         died.clear()
         del node
         executor = None  # type: ignore[assignment]
+        gc.unfreeze()  # the frozen start-up objects (the node among them) are collectable again
         gc.collect()
         if executor_died:
             print(f"{name}: exiting because the executor stopped serving", file=sys.stderr, flush=True)

@@ -8,7 +8,10 @@ there is none, ``script-`` and the first 8 hex digits of the SHA-256 of its text
 with ``erobs-bt log FILE``. Beside each log, the goal is recorded as a ROS 2 bag
 (:class:`~erobs_bt.viz.mcap_record.McapRecorder`): ``<same name>.mcap`` with the node's
 joint states, state, action feedback and status, and tree snapshots on the node's
-resolved topic names, so ``ros2 bag play`` and Foxglove open a goal.
+resolved topic names, so ``ros2 bag play`` and Foxglove open a goal. Its tree snapshots
+are the node's own (:meth:`NodeRunLogs.snapshot`: the bytes the node publishes, taken
+whether or not a viewer watches); it is closed by the writer thread below after the
+goal's final snapshot, so the result does not wait for the bag's summary.
 
 :class:`NodeRunLogs` is an orchestrator listener: the node tells it the script text
 before submitting (:meth:`expect`), and the first event of a new goal id opens that
@@ -38,7 +41,7 @@ import time
 from collections import deque
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from erobs_bt.orchestrator import Feedback, OrchestratorListener, Result
 from erobs_bt.viz.runlog import DEFAULT_JOINT_RATE, RunLogWriter
@@ -51,15 +54,38 @@ if TYPE_CHECKING:
 #: Longest a record waits in the queue before the writer thread writes it [s].
 BATCH_PERIOD = 0.1
 
+
+class _BagSnapshot(NamedTuple):
+    """The queue's "record this serialised tree snapshot (taken at ``stamp`` [s])" record."""
+
+    data: bytes
+    stamp: float
+
+
+class _CloseBag:
+    """The queue's "close this bag" record."""
+
+
+_CLOSE_BAG = _CloseBag()
+
+#: What the writer thread's queue holds after the writer (a run log or a bag) and goal id:
+#: a record to write, ``None`` (close the run log), a bag snapshot, or :data:`_CLOSE_BAG`.
+_Item = Mapping[str, Any] | _BagSnapshot | _CloseBag | None
+
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
 def script_label(full_json: str) -> str:
-    """The ``<script>`` part of a run-log name: a safe ``run_name``, else ``script-<sha8>``."""
-    try:
-        document = json.loads(full_json)
-    except (ValueError, TypeError):
-        document = None
+    """The ``<script>`` part of a run-log name: a safe ``run_name``, else ``script-<sha8>``.
+
+    The text is parsed only when it mentions ``run_name`` (parsing a 1 MiB script on the
+    goal thread to learn that it has none took tens of milliseconds)."""
+    document = None
+    if "run_name" in full_json:
+        try:
+            document = json.loads(full_json)
+        except (ValueError, TypeError):
+            document = None
     name = document.get("run_name") if isinstance(document, dict) else None
     if isinstance(name, str):
         safe = _UNSAFE.sub("_", name).strip("._")[:60]
@@ -94,7 +120,7 @@ class NodeRunLogs(OrchestratorListener):
         self._writers: dict[str, RunLogWriter] = {}
         self._closed: set[str] = set()
         self.paths: dict[str, Path] = {}
-        self._queue: deque[tuple[RunLogWriter, str, Mapping[str, Any] | None]] = deque()
+        self._queue: deque[tuple[Any, str, _Item]] = deque()
         self._cond = threading.Condition()
         self._written = 0  # records (and closes) handled by the writer thread
         self._queued = 0
@@ -106,6 +132,7 @@ class NodeRunLogs(OrchestratorListener):
         self._mcap = mcap
         self._snapshot_rate = snapshot_rate
         self._bags: dict[str, Any] = {}
+        self._ending: dict[str, Any] = {}  # bags of finished goals, until their final snapshot
         self._resolve: Any = None
         self.bag_paths: dict[str, Path] = {}
 
@@ -132,8 +159,8 @@ class NodeRunLogs(OrchestratorListener):
         if bag is not None:
             bag.event(goal_id, record)
 
-    def _put(self, writer: RunLogWriter, goal_id: str, record: Mapping[str, Any] | None) -> int:
-        """Queue a record (``None``: close the file); the count to wait for."""
+    def _put(self, writer: Any, goal_id: str, record: _Item) -> int:
+        """Queue a record for ``writer`` (see :data:`_Item`); the count to wait for."""
         with self._cond:
             self._queue.append((writer, goal_id, record))
             self._queued += 1
@@ -142,8 +169,13 @@ class NodeRunLogs(OrchestratorListener):
     def _write(self) -> None:
         while True:
             with self._cond:
-                # Batches: woken by a waiter (finished, close), else every BATCH_PERIOD.
-                self._cond.wait_for(lambda: self._stopping or self._waiting > 0, BATCH_PERIOD)
+                # Batches: woken by a waiter (finished, close) with records queued, else
+                # every BATCH_PERIOD. (Not woken by a waiter alone: its records may be
+                # written already, and it holds on until it runs again; waking on it spun
+                # this loop, holding the GIL from the goal thread.)
+                self._cond.wait_for(
+                    lambda: self._stopping or (self._waiting > 0 and bool(self._queue)), BATCH_PERIOD
+                )
                 if not self._queue:
                     if self._stopping:
                         return
@@ -152,7 +184,13 @@ class NodeRunLogs(OrchestratorListener):
                 self._queue.clear()
             touched: dict[int, RunLogWriter] = {}
             for writer, goal_id, record in batch:
-                if record is None:
+                if isinstance(record, _BagSnapshot):
+                    writer.record_snapshot(record.data, record.stamp)
+                elif record is _CLOSE_BAG:
+                    writer.close()
+                    if writer.error and self._on_error is not None:
+                        self._on_error(f"ROS 2 bag {writer.path}: {writer.error}")
+                elif record is None:
                     writer.close()
                     touched.pop(id(writer), None)
                     if writer.error and writer.error != "closed" and self._on_error is not None:
@@ -244,7 +282,12 @@ class NodeRunLogs(OrchestratorListener):
 
         bag_path = mcap_path_for(path)
         try:
-            bag = McapRecorder(bag_path, topics=topic_names(self._resolve), snapshot_rate=self._snapshot_rate)
+            bag = McapRecorder(
+                bag_path,
+                topics=topic_names(self._resolve),
+                snapshot_rate=self._snapshot_rate,
+                snapshots=False,
+            )
         except (OSError, ValueError, ImportError) as exc:
             if self._on_error is not None:
                 self._on_error(f"ROS 2 bag {bag_path}: {exc}")
@@ -267,6 +310,11 @@ class NodeRunLogs(OrchestratorListener):
             return None
         self._writers[goal_id] = writer
         self.paths[goal_id] = path
+        # A bag whose goal got no final snapshot from the node (a goal not sent through
+        # ROS) is closed when the next goal starts.
+        for ended_id, ended in list(self._ending.items()):
+            del self._ending[ended_id]
+            self._put(ended, ended_id, _CLOSE_BAG)
         if self._mcap:
             self._open_bag(goal_id, path)
         return writer
@@ -280,10 +328,28 @@ class NodeRunLogs(OrchestratorListener):
             writer.finished(goal_id, result)  # the final statuses, read from the live tree now
             self._wait_written(self._put(writer, goal_id, None))
         if bag is not None:
-            bag.finished(goal_id, result)
-            bag.close()
-            if bag.error and self._on_error is not None:
-                self._on_error(f"ROS 2 bag {bag.path}: {bag.error}")
+            bag.finished(goal_id, result)  # its queued feedback
+            with self._lock:
+                self._ending[goal_id] = bag  # closed after the node's final snapshot
+
+    def recording(self, goal_id: str) -> bool:
+        """A bag of ``goal_id`` is open (it takes the node's tree snapshots)."""
+        with self._lock:
+            return goal_id in self._bags or goal_id in self._ending
+
+    def snapshot(self, goal_id: str, data: bytes, stamp: float, *, final: bool) -> None:
+        """Record a serialised ``TreeSnapshot`` the node sent (``stamp`` [s]) in the goal's
+        bag, from the writer thread (O(1) here); after the ``final`` one that thread closes
+        the bag (the goal's result waits for neither)."""
+        with self._lock:
+            bag = self._bags.get(goal_id) or self._ending.get(goal_id)
+            if final:
+                self._ending.pop(goal_id, None)
+        if bag is None:
+            return
+        self._put(bag, goal_id, _BagSnapshot(data, stamp))
+        if final and goal_id not in self._bags:
+            self._put(bag, goal_id, _CLOSE_BAG)
 
     def close(self) -> None:
         """Stop following the backend's joint states, write what is queued, close every open
@@ -293,10 +359,12 @@ class NodeRunLogs(OrchestratorListener):
             backend.remove_joint_state_listener(self.joint_state)
         with self._lock:
             writers, self._writers = list(self._writers.values()), {}
-            bags, self._bags = list(self._bags.values()), {}
+            bags, self._bags = [*self._bags.values(), *self._ending.values()], {}
+            self._ending = {}
         for bag in bags:
             bag.close()
-        count = 0
+        with self._cond:
+            count = self._queued
         for writer in writers:
             count = self._put(writer, "", None)
         self._wait_written(count)

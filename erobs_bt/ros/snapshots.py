@@ -10,9 +10,10 @@ changed"). Copying the whole tree is linear in its size (a 1,000-unit script has
 through the node than in-process. Instead:
 
 * :class:`TreeTracker` walks the tree **once per goal** (ids, names, types, parents,
-  children, subtree extents) and afterwards re-reads only the part that can have
-  changed. The compiled root is a :class:`~erobs_bt.tree.compile.UnitSequence`, a memory
-  sequence that runs its children in order, so between two refreshes only the children
+  children, subtree extents: a :class:`TreeStructure`, shared by every tracker of the
+  same tree) and afterwards re-reads only the part that can have changed. The compiled
+  root is a :class:`~erobs_bt.tree.compile.UnitSequence`, a memory sequence that runs
+  its children in order, so between two refreshes only the children
   from the one running at the previous refresh up to the one running now (and the root)
   can have changed: a refresh costs O(behaviours of those units), not O(tree). The
   units a refresh covers add up to each unit about once per goal. Any other root is
@@ -38,10 +39,11 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
+import weakref
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import py_trees
 
@@ -156,31 +158,24 @@ def take_snapshot(
     return tracker.full(final=final, unit_index=unit_index)
 
 
-class TreeTracker:
-    """The statuses of one goal's tree, re-read incrementally (see the module docstring).
+class TreeStructure:
+    """The fixed part of a compiled tree, walked once: behaviours in pre-order, their
+    positions, subtree sizes, the root's children, and the initial states (ids, names,
+    types, parents, children).
 
-    Not thread-safe: one caller at a time (:class:`SnapshotThrottle` holds a lock).
+    Read-only once built, so every consumer of one goal's tree (the node's snapshots, the
+    py_trees_ros streams, the ROS 2 bag) shares it: :meth:`of` keeps the latest few.
+    ``encoded`` is a slot for what :class:`~erobs_bt.ros.convert.TreeSnapshotEncoder`
+    derives from the structure (the same for every encoder of the tree).
 
     Args:
-        goal_id: the goal the tree belongs to.
-        root: its root; walked once here (linear in the tree size).
+        root: the tree's root (its structure must not change afterwards: a compiled tree).
     """
 
-    def __init__(self, goal_id: str, root: py_trees.behaviour.Behaviour) -> None:
-        self.goal_id = goal_id
-        self.root = root
-        # Thousands of new objects, none in a cycle: a collection here would walk the
-        # whole heap (the live tree included) on the timer thread, holding the GIL.
-        with collector_paused():
-            self._build(root)
-        self._low = 0
-        self._active: list[int] = []
-        self._tip = -1
-        self.sequence = -1
-        #: Behaviours the last refresh re-read (its cost, in behaviours).
-        self.last_scanned = 0
+    _cache: ClassVar[deque[tuple[weakref.ref[py_trees.behaviour.Behaviour], TreeStructure]]] = deque(maxlen=4)
+    _cache_lock: ClassVar[threading.Lock] = threading.Lock()
 
-    def _build(self, root: py_trees.behaviour.Behaviour) -> None:
+    def __init__(self, root: py_trees.behaviour.Behaviour) -> None:
         nodes: list[py_trees.behaviour.Behaviour] = []
         parents: list[int] = []
         stack: list[tuple[py_trees.behaviour.Behaviour, int]] = [(root, -1)]
@@ -190,17 +185,17 @@ class TreeTracker:
             nodes.append(behaviour)
             own = len(nodes) - 1
             stack.extend((child, own) for child in reversed(behaviour.children))
-        self._nodes = nodes
-        self._position = {id(b): i for i, b in enumerate(nodes)}
+        self.nodes = nodes
+        self.position = {id(b): i for i, b in enumerate(nodes)}
         ids = [str(b.id) for b in nodes]
         size = [1] * len(nodes)
         for i in range(len(nodes) - 1, 0, -1):
             size[parents[i]] += size[i]
-        self._size = size
+        self.size = size
         children: list[list[str]] = [[] for _ in nodes]
         for i in range(1, len(nodes)):
             children[parents[i]].append(ids[i])
-        self._states = [
+        self.states = tuple(
             BehaviourState(
                 ids[i],
                 ids[parents[i]] if i else "",
@@ -211,9 +206,65 @@ class TreeTracker:
                 tuple(children[i]),
             )
             for i, b in enumerate(nodes)
-        ]
+        )
         # Pre-order position of each child of the root.
-        self._child_start = [self._position[id(c)] for c in root.children]
+        self.child_start = [self.position[id(c)] for c in root.children]
+        self.encoded: object = None
+
+    @classmethod
+    def of(cls, root: py_trees.behaviour.Behaviour) -> TreeStructure:
+        """The structure of ``root``: one of the latest few built, else a new one (linear).
+
+        The statuses in :attr:`states` are those at the first build; a tracker re-reads
+        them before its first snapshot.
+        """
+        with cls._cache_lock:
+            for ref, structure in cls._cache:
+                if ref() is root:
+                    return structure
+        # Thousands of new objects, none in a cycle: a collection here would walk the
+        # whole heap (the live tree included) on the caller's thread, holding the GIL.
+        with collector_paused():
+            structure = cls(root)
+        with cls._cache_lock:
+            cls._cache.append((weakref.ref(root), structure))
+        return structure
+
+    @classmethod
+    def forget(cls) -> None:
+        """Drop the kept structures (the next :meth:`of` builds afresh; for benchmarks)."""
+        with cls._cache_lock:
+            cls._cache.clear()
+
+
+class TreeTracker:
+    """The statuses of one goal's tree, re-read incrementally (see the module docstring).
+
+    Not thread-safe: one caller at a time (:class:`SnapshotThrottle` holds a lock).
+
+    Args:
+        goal_id: the goal the tree belongs to.
+        root: its root; walked once per tree (:meth:`TreeStructure.of`, linear in the
+            tree size; a second tracker of the same tree shares the walk).
+    """
+
+    def __init__(self, goal_id: str, root: py_trees.behaviour.Behaviour) -> None:
+        self.goal_id = goal_id
+        self.root = root
+        structure = self.structure = TreeStructure.of(root)
+        self._nodes = structure.nodes
+        self._position = structure.position
+        self._size = structure.size
+        self._child_start = structure.child_start
+        self._states = list(structure.states)
+        self._low = 0
+        # Every behaviour is re-read by the first refresh (the kept states may be stale).
+        self._fresh = True
+        self._active: list[int] = []
+        self._tip = -1
+        self.sequence = -1
+        #: Behaviours the last refresh re-read (its cost, in behaviours).
+        self.last_scanned = 0
 
     @property
     def size(self) -> int:
@@ -257,7 +308,9 @@ class TreeTracker:
             node = node.parent
         active_set = set(active)
         scan: set[int] | range
-        if positions is None:
+        if positions is None or self._fresh:
+            self._fresh = False
+            positions = None
             scan = range(len(self._nodes))
         else:
             scan = set(positions)
@@ -367,6 +420,11 @@ class SnapshotThrottle:
     def tracker(self) -> TreeTracker | None:
         """The tracker of the current (or last) goal."""
         return self._tracker
+
+    @property
+    def goal_id(self) -> str:
+        """The goal last ticked (``""`` before the first)."""
+        return self._goal_id
 
     def ticked(self, goal_id: str, root: py_trees.behaviour.Behaviour) -> None:
         """Note that ``root`` (of ``goal_id``) was ticked; O(1)."""

@@ -33,11 +33,21 @@ topics are transient local) in rosbag2's YAML; a ``rosbag2`` metadata record wit
 name). Message ``log_time`` is when the recorder received it, ``publish_time`` the
 message's own stamp where it has one.
 
+Cost: the orchestrator's callbacks only queue. Action feedback is thinned as the node
+thins it (:func:`erobs_bt.ros.convert.feedback_supersedes`; the goal's last feedback is
+always recorded) and written by the recorder thread with tree snapshots at
+``snapshot_rate``; tree snapshots are serialised as the node serialises them
+(:class:`~erobs_bt.ros.convert.SnapshotSerializer`: a full tree from kept parts); each
+type's encoder and each QoS profile's YAML are built once per process.
+
 CDR: messages of ``msg`` types are encoded by ``mcap-ros2-support`` from the schema text
 (so the text is what the bytes were written with); ``rclpy``'s deserializer reads them back
 (``test/test_mcap_record.py``). ``mcap-ros2-support`` (0.6) cannot parse an action's derived
 type names (``ExecuteScript_FeedbackMessage`` is not ``CamelCase``), so the action feedback
 is serialized by ``rclpy`` (the rmw's own CDR) and its schema is generated the same way.
+Tree snapshots are the node's own bytes (:class:`~erobs_bt.ros.convert.TreeSnapshotEncoder`
+writes rclpy's CDR from kept parts, a test checks it byte for byte; deltas are serialized by
+``rclpy``): at 1,000 units the schema-driven encoder took about a second for one full tree.
 The feedback's ``goal_id`` is a UUID derived from the orchestrator's goal id (the
 recorder does not see the action client's UUID).
 
@@ -245,8 +255,12 @@ def message_definition(type_name: str) -> str:
 _INFINITE = {"sec": 9223372036, "nsec": 854775807}  # RMW_DURATION_INFINITE, as rosbag2 writes it
 
 
+@functools.cache
 def _qos_yaml(*, depth: int, latched: bool) -> str:
-    """rosbag2's ``offered_qos_profiles`` text for one publisher (metadata version >= 9)."""
+    """rosbag2's ``offered_qos_profiles`` text for one publisher (metadata version >= 9).
+
+    Cached: PyYAML's pure-Python emitter took most of a bag's opening and closing (about
+    15 ms a goal) when each of the five channels dumped it again."""
     profile = {
         "history": "keep_last",
         "depth": depth,
@@ -258,7 +272,20 @@ def _qos_yaml(*, depth: int, latched: bool) -> str:
         "liveliness_lease_duration": dict(_INFINITE),
         "avoid_ros_namespace_conventions": False,
     }
-    return yaml.safe_dump([profile], sort_keys=False)
+    return yaml.dump([profile], Dumper=_YAML_DUMPER, sort_keys=False)
+
+
+#: libyaml's safe dumper when PyYAML was built with it (the same documents, in C).
+_YAML_DUMPER: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+@functools.cache
+def _dynamic_encoder(type_name: str) -> Callable[[Any], bytes]:
+    """mcap-ros2-support's CDR encoder of a ``msg`` type, built from its schema text once
+    per process (parsing the schema took milliseconds per bag)."""
+    from mcap_ros2._dynamic import serialize_dynamic
+
+    return serialize_dynamic(type_name, message_definition(type_name))[type_name]
 
 
 #: The node's QoS per recorded topic: (depth, latched). ``tree_snapshot`` keeps the
@@ -303,6 +330,10 @@ class McapRecorder(OrchestratorListener):
         snapshot_rate: [Hz] most tree snapshots per second (the node's ``snapshot_rate``).
         goal_uuid: the feedback's ``goal_id`` for an orchestrator goal id (default: a
             UUID derived from the file name and the goal id).
+        snapshots: take the tree snapshots here (its own throttle at ``snapshot_rate``,
+            serialised as the node serialises them); ``False`` when the caller hands over
+            the node's own (:meth:`record_snapshot`, as :class:`~erobs_bt.ros.runlogs.NodeRunLogs`
+            does: the same bytes the node publishes).
 
     Raises:
         OSError: the file cannot be created.
@@ -316,19 +347,15 @@ class McapRecorder(OrchestratorListener):
         topics: Mapping[str, str] | None = None,
         snapshot_rate: float = 10.0,
         goal_uuid: Callable[[str], bytes] | None = None,
+        snapshots: bool = True,
     ) -> None:
         from mcap.writer import CompressionType, Writer
         from mcap_ros2 import __version__ as mcap_ros2_version
 
-        # mcap-ros2-support's Writer registers channels without metadata (rosbag2 reads
-        # each channel's offered_qos_profiles), so the file is written with mcap's Writer
-        # and the messages are encoded with mcap-ros2-support's encoder for each schema
-        # (0.6 keeps it in _dynamic; requirements.txt pins the 0.6 series).
-        from mcap_ros2._dynamic import serialize_dynamic
-
         # Imported here, not on the goal thread at the first feedback (about a second).
         from rclpy.serialization import serialize_message
 
+        from erobs_bt.ros.convert import SnapshotSerializer, feedback_supersedes
         from erobs_bt.ros.snapshots import SnapshotThrottle
 
         self.path = Path(path)
@@ -358,13 +385,24 @@ class McapRecorder(OrchestratorListener):
                 {"offered_qos_profiles": _qos_yaml(depth=depth, latched=latched), "topic_type_hash": ""},
             )
             self.counts[topic] = 0
-            if "/action/" not in type_name:
-                self._encoders[key] = serialize_dynamic(type_name, text)[type_name]
+            if "/action/" not in type_name and key != "tree_snapshot":
+                # mcap-ros2-support's Writer registers channels without metadata (rosbag2
+                # reads each channel's offered_qos_profiles), so the file is written with
+                # mcap's Writer and the messages are encoded with mcap-ros2-support's
+                # encoder for each schema (0.6 keeps it in _dynamic; requirements.txt
+                # pins the 0.6 series).
+                self._encoders[key] = _dynamic_encoder(type_name)
         self.error = ""
         self._closed = False
         self._goal_uuid = goal_uuid or self._derived_uuid
         self._progress: dict[str, tuple[int, int, int]] = {}
         self._roots: dict[str, py_trees.behaviour.Behaviour] = {}
+        # Feedback waiting for the recorder thread: (goal id, feedback, time [s]).
+        self._feedback: list[tuple[str, Feedback, float]] = []
+        self._feedback_lock = threading.Lock()
+        self._supersedes = feedback_supersedes
+        self._snapshot_serializer = SnapshotSerializer()
+        self._own_snapshots = snapshots
         self._snapshots = SnapshotThrottle(
             lambda state: self._write_snapshot(state),
             rate=snapshot_rate,
@@ -405,10 +443,13 @@ class McapRecorder(OrchestratorListener):
     # -- orchestrator callbacks ----------------------------------------------------------
     def event(self, goal_id: str, record: Mapping[str, Any], *, received: float | None = None) -> None:
         """A ``state`` record becomes an ``ExecutionState``; ``goal_started`` and
-        ``goal_finished`` an action status (``received`` as for :meth:`joint_state`)."""
+        ``goal_finished`` an action status (``received`` as for :meth:`joint_state`); the
+        other events are not recorded."""
+        kind = record.get("event")
+        if kind not in ("state", "goal_started", "goal_finished"):
+            return
         from erobs_bt.ros import convert
 
-        kind = record.get("event")
         t = float(record.get("t") or time.time())
         if kind == "state":
             state = State(record["state"])
@@ -434,27 +475,57 @@ class McapRecorder(OrchestratorListener):
             self._write_status(goal_id, status, t, received=received)
 
     def feedback(self, goal_id: str, feedback: Feedback, *, received: float | None = None) -> None:
-        """Record the feedback as the action's ``FeedbackMessage`` (``received`` as for
-        :meth:`joint_state`)."""
+        """Queue the feedback; the recorder thread writes it as the action's
+        ``FeedbackMessage`` (O(1) here: the goal thread reports several per unit).
+
+        Thinned as the node thins its action feedback
+        (:func:`~erobs_bt.ros.convert.feedback_supersedes`): of the feedback that arrives
+        within one period of the recorder thread (``1 / snapshot_rate``), a newer one
+        replaces the waiting one, except a ``HIT`` or ``MISS`` decision; the goal's last
+        feedback is always written (:meth:`finished`). ``received`` as for :meth:`joint_state`.
+        """
+        self._progress[goal_id] = (feedback.current_step, feedback.total_steps, feedback.unit_index)
+        entry = (goal_id, feedback, time.time() if received is None else received)
+        with self._feedback_lock:
+            pending = self._feedback
+            if pending and pending[-1][0] == goal_id and self._supersedes(feedback, pending[-1][1]):
+                pending[-1] = entry
+            else:
+                pending.append(entry)
+
+    def _write_feedback(self) -> None:
+        """Write the queued feedback, in order, at the times it was reported (the recorder
+        lock is held throughout, so two callers never interleave their batches)."""
         from unique_identifier_msgs.msg import UUID
 
         from erobs_bt.ros import convert
 
-        self._progress[goal_id] = (feedback.current_step, feedback.total_steps, feedback.unit_index)
-        msg = _action_message_type(TOPIC_TYPES["feedback"])(
-            goal_id=UUID(uuid=list(self._goal_uuid(goal_id))), feedback=convert.feedback_to_msg(feedback)
-        )
-        now = time.time() if received is None else received
-        self._write("feedback", msg, now, received=now)
+        with self._lock:
+            with self._feedback_lock:
+                pending, self._feedback = self._feedback, []
+            message_type = _action_message_type(TOPIC_TYPES["feedback"])
+            for goal_id, feedback, t in pending:
+                msg = message_type(
+                    goal_id=UUID(uuid=list(self._goal_uuid(goal_id))),
+                    feedback=convert.feedback_to_msg(feedback),
+                )
+                self._write("feedback", msg, t, received=t)
 
     def ticked(self, goal_id: str, root: py_trees.behaviour.Behaviour) -> None:
         """Note the tick; the snapshot thread sends what changed."""
-        self._roots[goal_id] = root
-        self._snapshots.ticked(goal_id, root)
+        if self._own_snapshots:
+            self._roots[goal_id] = root
+            self._snapshots.ticked(goal_id, root)
 
     def finished(self, goal_id: str, result: Result) -> None:
-        """Send the goal's final full snapshot."""
-        self._snapshots.finish(goal_id, self._roots.pop(goal_id, None))
+        """Write the goal's queued feedback and its final full snapshot."""
+        self._write_feedback()
+        if self._own_snapshots:
+            self._snapshots.finish(goal_id, self._roots.pop(goal_id, None))
+
+    def record_snapshot(self, data: bytes, stamp: float) -> None:
+        """Record one serialised ``TreeSnapshot`` (the node's), taken at ``stamp`` [s]."""
+        self._write("tree_snapshot", data, stamp, received=stamp)
 
     # -- writing ------------------------------------------------------------------------
     def _derived_uuid(self, goal_id: str) -> bytes:
@@ -471,16 +542,21 @@ class McapRecorder(OrchestratorListener):
         self._write("status", msg, t, received=received)
 
     def _write_snapshot(self, state: Any) -> None:
-        from erobs_bt.ros import convert
-
-        self._write("tree_snapshot", convert.snapshot_to_msg(state, with_json=False), state.stamp)
+        # The node's own bytes for the same snapshot (a full one from kept parts).
+        data = self._snapshot_serializer.serialize(state, self._snapshots.tracker, with_json=False)
+        self._write("tree_snapshot", data, state.stamp)
 
     def _write(self, key: str, msg: Any, stamp: float, *, received: float | None = None) -> None:
+        """Encode ``msg`` (or take its serialised bytes) and add it; ``stamp`` [s] is its
+        publish time, ``received`` [s] when it was received (default: now)."""
         log_ns = time.time_ns() if received is None else round(received * _NANO)
         publish_ns = round(stamp * _NANO)
         encoder = self._encoders.get(key)
         try:
-            data = encoder(_plain(msg)) if encoder is not None else self._serialize(msg)
+            if isinstance(msg, bytes):
+                data = msg
+            else:
+                data = encoder(_plain(msg)) if encoder is not None else self._serialize(msg)
         except Exception as exc:  # a message that cannot be encoded is a bug; never fail the goal
             _LOG.exception("mcap recorder: cannot encode %s", key)
             self.error = self.error or f"{self.path}: cannot encode {key}: {exc}"
@@ -505,7 +581,9 @@ class McapRecorder(OrchestratorListener):
     def _run(self) -> None:
         while not self._stop.wait(self._period):
             try:
-                self._snapshots.poll()
+                self._write_feedback()
+                if self._own_snapshots:
+                    self._snapshots.poll()
                 if self._poll_backend and self._backend is not None:
                     positions = self._backend.joint_positions()
                     if positions is not None:
@@ -567,6 +645,7 @@ class McapRecorder(OrchestratorListener):
         self._stop.set()
         if self._thread is not threading.current_thread():
             self._thread.join(timeout=5.0)
+        self._write_feedback()
         for goal_id, root in list(self._roots.items()):
             self._snapshots.finish(goal_id, root)
         self._roots.clear()
@@ -575,7 +654,7 @@ class McapRecorder(OrchestratorListener):
                 return
             try:
                 if not self._closed:
-                    metadata = yaml.safe_dump(self.rosbag2_metadata(), sort_keys=False)
+                    metadata = yaml.dump(self.rosbag2_metadata(), Dumper=_YAML_DUMPER, sort_keys=False)
                     self._writer.add_metadata("rosbag2", {"serialized_metadata": metadata})
                     self._writer.finish()
             except OSError as exc:

@@ -155,3 +155,55 @@ def test_watch_once_waits_for_an_execution_state_that_arrives_after_the_snapshot
     text = console.export_text()
     assert codes == [0], text
     assert "state ?" not in text and "IDLE" in text and "goal-7 succeeded" in text, text
+
+
+def test_watch_once_waits_past_an_earlier_goals_latched_snapshot(private_ros: int) -> None:
+    """Nobody watched goal-5, so the latched history still ends with goal-4's tree; the node
+    sends goal-5's tree when a subscriber appears, and that is the one drawn."""
+    from builtin_interfaces.msg import Time
+    from erobs_bt_interfaces.msg import BehaviourStatus, ExecutionState, TreeSnapshot
+    from rclpy.node import Node
+
+    from erobs_bt.ros.client import SNAPSHOT_DEPTH, latched_qos
+    from erobs_bt.viz.watch import watch_ros
+
+    def snapshot(goal_id: str, unit: str) -> TreeSnapshot:
+        behaviours = [
+            BehaviourStatus(id="r", name="script", type="UnitSequence", parent_id="", status="RUNNING"),
+            BehaviourStatus(id="u1", name=unit, type="Sequence", parent_id="r", status="RUNNING"),
+        ]
+        return TreeSnapshot(
+            stamp=Time(sec=1), goal_id=goal_id, state="RUNNING", unit_index=1, final=False, tip_id="u1",
+            behaviours=behaviours, tree_json="",
+        )  # fmt: skip
+
+    context = init_context(private_ros)
+    node = Node("erobs_bt", context=context, start_parameter_services=False)
+    done = threading.Event()
+    try:
+        snapshots = node.create_publisher(TreeSnapshot, "~/tree_snapshot", latched_qos(SNAPSHOT_DEPTH))
+        states = node.create_publisher(ExecutionState, "~/execution_state", latched_qos())
+        snapshots.publish(snapshot("goal-4", "unit 1: pipettor"))
+        states.publish(ExecutionState(stamp=Time(sec=2), state="RUNNING", goal_id="goal-5", unit_index=1))
+
+        def send_current_on_subscription() -> None:  # what the node's matched callback does
+            while not done.is_set() and snapshots.get_subscription_count() == 0:
+                done.wait(0.01)
+            # Later than the latched history (a busy node): the outcome does not depend on
+            # this pause, it only makes a watcher that drew the first snapshot visible.
+            done.wait(0.5)
+            snapshots.publish(snapshot("goal-5", "unit 1: batch[1]: moveto"))
+
+        sender = threading.Thread(target=send_current_on_subscription)
+        sender.start()
+        console = Console(record=True, width=160, color_system=None)
+        code = watch_ros("/erobs_bt", console=console, once=True, timeout=20.0, stop=threading.Event())
+    finally:
+        done.set()
+        sender.join(10)
+        node.destroy_node()
+        context.try_shutdown()
+    text = console.export_text()
+    assert code == 0, text
+    assert "goal-5" in text and "unit 1: batch[1]: moveto" in text, text
+    assert "goal-4" not in text, "the earlier goal's latched tree is not drawn"

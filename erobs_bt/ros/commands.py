@@ -363,7 +363,11 @@ def state(node: str, timeout: float) -> None:
             )
             sys.exit(EXIT_UNREACHABLE)
         gripper = client.grippers.wait_for(lambda _m: True, 1.0)
-        tree = client.trees.wait_for(lambda _m: True, 1.0)
+        # The latched history may still hold an earlier goal's snapshots (nobody watched the
+        # current one): wait for the goal the state names, which the node sends on subscribing.
+        current = message.goal_id
+        tree = client.trees.wait_for(lambda t: not current or t.goal_id == current, 2.0)
+        tree = tree if tree is not None else client.trees.latest()
     table = Table(title=f"{node}", show_header=False)
     colour = {"FAULTED": "red", "IDLE": "green"}.get(message.state, "yellow")
     table.add_row("state", f"[{colour}]{message.state}[/]")

@@ -303,6 +303,15 @@ def picture_from_ros(snapshot: Any, state: Any | None) -> dict[str, Any]:
 DEFAULT_GRACE = 3.0
 
 
+def _same_goal(snapshot: Any, state: Any) -> bool:
+    """The snapshot shows the goal the execution state names (or the state names none).
+
+    The latched ``~/tree_snapshot`` history may still hold an earlier goal's snapshots when
+    nobody watched the current one; the node sends the current goal's tree to a new
+    subscriber, so it is worth waiting for."""
+    return not state.goal_id or snapshot.goal_id == state.goal_id
+
+
 def _await_latched(
     latest: dict[str, Any],
     changed: threading.Condition,
@@ -312,21 +321,24 @@ def _await_latched(
     grace: float,
 ) -> tuple[Any, Any]:
     """Wait for the latched snapshot and state (see :func:`watch_ros`); returns both, either
-    may be ``None``. ``latest`` is read only under ``changed``'s lock."""
+    may be ``None``. A snapshot of another goal than the state's is waited past until
+    ``timeout`` (then the newest one is returned). ``latest`` is read only under ``changed``'s
+    lock."""
     start = time.monotonic()
     deadline = start + timeout
     first_at: float | None = None
     with changed:
         while not stop.is_set():
             snapshot, state = latest["snapshot"], latest["state"]
-            if snapshot is not None and state is not None:
+            if snapshot is not None and state is not None and _same_goal(snapshot, state):
                 break
             now = time.monotonic()
             if first_at is None and (snapshot is not None or state is not None):
                 first_at = now
             limit = deadline if first_at is None else min(deadline, first_at + grace)
-            if snapshot is None and first_at is not None:
-                limit = deadline  # the snapshot is what is drawn: wait for it the full timeout
+            if first_at is not None and (snapshot is None or state is not None):
+                # the snapshot (of the state's goal) is what is drawn: wait for it the full timeout
+                limit = deadline
             if now >= limit:
                 break
             changed.wait(min(0.25, limit - now))

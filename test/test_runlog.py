@@ -157,3 +157,37 @@ def test_text_utf8_cannot_encode_is_logged_escaped(tmp_path: Path) -> None:
         writer.event("goal-1", {"t": 1.0, "event": "rejected_script", "error": "Unknown gripper: \ud800"})
     assert writer.error == "closed" and writer.lines == 1
     assert read_run_log(path)[0]["error"] == "Unknown gripper: \ud800"
+
+
+def test_the_node_closes_a_rejected_scripts_log_and_bag_at_once(tmp_path: Path) -> None:
+    from mcap.reader import make_reader
+
+    from erobs_bt.ros.runlogs import NodeRunLogs
+
+    backend = ScriptedBackend()
+    logs = NodeRunLogs(tmp_path / "runs")
+    logs.attach(backend)
+    orchestrator = make_orchestrator(backend, listener=logs)
+    try:
+        text = script_json([{"task_type": "moveto", "target": "a", "distance": "far"}])
+        logs.expect(text)
+        handle = orchestrator.submit(text, dry_run=False)
+        assert handle.wait(10).error_code == "INVALID_SCRIPT"
+        log = logs.path_of(handle.goal_id)
+        bag = logs.bag_paths.get(handle.goal_id)
+        assert log is not None and bag is not None
+        assert handle.goal_id not in logs._bags and not logs.recording(handle.goal_id), "the bag is closed"
+        with bag.open("rb") as stream:
+            summary = make_reader(stream).get_summary()
+        assert summary is not None, "closed with its summary, not left recording joint states"
+        events = [json.loads(line)["event"] for line in log.read_text().splitlines()]
+        assert "rejected_script" in events
+        # The next goal gets its own log and bag; the rejected goal's stay as they were.
+        size = bag.stat().st_size
+        ok = script_json([move("a")])
+        logs.expect(ok)
+        assert orchestrator.submit(ok, dry_run=False).wait(10).success
+        assert bag.stat().st_size == size
+    finally:
+        orchestrator.shutdown()
+        logs.close()

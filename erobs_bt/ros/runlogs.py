@@ -158,6 +158,20 @@ class NodeRunLogs(OrchestratorListener):
         bag = self._bags.get(goal_id)
         if bag is not None:
             bag.event(goal_id, record)
+        if record.get("event") == "rejected_script":
+            self._end_rejected(goal_id)
+
+    def _end_rejected(self, goal_id: str) -> None:
+        """A rejected script's goal ends with its ``rejected_script`` record (the orchestrator
+        reports no ``finished`` for it): close its log and its bag now, and wait for both (the
+        bag would otherwise record joint states until the node stops)."""
+        with self._lock:
+            writer = self._writers.pop(goal_id, None)
+            bag = self._bags.pop(goal_id, None)
+        if writer is not None:
+            self._wait_written(self._put(writer, goal_id, None))
+        if bag is not None:
+            self._wait_written(self._put(bag, goal_id, _CLOSE_BAG))
 
     def _put(self, writer: Any, goal_id: str, record: _Item) -> int:
         """Queue a record for ``writer`` (see :data:`_Item`); the count to wait for."""

@@ -137,6 +137,11 @@ def fail_configuration(error: Exception) -> NoReturn:
     sys.exit(EXIT_INVALID)
 
 
+def _count(n: int, noun: str) -> str:
+    """``1 task``, ``3 tasks``: a count with its noun (English plural by ``s``)."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def aligned(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     """The lines of a plain table: columns padded to their widest cell, two spaces apart, the
     header (bold on a terminal) over a rule of ``─``."""
@@ -267,8 +272,8 @@ def validate(script: Path, poses: Path | None, cell: Path | None, no_batching: b
         return
     _echo_labelled(
         "valid",
-        f"{script}: {report['tasks']} tasks → {report['total_steps']} steps, "
-        f"{len(plan.units)} units (batching {'off' if no_batching else 'on'})",
+        f"{script}: {_count(report['tasks'], 'task')} → {_count(report['total_steps'], 'step')}, "
+        f"{_count(len(plan.units), 'unit')} (batching {'off' if no_batching else 'on'})",
         err=False,
         fg="green",
     )

@@ -440,7 +440,7 @@ def test_cli_verbs_talk_to_the_node(client: ErobsBtClient, tmp_path: Path) -> No
     assert pause.exit_code == 1 and "No task is currently executing" in pause.output
     assert cancel.exit_code == 1 and "no active goal" in cancel.output
     rejected = runner.invoke(commands.send, [str(require_samples() / "legacy_place_on_hotplate.json")])
-    assert rejected.exit_code == 1 and "INVALID_SCRIPT" in rejected.output
+    assert rejected.exit_code == 2 and "INVALID_SCRIPT" in rejected.output, "exits as `validate` would"
 
 
 def test_sigint_during_a_goal_stops_the_node_cleanly(

@@ -86,7 +86,7 @@ def test_validate_prints_its_report_as_an_aligned_table(samples_dir: Path) -> No
     )
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
-    assert lines[0] == f"valid {script}: 9 tasks → 9 steps, 1 units (batching on)"
+    assert lines[0] == f"valid {script}: 9 tasks → 9 steps, 1 unit (batching on)"
     assert lines[1].split() == ["unit", "kind", "steps", "action"]
     assert set(lines[2]) == {"─", " "}
     assert lines[3].split()[:3] == ["1", "batch", "1–9"]

@@ -39,8 +39,9 @@ if TYPE_CHECKING:
     from erobs_bt.ros.client import ErobsBtClient
     from erobs_bt.ros.node import ErobsBtNode
 
-EXIT_FAILED = 1
-#: No node answered (distinct from a failed goal).
+from erobs_bt.cli import EXIT_FAILED, EXIT_INVALID
+
+#: No node answered (distinct from a failed goal and from an invalid script).
 EXIT_UNREACHABLE = 3
 
 #: Script fields whose values name poses (docs/behaviour.md §1).
@@ -264,7 +265,10 @@ def send(script: Path, dry_run: bool, node: str, timeout: float) -> None:
             table.add_row("error code", result.error_code)
         table.add_row("steps", f"{result.completed_steps}/{result.total_steps} completed")
         console.print(table)
-        sys.exit(0 if result.success else EXIT_FAILED)
+        # The node checks the script as `validate` does: an invalid one exits as it would there.
+        if result.success:
+            sys.exit(0)
+        sys.exit(EXIT_INVALID if result.error_code == "INVALID_SCRIPT" else EXIT_FAILED)
 
 
 def _trigger(key: str, node: str, timeout: float) -> None:

@@ -386,8 +386,9 @@ async function validateScript() {
   const { body } = await post("/api/validate", text, "application/json");
   out.dataset.valid = String(Boolean(body.valid));
   if (body.valid) {
-    out.textContent = `valid ${scriptName}: ${body.tasks} tasks → ${body.total_steps} steps, ` +
-      `${body.units.length} units · cache eligible: ${body.cache_eligible ? "yes" : "no"} · previewable: ` +
+    const count = (n, noun) => `${n} ${noun}${n === 1 ? "" : "s"}`;  // as `erobs-bt validate` words it
+    out.textContent = `valid ${scriptName}: ${count(body.tasks, "task")} → ${count(body.total_steps, "step")}, ` +
+      `${count(body.units.length, "unit")} · cache eligible: ${body.cache_eligible ? "yes" : "no"} · previewable: ` +
       (body.previewable ? "yes" : `no — ${body.preview_error}`);
     validPreviewable = Boolean(body.previewable);
     document.getElementById("plan").replaceChildren(...planList(body));

@@ -383,7 +383,9 @@ def test_stop_works_while_paused_and_when_idle(client: ErobsBtClient) -> None:
     assert run_to_end(client, script([move("vial_scan")])).status_name == "SUCCEEDED"
 
 
-def test_quick_units_get_feedback_at_most_feedback_rate_and_the_last_one(client: ErobsBtClient) -> None:
+def test_quick_units_get_feedback_at_most_feedback_rate_and_every_units_last_one(
+    client: ErobsBtClient,
+) -> None:
     units = 300  # one-step units of no motion: far more units a second than feedback_rate
     began = time.monotonic()
     run = run_to_end(client, script([LED] * units))
@@ -391,9 +393,11 @@ def test_quick_units_get_feedback_at_most_feedback_rate_and_the_last_one(client:
 
     assert run.status_name == "SUCCEEDED"
     feedback = run.feedback.items()
-    # feedback_rate is 50 Hz (config/erobs_bt.yaml): the first at once, then one per 20 ms at
-    # most, and the goal's last one before the result (no unit here decides HIT or MISS).
-    assert 1 <= len(feedback) <= 50.0 * elapsed + 2, (len(feedback), elapsed)
+    # feedback_rate is 50 Hz (config/erobs_bt.yaml) within a unit, and every unit's last
+    # feedback is sent: at most one per 20 ms besides those. (Not all arrive: a burst of
+    # 300 outruns the action feedback topic's history depth of 10; which ones the node sends
+    # is test_feedback_is_thinned_within_a_unit_... .)
+    assert 1 <= len(feedback) <= units + 50.0 * elapsed + 2, (len(feedback), elapsed)
     indices = [f.unit_index for f in feedback]
     assert indices == sorted(indices)
     assert (feedback[-1].unit_index, feedback[-1].progress_percentage) == (units, pytest.approx(100.0))
@@ -746,7 +750,7 @@ def test_the_snapshot_encoder_serialises_deltas_exactly_as_snapshot_to_msg_does(
         assert deserialize_message(encoded, TreeSnapshot) == expected
 
 
-def test_feedback_is_thinned_to_the_latest_but_keeps_every_replay_or_plan_decision() -> None:
+def test_feedback_is_thinned_within_a_unit_but_keeps_every_units_last_and_every_decision() -> None:
     from erobs_bt.orchestrator import Feedback
 
     def fb(unit: int, cache: str = "", message: str = "") -> Feedback:
@@ -757,9 +761,8 @@ def test_feedback_is_thinned_to_the_latest_but_keeps_every_replay_or_plan_decisi
     assert supersedes(fb(3, "", "unit 3: plan"), fb(3, "", "unit 3 started"))
     assert supersedes(fb(3, "MISS", "unit 3: plan"), fb(3, "", "unit 3 started"))
     assert supersedes(fb(3, "MISS", "unit 3 done"), fb(3, "MISS", "unit 3: execute"))
-    # A later unit's feedback replaces a waiting one without a decision worth keeping ...
-    assert supersedes(fb(4), fb(3))
-    assert supersedes(fb(4), fb(3, "INELIGIBLE", "unit 3 done"))
-    # ... but never a replay or a fresh plan (HIT, MISS).
+    # A later unit's feedback never replaces a waiting one: every unit's last one is sent.
+    assert not supersedes(fb(4), fb(3))
+    assert not supersedes(fb(4), fb(3, "INELIGIBLE", "unit 3 done"))
     assert not supersedes(fb(4), fb(3, "HIT", "unit 3 done"))
     assert not supersedes(fb(4, "MISS"), fb(3, "MISS", "unit 3 done"))

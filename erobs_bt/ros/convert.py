@@ -101,16 +101,16 @@ def feedback_supersedes(newer: Feedback, waiting: Feedback) -> bool:
     """``newer`` may take the place of ``waiting`` (of the same goal), not yet sent.
 
     The one rule for thinning feedback (the node's action feedback, the feedback a ROS 2
-    bag records): a feedback is a progress report, so the latest one says all the waiting
-    one said, except a cache decision. Within a unit, a newer feedback replaces the waiting
-    one unless the waiting one carries the unit's cache decision and the newer one does not
-    (it always does: a unit's decision stays in its later feedback). A later unit's feedback
-    replaces the waiting one unless that one carries a ``HIT`` or ``MISS``
-    (:data:`KEPT_CACHE_DECISIONS`).
+    bag records): a feedback is a progress report, so within a unit the latest one says all
+    the waiting one said, except a cache decision: it replaces the waiting one unless that
+    one carries the unit's cache decision and the newer one does not (it always does: a
+    unit's decision stays in its later feedback). A later unit's feedback never replaces a
+    waiting one: every unit's last feedback is sent, so a client sees every unit start and
+    end (the Bluesky device acts at unit boundaries; EROBS's GUI shows each step).
     """
     if waiting.unit_index == newer.unit_index:
         return waiting.cache_status in ("", newer.cache_status)
-    return waiting.cache_status not in KEPT_CACHE_DECISIONS
+    return False
 
 
 def result_to_msg(result: Result) -> ExecuteScript.Result:

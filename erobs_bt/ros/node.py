@@ -209,16 +209,16 @@ class _FeedbackPump:
     The orchestrator reports several feedbacks per unit (started, cache decision, each
     phase, done). Publishing each one (about 0.1-0.2 ms of rclpy work apiece, holding the
     GIL, and as much again in every client) made a long script of quick units much slower
-    through the node than in-process; so did one per unit (a 1,000-unit script of
-    no-motion steps runs 1,000 units a second). The goal thread only queues (O(1)); this
-    thread publishes. A newer feedback of the same goal replaces the queued one when
-    :func:`~erobs_bt.ros.convert.feedback_supersedes` says it may (always, except that a
-    unit's ``HIT`` or ``MISS`` decision is never dropped). While only one feedback is
-    queued and the previous publication is less than ``1 / rate`` old, it waits (and may be
-    replaced); a kept decision followed by a newer feedback is published at once. So
-    feedback arrives at most ``rate`` times a second plus the decisions, a unit that lasts
-    longer than ``1 / rate`` is always reported, and :meth:`flush` (called before the
-    result is sent) delivers the goal's last feedback without waiting for the spacing.
+    through the node than in-process. The goal thread only queues (O(1)); this thread
+    publishes. A newer feedback of the same goal replaces the queued one when
+    :func:`~erobs_bt.ros.convert.feedback_supersedes` says it may (within one unit, except
+    that a unit's ``HIT`` or ``MISS`` decision is never dropped; never across units, so a
+    client sees every unit: one feedback per unit is what quick units still cost). While
+    only one feedback is queued and the previous publication is less than ``1 / rate`` old,
+    it waits (and may be replaced); a kept one followed by a newer feedback is published at
+    once. So feedback arrives at most ``rate`` times a second within a unit, plus each
+    unit's last and the decisions, and :meth:`flush` (called before the result is sent)
+    delivers the goal's last feedback without waiting for the spacing.
 
     Args:
         log_error: receives a message when publishing fails (never raised).
@@ -328,7 +328,8 @@ Names (:data:`erobs_bt.ros.params.ENDPOINTS`):
 The native action ``~/execute`` (``ExecuteScript``) and EROBS's ``beambot_execution``
 (``MTCExecution``) run (or, with ``dry_run``, preview) a script; a goal is rejected
 while another runs or the node is FAULTED. Feedback per unit and phase (at most
-``feedback_rate`` a second; every HIT or MISS decision and the goal's last one); status
+``feedback_rate`` a second within a unit; every unit's last one and every HIT or MISS
+decision are sent); status
 SUCCEEDED, ABORTED or CANCELED. A cancel request is accepted and honoured at the next
 unit boundary (at once while paused); the action's cancel-all request (zero goal id
 and stamp, as ``erobs-bt cancel`` and EROBS's ``stop_robot`` send) cancels whatever runs.

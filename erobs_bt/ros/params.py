@@ -207,8 +207,9 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
     _positive(
         "feedback_rate",
         50.0,
-        "[Hz] most action feedback messages per second; a newer feedback replaces a waiting one, "
-        "but every HIT/MISS cache decision and the goal's last feedback are sent",
+        "[Hz] most action feedback messages per second within a unit; a newer feedback replaces "
+        "a waiting one of its unit, but every unit's last feedback and every HIT/MISS cache "
+        "decision are sent",
         section="interfaces",
     ),
     _positive(

@@ -7,7 +7,7 @@ the fast-discovery Fast DDS profile and ``ROS_LOG_DIR`` in a temporary directory
 is stopped with SIGINT by its PID. The client is the project's
 :class:`~erobs_bt.ros.client.ErobsBtClient` in this process. The baseline of every figure
 is the same operation on an engine built in-process with the same configuration
-(``build_engine(EngineConfig(backend='sim', speed=20))``), so the difference is the ROS
+(``build_engine(EngineConfig(backend='sim', speed=20, plan_ahead=False))``), so the difference is the ROS
 layer: DDS transport, the action protocol, the executor threads and message conversion.
 
 * **Action round trip**: a one-step no-motion script (``pipettor`` ``SET_LED``,
@@ -242,7 +242,7 @@ def measure_node() -> Figures:
     figures = Figures()
     with (
         ros_domain(),
-        node_process({"speed": repr(SPEED), "backend": "sim"}) as node,
+        node_process({"speed": repr(SPEED), "backend": "sim", "plan_ahead": "false"}) as node,
         ErobsBtClient(joint_states=True) as client,
     ):
         if not client.wait_for_server(30.0) or client.states.wait_for(lambda m: True, 30.0) is None:
@@ -337,7 +337,10 @@ class _InProcess(OrchestratorListener):
 def measure_in_process() -> Figures:
     figures = Figures()
     listener = _InProcess()
-    engine: Engine = build_engine(EngineConfig(backend="sim", speed=SPEED), listener=listener)
+    # No plan-ahead on either side: the pause figures need every unit planned at its start
+    # (a unit planned ahead never announces a planning phase to pause in).
+    config = EngineConfig(backend="sim", speed=SPEED, plan_ahead=False)
+    engine: Engine = build_engine(config, listener=listener)
     try:
         sim_backend(engine).add_joint_state_listener(listener.joint_state)
         orchestrator = engine.orchestrator

@@ -245,21 +245,26 @@ def test_never_plans_ahead_across_a_tool_exchange_or_a_vision_step(barrier: Any)
     assert kinds == ["prepare", "plan", "execute", "run_step", "run_step", "plan", "execute"]
 
 
-def test_the_rule_of_what_may_be_planned_ahead() -> None:
-    text = script_json(
-        [move("a"), SUCK, PAUSE, move("b"), tool_exchange_task(), move("c"), vision_task(), move("a")]
-    )
+def goal_context(text: str) -> GoalContext:
+    """The goal context of ``text`` (batched, execute mode, a scripted backend), not run."""
     goal = plan_goal(text, parser=parse_script, enable_batching=True, preview=False)
-    units = list(goal.units)
-    context = GoalContext(
+    return GoalContext(
         script=goal.script,
-        units=units,
+        units=list(goal.units),
         mode=Mode.EXECUTE,
         backend=ScriptedBackend(),
         cache=PlanCache(),
         eligible=goal.eligible,
         controls=Controls(),
     )
+
+
+def test_the_rule_of_what_may_be_planned_ahead() -> None:
+    text = script_json(
+        [move("a"), SUCK, PAUSE, move("b"), tool_exchange_task(), move("c"), vision_task(), move("a")]
+    )
+    context = goal_context(text)
+    units = context.units
     assert [u.label for u in units] == [
         "batch[1]: moveto",
         "pipettor",
@@ -288,17 +293,8 @@ def test_every_units_next_motion_unit_is_the_first_one_with_only_transparent_uni
         "vision": [vision_task()],
     }
     text = script_json([task for kind in kinds for task in make[kind]])
-    goal = plan_goal(text, parser=parse_script, enable_batching=True, preview=False)
-    units = list(goal.units)
-    context = GoalContext(
-        script=goal.script,
-        units=units,
-        mode=Mode.EXECUTE,
-        backend=ScriptedBackend(),
-        cache=PlanCache(),
-        eligible=goal.eligible,
-        controls=Controls(),
-    )
+    context = goal_context(text)
+    units = context.units
 
     def by_definition(unit: Any) -> Any:  # the rule, unit by unit, as the docstring states it
         for later in units[unit.index + 1 :]:

@@ -29,7 +29,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Self
+from typing import Any, Self
 
 from erobs_bt.ros.domain import RosEnvironment, participant_ports, private_domain
 
@@ -244,3 +244,18 @@ def orphaned_segments(before: set[str], domain: int | None = None) -> set[str]:
         found = new - _mapped_by_live_processes() if new else set()
         suspects = found if suspects is None else suspects & found
     return suspects or set()
+
+
+def idle_after_goal(client: Any, since: int, timeout: float) -> Any:
+    """The ``IDLE`` execution state that ends the goal a client sent after ``since`` states.
+
+    A new client may first receive the latched ``IDLE`` of an earlier goal (another test's),
+    so the goal id is taken from the first ``RUNNING`` state after ``since``. ``None`` when
+    either does not arrive within ``timeout`` [s] each.
+    """
+    running = client.states.wait_for(lambda m: m.state == "RUNNING" and m.goal_id, timeout, since=since)
+    if running is None:
+        return None
+    return client.states.wait_for(
+        lambda m: m.state == "IDLE" and m.goal_id == running.goal_id, timeout, since=since
+    )

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 from click.testing import CliRunner
+from ros_fixtures import idle_after_goal
 
 from erobs_bt.backends.scripted import Outcome, ScriptedBackend
 from erobs_bt.cli import main
@@ -252,7 +253,7 @@ def test_a_node_goal_is_recorded_beside_its_run_log_on_the_node_topics(cells: An
         assert run.accepted, run.rejection
         result = run.wait(120.0)
         assert run.status_name == "SUCCEEDED"
-        idle = client.states.wait_for(lambda m: m.state == "IDLE" and m.goal_id != "", 10.0, since=before)
+        idle = idle_after_goal(client, before, 10.0)
         assert idle is not None
     finally:
         client.close()

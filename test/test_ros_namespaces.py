@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from conftest import Cells
+from ros_fixtures import idle_after_goal
 
 from erobs_bt.ros import commands
 from erobs_bt.ros.client import ErobsBtClient, default_names
@@ -86,9 +87,7 @@ def test_two_cells_run_a_goal_each_at_the_same_time(cells: Cells, clients: dict[
 
     # Each node wrote the goal's run log, named by goal id and script, in its own folder.
     for ns, run_name, steps in (("cell1", "cell_one_run", 2), ("cell2", "cell_two_run", 2)):
-        idle = clients[ns].states.wait_for(
-            lambda m: m.state == "IDLE" and m.goal_id != "", 5.0, since=states_before[ns]
-        )
+        idle = idle_after_goal(clients[ns], states_before[ns], 5.0)
         assert idle is not None
         logs = sorted(cells.run_logs[ns].glob(f"*_{idle.goal_id}_{run_name}.jsonl"))
         assert len(logs) == 1, sorted(p.name for p in cells.run_logs[ns].iterdir())

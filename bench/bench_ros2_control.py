@@ -76,8 +76,9 @@ def measure(domain_id: int) -> dict[str, list[float]]:
         config = load_hardware_config(REPO / "config" / "ur5e_ros2_control.yaml")
         backend = Ros2ControlBackend(load_cell(), config, domain_id=domain_id)
         # The raw pair's client: a node of its own with a spinning executor, as the backend has.
-        link = RosLink("raw_fjt_client", domain_id=domain_id)
+        link = RosLink("raw_fjt_client", domain_id=domain_id, start=False)
         client: ActionClient[Any, Any, Any] = ActionClient(link.node, FollowJointTrajectory, RAW_ACTION)
+        link.start()  # after the action client exists (RosLink.start)
         try:
             assert client.wait_for_server(TIMEOUT), "raw server not found"
             assert backend.arm.wait_for_state(TIMEOUT), "no joint state from the hardware node"

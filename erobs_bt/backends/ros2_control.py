@@ -436,6 +436,8 @@ class RosLink:
         context: an initialised context to use (the caller shuts it down), or ``None``.
         domain_id: the ROS domain of its own context (ignored with ``context``); ``None``
             reads ``ROS_DOMAIN_ID`` from the environment now, as the node process does.
+        start: start the executor thread now; ``False`` to create action clients first
+            and then call :meth:`start`.
     """
 
     def __init__(
@@ -444,6 +446,7 @@ class RosLink:
         *,
         context: Context | None = None,
         domain_id: int | None = None,
+        start: bool = True,
     ) -> None:
         from erobs_bt.ros.domain import init_context
 
@@ -460,8 +463,22 @@ class RosLink:
         self._executor.add_node(self.node)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._spin, name=f"{node_name}-executor", daemon=True)
-        self._thread.start()
+        self._started = False
         self._closed = False
+        if start:
+            self.start()
+
+    def start(self) -> None:
+        """Start spinning (idempotent).
+
+        Create the link's action clients first (``start=False``, then this): rclpy's
+        ``ActionClient`` joins the node's waitables before it is fully built, and an
+        executor spinning meanwhile can fail on it (``'ActionClient' object has no attribute
+        '_lock'``), which ends the spin thread: no callback, no joint state, ever again.
+        """
+        if not self._started:
+            self._started = True
+            self._thread.start()
 
     def _spin(self) -> None:
         # spin_once in a loop: close() stops the loop and joins this thread before the
@@ -475,7 +492,8 @@ class RosLink:
             return
         self._closed = True
         self._stop.set()
-        self._thread.join(5.0)
+        if self._started:
+            self._thread.join(5.0)
         self._executor.shutdown()
         self.node.destroy_node()
         if self._own_context:
@@ -1069,9 +1087,10 @@ class Ros2ControlBackend(SimBackend):
     ) -> None:
         check_against_cell(hardware, cell)
         self._hardware = hardware
-        self._link = link if link is not None else RosLink(domain_id=domain_id)
+        self._link = link if link is not None else RosLink(domain_id=domain_id, start=False)
         self._arm = FollowJointTrajectoryArm(self._link, hardware)
         self._drivers = ToolDrivers(self._link, hardware)
+        self._link.start()  # after the action clients exist (RosLink.start)
         self._exchange: str | None = None
         self._voltage_cut = False
         self._changer_moved = False

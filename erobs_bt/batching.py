@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 from erobs_bt.script.model import Step
 
@@ -34,9 +35,12 @@ class Unit:
     steps: tuple[Step, ...]
     batched: bool
 
-    @property
+    @cached_property
     def is_motion(self) -> bool:
-        """True when every step is ``moveto``/``end_effector`` (planned, then executed)."""
+        """True when every step is ``moveto``/``end_effector`` (planned, then executed).
+
+        Computed once per unit (the steps never change): every unit's start asks it.
+        """
         return all(step.is_motion for step in self.steps)
 
     @property

@@ -174,9 +174,10 @@ def make_key(script: Script, *, model_revision: str, start: Sequence[float] | No
     """Build the cache key of ``script`` for a given model revision and live arm state [rad].
 
     This encodes the script's document every time; a goal builds it once instead
-    (:class:`KeyDocument`, :attr:`erobs_bt.tree.context.GoalContext.key_document`).
+    (:class:`KeyDocument`, :attr:`erobs_bt.tree.context.GoalContext.key_document`), and
+    both build the key the same way, through :meth:`KeyDocument.key`.
     """
-    return CacheKey(script.key_document(), model_revision, round_start(start))
+    return KeyDocument.of(script).key(model_revision=model_revision, start=start)
 
 
 def solution_nbytes(solution: Solution) -> int:

@@ -92,11 +92,6 @@ def feedback_to_msg(feedback: Feedback) -> ExecuteScript.Feedback:
     )
 
 
-#: Cache decisions a waiting feedback keeps when a later unit's feedback arrives: whether
-#: a unit was replayed or planned afresh is worth seeing; ``INELIGIBLE`` says nothing new.
-KEPT_CACHE_DECISIONS = frozenset({"HIT", "MISS"})
-
-
 def feedback_supersedes(newer: Feedback, waiting: Feedback) -> bool:
     """``newer`` may take the place of ``waiting`` (of the same goal), not yet sent.
 

@@ -331,9 +331,7 @@ class GoalContext:
         (docs/script-format.md, "Cache eligibility").
         """
         self.unit_key = None
-        # A batched unit is made of motion steps only (erobs_bt.batching), so the test of
-        # every step is needed only for a single-step unit.
-        if self.eligible and (unit.batched or unit.is_motion):
+        if self.eligible and unit.is_motion:
             self.unit_key = self.cache_key(
                 model_revision=self.backend.model_revision(), start=self.backend.joint_positions()
             )

@@ -219,6 +219,9 @@ def test_watch_passes_the_access_token_of_a_view_that_needs_one() -> None:
         assert refused.exit_code == 2 and "needs an access token" in refused.output, refused.output
         wrong = CliRunner().invoke(watch, ["--url", view.base_url, "--token", "nope", "--once"])
         assert wrong.exit_code == 2 and "refused the access token" in wrong.output, wrong.output
+        for hostile in ("a\nb", "nul\x00", "caf\u00e9", "\ud800"):
+            bad = CliRunner().invoke(watch, ["--url", view.base_url, "--token", hostile, "--once"])
+            assert bad.exit_code == 2 and "printable ASCII" in bad.output, (hostile, bad.output)
         for args, env in (
             (["--url", view.url], {}),  # the URL as `run --view` prints it
             (["--url", view.base_url, "--token", "watch-token-123"], {}),

@@ -225,6 +225,10 @@ def watch_url(
 
     url, in_url = split_token(url)
     token = token or in_url
+    if token is not None and not (token.isascii() and token.isprintable()):
+        # An HTTP header cannot carry it (newlines, NUL, non-ASCII): say so, do not retry.
+        console.print(f"[bold red]{url}:[/] the access token must be printable ASCII", highlight=False)
+        return 2
     stop = stop or threading.Event()
     if once:
         try:

@@ -92,6 +92,46 @@ def feedback_to_msg(feedback: Feedback) -> ExecuteScript.Feedback:
     )
 
 
+def feedback_message_cdr(goal_uuid: bytes, feedback: Feedback) -> bytes:
+    """The serialised ``ExecuteScript`` ``FeedbackMessage`` (the action's feedback topic)
+    of ``feedback`` for the goal ``goal_uuid`` (its 16 bytes), encoded here.
+
+    What ``serialize_message`` of the message built with :func:`feedback_to_msg` carries
+    (a test deserialises both and compares), at a fraction of the cost: building the
+    message object and converting it in rclpy took ~0.1 ms of the GIL per feedback, and a
+    goal of quick units sends one per unit (the node publishes these bytes on the action's
+    feedback topic, the ROS 2 bag records them). Padding bytes are zero here; rclpy leaves
+    them unset, so the bytes may differ in padding only.
+
+    Layout (CDR, little endian, after the 4-byte encapsulation header ``00 01 00 00``):
+    ``goal_id.uuid`` (16 uint8), then the ``Feedback`` fields in their order
+    (``erobs_bt_interfaces/action/ExecuteScript.action``): uint32 ``current_step``, uint32
+    ``total_steps``, string ``current_action``, float32 ``progress_percentage``, string
+    ``status_message``, string ``current_gripper``, uint32 ``unit_index``, string
+    ``cache_status``; every field is 4-aligned, so each string but the last is padded to 4.
+
+    Raises:
+        ValueError: ``goal_uuid`` is not 16 bytes.
+    """
+    if len(goal_uuid) != 16:
+        raise ValueError(f"a goal id is 16 bytes (got {len(goal_uuid)})")
+    last = ros_text(feedback.cache_status).encode("utf-8")
+    return b"".join(
+        (
+            b"\0\1\0\0",
+            goal_uuid,
+            struct.pack("<II", feedback.current_step, feedback.total_steps),
+            _cdr_string(feedback.current_action),
+            struct.pack("<f", feedback.progress_percentage),
+            _cdr_string(feedback.status_message),
+            _cdr_string(feedback.current_gripper),
+            struct.pack("<II", feedback.unit_index, len(last) + 1),
+            last,
+            b"\0",
+        )
+    )
+
+
 def feedback_supersedes(newer: Feedback, waiting: Feedback) -> bool:
     """``newer`` may take the place of ``waiting`` (of the same goal), not yet sent.
 

@@ -58,7 +58,7 @@ import time
 import traceback
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -191,20 +191,55 @@ class _Bridge(OrchestratorListener):
 
 @dataclass(frozen=True)
 class _GoalApi:
-    """How one action API turns orchestrator values into its messages."""
+    """How one action API turns orchestrator values into its messages.
+
+    ``publish``, when given, publishes a goal's feedback itself (goal handle, feedback),
+    instead of ``goal_handle.publish_feedback(feedback(...))``.
+    """
 
     name: str
     feedback: Callable[[Feedback], Any]
     result: Callable[[Result], Any]
     started: Callable[[Any], None] = lambda goal_handle: None
     ended: Callable[[Any], None] = lambda goal_handle: None
+    publish: Callable[[Any, Feedback], None] | None = None
 
 
 _NATIVE = _GoalApi("native", convert.feedback_to_msg, convert.result_to_msg)
 
 
+class _SerializedFeedback:
+    """Publishes an action's feedback as bytes encoded by erobs_bt, on the action's own
+    feedback topic (``<resolved action name>/_action/feedback``, the QoS rclpy's action
+    server uses: reliable, volatile, depth 10), through a publisher of its own.
+
+    rclpy's ``ServerGoalHandle.publish_feedback`` builds the ``FeedbackMessage`` object and
+    converts it, ~0.1 ms holding the GIL; encoding the bytes here
+    (:func:`~erobs_bt.ros.convert.feedback_message_cdr`) and publishing them costs a fifth
+    of that, and a goal of quick units publishes one feedback per unit. Action clients
+    see the same topic, type and fields (they match feedback to goals by ``goal_id``).
+
+    Args:
+        node: the node of the action server.
+        action_type: the action's type (its ``Impl.FeedbackMessage`` is the topic type).
+        action_name: the action's name as given to the server (``~/execute``).
+    """
+
+    def __init__(self, node: Node, action_type: Any, action_name: str) -> None:
+        topic = f"{node.resolve_topic_name(action_name)}/_action/feedback"
+        self._publisher = node.create_publisher(action_type.Impl.FeedbackMessage, topic, QoSProfile(depth=10))
+        self._goal: Any = None
+        self._uuid = b""
+
+    def __call__(self, goal_handle: Any, feedback: Feedback) -> None:
+        """Publish ``feedback`` of the goal of ``goal_handle`` (a ``ServerGoalHandle``)."""
+        if goal_handle is not self._goal:
+            self._goal, self._uuid = goal_handle, bytes(goal_handle.goal_id.uuid)
+        self._publisher.publish(convert.feedback_message_cdr(self._uuid, feedback))
+
+
 class _FeedbackPump:
-    """Publishes action feedback off the goal thread, at most ``rate`` messages per second.
+    """Publishes action feedback off the goal thread, in batches at most ``rate`` a second.
 
     The orchestrator reports several feedbacks per unit (started, cache decision, each
     phase, done). Publishing each one (about 0.1-0.2 ms of rclpy work apiece, holding the
@@ -213,17 +248,17 @@ class _FeedbackPump:
     publishes. A newer feedback of the same goal replaces the queued one when
     :func:`~erobs_bt.ros.convert.feedback_supersedes` says it may (within one unit, except
     that a unit's ``HIT`` or ``MISS`` decision is never dropped; never across units, so a
-    client sees every unit: one feedback per unit is what quick units still cost). While
-    only one feedback is queued and the previous publication is less than ``1 / rate`` old,
-    it waits (and may be replaced); a kept one followed by a newer feedback is published at
-    once. So feedback arrives at most ``rate`` times a second within a unit, plus each
-    unit's last and the decisions, and :meth:`flush` (called before the result is sent)
-    delivers the goal's last feedback without waiting for the spacing.
+    client sees every unit: one feedback per unit is what quick units still cost). What is
+    queued is published together, at most once per ``1 / rate`` (the first feedback after
+    a quiet spell at once): so feedback arrives at most ``rate`` times a second within a
+    unit, plus each unit's last and the decisions, each at most ``1 / rate`` late, and this
+    thread wakes at most ``rate`` times a second however quick the units are.
+    :meth:`flush` (called before the result is sent) delivers what is queued without
+    waiting for the spacing.
 
     Args:
         log_error: receives a message when publishing fails (never raised).
-        rate: the most feedback messages per second [Hz], > 0 (cache decisions and the
-            goal's last feedback apart).
+        rate: the most feedback batches per second [Hz], > 0.
         clock: monotonic time source [s].
     """
 
@@ -256,19 +291,16 @@ class _FeedbackPump:
     def put(self, goal_handle: Any, api: _GoalApi, feedback: Feedback) -> None:
         """Queue ``feedback`` for ``goal_handle`` (O(1); it may replace the queued one)."""
         with self._cond:
-            if self._pending and self._replaces(self._pending[-1], goal_handle, feedback):
-                self._pending[-1] = (goal_handle, api, feedback)
-            else:
-                self._pending.append((goal_handle, api, feedback))
+            pending = self._pending
+            if pending and self._replaces(pending[-1], goal_handle, feedback):
+                pending[-1] = (goal_handle, api, feedback)
+                return
+            pending.append((goal_handle, api, feedback))
+            if len(pending) == 1:  # the thread may be waiting for work (not for the spacing)
                 self._cond.notify_all()
 
     def _due(self) -> bool:
-        return (
-            self._closed
-            or self._flushing > 0
-            or len(self._pending) > 1
-            or self._clock() - self._last >= self._period
-        )
+        return self._closed or self._flushing > 0 or self._clock() - self._last >= self._period
 
     def _run(self) -> None:
         while True:
@@ -278,18 +310,23 @@ class _FeedbackPump:
                     return
                 while not self._due():
                     self._cond.wait(max(0.0, self._period - (self._clock() - self._last)))
-                goal_handle, api, feedback = self._pending.popleft()
+                batch = list(self._pending)
+                self._pending.clear()
                 self._busy = True
                 self._last = self._clock()
-            try:
-                if goal_handle.is_active:
-                    goal_handle.publish_feedback(api.feedback(feedback))
-                    self.published += 1
-            except Exception as exc:  # a feedback never ends the node
-                self._log_error(f"feedback: {type(exc).__name__}: {exc}")
-            finally:
-                with self._cond:
-                    self._busy = False
+            for goal_handle, api, feedback in batch:
+                try:
+                    if goal_handle.is_active:
+                        if api.publish is not None:
+                            api.publish(goal_handle, feedback)
+                        else:
+                            goal_handle.publish_feedback(api.feedback(feedback))
+                        self.published += 1
+                except Exception as exc:  # a feedback never ends the node
+                    self._log_error(f"feedback: {type(exc).__name__}: {exc}")
+            with self._cond:
+                self._busy = False
+                if self._flushing:
                     self._cond.notify_all()
 
     def flush(self, timeout: float) -> None:
@@ -382,6 +419,10 @@ class ErobsBtNode(Node):
         self._no_execute.set()
         self._ros_goal: ServerGoalHandle[Any, Any, Any] | None = None
         self._ros_api: _GoalApi = _NATIVE
+        self._native_api = replace(
+            _NATIVE,
+            publish=_SerializedFeedback(self, ExecuteScript, "~/execute") if settings.native_api else None,
+        )
         self._handle: GoalHandle | None = None  # the orchestrator's handle of _ros_goal
         self._early_cancels: set[bytes] = set()  # cancelled before they were submitted
         self._ros_cancels: set[bytes] = set()  # goals whose cancel request this node accepted
@@ -442,7 +483,7 @@ class ErobsBtNode(Node):
                 self.create_service(Trigger, f"~/{key}", self._trigger(key, handler), callback_group=group)
                 for key, (handler, group) in self._native_triggers().items()
             ]
-            self._action_servers.append(self._action_server(ExecuteScript, "~/execute", _NATIVE))
+            self._action_servers.append(self._action_server(ExecuteScript, "~/execute", self._native_api))
 
         self.erobs: Any = None
         ErobsApi = _optional("erobs_bt.ros.erobs_api", "ErobsApi", self) if settings.erobs_api else None

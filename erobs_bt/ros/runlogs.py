@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import re
 import threading
 import time
@@ -44,33 +45,35 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from erobs_bt.orchestrator import Feedback, OrchestratorListener, Result
+from erobs_bt.viz.mcap_record import RECORDED_EVENTS
 from erobs_bt.viz.runlog import DEFAULT_JOINT_RATE, RunLogWriter
 
 if TYPE_CHECKING:
     import py_trees
 
     from erobs_bt.backends.base import MotionBackend, Solution
+    from erobs_bt.viz.mcap_record import McapRecorder
+
+_LOG = logging.getLogger(__name__)
 
 #: Longest a record waits in the queue before the writer thread writes it [s].
 BATCH_PERIOD = 0.1
 
 
-class _BagSnapshot(NamedTuple):
-    """The queue's "record this serialised tree snapshot (taken at ``stamp`` [s])" record."""
+class _BagCall(NamedTuple):
+    """The queue's "call this method of the goal's bag" record. The writer thread makes
+    the goal's :class:`~erobs_bt.viz.mcap_record.McapRecorder` at the goal's first one."""
 
-    data: bytes
-    stamp: float
+    method: str
+    args: tuple[Any, ...]
+    kwargs: Mapping[str, Any]
 
 
 class _CloseBag:
-    """The queue's "close this bag" record."""
+    """The queue's "close the goal's bag" record."""
 
 
 _CLOSE_BAG = _CloseBag()
-
-#: What the writer thread's queue holds after the writer (a run log or a bag) and goal id:
-#: a record to write, ``None`` (close the run log), a bag snapshot, or :data:`_CLOSE_BAG`.
-_Item = Mapping[str, Any] | _BagSnapshot | _CloseBag | None
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -120,21 +123,28 @@ class NodeRunLogs(OrchestratorListener):
         self._writers: dict[str, RunLogWriter] = {}
         self._closed: set[str] = set()
         self.paths: dict[str, Path] = {}
-        self._queue: deque[tuple[Any, str, _Item]] = deque()
-        self._cond = threading.Condition()
-        self._written = 0  # records (and closes) handled by the writer thread
-        self._queued = 0
-        self._stopping = False
-        self._waiting = 0
-        self._thread = threading.Thread(target=self._write, name="erobs_bt-run-logs", daemon=True)
-        self._thread.start()
+        # Appended to by any thread without a lock (deque.append is atomic); drained under
+        # _drain_lock, in order, by the writer thread every BATCH_PERIOD, and by a thread
+        # that ends a goal (so a goal's end waits for no other thread).
+        self._queue: deque[tuple[RunLogWriter, str, bytes | None]] = deque()
+        self._drain_lock = threading.Lock()
+        # The bags' calls: a queue of their own, drained by the writer thread only (a goal's
+        # end waits for its run log, not for its bag: that is closed after the final snapshot).
+        self._bag_queue: deque[tuple[str, _BagCall | _CloseBag]] = deque()
+        self._bag_lock = threading.Lock()
+        self._stopping = threading.Event()
         self._backend: MotionBackend | None = None
         self._mcap = mcap
         self._snapshot_rate = snapshot_rate
-        self._bags: dict[str, Any] = {}
-        self._ending: dict[str, Any] = {}  # bags of finished goals, until their final snapshot
+        self._trees: dict[str, tuple[RunLogWriter, py_trees.behaviour.Behaviour]] = {}  # ticked goals
+        self._bags: set[str] = set()  # goals whose bag records (until it is closed)
+        self._ending: set[str] = set()  # of those, the finished ones, until their final snapshot
+        self._open_bags: dict[str, McapRecorder | None] = {}  # the writer thread's (None: failed)
+        self._closed_bags: set[str] = set()  # the writer thread's: later calls are dropped
         self._resolve: Any = None
         self.bag_paths: dict[str, Path] = {}
+        self._thread = threading.Thread(target=self._write, name="erobs_bt-run-logs", daemon=True)
+        self._thread.start()
 
     def expect(self, full_json: str) -> None:
         """The next new goal is for this script text (call before ``submit``)."""
@@ -146,109 +156,46 @@ class NodeRunLogs(OrchestratorListener):
         with self._lock:
             return self.paths.get(goal_id)
 
+    # -- the orchestrator's callbacks: O(1) queue appends ----------------------------------
     def event(self, goal_id: str, record: Mapping[str, Any]) -> None:
         if not goal_id:
             return
-        with self._lock:
-            writer = self._writers.get(goal_id)
-            if writer is None and goal_id not in self._closed:
-                writer = self._open(goal_id)
+        writer = self._writers.get(goal_id)
+        if writer is None:
+            with self._lock:
+                writer = self._writers.get(goal_id)
+                if writer is None and goal_id not in self._closed:
+                    writer = self._open(goal_id)
+        kind = record.get("event")
         if writer is not None:
-            self._put(writer, goal_id, dict(record))
-        bag = self._bags.get(goal_id)
-        if bag is not None:
-            bag.event(goal_id, record)
-        if record.get("event") == "rejected_script":
+            writer.note(goal_id, record)  # as it happens; the line is written by the writer thread
+            self._queue.append((writer, goal_id, writer.event_line(goal_id, record)))
+        if goal_id in self._bags and kind in RECORDED_EVENTS:
+            self._bag_call(goal_id, "event", goal_id, record, received=time.time())
+        if kind == "rejected_script":
             self._end_rejected(goal_id)
 
-    def _end_rejected(self, goal_id: str) -> None:
-        """A rejected script's goal ends with its ``rejected_script`` record (the orchestrator
-        reports no ``finished`` for it): close its log and its bag now, and wait for both (the
-        bag would otherwise record joint states until the node stops)."""
-        with self._lock:
-            writer = self._writers.pop(goal_id, None)
-            bag = self._bags.pop(goal_id, None)
-        if writer is not None:
-            self._wait_written(self._put(writer, goal_id, None))
-        if bag is not None:
-            self._wait_written(self._put(bag, goal_id, _CLOSE_BAG))
-
-    def _put(self, writer: Any, goal_id: str, record: _Item) -> int:
-        """Queue a record for ``writer`` (see :data:`_Item`); the count to wait for."""
-        with self._cond:
-            self._queue.append((writer, goal_id, record))
-            self._queued += 1
-            return self._queued
-
-    def _write(self) -> None:
-        while True:
-            with self._cond:
-                # Batches: woken by a waiter (finished, close) with records queued, else
-                # every BATCH_PERIOD. (Not woken by a waiter alone: its records may be
-                # written already, and it holds on until it runs again; waking on it spun
-                # this loop, holding the GIL from the goal thread.)
-                self._cond.wait_for(
-                    lambda: self._stopping or (self._waiting > 0 and bool(self._queue)), BATCH_PERIOD
-                )
-                if not self._queue:
-                    if self._stopping:
-                        return
-                    continue
-                batch = list(self._queue)
-                self._queue.clear()
-            touched: dict[int, RunLogWriter] = {}
-            for writer, goal_id, record in batch:
-                if isinstance(record, _BagSnapshot):
-                    writer.record_snapshot(record.data, record.stamp)
-                elif record is _CLOSE_BAG:
-                    writer.close()
-                    if writer.error and self._on_error is not None:
-                        self._on_error(f"ROS 2 bag {writer.path}: {writer.error}")
-                elif record is None:
-                    writer.close()
-                    touched.pop(id(writer), None)
-                    if writer.error and writer.error != "closed" and self._on_error is not None:
-                        self._on_error(f"run log {writer.path}: {writer.error}")
-                else:
-                    writer.event(goal_id, record, flush=False)
-                    touched[id(writer)] = writer
-            for writer in touched.values():
-                writer.flush()
-            with self._cond:
-                self._written += len(batch)
-                self._cond.notify_all()
-
-    def _wait_written(self, count: int, timeout: float = 10.0) -> None:
-        with self._cond:
-            self._waiting += 1
-            self._cond.notify_all()
-            try:
-                self._cond.wait_for(lambda: self._written >= count, timeout)
-            finally:
-                self._waiting -= 1
-
-    def _writer(self, goal_id: str) -> RunLogWriter | None:
-        with self._lock:
-            return self._writers.get(goal_id)
-
     def ticked(self, goal_id: str, root: py_trees.behaviour.Behaviour) -> None:
-        writer = self._writer(goal_id)
+        """The goal's first tick: from now on the writer thread compares its statuses at
+        every batch (``tree_status`` records at most every :data:`BATCH_PERIOD`, each
+        behaviour's latest status; the last ones when the goal finishes). The bag takes
+        the node's own snapshots (:meth:`snapshot`), not the ticks."""
+        if goal_id in self._trees:
+            return
+        writer = self._writers.get(goal_id)
         if writer is not None:
-            writer.ticked(goal_id, root)
-        bag = self._bags.get(goal_id)
-        if bag is not None:
-            bag.ticked(goal_id, root)
+            with self._lock:
+                self._trees[goal_id] = (writer, root)
 
     def feedback(self, goal_id: str, feedback: Feedback) -> None:
-        writer = self._writer(goal_id)
+        writer = self._writers.get(goal_id)
         if writer is not None:
             writer.feedback(goal_id, feedback)
-        bag = self._bags.get(goal_id)
-        if bag is not None:
-            bag.feedback(goal_id, feedback)
+        if goal_id in self._bags:
+            self._bag_call(goal_id, "feedback", goal_id, feedback, received=time.time())
 
     def preview(self, goal_id: str, solution: Solution) -> None:
-        writer = self._writer(goal_id)
+        writer = self._writers.get(goal_id)
         if writer is not None:
             writer.preview(goal_id, solution)
 
@@ -259,12 +206,71 @@ class NodeRunLogs(OrchestratorListener):
         throttles its own ``joint_state`` records, see :class:`RunLogWriter`)."""
         with self._lock:
             writers = list(self._writers.values())
-            bags = list(self._bags.values())
+            bags = list(self._bags)
         for writer in writers:
             writer.joint_state(names, positions, velocities)
-        for bag in bags:
-            bag.joint_state(names, positions, velocities)
+        if bags:
+            received = time.time()
+            for goal_id in bags:
+                self._bag_call(goal_id, "joint_state", names, positions, velocities, received=received)
 
+    def finished(self, goal_id: str, result: Result) -> None:
+        """The goal ended: write its remaining records and close its file, in this thread
+        (so the log is complete when the goal's result is sent)."""
+        with self._lock:
+            writer = self._writers.pop(goal_id, None)
+            tree = self._trees.pop(goal_id, None)
+            bagged = goal_id in self._bags
+            if bagged:
+                self._ending.add(goal_id)  # closed after the node's final snapshot
+        if writer is not None:
+            with self._drain_lock:
+                if tree is not None:
+                    writer.ticked(goal_id, tree[1])  # the tree, if the writer thread did not write it yet
+                writer.finished(goal_id, result)  # the final statuses, read from the live tree now
+            self._queue.append((writer, goal_id, None))
+        if bagged:
+            self._bag_call(goal_id, "finished", goal_id, result)  # its queued feedback
+        self._drain()
+
+    def _end_rejected(self, goal_id: str) -> None:
+        """A rejected script's goal ends with its ``rejected_script`` record (the orchestrator
+        reports no ``finished`` for it): close its log and its bag now (the bag would
+        otherwise record joint states until the node stops)."""
+        with self._lock:
+            writer = self._writers.pop(goal_id, None)
+            self._trees.pop(goal_id, None)
+            bagged = goal_id in self._bags
+            self._bags.discard(goal_id)
+        if writer is not None:
+            self._queue.append((writer, goal_id, None))
+        if bagged:
+            self._bag_queue.append((goal_id, _CLOSE_BAG))
+        self._drain()
+        self._drain_bags()
+
+    # -- the node's snapshots ---------------------------------------------------------------
+    def recording(self, goal_id: str) -> bool:
+        """A bag of ``goal_id`` is open (it takes the node's tree snapshots)."""
+        return goal_id in self._bags
+
+    def snapshot(self, goal_id: str, data: bytes, stamp: float, *, final: bool) -> None:
+        """Record a serialised ``TreeSnapshot`` the node sent (``stamp`` [s]) in the goal's
+        bag, from the writer thread (O(1) here); after the ``final`` one of a finished goal
+        that thread closes the bag (the goal's result waits for neither)."""
+        with self._lock:
+            if goal_id not in self._bags:
+                return
+            closing = final and goal_id in self._ending
+            if final:
+                self._ending.discard(goal_id)
+            if closing:
+                self._bags.discard(goal_id)
+        self._bag_call(goal_id, "record_snapshot", data, stamp)
+        if closing:
+            self._bag_queue.append((goal_id, _CLOSE_BAG))
+
+    # -- opening ------------------------------------------------------------------------------
     def attach(
         self, backend: MotionBackend, *, rate: float = DEFAULT_JOINT_RATE, resolve: Any = None
     ) -> bool:
@@ -291,12 +297,41 @@ class NodeRunLogs(OrchestratorListener):
         with self._lock:
             return self.bag_paths.get(goal_id)
 
-    def _open_bag(self, goal_id: str, path: Path) -> None:
-        from erobs_bt.viz.mcap_record import McapRecorder, mcap_path_for, topic_names
+    def _open(self, goal_id: str) -> RunLogWriter | None:
+        """The first record of ``goal_id``: its run log (the file is opened by its first line,
+        on the writer thread) and the name of its bag (made there too). Lock held."""
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        path = self.folder / f"{stamp}_{goal_id}_{script_label(self._expected)}.jsonl"
+        self._closed.add(goal_id)  # one attempt per goal
+        backend = self._backend
+        writer = RunLogWriter(
+            path,
+            joint_positions=backend.joint_positions if backend is not None else None,
+            sink=self._sink,
+            lazy=True,
+        )
+        self._writers[goal_id] = writer
+        self.paths[goal_id] = path
+        # A bag whose goal got no final snapshot from the node (a goal not sent through
+        # ROS) is closed when the next goal starts.
+        for ended in self._ending:
+            self._bags.discard(ended)
+            self._bag_queue.append((ended, _CLOSE_BAG))
+        self._ending.clear()
+        if self._mcap:
+            from erobs_bt.viz.mcap_record import mcap_path_for
 
-        bag_path = mcap_path_for(path)
+            self.bag_paths[goal_id] = mcap_path_for(path)
+            self._bags.add(goal_id)
+        return writer
+
+    def _make_bag(self, goal_id: str) -> McapRecorder | None:
+        """The goal's bag, made on the writer thread at its first call (None: cannot be made)."""
+        from erobs_bt.viz.mcap_record import McapRecorder, topic_names
+
+        bag_path = self.bag_paths[goal_id]
         try:
-            bag = McapRecorder(
+            return McapRecorder(
                 bag_path,
                 topics=topic_names(self._resolve),
                 snapshot_rate=self._snapshot_rate,
@@ -305,84 +340,101 @@ class NodeRunLogs(OrchestratorListener):
         except (OSError, ValueError, ImportError) as exc:
             if self._on_error is not None:
                 self._on_error(f"ROS 2 bag {bag_path}: {exc}")
-            return
-        self._bags[goal_id] = bag
-        self.bag_paths[goal_id] = bag_path
-
-    def _open(self, goal_id: str) -> RunLogWriter | None:
-        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-        path = self.folder / f"{stamp}_{goal_id}_{script_label(self._expected)}.jsonl"
-        self._closed.add(goal_id)  # one attempt per goal
-        backend = self._backend
-        try:
-            writer = RunLogWriter(
-                path, joint_positions=backend.joint_positions if backend is not None else None
-            )
-        except OSError as exc:
-            if self._on_error is not None:
-                self._on_error(f"run log {path}: {exc}")
             return None
-        self._writers[goal_id] = writer
-        self.paths[goal_id] = path
-        # A bag whose goal got no final snapshot from the node (a goal not sent through
-        # ROS) is closed when the next goal starts.
-        for ended_id, ended in list(self._ending.items()):
-            del self._ending[ended_id]
-            self._put(ended, ended_id, _CLOSE_BAG)
-        if self._mcap:
-            self._open_bag(goal_id, path)
-        return writer
 
-    def finished(self, goal_id: str, result: Result) -> None:
-        """The goal ended: write its remaining records, close its file (waits for both)."""
-        with self._lock:
-            writer = self._writers.pop(goal_id, None)
-            bag = self._bags.pop(goal_id, None)
-        if writer is not None:
-            writer.finished(goal_id, result)  # the final statuses, read from the live tree now
-            self._wait_written(self._put(writer, goal_id, None))
-        if bag is not None:
-            bag.finished(goal_id, result)  # its queued feedback
+    # -- the queue --------------------------------------------------------------------------
+    def _sink(self, writer: RunLogWriter, line: bytes) -> None:
+        """A writer's replay-record line (from the goal's or the controller's thread): queued."""
+        self._queue.append((writer, "", line))
+
+    def _bag_call(self, goal_id: str, method: str, *args: Any, **kwargs: Any) -> None:
+        self._bag_queue.append((goal_id, _BagCall(method, args, kwargs)))
+
+    def _write(self) -> None:
+        """The writer thread: every :data:`BATCH_PERIOD`, write what is queued."""
+        while not self._stopping.wait(BATCH_PERIOD):
+            self._drain()
+            self._drain_bags()
+        self._drain()
+        self._drain_bags()
+
+    def _drain(self) -> None:
+        """Write everything queued so far, in order, then flush each file written to."""
+        queue = self._queue
+        with self._drain_lock:
             with self._lock:
-                self._ending[goal_id] = bag  # closed after the node's final snapshot
+                trees = list(self._trees.items())
+            for goal_id, (tracked, root) in trees:  # the statuses since the last batch
+                tracked.ticked(goal_id, root)
+            lines: dict[RunLogWriter, list[bytes]] = {}
+            while queue:
+                writer, goal_id, record = queue.popleft()
+                try:
+                    if isinstance(record, bytes):
+                        lines.setdefault(writer, []).append(record)
+                    elif record is None:
+                        self._write_lines(writer, lines.pop(writer, []))
+                        writer.close()
+                        if writer.error and writer.error != "closed" and self._on_error is not None:
+                            self._on_error(f"run log {writer.path}: {writer.error}")
+                except Exception:  # a record that cannot be written never stops the others
+                    _LOG.exception("run log of %s", goal_id)
+            for writer, chunk in lines.items():
+                self._write_lines(writer, chunk)
 
-    def recording(self, goal_id: str) -> bool:
-        """A bag of ``goal_id`` is open (it takes the node's tree snapshots)."""
-        with self._lock:
-            return goal_id in self._bags or goal_id in self._ending
+    @staticmethod
+    def _write_lines(writer: RunLogWriter, chunk: list[bytes]) -> None:
+        if chunk:
+            writer.write_bytes(b"".join(chunk))  # one write and one flush per file and batch
 
-    def snapshot(self, goal_id: str, data: bytes, stamp: float, *, final: bool) -> None:
-        """Record a serialised ``TreeSnapshot`` the node sent (``stamp`` [s]) in the goal's
-        bag, from the writer thread (O(1) here); after the ``final`` one that thread closes
-        the bag (the goal's result waits for neither)."""
-        with self._lock:
-            bag = self._bags.get(goal_id) or self._ending.get(goal_id)
-            if final:
-                self._ending.pop(goal_id, None)
-        if bag is None:
+    def _drain_bags(self) -> None:
+        """Make every call queued for the bags, in order."""
+        queue = self._bag_queue
+        with self._bag_lock:
+            while queue:
+                goal_id, record = queue.popleft()
+                try:
+                    self._to_bag(goal_id, record)
+                except Exception:  # a call that fails never stops the others
+                    _LOG.exception("ROS 2 bag of %s", goal_id)
+
+    def _to_bag(self, goal_id: str, record: _BagCall | _CloseBag) -> None:
+        """A bag call of ``goal_id`` (bag lock held)."""
+        if goal_id in self._closed_bags:
             return
-        self._put(bag, goal_id, _BagSnapshot(data, stamp))
-        if final and goal_id not in self._bags:
-            self._put(bag, goal_id, _CLOSE_BAG)
+        if record is _CLOSE_BAG:  # (a goal's bag is made even when nothing came for it)
+            self._closed_bags.add(goal_id)
+            bag = self._open_bags.pop(goal_id) if goal_id in self._open_bags else self._make_bag(goal_id)
+            if bag is not None:
+                bag.close()
+                if bag.error and self._on_error is not None:
+                    self._on_error(f"ROS 2 bag {bag.path}: {bag.error}")
+            return
+        if goal_id not in self._open_bags:
+            self._open_bags[goal_id] = self._make_bag(goal_id)
+        bag = self._open_bags[goal_id]
+        if bag is not None and isinstance(record, _BagCall):
+            getattr(bag, record.method)(*record.args, **record.kwargs)
 
     def close(self) -> None:
         """Stop following the backend's joint states, write what is queued, close every open
-        log and stop the writer thread."""
+        log and bag and stop the writer thread."""
         backend, self._backend = self._backend, None
         if backend is not None:
             backend.remove_joint_state_listener(self.joint_state)
         with self._lock:
             writers, self._writers = list(self._writers.values()), {}
-            bags, self._bags = [*self._bags.values(), *self._ending.values()], {}
-            self._ending = {}
-        for bag in bags:
-            bag.close()
-        with self._cond:
-            count = self._queued
+            self._trees = {}
+            bags, self._bags = list(self._bags), set()
+            self._ending = set()
         for writer in writers:
-            count = self._put(writer, "", None)
-        self._wait_written(count)
-        with self._cond:
-            self._stopping = True
-            self._cond.notify_all()
+            self._queue.append((writer, "", None))
+        for goal_id in bags:
+            self._bag_queue.append((goal_id, _CLOSE_BAG))
+        self._stopping.set()
         self._thread.join(5.0)
+        self._drain()
+        self._drain_bags()
+        with self._bag_lock:
+            for goal_id in list(self._open_bags):  # bags closed before their goal's last call
+                self._to_bag(goal_id, _CLOSE_BAG)

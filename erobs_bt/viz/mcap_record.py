@@ -78,6 +78,10 @@ from erobs_bt.ros.params import ENDPOINT_NAMES, NODE_NAME
 
 _LOG = logging.getLogger(__name__)
 
+#: The orchestrator events a recorder writes (:meth:`McapRecorder.event`); the others are
+#: in the run log only.
+RECORDED_EVENTS = frozenset({"state", "goal_started", "goal_finished"})
+
 #: The rosbag2 bag metadata version written (9: QoS policies by name, as Jazzy and Kilted write).
 ROSBAG2_METADATA_VERSION = 9
 
@@ -395,6 +399,7 @@ class McapRecorder(OrchestratorListener):
         self.error = ""
         self._closed = False
         self._goal_uuid = goal_uuid or self._derived_uuid
+        self._uuids: dict[str, bytes] = {}
         self._progress: dict[str, tuple[int, int, int]] = {}
         self._roots: dict[str, py_trees.behaviour.Behaviour] = {}
         # Feedback waiting for the recorder thread: (goal id, feedback, time [s]).
@@ -444,9 +449,9 @@ class McapRecorder(OrchestratorListener):
     def event(self, goal_id: str, record: Mapping[str, Any], *, received: float | None = None) -> None:
         """A ``state`` record becomes an ``ExecutionState``; ``goal_started`` and
         ``goal_finished`` an action status (``received`` as for :meth:`joint_state`); the
-        other events are not recorded."""
+        other events (not in :data:`RECORDED_EVENTS`) are not recorded."""
         kind = record.get("event")
-        if kind not in ("state", "goal_started", "goal_finished"):
+        if kind not in RECORDED_EVENTS:
             return
         from erobs_bt.ros import convert
 
@@ -495,21 +500,15 @@ class McapRecorder(OrchestratorListener):
 
     def _write_feedback(self) -> None:
         """Write the queued feedback, in order, at the times it was reported (the recorder
-        lock is held throughout, so two callers never interleave their batches)."""
-        from unique_identifier_msgs.msg import UUID
-
-        from erobs_bt.ros import convert
+        lock is held throughout, so two callers never interleave their batches), each
+        serialised by :func:`~erobs_bt.ros.convert.feedback_message_cdr`."""
+        from erobs_bt.ros.convert import feedback_message_cdr
 
         with self._lock:
             with self._feedback_lock:
                 pending, self._feedback = self._feedback, []
-            message_type = _action_message_type(TOPIC_TYPES["feedback"])
             for goal_id, feedback, t in pending:
-                msg = message_type(
-                    goal_id=UUID(uuid=list(self._goal_uuid(goal_id))),
-                    feedback=convert.feedback_to_msg(feedback),
-                )
-                self._write("feedback", msg, t, received=t)
+                self._write("feedback", feedback_message_cdr(self._uuid_of(goal_id), feedback), t, received=t)
 
     def ticked(self, goal_id: str, root: py_trees.behaviour.Behaviour) -> None:
         """Note the tick; the snapshot thread sends what changed."""
@@ -531,13 +530,20 @@ class McapRecorder(OrchestratorListener):
     def _derived_uuid(self, goal_id: str) -> bytes:
         return uuid.uuid5(uuid.NAMESPACE_URL, f"erobs_bt:{self.path.name}:{goal_id}").bytes
 
+    def _uuid_of(self, goal_id: str) -> bytes:
+        """The action goal id recorded for ``goal_id`` (``goal_uuid``'s, kept per goal)."""
+        found = self._uuids.get(goal_id)
+        if found is None:
+            found = self._uuids[goal_id] = bytes(self._goal_uuid(goal_id))
+        return found
+
     def _write_status(self, goal_id: str, status: str, t: float, *, received: float | None = None) -> None:
         from action_msgs.msg import GoalInfo, GoalStatus, GoalStatusArray
         from unique_identifier_msgs.msg import UUID
 
         from erobs_bt.ros import convert
 
-        info = GoalInfo(goal_id=UUID(uuid=list(self._goal_uuid(goal_id))), stamp=convert.time_msg(t))
+        info = GoalInfo(goal_id=UUID(uuid=list(self._uuid_of(goal_id))), stamp=convert.time_msg(t))
         msg = GoalStatusArray(status_list=[GoalStatus(goal_info=info, status=getattr(GoalStatus, status))])
         self._write("status", msg, t, received=received)
 

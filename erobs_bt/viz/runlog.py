@@ -41,10 +41,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+import orjson
 from rich.table import Table
 from rich.text import Text
 
 from erobs_bt.orchestrator import Feedback, OrchestratorListener, Result
+from erobs_bt.tree.compile import collector_paused
 
 if TYPE_CHECKING:
     import py_trees
@@ -59,6 +61,31 @@ REPLAY_EVENTS = frozenset({"tree", "tree_status", "joint_state", "tool", "trajec
 DEFAULT_JOINT_RATE = 20.0
 #: A joint state closer than this to the last one written is not written again [rad].
 _JOINT_EPSILON = 1e-6
+#: orjson's options for a run-log line: numpy numbers as numbers, keys of any type as
+#: strings, the line's newline.
+_LINE_OPTIONS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE
+
+
+def _line_bytes(line: Mapping[str, Any]) -> bytes:
+    """``line`` as one JSON line, UTF-8 (values JSON has no type for as their ``str``).
+
+    orjson encodes a record in well under a microsecond where ``json.dumps`` took ~15 µs
+    here, and a goal writes several records per unit. What orjson refuses (a lone surrogate
+    from a script's ``\\ud800`` escape, an integer beyond 64 bits) goes through the
+    standard encoder, the surrogate written as its backslash escape, so such a line still
+    reads back as what was logged. (NaN and infinities become ``null``: JSON has no such numbers.)
+    """
+    try:
+        return orjson.dumps(line, default=str, option=_LINE_OPTIONS)
+    except orjson.JSONEncodeError:
+        text = json.dumps(line, default=str, ensure_ascii=False) + "\n"
+        return text.encode("utf-8", "backslashreplace")
+
+
+#: Where a writer made with a ``sink`` hands the lines of its replay records: called with
+#: the writer and the encoded line; the sink's owner later writes it with
+#: :meth:`RunLogWriter.write_bytes`.
+LineSink = Callable[["RunLogWriter", bytes], None]
 
 
 def default_log_dir() -> Path:
@@ -151,9 +178,19 @@ class RunLogWriter(OrchestratorListener):
         joint_rate: most ``joint_state`` records per second while moving [Hz], > 0.
         joint_positions: gives the arm state [rad] for the ``joint_state`` record at each
             goal's start (:meth:`follow_joint_states` sets the backend's).
+        sink: when given, the replay records (the tree, statuses, tool, previews, joint
+            states: what :meth:`ticked`, :meth:`feedback`, :meth:`preview`,
+            :meth:`finished` and :meth:`joint_state` write, from the goal's or the
+            controller's thread) are encoded there and handed to it instead of being
+            written; its owner writes them later with :meth:`write_bytes` (the node's
+            writer thread, :class:`~erobs_bt.ros.runlogs.NodeRunLogs`). :meth:`event`
+            always writes its line itself, on the caller's thread.
+        lazy: create the folder and open the file at the first line written (on the
+            writing thread), not here; a file that cannot be opened then disables the log
+            (:attr:`error` says why) instead of raising.
 
     Raises:
-        OSError: the file cannot be opened.
+        OSError: the file cannot be opened (not with ``lazy``).
         ValueError: ``joint_rate`` is not positive.
     """
 
@@ -164,13 +201,17 @@ class RunLogWriter(OrchestratorListener):
         replay: bool = True,
         joint_rate: float = DEFAULT_JOINT_RATE,
         joint_positions: Callable[[], Sequence[float] | None] | None = None,
+        sink: LineSink | None = None,
+        lazy: bool = False,
     ) -> None:
         if not joint_rate > 0:
             raise ValueError(f"joint_rate must be > 0 Hz (got {joint_rate})")
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._file: IO[str] | None = self.path.open("a", encoding="utf-8", errors="backslashreplace")
+        self._file: IO[bytes] | None = None
+        self._unopened = lazy  # the file is still to be opened by the first line
+        if not lazy:
+            self._file = self._open_file()
         self.error = ""
         self.lines = 0
         self.replay = replay
@@ -184,16 +225,33 @@ class RunLogWriter(OrchestratorListener):
         self._joints_moving = False
         self._joint_positions = joint_positions
         self._followed: MotionBackend | None = None
+        self._sink = sink
 
     def event(self, goal_id: str, record: Mapping[str, Any], *, flush: bool = True) -> None:
         """Append ``{"t", "goal_id", "event", ...}`` as one line (and flush the file,
-        unless ``flush`` is false: a writer of many lines calls :meth:`flush` after them)."""
-        fields = dict(record)
-        line = {"t": fields.pop("t", None), "goal_id": goal_id, "event": fields.pop("event", ""), **fields}
-        self._write(line, flush=flush)
+        unless ``flush`` is false: a writer of many lines calls :meth:`flush` after them),
+        then :meth:`note` it."""
+        self.write_event(goal_id, record, flush=flush)
+        self.note(goal_id, record)
+
+    @staticmethod
+    def event_line(goal_id: str, record: Mapping[str, Any]) -> bytes:
+        """The line of an orchestrator event record, encoded (what :meth:`event` writes;
+        a caller that :meth:`note` s records as they happen and writes their lines later,
+        from another thread, with :meth:`write_bytes`)."""
+        return _line_bytes({"t": None, "goal_id": goal_id, **record})
+
+    def write_event(self, goal_id: str, record: Mapping[str, Any], *, flush: bool = True) -> None:
+        """Append an orchestrator event record as one line, without :meth:`note`."""
+        self.write_bytes(self.event_line(goal_id, record), flush=flush)
+
+    def note(self, goal_id: str, record: Mapping[str, Any]) -> None:
+        """What the replay records need of an orchestrator event: a goal's start (the arm
+        state then, as a ``joint_state`` record) and each unit's start (its subtree is
+        compared at the next status check). Call in event order, as the events happen."""
         if not self.replay or not goal_id:
             return
-        event = line["event"]
+        event = record.get("event")
         if event == "goal_started":
             with self._lock:
                 self._goal = goal_id
@@ -204,25 +262,49 @@ class RunLogWriter(OrchestratorListener):
                 from erobs_bt.script.model import JOINT_NAMES
 
                 self.joint_state(JOINT_NAMES, tuple(positions), (0.0,) * len(positions))
-        unit = line.get("unit")
-        if isinstance(unit, int):
-            with self._lock:
-                if event == "unit_started":
+        elif event == "unit_started":
+            unit = record.get("unit")
+            if isinstance(unit, int):
+                with self._lock:
                     self._unit = unit
-                track = self._trees.get(goal_id)
-                if track is not None:
-                    track.touch_unit(unit)
+                    track = self._trees.get(goal_id)
+                    if track is not None:
+                        track.touch_unit(unit)
 
-    def _write(self, line: Mapping[str, Any], *, flush: bool = True) -> None:
-        text = json.dumps(line, default=str, ensure_ascii=False) + "\n"
+    def _write(self, line: dict[str, Any]) -> None:
+        """A replay record's line: to the sink when there is one, else written now."""
+        if self._sink is not None:
+            self._sink(self, _line_bytes(line))
+        else:
+            self.write_line(line)
+
+    def _open_file(self) -> IO[bytes]:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        return self.path.open("ab")
+
+    def write_line(self, line: Mapping[str, Any], *, flush: bool = True) -> None:
+        """Encode ``line`` as one JSON line and append it (and flush, unless ``flush`` is
+        false). Dropped after :meth:`close` or a write error (:attr:`error` says which)."""
+        self.write_bytes(_line_bytes(line), flush=flush)
+
+    def write_bytes(self, data: bytes, *, flush: bool = True) -> None:
+        """Append lines already encoded (whole lines, each ending in a newline), as
+        :meth:`write_line` does."""
         with self._lock:
+            if self._unopened:
+                self._unopened = False
+                try:
+                    self._file = self._open_file()
+                except OSError as exc:
+                    self.error = f"{self.path}: {exc}"
+                    _LOG.warning("run log disabled: %s", self.error)
             if self._file is None:
                 return
             try:
-                self._file.write(text)
+                self._file.write(data)
                 if flush:
                     self._file.flush()
-                self.lines += 1
+                self.lines += data.count(b"\n")
             except OSError as exc:
                 self.error = f"{self.path}: {exc}"
                 _LOG.warning("run log disabled: %s", self.error)
@@ -242,7 +324,9 @@ class RunLogWriter(OrchestratorListener):
 
     # -- replay records ---------------------------------------------------------------
     def ticked(self, goal_id: str, root: py_trees.behaviour.Behaviour) -> None:
-        """Write the tree at a goal's first tick, then the statuses that changed."""
+        """Write the tree at a goal's first tick, then the statuses that changed since the
+        last call (a caller that does not call it after every tick, as the node's writer
+        thread, gets each behaviour's latest status)."""
         if not self.replay:
             return
         with self._lock:
@@ -254,7 +338,10 @@ class RunLogWriter(OrchestratorListener):
             changes = track.changes()
         now = time.time()
         if fresh:
-            self._write({"t": now, "goal_id": goal_id, "event": "tree", "nodes": track.structure()})
+            # A list per behaviour, freed once encoded: a collection meanwhile would walk
+            # the whole heap for nothing.
+            with collector_paused():
+                self._write({"t": now, "goal_id": goal_id, "event": "tree", "nodes": track.structure()})
         if changes:
             self._write({"t": now, "goal_id": goal_id, "event": "tree_status", "changes": changes})
 
@@ -346,6 +433,9 @@ class RunLogWriter(OrchestratorListener):
             self._close_locked()
 
     def _close_locked(self) -> None:
+        if self._unopened:  # closed before its first line: never created
+            self._unopened = False
+            self.error = self.error or "closed"
         if self._file is not None:
             try:
                 self._file.close()

@@ -766,3 +766,40 @@ def test_feedback_is_thinned_within_a_unit_but_keeps_every_units_last_and_every_
     assert not supersedes(fb(4), fb(3, "INELIGIBLE", "unit 3 done"))
     assert not supersedes(fb(4), fb(3, "HIT", "unit 3 done"))
     assert not supersedes(fb(4, "MISS"), fb(3, "MISS", "unit 3 done"))
+
+
+def test_the_feedback_bytes_deserialise_to_the_message_feedback_to_msg_builds() -> None:
+    from erobs_bt_interfaces.action import ExecuteScript
+    from rclpy.serialization import deserialize_message, serialize_message
+    from unique_identifier_msgs.msg import UUID
+
+    from erobs_bt.orchestrator import Feedback
+
+    goal_uuid = bytes(range(200, 216))
+    # Strings of every length modulo 4 (CDR padding) in every position, non-ASCII, a NUL, a
+    # lone surrogate; a fractional percentage; large counters.
+    texts = ["", "a", "ab", "abc", "abcd", "Grüße", "ep\x00ick", "frame \ud800"]
+    for i, text in enumerate(texts):
+        rotated = texts[i:] + texts[:i]
+        feedback = Feedback(
+            current_step=i,
+            total_steps=4_000_000_000,
+            current_action=rotated[0],
+            progress_percentage=100.0 * i / 7,
+            status_message=rotated[1],
+            current_gripper=rotated[2],
+            unit_index=i + 1,
+            cache_status=rotated[3],
+        )
+        expected = ExecuteScript.Impl.FeedbackMessage(
+            goal_id=UUID(uuid=list(goal_uuid)), feedback=convert.feedback_to_msg(feedback)
+        )
+        reference = serialize_message(expected)
+        encoded = convert.feedback_message_cdr(goal_uuid, feedback)
+        assert len(encoded) == len(reference), text
+        got = deserialize_message(encoded, ExecuteScript.Impl.FeedbackMessage)
+        assert bytes(got.goal_id.uuid) == goal_uuid
+        # (progress_percentage is a float32 on the wire: compare what the reference carries.)
+        assert got.feedback == deserialize_message(reference, ExecuteScript.Impl.FeedbackMessage).feedback
+    with pytest.raises(ValueError, match="16 bytes"):
+        convert.feedback_message_cdr(b"short", feedback)

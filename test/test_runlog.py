@@ -191,3 +191,46 @@ def test_the_node_closes_a_rejected_scripts_log_and_bag_at_once(tmp_path: Path) 
     finally:
         orchestrator.shutdown()
         logs.close()
+
+
+def test_values_json_has_no_type_for_are_logged_as_text_and_big_integers_exactly(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+    with RunLogWriter(path) as writer:
+        writer.event("goal-1", {"t": 1.0, "event": "x", "where": Path("/cell/a"), "state": State.PAUSED})
+        writer.event("goal-1", {"t": 2.0, "event": "y", "count": 2**70})  # beyond orjson's 64 bits
+    first, second = read_run_log(path)
+    assert first["where"] == "/cell/a" and first["state"] == "PAUSED"
+    assert second["count"] == 2**70 and writer.lines == 2
+
+
+def test_the_nodes_log_is_complete_at_the_result_and_ends_with_every_final_status(tmp_path: Path) -> None:
+    from erobs_bt.ros.runlogs import NodeRunLogs
+
+    def pre_order(node: object) -> list[object]:
+        return [node, *(n for child in node.children for n in pre_order(child))]  # type: ignore[attr-defined]
+
+    backend = ScriptedBackend()
+    logs = NodeRunLogs(tmp_path / "runs", mcap=False)
+    orchestrator = make_orchestrator(backend, listener=logs)
+    try:
+        logs.expect(THREE_UNITS)
+        handle = orchestrator.submit(THREE_UNITS, dry_run=False)
+        assert handle.wait(10).status is GoalStatus.SUCCEEDED
+        path = logs.path_of(handle.goal_id)
+        assert path is not None
+        # Written by the goal's own end, not by the writer thread later: complete already.
+        records = read_run_log(path)
+        assert "goal_finished" in [r["event"] for r in records]
+        assert [r["unit"] for r in records if r["event"] == "unit_succeeded"] == [1, 2, 3]
+        tree = next(r["nodes"] for r in records if r["event"] == "tree")
+        statuses = ["INVALID"] * len(tree)
+        for record in records:
+            if record["event"] == "tree_status":
+                for index, status in record["changes"]:
+                    statuses[index] = status
+        live = pre_order(handle.root)
+        assert [name for _, name, _ in tree] == [node.name for node in live]  # type: ignore[attr-defined]
+        assert statuses == [node.status.value for node in live]  # type: ignore[attr-defined]
+    finally:
+        orchestrator.shutdown()
+        logs.close()

@@ -347,7 +347,8 @@ class RunLogWriter(OrchestratorListener):
 
     def feedback(self, goal_id: str, feedback: Feedback) -> None:
         """Write a ``tool`` record when the attached gripper changed."""
-        if not self.replay or not goal_id:
+        # An unlocked look first (the gripper rarely changes; several feedbacks a unit).
+        if not self.replay or not goal_id or feedback.current_gripper == self._gripper:
             return
         with self._lock:
             if feedback.current_gripper == self._gripper:

@@ -417,7 +417,11 @@ class ErobsBtClient:
             response = future.result()
             run.status = response.status
             run.result = response.result
-            run._done.set()
+            # Done after this spin step: rclpy's action client completes a result before it
+            # runs the feedback callbacks it took with it, and the node publishes a goal's
+            # last feedback just before its result; so wait() returns with that feedback
+            # recorded, not before it.
+            self._executor.create_task(run._done.set)
 
         goal_handle.get_result_async().add_done_callback(on_result)
         return run

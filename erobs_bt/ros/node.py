@@ -241,7 +241,7 @@ class _SerializedFeedback:
 
 
 class _FeedbackPump:
-    """Publishes action feedback off the goal thread, in batches at most ``rate`` a second.
+    """Publishes action feedback off the goal thread, at most ``rate`` messages per second.
 
     The orchestrator reports several feedbacks per unit (started, cache decision, each
     phase, done). Publishing each one (about 0.1-0.2 ms of rclpy work apiece, holding the
@@ -250,17 +250,17 @@ class _FeedbackPump:
     publishes. A newer feedback of the same goal replaces the queued one when
     :func:`~erobs_bt.ros.convert.feedback_supersedes` says it may (within one unit, except
     that a unit's ``HIT`` or ``MISS`` decision is never dropped; never across units, so a
-    client sees every unit: one feedback per unit is what quick units still cost). What is
-    queued is published together, at most once per ``1 / rate`` (the first feedback after
-    a quiet spell at once): so feedback arrives at most ``rate`` times a second within a
-    unit, plus each unit's last and the decisions, each at most ``1 / rate`` late, and this
-    thread wakes at most ``rate`` times a second however quick the units are.
-    :meth:`flush` (called before the result is sent) delivers what is queued without
-    waiting for the spacing.
+    client sees every unit: one feedback per unit is what quick units still cost). While
+    only one feedback is queued and the previous publication is less than ``1 / rate`` old,
+    it waits (and may be replaced); the ones before a newer one that may not replace them
+    are published at once. So feedback arrives at most ``rate`` times a second within a
+    unit, plus each unit's last and the decisions, and :meth:`flush` (called before the
+    result is sent) delivers the goal's last feedback without waiting for the spacing.
+    (Published in batches instead, the last batch came as a burst just before the result.)
 
     Args:
         log_error: receives a message when publishing fails (never raised).
-        rate: the most feedback batches per second [Hz], > 0.
+        rate: the most feedback messages per second within a unit [Hz], > 0.
         clock: monotonic time source [s].
     """
 
@@ -298,11 +298,15 @@ class _FeedbackPump:
                 pending[-1] = (goal_handle, api, feedback)
                 return
             pending.append((goal_handle, api, feedback))
-            if len(pending) == 1:  # the thread may be waiting for work (not for the spacing)
-                self._cond.notify_all()
+            self._cond.notify_all()
 
     def _due(self) -> bool:
-        return self._closed or self._flushing > 0 or self._clock() - self._last >= self._period
+        return (
+            self._closed
+            or self._flushing > 0
+            or len(self._pending) > 1
+            or self._clock() - self._last >= self._period
+        )
 
     def _run(self) -> None:
         while True:
@@ -312,8 +316,11 @@ class _FeedbackPump:
                     return
                 while not self._due():
                     self._cond.wait(max(0.0, self._period - (self._clock() - self._last)))
-                batch = list(self._pending)
-                self._pending.clear()
+                # All but a newest one that may still be replaced (unless it is due too).
+                keep = len(self._pending) > 1 and not (
+                    self._closed or self._flushing > 0 or self._clock() - self._last >= self._period
+                )
+                batch = [self._pending.popleft() for _ in range(len(self._pending) - keep)]
                 self._busy = True
                 self._last = self._clock()
             for goal_handle, api, feedback in batch:

@@ -718,6 +718,11 @@ def test_the_snapshot_encoder_serialises_exactly_what_snapshot_to_msg_does() -> 
             assert got.stamp == expected.stamp
             if with_json:
                 assert json.loads(got.tree_json) == json.loads(expected.tree_json)
+                # Byte for byte: compact JSON, each behaviour's keys in the encoder's order.
+                keys = ("id", "name", "type", "parent_id", "children", "status", "message", "is_active")
+                document = json.loads(got.tree_json)
+                document["behaviours"] = [{k: b[k] for k in keys} for b in document["behaviours"]]
+                assert got.tree_json == json.dumps(document, separators=(",", ":"))
             else:
                 assert got.tree_json == ""
         leaves[0].feedback_message = "changed after the first full snapshot"

@@ -250,11 +250,11 @@ def _cdr_strings(texts: Sequence[str]) -> list[bytes]:
     distinct = list(dict.fromkeys(texts))
     joined = "".join(distinct)
     if joined.isascii() and "\0" not in joined:  # nothing for ros_text to change
-        for text, data in zip(distinct, map(str.encode, distinct)):
+        for text, data in zip(distinct, map(str.encode, distinct), strict=True):
             size = len(data) + 1
             known[text] = _PACK_UINT32(size) + data + _NUL_PAD[size & 3]
     else:
-        known = dict(zip(distinct, map(_cdr_string, distinct)))
+        known = dict(zip(distinct, map(_cdr_string, distinct), strict=True))
     return list(map(known.__getitem__, texts))
 
 
@@ -295,7 +295,7 @@ class _StaticParts:
         parent_cdr += map(id_cdr.__getitem__, structure.parents[1:])
         names = _cdr_strings(list(map(_STATE_NAME, states)))
         types = _cdr_strings(list(map(_STATE_TYPE, states)))
-        self.cdr: list[bytes] = list(map(b"".join, zip(id_cdr, names, types, parent_cdr)))
+        self.cdr: list[bytes] = list(map(b"".join, zip(id_cdr, names, types, parent_cdr, strict=True)))
         self._json: list[str] | None = None
 
     @property
@@ -319,6 +319,7 @@ class _StaticParts:
                     _json_strings(list(map(_STATE_TYPE, states))),
                     parent_ids,
                     children,
+                    strict=True,
                 )
             ]
             if fixed:
@@ -383,9 +384,7 @@ class TreeSnapshotEncoder:
             earlier goals (:class:`SnapshotSerializer`); new ones when not given.
     """
 
-    def __init__(
-        self, tracker: TreeTracker, dynamic: tuple[_DynamicCdr, _DynamicJson] | None = None
-    ) -> None:
+    def __init__(self, tracker: TreeTracker, dynamic: tuple[_DynamicCdr, _DynamicJson] | None = None) -> None:
         self.tracker = tracker
         # The fixed parts depend on the tree's structure only: built once per tree and
         # shared by every encoder of it (the node's topic, the ROS 2 bag).
@@ -459,7 +458,8 @@ class TreeSnapshotEncoder:
                 document = _snapshot_document(dataclasses.replace(state, behaviours=()))
                 document["state"] = state.root_status
                 text = json.dumps(document, separators=(",", ":"))
-                objects = "".join(itertools.chain.from_iterable(zip(self._static.json, self._sync_json())))
+                pairs = zip(self._static.json, self._sync_json(), strict=True)
+                objects = "".join(itertools.chain.from_iterable(pairs))
                 data = ros_text(f"{text[:-2]}{objects}]}}").encode("utf-8")
             else:
                 data = b""

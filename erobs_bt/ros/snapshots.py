@@ -156,6 +156,9 @@ def take_snapshot(
 #: getters, mapped over a list of behaviours: no Python code runs per behaviour).
 _READ_STATUS = operator.attrgetter("status._value_")
 _READ_MESSAGE = operator.attrgetter("feedback_message")
+#: A :class:`BehaviourState`'s status and message.
+_STATE_STATUS = operator.itemgetter(4)
+_STATE_MESSAGE = operator.itemgetter(5)
 #: A :class:`BehaviourState` from a tuple of its fields (``tuple.__new__``: no Python code).
 _make_state = functools.partial(tuple.__new__, BehaviourState)
 
@@ -310,11 +313,6 @@ class TreeStructure:
         """Drop the kept structures (the next :meth:`of` builds afresh; for benchmarks)."""
         with cls._cache_lock:
             cls._cache.clear()
-
-
-_STATE_STATUS = operator.itemgetter(4)
-_STATE_MESSAGE = operator.itemgetter(5)
-
 
 
 class TreeTracker:
@@ -512,7 +510,9 @@ class TreeTracker:
         if not changed and self._tip == previous_tip:
             return None
         states = self._states
-        state = self._state(tuple(map(states.__getitem__, changed)), final=False, full=False, unit_index=unit_index)
+        state = self._state(
+            tuple(map(states.__getitem__, changed)), final=False, full=False, unit_index=unit_index
+        )
         self.last_delta = (state, changed)
         return state
 

@@ -272,9 +272,11 @@ def _json_strings(texts: Sequence[str]) -> list[str]:
 
 
 class _StaticParts:
-    """The fixed serialised parts of each behaviour of a tree (:class:`TreeSnapshotEncoder`):
-    its id, name, type and parent as CDR; its fixed JSON keys (``id`` to ``children``, the
-    first with no comma before it, every other with one), built when first needed.
+    """The fixed serialised parts of each behaviour of a tree (:class:`TreeSnapshotEncoder`),
+    as columns (one list per field, one entry per behaviour, pre-order): its id, name, type
+    and parent as CDR; its id, name, type, parent and children as JSON values, built when
+    first needed. A snapshot joins the columns (and the changing fields') entries in
+    turn, so nothing is put together per behaviour.
 
     Args:
         structure: the tree's structure.
@@ -295,13 +297,13 @@ class _StaticParts:
         parent_cdr += map(id_cdr.__getitem__, structure.parents[1:])
         names = _cdr_strings(list(map(_STATE_NAME, states)))
         types = _cdr_strings(list(map(_STATE_TYPE, states)))
-        self.cdr: list[bytes] = list(map(b"".join, zip(id_cdr, names, types, parent_cdr, strict=True)))
-        self._json: list[str] | None = None
+        self.cdr: tuple[list[bytes], ...] = (id_cdr, names, types, parent_cdr)
+        self._json: tuple[list[str], ...] | None = None
 
     @property
-    def json(self) -> list[str]:
-        """Each behaviour's fixed JSON keys, ``{"id":…,"children":[…],`` (``,{"id":…`` but
-        for the first)."""
+    def json(self) -> tuple[list[str], ...]:
+        """The JSON columns: ids, names, types, parent ids (ids unquoted: UUID text needs no
+        escaping) and children arrays."""
         if self._json is None:
             structure = self.structure
             ids, states = structure.ids, structure.states
@@ -311,20 +313,9 @@ class _StaticParts:
                 '["' + '","'.join(child_ids) + '"]' if child_ids else "[]"
                 for child_ids in map(_STATE_CHILDREN, states)
             ]
-            fixed = [
-                f',{{"id":"{i}","name":{n},"type":{t},"parent_id":"{p}","children":{c},'
-                for i, n, t, p, c in zip(
-                    ids,
-                    _json_strings(list(map(_STATE_NAME, states))),
-                    _json_strings(list(map(_STATE_TYPE, states))),
-                    parent_ids,
-                    children,
-                    strict=True,
-                )
-            ]
-            if fixed:
-                fixed[0] = fixed[0][1:]
-            self._json = fixed
+            names = _json_strings(list(map(_STATE_NAME, states)))
+            types = _json_strings(list(map(_STATE_TYPE, states)))
+            self._json = (ids, names, types, parent_ids, children)
         return self._json
 
 
@@ -396,13 +387,10 @@ class TreeSnapshotEncoder:
             self._dynamic_cdr, self._dynamic_json = (
                 dynamic if dynamic is not None else (_DynamicCdr(), _DynamicJson())
             )
-            # Each behaviour's whole CDR, brought up to date from the tracker's changes.
-            states = tracker.states
-            self._cdr = list(
-                map(bytes.__add__, encoded.cdr, map(self._dynamic_cdr.__getitem__, map(_DYNAMIC_KEY, states)))
-            )
+            # Each behaviour's changing fields' CDR, brought up to date from the tracker's changes.
+            self._dynamic = list(map(self._dynamic_cdr.__getitem__, map(_DYNAMIC_KEY, tracker.states)))
             self._read = len(tracker.changes)
-            # Each behaviour's changing JSON keys, brought up to date when JSON is asked for.
+            # Their JSON, brought up to date when JSON is asked for.
             self._json: list[str] | None = None
             self._read_json = 0
         self._index: dict[str, int] | None = None
@@ -414,13 +402,10 @@ class TreeSnapshotEncoder:
             return
         positions = changes[self._read :]
         self._read = len(changes)
-        states, cdr = self.tracker.states, self._cdr
         fresh = map(
-            bytes.__add__,
-            map(self._static.cdr.__getitem__, positions),
-            map(self._dynamic_cdr.__getitem__, map(_DYNAMIC_KEY, map(states.__getitem__, positions))),
+            self._dynamic_cdr.__getitem__, map(_DYNAMIC_KEY, map(self.tracker.states.__getitem__, positions))
         )
-        collections.deque(map(cdr.__setitem__, positions, fresh), maxlen=0)
+        collections.deque(map(self._dynamic.__setitem__, positions, fresh), maxlen=0)
 
     def _sync_json(self) -> list[str]:
         """Each behaviour's changing JSON keys, as of the tracker's states."""
@@ -434,6 +419,27 @@ class TreeSnapshotEncoder:
             collections.deque(map(self._json.__setitem__, positions, fresh), maxlen=0)
         self._read_json = len(changes)
         return self._json
+
+    def _objects(self) -> str:
+        """The behaviours' JSON objects, comma-separated: the columns joined in turn."""
+        ids, names, types, parents, children = self._static.json
+        repeat = itertools.repeat
+        rows = zip(
+            repeat(',{"id":"'),
+            ids,
+            repeat('","name":'),
+            names,
+            repeat(',"type":'),
+            types,
+            repeat(',"parent_id":"'),
+            parents,
+            repeat('","children":'),
+            children,
+            repeat(","),
+            self._sync_json(),
+            strict=False,  # the constants repeat without end
+        )
+        return "".join(itertools.chain.from_iterable(rows))[1:]
 
     @staticmethod
     def _head(state: TreeState, count: int) -> bytes:
@@ -454,18 +460,16 @@ class TreeSnapshotEncoder:
         goal taken just now (its behaviours are the tracker's states)."""
         with collector_paused():
             self._sync()
+            body = b"".join(itertools.chain.from_iterable(zip(*self._static.cdr, self._dynamic, strict=True)))
             if with_json:
                 document = _snapshot_document(dataclasses.replace(state, behaviours=()))
                 document["state"] = state.root_status
                 text = json.dumps(document, separators=(",", ":"))
-                pairs = zip(self._static.json, self._sync_json(), strict=True)
-                objects = "".join(itertools.chain.from_iterable(pairs))
-                data = ros_text(f"{text[:-2]}{objects}]}}").encode("utf-8")
+                data = ros_text(f"{text[:-2]}{self._objects()}]}}").encode("utf-8")
             else:
                 data = b""
-        return b"".join(
-            (self._head(state, len(self._cdr)), *self._cdr, _PACK_UINT32(len(data) + 1), data, b"\0")
-        )
+        head = self._head(state, len(self._dynamic))
+        return b"".join((head, body, _PACK_UINT32(len(data) + 1), data, b"\0"))
 
     def delta(self, state: TreeState) -> bytes:
         """The serialised ``TreeSnapshot`` of ``state``, a delta of this tracker's goal (its
@@ -474,19 +478,16 @@ class TreeSnapshotEncoder:
         last = self.tracker.last_delta
         if last is not None and last[0] is state:
             self._sync()
-            parts = list(map(self._cdr.__getitem__, last[1]))
+            positions = last[1]
+            dynamic = map(self._dynamic.__getitem__, positions)
         else:  # not the tracker's latest delta: encoded from the state itself
             if self._index is None:
                 self._index = {b.id: i for i, b in enumerate(self.tracker.states)}
             positions = [self._index[b.id] for b in state.behaviours]
-            parts = list(
-                map(
-                    bytes.__add__,
-                    map(self._static.cdr.__getitem__, positions),
-                    map(self._dynamic_cdr.__getitem__, map(_DYNAMIC_KEY, state.behaviours)),
-                )
-            )
-        return b"".join((self._head(state, len(parts)), *parts, b"\1\0\0\0\0"))
+            dynamic = map(self._dynamic_cdr.__getitem__, map(_DYNAMIC_KEY, state.behaviours))
+        columns = [map(column.__getitem__, positions) for column in self._static.cdr]
+        parts = itertools.chain.from_iterable(zip(*columns, dynamic, strict=True))
+        return b"".join((self._head(state, len(positions)), *parts, b"\1\0\0\0\0"))
 
 
 class SnapshotSerializer:

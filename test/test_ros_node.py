@@ -753,6 +753,14 @@ def test_the_snapshot_encoder_serialises_deltas_exactly_as_snapshot_to_msg_does(
         # Equal but for padding bytes (rclpy leaves those as they were in its buffer).
         assert len(encoded) == len(serialize_message(expected))
         assert deserialize_message(encoded, TreeSnapshot) == expected
+    # The tracker's change log started afresh (it does past a few changes per behaviour):
+    # the kept encoder re-reads every state, and says what a new one says.
+    leaves[0].feedback_message = "after the log started afresh"
+    tracker.changes.clear()
+    tracker.changes_epoch += 1
+    state = tracker.full()
+    kept = serializer.serialize(state, tracker, with_json=True)
+    assert kept == convert.TreeSnapshotEncoder(tracker).full(state, with_json=True)
 
 
 def test_feedback_is_thinned_within_a_unit_but_keeps_every_units_last_and_every_decision() -> None:

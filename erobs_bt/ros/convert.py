@@ -390,28 +390,34 @@ class TreeSnapshotEncoder:
             # Each behaviour's changing fields' CDR, brought up to date from the tracker's changes.
             self._dynamic = list(map(self._dynamic_cdr.__getitem__, map(_DYNAMIC_KEY, tracker.states)))
             self._read = len(tracker.changes)
+            self._epoch = tracker.changes_epoch
             # Their JSON, brought up to date when JSON is asked for.
             self._json: list[str] | None = None
             self._read_json = 0
+            self._epoch_json = tracker.changes_epoch
         self._index: dict[str, int] | None = None
 
     def _sync(self) -> None:
         """Re-encode the behaviours the tracker found changed since the last call."""
-        changes = self.tracker.changes
+        tracker = self.tracker
+        changes, states = tracker.changes, tracker.states
+        if self._epoch != tracker.changes_epoch:  # the log started afresh: re-read every state
+            self._epoch, self._read = tracker.changes_epoch, len(changes)
+            self._dynamic = list(map(self._dynamic_cdr.__getitem__, map(_DYNAMIC_KEY, states)))
+            return
         if self._read == len(changes):
             return
         positions = changes[self._read :]
         self._read = len(changes)
-        fresh = map(
-            self._dynamic_cdr.__getitem__, map(_DYNAMIC_KEY, map(self.tracker.states.__getitem__, positions))
-        )
+        fresh = map(self._dynamic_cdr.__getitem__, map(_DYNAMIC_KEY, map(states.__getitem__, positions)))
         collections.deque(map(self._dynamic.__setitem__, positions, fresh), maxlen=0)
 
     def _sync_json(self) -> list[str]:
         """Each behaviour's changing JSON keys, as of the tracker's states."""
         states, changes = self.tracker.states, self.tracker.changes
         dynamic = self._dynamic_json.__getitem__
-        if self._json is None:
+        if self._json is None or self._epoch_json != self.tracker.changes_epoch:
+            self._epoch_json = self.tracker.changes_epoch
             self._json = list(map(dynamic, map(_DYNAMIC_KEY, states)))
         elif self._read_json < len(changes):
             positions = changes[self._read_json :]

@@ -18,6 +18,11 @@ through the node than in-process. Instead:
   can have changed: a refresh costs O(behaviours of those units), not O(tree). The
   units a refresh covers add up to each unit about once per goal. Any other root is
   re-read whole (correct for any tree, linear).
+* Per behaviour, as little Python as possible runs: the walk reads each behaviour once;
+  a refresh reads statuses and messages with C-level getters mapped over the re-read range
+  and compares them list against list; every state change is logged
+  (:attr:`TreeTracker.changes`) so that an encoder re-encodes only the changed behaviours
+  (:class:`~erobs_bt.ros.convert.TreeSnapshotEncoder`).
 * :class:`SnapshotThrottle` sends the goal's **full** snapshot first, then **deltas**
   (only the behaviours whose status, message or activity changed, with a per-goal
   ``sequence``), at most ``rate`` per second, a full one again on request (a new viewer
@@ -159,6 +164,8 @@ _READ_MESSAGE = operator.attrgetter("feedback_message")
 #: A :class:`BehaviourState`'s status and message.
 _STATE_STATUS = operator.itemgetter(4)
 _STATE_MESSAGE = operator.itemgetter(5)
+#: Most state changes per behaviour :attr:`TreeTracker.changes` keeps before it starts afresh.
+_KEPT_CHANGES_PER_BEHAVIOUR = 4
 #: A :class:`BehaviourState` from a tuple of its fields (``tuple.__new__``: no Python code).
 _make_state = functools.partial(tuple.__new__, BehaviourState)
 
@@ -191,8 +198,10 @@ class TreeStructure:
     ``encoded`` is a slot for what :class:`~erobs_bt.ros.convert.TreeSnapshotEncoder`
     derives from the structure (the same for every encoder of the tree).
 
-    Cost: linear, about 1 µs per behaviour; the per-behaviour work is done by C-level
-    maps and joins over whole lists wherever it can be (ids: :func:`uuid_texts`).
+    Cost: linear. Everything read from a behaviour is read in one recursive visit (a tree
+    deeper than the interpreter's recursion limit raises ``RecursionError``; compiled trees
+    are a few levels deep); the rest is C-level maps and joins over whole lists (ids:
+    :func:`uuid_texts`).
 
     Attributes:
         nodes: the live behaviours, pre-order.
@@ -322,8 +331,10 @@ class TreeTracker:
 
     Args:
         goal_id: the goal the tree belongs to.
-        root: its root; walked once per tree (:meth:`TreeStructure.of`, linear in the
-            tree size; a second tracker of the same tree shares the walk).
+        root: its root; walked once per tree, at the tracker's first snapshot or first use
+            of :attr:`structure` or :attr:`states` (:meth:`TreeStructure.of`, linear in the
+            tree size; a second tracker of the same tree shares the walk). A snapshot that
+            walked the tree does not read it again.
     """
 
     def __init__(self, goal_id: str, root: py_trees.behaviour.Behaviour) -> None:
@@ -343,7 +354,10 @@ class TreeTracker:
         self.last_delta: tuple[TreeState, list[int]] | None = None
         #: Pre-order positions of every state change, in the order of the refreshes that
         #: found them (a reader keeps how far it has read: :class:`TreeSnapshotEncoder`).
+        #: Started afresh, with :attr:`changes_epoch` counted up, when it holds more than
+        #: a few changes per behaviour (a reader of an older epoch re-reads every state).
         self.changes: list[int] = []
+        self.changes_epoch = 0
 
     def _load(self) -> bool:
         """Get the tree's structure (once); whether it was walked just now, by this call."""
@@ -462,6 +476,8 @@ class TreeTracker:
             states[i] = _make_state(
                 (old[0], old[1], old[2], old[3], kept_statuses[i], kept_messages[i], old[6], i in active_set)
             )
+        if len(self.changes) > _KEPT_CHANGES_PER_BEHAVIOUR * len(nodes) + 1024:
+            self.changes, self.changes_epoch = [], self.changes_epoch + 1
         self.changes += changed
         self._active = active
         self._tip = active[0] if active else -1

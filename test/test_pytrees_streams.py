@@ -136,3 +136,27 @@ def test_a_raw_viewer_finds_the_tree_opens_a_stream_and_rebuilds_the_running_tre
     assert blackboard["/goal_id"] == paused.goal_id and blackboard["/state"] == "PAUSED"
     assert blackboard["/unit"] == "2" and blackboard["/cache_status"] in ("HIT", "MISS", "INELIGIBLE")
     assert closed is True and closed_again is False
+
+
+def test_behaviour_messages_filled_slot_by_slot_equal_the_constructors() -> None:
+    from rclpy.serialization import serialize_message
+
+    from erobs_bt.ros.pytrees_streams import behaviour_msg, uuid_msgs
+
+    values = [uuid.uuid4(), uuid.uuid4()]
+    own, parent = uuid_msgs(values)
+    assert [key(own), key(parent)] == [str(v) for v in values]
+    fields = {
+        "name": "unit 1: pipettor",
+        "class_name": "erobs_bt.tree.compile.Unit",
+        "own_id": own,
+        "parent_id": parent,
+        "child_ids": [parent],
+        "type": Behaviour.SEQUENCE,
+        "additional_detail": "WithMemory",
+        "blackbox_level": Behaviour.BLACKBOX_LEVEL_BIG_PICTURE,
+    }
+    for given in (fields, {"name": "leaf"}, {}):
+        built = behaviour_msg(**given)
+        assert built == Behaviour(**given)
+        assert serialize_message(built) == serialize_message(Behaviour(**given))

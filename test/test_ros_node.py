@@ -722,6 +722,11 @@ def test_the_snapshot_encoder_serialises_exactly_what_snapshot_to_msg_does() -> 
             assert got.stamp == expected.stamp
             if with_json:
                 assert json.loads(got.tree_json) == json.loads(expected.tree_json)
+                # Byte for byte: compact JSON, each behaviour's keys in the encoder's order.
+                keys = ("id", "name", "type", "parent_id", "children", "status", "message", "is_active")
+                document = json.loads(got.tree_json)
+                document["behaviours"] = [{k: b[k] for k in keys} for b in document["behaviours"]]
+                assert got.tree_json == json.dumps(document, separators=(",", ":"))
             else:
                 assert got.tree_json == ""
         leaves[0].feedback_message = "changed after the first full snapshot"
@@ -752,6 +757,14 @@ def test_the_snapshot_encoder_serialises_deltas_exactly_as_snapshot_to_msg_does(
         # Equal but for padding bytes (rclpy leaves those as they were in its buffer).
         assert len(encoded) == len(serialize_message(expected))
         assert deserialize_message(encoded, TreeSnapshot) == expected
+    # The tracker's change log started afresh (it does past a few changes per behaviour):
+    # the kept encoder re-reads every state, and says what a new one says.
+    leaves[0].feedback_message = "after the log started afresh"
+    tracker.changes.clear()
+    tracker.changes_epoch += 1
+    state = tracker.full()
+    kept = serializer.serialize(state, tracker, with_json=True)
+    assert kept == convert.TreeSnapshotEncoder(tracker).full(state, with_json=True)
 
 
 def test_feedback_is_thinned_within_a_unit_but_keeps_every_units_last_and_every_decision() -> None:

@@ -127,3 +127,14 @@ def test_the_throttle_sends_structure_then_changes_at_most_at_the_rate_and_alway
     assert final is not None and final.final and final.full
     assert throttle.finish("goal-1", root) is None
     assert [s.sequence for s in sent] == [0, 1, 2, 3]
+
+
+def test_uuid_texts_are_the_uuids_str() -> None:
+    import uuid
+
+    from erobs_bt.ros.snapshots import uuid_texts
+
+    values = [uuid.uuid4() for _ in range(50)] + [uuid.UUID(int=0), uuid.UUID(int=2**128 - 1)]
+    assert uuid_texts(values) == [str(v) for v in values]
+    assert uuid_texts([]) == []
+    assert uuid_texts(["not-a-uuid", 7]) == ["not-a-uuid", "7"]

@@ -24,12 +24,15 @@ embedded NUL, whatever the goal contained.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
+import itertools
 import json
 import math
+import operator
 import struct
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 from builtin_interfaces.msg import Duration, Time
 from erobs_bt_interfaces.action import ExecuteScript
@@ -40,7 +43,7 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from erobs_bt.backends.base import ArmSegment, Solution
 from erobs_bt.orchestrator import Feedback, Result, State
-from erobs_bt.ros.snapshots import BehaviourState, TreeState, TreeTracker
+from erobs_bt.ros.snapshots import BehaviourState, TreeState, TreeStructure, TreeTracker
 from erobs_bt.tree.compile import collector_paused
 
 _NANO = 1_000_000_000
@@ -264,43 +267,121 @@ def snapshot_to_msg(state: TreeState, *, with_json: bool) -> TreeSnapshot:
     )
 
 
+_PACK_UINT32 = struct.Struct("<I").pack
+#: A CDR string's NUL and the padding after it to 4 bytes, by its size (with the NUL) mod 4.
+_NUL_PAD = (b"\0", b"\0\0\0\0", b"\0\0\0", b"\0\0")
+#: A behaviour's (status, message, is_active): what changes during a goal.
+_DYNAMIC_KEY = operator.itemgetter(4, 5, 7)
+_STATE_NAME = operator.itemgetter(2)
+_STATE_TYPE = operator.itemgetter(3)
+_STATE_CHILDREN = operator.itemgetter(6)
+
+
 def _cdr_string(text: str) -> bytes:
     """A CDR string (uint32 length with the NUL, UTF-8 bytes, NUL), padded to 4 bytes."""
     data = ros_text(text).encode("utf-8")
     size = len(data) + 1
-    return struct.pack("<I", size) + data + b"\0" * (1 + (-(size) % 4))
+    return _PACK_UINT32(size) + data + _NUL_PAD[size & 3]
 
 
-def _json_ids(ids: Sequence[str]) -> str:
-    """A JSON array of UUID texts (no character of them needs escaping)."""
-    return "[" + ",".join(f'"{i}"' for i in ids) + "]" if ids else "[]"
+def _cdr_strings(texts: Sequence[str]) -> list[bytes]:
+    """:func:`_cdr_string` of each text; a text that repeats is encoded once."""
+    known: dict[str, bytes] = {}
+    distinct = list(dict.fromkeys(texts))
+    joined = "".join(distinct)
+    if joined.isascii() and "\0" not in joined:  # nothing for ros_text to change
+        for text, data in zip(distinct, map(str.encode, distinct), strict=True):
+            size = len(data) + 1
+            known[text] = _PACK_UINT32(size) + data + _NUL_PAD[size & 3]
+    else:
+        known = dict(zip(distinct, map(_cdr_string, distinct), strict=True))
+    return list(map(known.__getitem__, texts))
 
 
-class _StaticParts(NamedTuple):
-    """The fixed serialised parts of each behaviour of a tree (:class:`TreeSnapshotEncoder`)."""
-
-    cdr: list[bytes]
-    json: list[str]
+def _plain_json(text: str) -> bool:
+    """``json.dumps(text)`` is ``text`` in quotes: printable ASCII with no quote or backslash."""
+    return text.isascii() and text.isprintable() and '"' not in text and "\\" not in text
 
 
-def _static_parts(states: Sequence[BehaviourState]) -> _StaticParts:
-    """Each behaviour's id, name, type and parent as CDR, and its fixed JSON keys."""
-    # id, name, type, parent_id: each a string padded to 4, so status starts aligned.
-    # A parent's id is its parent's own id string; types repeat: encode each once.
-    ids = {b.id: _cdr_string(b.id) for b in states}
-    ids[""] = _cdr_string("")
-    types: dict[str, tuple[bytes, str]] = {}
-    for b in states:
-        if b.type_name not in types:
-            types[b.type_name] = (_cdr_string(b.type_name), json.dumps(b.type_name))
-    cdr = [ids[b.id] + _cdr_string(b.name) + types[b.type_name][0] + ids[b.parent_id] for b in states]
-    # The fixed keys of each behaviour's JSON object (ids are UUID text: no escaping).
-    fixed_json = [
-        f'{{"id":"{b.id}","name":{json.dumps(b.name)},"type":{types[b.type_name][1]},'
-        f'"parent_id":"{b.parent_id}","children":{_json_ids(b.child_ids)},'
-        for b in states
-    ]
-    return _StaticParts(cdr, fixed_json)
+def _json_strings(texts: Sequence[str]) -> list[str]:
+    """``json.dumps`` of each text (a text with nothing to escape is only quoted)."""
+    if _plain_json("".join(texts)):
+        return [f'"{text}"' for text in texts]
+    known = {text: f'"{text}"' if _plain_json(text) else json.dumps(text) for text in dict.fromkeys(texts)}
+    return list(map(known.__getitem__, texts))
+
+
+class _StaticParts:
+    """The fixed serialised parts of each behaviour of a tree (:class:`TreeSnapshotEncoder`),
+    as columns (one list per field, one entry per behaviour, pre-order): its id, name, type
+    and parent as CDR; its id, name, type, parent and children as JSON values, built when
+    first needed. A snapshot joins the columns (and the changing fields') entries in
+    turn, so nothing is put together per behaviour.
+
+    Args:
+        structure: the tree's structure.
+    """
+
+    def __init__(self, structure: TreeStructure) -> None:
+        self.structure = structure
+        ids = structure.ids
+        states = structure.states
+        # id, name, type, parent_id: each a string padded to 4, so status starts aligned.
+        # A parent's id is its parent's own id string; names and types repeat: each
+        # distinct one is encoded once.
+        if all(len(i) == 36 for i in ids) and "".join(ids).isascii():  # UUID text: 37 bytes with the NUL
+            id_cdr = [b"%\0\0\0" + data + b"\0\0\0\0" for data in map(str.encode, ids)]
+        else:
+            id_cdr = list(map(_cdr_string, ids))
+        parent_cdr = [_cdr_string("")]
+        parent_cdr += map(id_cdr.__getitem__, structure.parents[1:])
+        names = _cdr_strings(list(map(_STATE_NAME, states)))
+        types = _cdr_strings(list(map(_STATE_TYPE, states)))
+        self.cdr: tuple[list[bytes], ...] = (id_cdr, names, types, parent_cdr)
+        self._json: tuple[list[str], ...] | None = None
+
+    @property
+    def json(self) -> tuple[list[str], ...]:
+        """The JSON columns: ids, names, types, parent ids (ids unquoted: UUID text needs no
+        escaping) and children arrays."""
+        if self._json is None:
+            structure = self.structure
+            ids, states = structure.ids, structure.states
+            parent_ids = [""]
+            parent_ids += map(ids.__getitem__, structure.parents[1:])
+            children = [
+                '["' + '","'.join(child_ids) + '"]' if child_ids else "[]"
+                for child_ids in map(_STATE_CHILDREN, states)
+            ]
+            names = _json_strings(list(map(_STATE_NAME, states)))
+            types = _json_strings(list(map(_STATE_TYPE, states)))
+            self._json = (ids, names, types, parent_ids, children)
+        return self._json
+
+
+class _DynamicCdr(dict[tuple[str, str, bool], bytes]):
+    """The CDR of a behaviour's changing fields by ``(status, message, is_active)``: status,
+    message (a string, then the bool right after its NUL), padded to 4 (a behaviour's fixed
+    part is a multiple of 4 long, so this is its padding too). Built on first use."""
+
+    def __missing__(self, key: tuple[str, str, bool]) -> bytes:
+        status, message, is_active = key
+        data = ros_text(message).encode("utf-8")
+        body = _cdr_string(status) + _PACK_UINT32(len(data) + 1) + data + (b"\0\1" if is_active else b"\0\0")
+        value = self[key] = body + b"\0" * (-len(body) % 4)
+        return value
+
+
+class _DynamicJson(dict[tuple[str, str, bool], str]):
+    """A behaviour's JSON keys after ``children`` by ``(status, message, is_active)``:
+    ``"status":…,"message":…,"is_active":…}``. Built on first use."""
+
+    def __missing__(self, key: tuple[str, str, bool]) -> str:
+        status, message, is_active = key
+        text = json.dumps(message) if message else '""'
+        active = "true" if is_active else "false"
+        value = self[key] = f'"status":"{status}","message":{text},"is_active":{active}}}'
+        return value
 
 
 class TreeSnapshotEncoder:
@@ -310,12 +391,13 @@ class TreeSnapshotEncoder:
     behaviour. Building it as a message (:func:`snapshot_to_msg`) makes one
     ``BehaviourStatus`` object per behaviour and rclpy then converts each one: at 1,000
     units (4,000 behaviours) that cost more CPU than running the goal's tree. This encoder
-    keeps each behaviour's serialised bytes instead (CDR, little endian, as
-    ``rclpy.serialization.serialize_message`` writes them; the fixed id, name, type and
-    parent are encoded once per goal), re-encodes only the behaviours whose state changed
-    since the previous full snapshot (an identity check per behaviour), and joins them;
-    the node publishes the bytes as they are (``Publisher.publish`` takes serialised
-    messages). ``tree_json`` is kept the same way, one JSON object per behaviour.
+    joins kept bytes instead (CDR, little endian, as ``rclpy.serialization.serialize_message``
+    writes them): each behaviour's fixed id, name, type and parent, encoded once per tree
+    (shared by every encoder of it), and its changing status, message and ``is_active``,
+    encoded once per distinct value (a few per goal) and looked up per behaviour by C-level
+    maps, so a full snapshot runs no Python code per behaviour. The node publishes the
+    bytes as they are (``Publisher.publish`` takes serialised messages). ``tree_json`` is
+    joined the same way, one JSON object per behaviour.
 
     The bytes equal ``serialize_message(snapshot_to_msg(state, with_json=False))``, and
     with ``with_json`` the same message whose ``tree_json`` lists the same keys (a test
@@ -329,58 +411,81 @@ class TreeSnapshotEncoder:
     Args:
         tracker: the goal's :class:`~erobs_bt.ros.snapshots.TreeTracker` (its ``states``
             are read; call :meth:`full` from the tracker's lock holder).
+        dynamic: kept encodings of the changing fields, shared with the encoders of
+            earlier goals (:class:`SnapshotSerializer`); new ones when not given.
     """
 
-    def __init__(self, tracker: TreeTracker) -> None:
+    def __init__(self, tracker: TreeTracker, dynamic: tuple[_DynamicCdr, _DynamicJson] | None = None) -> None:
         self.tracker = tracker
         # The fixed parts depend on the tree's structure only: built once per tree and
         # shared by every encoder of it (the node's topic, the ROS 2 bag).
         encoded = tracker.structure.encoded
-        if not isinstance(encoded, _StaticParts):
-            with collector_paused():  # thousands of new objects, none in a cycle
-                encoded = tracker.structure.encoded = _static_parts(tracker.structure.states)
-        self._static, self._static_json = encoded
-        self._cdr: list[bytes] = [b""] * len(tracker.states)
-        self._json: list[str] = [""] * len(tracker.states)
-        self._seen: list[BehaviourState | None] = [None] * len(tracker.states)
-        self._seen_json: list[BehaviourState | None] = [None] * len(tracker.states)
+        with collector_paused():  # thousands of new objects, none in a cycle
+            if not isinstance(encoded, _StaticParts):
+                encoded = tracker.structure.encoded = _StaticParts(tracker.structure)
+            self._static = encoded
+            self._dynamic_cdr, self._dynamic_json = (
+                dynamic if dynamic is not None else (_DynamicCdr(), _DynamicJson())
+            )
+            # Each behaviour's changing fields' CDR, brought up to date from the tracker's changes.
+            self._dynamic = list(map(self._dynamic_cdr.__getitem__, map(_DYNAMIC_KEY, tracker.states)))
+            self._read = len(tracker.changes)
+            self._epoch = tracker.changes_epoch
+            # Their JSON, brought up to date when JSON is asked for.
+            self._json: list[str] | None = None
+            self._read_json = 0
+            self._epoch_json = tracker.changes_epoch
         self._index: dict[str, int] | None = None
 
-    def _sync(self, *, with_json: bool) -> None:
-        with collector_paused():
-            self._sync_changed(with_json=with_json)
-
-    def _sync_changed(self, *, with_json: bool) -> None:
-        cdr, seen = self._cdr, self._seen
-        states = self.tracker.states
-        for i, b in enumerate(states):
-            if b is not seen[i]:
-                seen[i] = b
-                cdr[i] = self._behaviour(i, b)
-        if not with_json:
+    def _sync(self) -> None:
+        """Re-encode the behaviours the tracker found changed since the last call."""
+        tracker = self.tracker
+        changes, states = tracker.changes, tracker.states
+        if self._epoch != tracker.changes_epoch:  # the log started afresh: re-read every state
+            self._epoch, self._read = tracker.changes_epoch, len(changes)
+            self._dynamic = list(map(self._dynamic_cdr.__getitem__, map(_DYNAMIC_KEY, states)))
             return
-        fragments, seen_json, static_json = self._json, self._seen_json, self._static_json
-        for i, b in enumerate(states):
-            if b is seen_json[i]:
-                continue
-            seen_json[i] = b
-            text = json.dumps(b.message) if b.message else '""'
-            active = "true" if b.is_active else "false"
-            fragments[i] = f'{static_json[i]}"status":"{b.status}","message":{text},"is_active":{active}}}'
+        if self._read == len(changes):
+            return
+        positions = changes[self._read :]
+        self._read = len(changes)
+        fresh = map(self._dynamic_cdr.__getitem__, map(_DYNAMIC_KEY, map(states.__getitem__, positions)))
+        collections.deque(map(self._dynamic.__setitem__, positions, fresh), maxlen=0)
 
-    def _behaviour(self, i: int, b: BehaviourState) -> bytes:
-        """The CDR of behaviour ``i`` in state ``b``: its fixed part, then status, message
-        (a string, then the bool right after its NUL), padded to 4."""
-        message = ros_text(b.message).encode("utf-8")
-        size = len(message) + 1
-        body = (
-            self._static[i]
-            + _cdr_string(b.status)
-            + struct.pack("<I", size)
-            + message
-            + (b"\0\1" if b.is_active else b"\0\0")
+    def _sync_json(self) -> list[str]:
+        """Each behaviour's changing JSON keys, as of the tracker's states."""
+        states, changes = self.tracker.states, self.tracker.changes
+        dynamic = self._dynamic_json.__getitem__
+        if self._json is None or self._epoch_json != self.tracker.changes_epoch:
+            self._epoch_json = self.tracker.changes_epoch
+            self._json = list(map(dynamic, map(_DYNAMIC_KEY, states)))
+        elif self._read_json < len(changes):
+            positions = changes[self._read_json :]
+            fresh = map(dynamic, map(_DYNAMIC_KEY, map(states.__getitem__, positions)))
+            collections.deque(map(self._json.__setitem__, positions, fresh), maxlen=0)
+        self._read_json = len(changes)
+        return self._json
+
+    def _objects(self) -> str:
+        """The behaviours' JSON objects, comma-separated: the columns joined in turn."""
+        ids, names, types, parents, children = self._static.json
+        repeat = itertools.repeat
+        rows = zip(
+            repeat(',{"id":"'),
+            ids,
+            repeat('","name":'),
+            names,
+            repeat(',"type":'),
+            types,
+            repeat(',"parent_id":"'),
+            parents,
+            repeat('","children":'),
+            children,
+            repeat(","),
+            self._sync_json(),
+            strict=False,  # the constants repeat without end
         )
-        return body + b"\0" * (-len(body) % 4)
+        return "".join(itertools.chain.from_iterable(rows))[1:]
 
     @staticmethod
     def _head(state: TreeState, count: int) -> bytes:
@@ -399,33 +504,36 @@ class TreeSnapshotEncoder:
     def full(self, state: TreeState, *, with_json: bool) -> bytes:
         """The serialised ``TreeSnapshot`` of ``state``, a full snapshot of this tracker's
         goal taken just now (its behaviours are the tracker's states)."""
-        self._sync(with_json=with_json)
-        if with_json:
-            document = _snapshot_document(dataclasses.replace(state, behaviours=()))
-            document["state"] = state.root_status
-            text = json.dumps(document, separators=(",", ":"))
-            tree_json = f"{text[:-2]}{','.join(self._json)}]}}"
-        else:
-            tree_json = ""
-        data = ros_text(tree_json).encode("utf-8")
-        head = self._head(state, len(self._cdr))
-        return b"".join((head, *self._cdr, struct.pack("<I", len(data) + 1), data, b"\0"))
+        with collector_paused():
+            self._sync()
+            body = b"".join(itertools.chain.from_iterable(zip(*self._static.cdr, self._dynamic, strict=True)))
+            if with_json:
+                document = _snapshot_document(dataclasses.replace(state, behaviours=()))
+                document["state"] = state.root_status
+                text = json.dumps(document, separators=(",", ":"))
+                data = ros_text(f"{text[:-2]}{self._objects()}]}}").encode("utf-8")
+            else:
+                data = b""
+        head = self._head(state, len(self._dynamic))
+        return b"".join((head, body, _PACK_UINT32(len(data) + 1), data, b"\0"))
 
     def delta(self, state: TreeState) -> bytes:
         """The serialised ``TreeSnapshot`` of ``state``, a delta of this tracker's goal (its
         behaviours are some of the tracker's states): O(changed behaviours), no
         ``tree_json`` (as :func:`snapshot_to_msg` leaves it for a delta)."""
-        if self._index is None:
-            self._index = {b.id: i for i, b in enumerate(self.tracker.states)}
-        index, cdr, seen = self._index, self._cdr, self._seen
-        parts = []
-        for b in state.behaviours:
-            i = index[b.id]
-            part = self._behaviour(i, b)
-            if self.tracker.states[i] is b:  # kept for the next full snapshot
-                cdr[i], seen[i] = part, b
-            parts.append(part)
-        return b"".join((self._head(state, len(parts)), *parts, b"\1\0\0\0\0"))
+        last = self.tracker.last_delta
+        if last is not None and last[0] is state:
+            self._sync()
+            positions = last[1]
+            dynamic = map(self._dynamic.__getitem__, positions)
+        else:  # not the tracker's latest delta: encoded from the state itself
+            if self._index is None:
+                self._index = {b.id: i for i, b in enumerate(self.tracker.states)}
+            positions = [self._index[b.id] for b in state.behaviours]
+            dynamic = map(self._dynamic_cdr.__getitem__, map(_DYNAMIC_KEY, state.behaviours))
+        columns = [map(column.__getitem__, positions) for column in self._static.cdr]
+        parts = itertools.chain.from_iterable(zip(*columns, dynamic, strict=True))
+        return b"".join((self._head(state, len(positions)), *parts, b"\1\0\0\0\0"))
 
 
 class SnapshotSerializer:
@@ -433,20 +541,27 @@ class SnapshotSerializer:
     publishes on ``~/tree_snapshot`` and what a ROS 2 bag records, the same bytes).
 
     A snapshot of the tracker's goal, full or a delta, is serialised from kept parts
-    (:class:`TreeSnapshotEncoder`, one per tracker); a snapshot without a tree (a rejected
-    script) is built as a message (:func:`snapshot_to_msg`) and serialised by rclpy. Not
-    thread-safe: one caller at a time (a snapshot throttle's publish callback).
+    (:class:`TreeSnapshotEncoder`, one per tracker, sharing the encodings of statuses and
+    messages between goals); a snapshot without a tree (a rejected script) is built as a
+    message (:func:`snapshot_to_msg`) and serialised by rclpy. Not thread-safe: one caller
+    at a time (a snapshot throttle's publish callback).
     """
+
+    #: Most kept encodings of (status, message, is_active) before they are dropped.
+    KEPT_DYNAMIC = 4096
 
     def __init__(self) -> None:
         self._encoder: TreeSnapshotEncoder | None = None
+        self._dynamic = (_DynamicCdr(), _DynamicJson())
 
     def serialize(self, state: TreeState, tracker: TreeTracker | None, *, with_json: bool) -> bytes:
         """The serialised message of ``state``; ``tracker`` is the throttle's current one
         (``state``, when full and of its goal, was just taken from it)."""
         if state.behaviours and tracker is not None and tracker.goal_id == state.goal_id:
             if self._encoder is None or self._encoder.tracker is not tracker:
-                self._encoder = TreeSnapshotEncoder(tracker)
+                if len(self._dynamic[0]) + len(self._dynamic[1]) > self.KEPT_DYNAMIC:
+                    self._dynamic = (_DynamicCdr(), _DynamicJson())
+                self._encoder = TreeSnapshotEncoder(tracker, self._dynamic)
             if state.full:
                 return self._encoder.full(state, with_json=with_json)
             return self._encoder.delta(state)

@@ -48,6 +48,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import py_trees
 from diagnostic_msgs.msg import KeyValue as DiagnosticKeyValue
 from py_trees_ros_interfaces.msg import Behaviour as BehaviourMsg
@@ -72,6 +73,8 @@ CPU_SHARE = 0.05
 
 _STATUS = {"INVALID": 1, "RUNNING": 2, "SUCCESS": 3, "FAILURE": 4}
 _ZERO = UUID()
+_BIG_PICTURE = int(BehaviourMsg.BLACKBOX_LEVEL_BIG_PICTURE)
+_NOT_A_BLACKBOX = int(BehaviourMsg.BLACKBOX_LEVEL_NOT_A_BLACKBOX)
 
 
 def latched() -> QoSProfile:
@@ -106,8 +109,28 @@ def uuid_msg(text: str) -> UUID:
     return UUID(uuid=list(uuid.UUID(text).bytes))
 
 
+def uuid_msgs(values: Sequence[uuid.UUID]) -> list[UUID]:
+    """``unique_identifier_msgs/UUID`` of each UUID (its 16 bytes as one row of a numpy
+    array: the message's own fast path, no per-byte check)."""
+    if not values:
+        return []
+    raw = bytearray(b"".join([v.int.to_bytes(16, "big") for v in values]))
+    rows = np.frombuffer(raw, dtype=np.uint8).reshape(len(values), 16)
+    return [UUID(uuid=row) for row in rows]
+
+
 def behaviour_type(behaviour: py_trees.behaviour.Behaviour) -> int:
     """The ``Behaviour.type`` constant of a behaviour's class."""
+    kind = _TYPES.get(type(behaviour))
+    if kind is None:
+        kind = _TYPES[type(behaviour)] = _type_of(behaviour)
+    return kind
+
+
+_TYPES: dict[type, int] = {}
+
+
+def _type_of(behaviour: py_trees.behaviour.Behaviour) -> int:
     if isinstance(behaviour, py_trees.composites.Sequence):
         return int(BehaviourMsg.SEQUENCE)
     if isinstance(behaviour, py_trees.composites.Selector):
@@ -117,6 +140,51 @@ def behaviour_type(behaviour: py_trees.behaviour.Behaviour) -> int:
     if isinstance(behaviour, py_trees.decorators.Decorator):
         return int(BehaviourMsg.DECORATOR)
     return int(BehaviourMsg.BEHAVIOUR)
+
+
+#: ``Behaviour``'s fields, and whether its rosidl class keeps each in the slot ``_<field>``
+#: (what lets :func:`behaviour_msg` fill them without the constructor).
+_BEHAVIOUR_FIELDS = tuple(BehaviourMsg.get_fields_and_field_types())
+_BEHAVIOUR_SLOTS = all(f"_{f}" in BehaviourMsg.__slots__ for f in (*_BEHAVIOUR_FIELDS, "check_fields"))
+
+
+def behaviour_msg(**fields: Any) -> Any:
+    """A ``py_trees_ros_interfaces/Behaviour`` of ``fields`` (of the right types; UUID
+    fields given as ``UUID`` messages, sequences as lists), equal to
+    ``Behaviour(**fields)``.
+
+    The generated constructor costs tens of µs per message (it builds a default UUID for
+    each UUID field even when one is given, and checks every field), which at thousands of
+    behaviours per tree is more than the rest of a snapshot: the message is filled slot by
+    slot instead, with field checks off (the values are built here, of the right types).
+    Where the generated class does not keep its fields in ``_<field>`` slots, the
+    constructor is used.
+    """
+    if not _BEHAVIOUR_SLOTS:
+        return BehaviourMsg(**fields)
+    msg = BehaviourMsg.__new__(BehaviourMsg)
+    msg._check_fields = False
+    values = {**_BEHAVIOUR_DEFAULTS, "child_ids": [], "blackboard_access": [], **fields}
+    for name in _BEHAVIOUR_FIELDS:
+        setattr(msg, f"_{name}", values[name])
+    return msg
+
+
+#: Every field's value when not given (the UUIDs: the zero UUID, shared, never changed in place).
+_BEHAVIOUR_DEFAULTS: dict[str, Any] = {
+    "name": "",
+    "class_name": "",
+    "own_id": _ZERO,
+    "parent_id": _ZERO,
+    "tip_id": _ZERO,
+    "current_child_id": _ZERO,
+    "type": 0,
+    "additional_detail": "",
+    "blackbox_level": 0,
+    "status": 0,
+    "message": "",
+    "is_active": False,
+}
 
 
 def _detail(behaviour: py_trees.behaviour.Behaviour) -> str:
@@ -146,28 +214,26 @@ class TreeMessages:
         tracker = self.tracker
         nodes = tracker.behaviours
         states = tracker.states
+        structure = tracker.structure
         root = nodes[0] if nodes else None
-        self._uuids = [uuid_msg(s.id) for s in states]
-        position = {s.id: i for i, s in enumerate(states)}
-        self._children = [[position[c] for c in s.child_ids] for s in states]
-        self._parents = [position.get(s.parent_id, -1) for s in states]
+        self._uuids = uuid_msgs([b.id for b in nodes])
+        self._children = structure.children
+        self._parents = structure.parents
         self.messages: list[Any] = []
         for i, (b, s) in enumerate(zip(nodes, states, strict=True)):
             unit = b.parent is root and root is not None and bool(b.children)
             self.messages.append(
-                BehaviourMsg(
+                behaviour_msg(
                     name=s.name,
                     class_name=f"{type(b).__module__}.{type(b).__name__}",
                     own_id=self._uuids[i],
                     parent_id=self._uuids[self._parents[i]] if self._parents[i] >= 0 else _ZERO,
+                    tip_id=_ZERO,
+                    current_child_id=_ZERO,
                     child_ids=[self._uuids[c] for c in self._children[i]],
                     type=behaviour_type(b),
                     additional_detail=_detail(b),
-                    blackbox_level=int(
-                        BehaviourMsg.BLACKBOX_LEVEL_BIG_PICTURE
-                        if unit
-                        else BehaviourMsg.BLACKBOX_LEVEL_NOT_A_BLACKBOX
-                    ),
+                    blackbox_level=_BIG_PICTURE if unit else _NOT_A_BLACKBOX,
                 )
             )
 

@@ -18,6 +18,11 @@ through the node than in-process. Instead:
   can have changed: a refresh costs O(behaviours of those units), not O(tree). The
   units a refresh covers add up to each unit about once per goal. Any other root is
   re-read whole (correct for any tree, linear).
+* Per behaviour, as little Python as possible runs: the walk reads each behaviour once;
+  a refresh reads statuses and messages with C-level getters mapped over the re-read range
+  and compares them list against list; every state change is logged
+  (:attr:`TreeTracker.changes`) so that an encoder re-encodes only the changed behaviours
+  (:class:`~erobs_bt.ros.convert.TreeSnapshotEncoder`).
 * :class:`SnapshotThrottle` sends the goal's **full** snapshot first, then **deltas**
   (only the behaviours whose status, message or activity changed, with a per-goal
   ``sequence``), at most ``rate`` per second, a full one again on request (a new viewer
@@ -37,14 +42,19 @@ This module does not import rclpy: it is unit-testable without a ROS context.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import itertools
+import operator
 import threading
 import time
+import uuid
 import weakref
 from collections import Counter, deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import ClassVar, NamedTuple
 
+import numpy as np
 import py_trees
 
 from erobs_bt.tree.compile import UnitSequence, collector_paused
@@ -130,17 +140,6 @@ class TreeState:
         )
 
 
-def _walk(
-    root: py_trees.behaviour.Behaviour,
-) -> Iterator[tuple[py_trees.behaviour.Behaviour, str]]:
-    stack: list[tuple[py_trees.behaviour.Behaviour, str]] = [(root, "")]
-    while stack:
-        behaviour, parent_id = stack.pop()
-        yield behaviour, parent_id
-        own = str(behaviour.id)
-        stack.extend((child, own) for child in reversed(behaviour.children))
-
-
 def take_snapshot(
     goal_id: str, root: py_trees.behaviour.Behaviour | None, *, final: bool, unit_index: int = 0
 ) -> TreeState:
@@ -158,15 +157,60 @@ def take_snapshot(
     return tracker.full(final=final, unit_index=unit_index)
 
 
+#: A behaviour's status text and feedback message, read from the live behaviour (C-level
+#: getters, mapped over a list of behaviours: no Python code runs per behaviour).
+_READ_STATUS = operator.attrgetter("status._value_")
+_READ_MESSAGE = operator.attrgetter("feedback_message")
+#: A :class:`BehaviourState`'s status and message.
+_STATE_STATUS = operator.itemgetter(4)
+_STATE_MESSAGE = operator.itemgetter(5)
+#: Most state changes per behaviour :attr:`TreeTracker.changes` keeps before it starts afresh.
+_KEPT_CHANGES_PER_BEHAVIOUR = 4
+#: A :class:`BehaviourState` from a tuple of its fields (``tuple.__new__``: no Python code).
+_make_state = functools.partial(tuple.__new__, BehaviourState)
+
+
+def uuid_texts(values: Sequence[object]) -> list[str]:
+    """``[str(v) for v in values]`` for a list of :class:`uuid.UUID` (py_trees' behaviour
+    ids), formatted together (one hex string, the dashes put in by numpy): about a quarter
+    of the time of ``str`` per UUID. Anything that is not a ``uuid.UUID`` goes through ``str``.
+    """
+    count = len(values)
+    if count == 0 or not all(type(v) is uuid.UUID for v in values):
+        return [str(v) for v in values]
+    digits = b"".join([v.int.to_bytes(16, "big") for v in values]).hex().encode("ascii")  # type: ignore[attr-defined]
+    hexed = np.frombuffer(digits, dtype=np.uint8).reshape(count, 32)
+    text = np.empty((count, 36), dtype=np.uint8)
+    text[:, 8] = text[:, 13] = text[:, 18] = text[:, 23] = ord("-")
+    text[:, 0:8], text[:, 9:13], text[:, 14:18] = hexed[:, 0:8], hexed[:, 8:12], hexed[:, 12:16]
+    text[:, 19:23], text[:, 24:36] = hexed[:, 16:20], hexed[:, 20:32]
+    joined = text.tobytes().decode("ascii")
+    return [joined[i : i + 36] for i in range(0, 36 * count, 36)]
+
+
 class TreeStructure:
     """The fixed part of a compiled tree, walked once: behaviours in pre-order, their
-    positions, subtree sizes, the root's children, and the initial states (ids, names,
-    types, parents, children).
+    positions, parents, children, subtree sizes, the root's children, and the initial
+    states (ids, names, types, parents, children).
 
     Read-only once built, so every consumer of one goal's tree (the node's snapshots, the
     py_trees_ros streams, the ROS 2 bag) shares it: :meth:`of` keeps the latest few.
     ``encoded`` is a slot for what :class:`~erobs_bt.ros.convert.TreeSnapshotEncoder`
     derives from the structure (the same for every encoder of the tree).
+
+    Cost: linear. Everything read from a behaviour is read in one recursive visit (a tree
+    deeper than the interpreter's recursion limit raises ``RecursionError``; compiled trees
+    are a few levels deep); the rest is C-level maps and joins over whole lists (ids:
+    :func:`uuid_texts`).
+
+    Attributes:
+        nodes: the live behaviours, pre-order.
+        parents: each one's parent position, ``-1`` for the root.
+        children: each one's children's positions, in order (``()`` for a leaf).
+        ids: each one's UUID text.
+        size: each one's subtree size (itself included).
+        states: the states at the walk, pre-order.
+        child_start: pre-order position of each child of the root.
 
     Args:
         root: the tree's root (its structure must not change afterwards: a compiled tree).
@@ -178,37 +222,74 @@ class TreeStructure:
     def __init__(self, root: py_trees.behaviour.Behaviour) -> None:
         nodes: list[py_trees.behaviour.Behaviour] = []
         parents: list[int] = []
-        stack: list[tuple[py_trees.behaviour.Behaviour, int]] = [(root, -1)]
-        while stack:
-            behaviour, parent = stack.pop()
-            parents.append(parent)
+        size: list[int] = []
+        children: list[tuple[int, ...]] = []
+        uuids: list[object] = []
+        names: list[str] = []
+        classes: list[type] = []
+        statuses: list[str] = []
+        messages: list[str] = []
+
+        def visit(behaviour: py_trees.behaviour.Behaviour, parent: int) -> None:
+            # Everything read from a behaviour is read here, once (while it is in the CPU's
+            # cache); a leaf child is taken in the loop, not by a call.
+            own = len(nodes)
             nodes.append(behaviour)
-            own = len(nodes) - 1
-            stack.extend((child, own) for child in reversed(behaviour.children))
+            parents.append(parent)
+            uuids.append(behaviour.id)
+            names.append(behaviour.name)
+            classes.append(type(behaviour))
+            statuses.append(behaviour.status._value_)
+            messages.append(behaviour.feedback_message)
+            size.append(1)
+            children.append(())
+            positions = []
+            for child in behaviour.children:
+                positions.append(len(nodes))
+                if child.children:
+                    visit(child, own)
+                else:
+                    nodes.append(child)
+                    parents.append(own)
+                    uuids.append(child.id)
+                    names.append(child.name)
+                    classes.append(type(child))
+                    statuses.append(child.status._value_)
+                    messages.append(child.feedback_message)
+                    size.append(1)
+                    children.append(())
+            if positions:
+                size[own] = len(nodes) - own
+                children[own] = tuple(positions)
+
+        visit(root, -1)  # recursive: the fastest walk in CPython (trees are shallow)
         self.nodes = nodes
-        self.position = {id(b): i for i, b in enumerate(nodes)}
-        ids = [str(b.id) for b in nodes]
-        size = [1] * len(nodes)
-        for i in range(len(nodes) - 1, 0, -1):
-            size[parents[i]] += size[i]
+        self.parents = parents
         self.size = size
-        children: list[list[str]] = [[] for _ in nodes]
-        for i in range(1, len(nodes)):
-            children[parents[i]].append(ids[i])
-        self.states = tuple(
-            BehaviourState(
-                ids[i],
-                ids[parents[i]] if i else "",
-                b.name,
-                type(b).__name__,
-                b.status.value,
-                b.feedback_message,
-                tuple(children[i]),
+        self.children = children
+        self.position = dict(zip(map(id, nodes), itertools.count()))
+        ids = self.ids = uuid_texts(uuids)
+        child_ids = [tuple(map(ids.__getitem__, c)) if c else () for c in children]
+        class_names = {c: c.__name__ for c in set(classes)}
+        parent_ids = [""]
+        parent_ids += map(ids.__getitem__, parents[1:])
+        self.states: tuple[BehaviourState, ...] = tuple(
+            map(
+                _make_state,
+                zip(
+                    ids,
+                    parent_ids,
+                    names,
+                    map(class_names.__getitem__, classes),
+                    statuses,
+                    messages,
+                    child_ids,
+                    itertools.repeat(False),
+                ),
             )
-            for i, b in enumerate(nodes)
         )
         # Pre-order position of each child of the root.
-        self.child_start = [self.position[id(c)] for c in root.children]
+        self.child_start = list(children[0])
         self.encoded: object = None
 
     @classmethod
@@ -218,17 +299,23 @@ class TreeStructure:
         The statuses in :attr:`states` are those at the first build; a tracker re-reads
         them before its first snapshot.
         """
+        return cls.kept_or_built(root)[0]
+
+    @classmethod
+    def kept_or_built(cls, root: py_trees.behaviour.Behaviour) -> tuple[TreeStructure, bool]:
+        """:meth:`of`, and whether the structure was built by this call (its :attr:`states`
+        were read just now)."""
         with cls._cache_lock:
             for ref, structure in cls._cache:
                 if ref() is root:
-                    return structure
+                    return structure, False
         # Thousands of new objects, none in a cycle: a collection here would walk the
         # whole heap (the live tree included) on the caller's thread, holding the GIL.
         with collector_paused():
             structure = cls(root)
         with cls._cache_lock:
             cls._cache.append((weakref.ref(root), structure))
-        return structure
+        return structure, True
 
     @classmethod
     def forget(cls) -> None:
@@ -244,41 +331,70 @@ class TreeTracker:
 
     Args:
         goal_id: the goal the tree belongs to.
-        root: its root; walked once per tree (:meth:`TreeStructure.of`, linear in the
-            tree size; a second tracker of the same tree shares the walk).
+        root: its root; walked once per tree, at the tracker's first snapshot or first use
+            of :attr:`structure` or :attr:`states` (:meth:`TreeStructure.of`, linear in the
+            tree size; a second tracker of the same tree shares the walk). A snapshot that
+            walked the tree does not read it again.
     """
 
     def __init__(self, goal_id: str, root: py_trees.behaviour.Behaviour) -> None:
         self.goal_id = goal_id
         self.root = root
-        structure = self.structure = TreeStructure.of(root)
-        self._nodes = structure.nodes
-        self._position = structure.position
-        self._size = structure.size
-        self._child_start = structure.child_start
-        self._states = list(structure.states)
+        self._structure: TreeStructure | None = None
         self._low = 0
-        # Every behaviour is re-read by the first refresh (the kept states may be stale).
+        # The kept states may be stale: the first refresh re-reads every behaviour (unless
+        # the structure was walked by that same call).
         self._fresh = True
         self._active: list[int] = []
         self._tip = -1
         self.sequence = -1
         #: Behaviours the last refresh re-read (its cost, in behaviours).
         self.last_scanned = 0
+        #: The last delta taken and the pre-order positions of its behaviours.
+        self.last_delta: tuple[TreeState, list[int]] | None = None
+        #: Pre-order positions of every state change, in the order of the refreshes that
+        #: found them (a reader keeps how far it has read: :class:`TreeSnapshotEncoder`).
+        #: Started afresh, with :attr:`changes_epoch` counted up, when it holds more than
+        #: a few changes per behaviour (a reader of an older epoch re-reads every state).
+        self.changes: list[int] = []
+        self.changes_epoch = 0
+
+    def _load(self) -> bool:
+        """Get the tree's structure (once); whether it was walked just now, by this call."""
+        if self._structure is not None:
+            return False
+        structure, built = TreeStructure.kept_or_built(self.root)
+        self._nodes = structure.nodes
+        self._position = structure.position
+        self._size = structure.size
+        self._child_start = structure.child_start
+        self._states = list(structure.states)
+        self._statuses: list[str] = list(map(_STATE_STATUS, structure.states))
+        self._messages: list[str] = list(map(_STATE_MESSAGE, structure.states))
+        self._structure = structure
+        return built
+
+    @property
+    def structure(self) -> TreeStructure:
+        """The tree's structure (walked at the first use, shared: :meth:`TreeStructure.of`)."""
+        self._load()
+        assert self._structure is not None
+        return self._structure
 
     @property
     def size(self) -> int:
         """Number of behaviours in the tree."""
-        return len(self._nodes)
+        return len(self.structure.nodes)
 
     @property
     def behaviours(self) -> list[py_trees.behaviour.Behaviour]:
         """The live behaviours, pre-order (read-only use)."""
-        return self._nodes
+        return self.structure.nodes
 
     @property
     def states(self) -> list[BehaviourState]:
         """Their states as of the last refresh, pre-order (a changed one is a new object)."""
+        self._load()
         return self._states
 
     @property
@@ -299,42 +415,72 @@ class TreeTracker:
         return range(start, end)
 
     def _refresh(self, positions: range | None) -> list[int]:
-        """Re-read statuses; the positions whose state changed, in pre-order."""
+        """Re-read statuses; the positions whose state changed, in pre-order.
+
+        The statuses and messages of the re-read range are read by C-level getters mapped
+        over its behaviours and compared with the kept ones list against list (no Python
+        code per behaviour); the root and the old and new active paths (whose
+        ``is_active`` may change) are checked one by one.
+        """
         tip = self.root.tip()
         active: list[int] = []
         node = tip
+        position = self._position
         while node is not None:
-            active.append(self._position[id(node)])
+            active.append(position[id(node)])
             node = node.parent
-        active_set = set(active)
-        scan: set[int] | range
+        nodes, states = self._nodes, self._states
         if positions is None or self._fresh:
             self._fresh = False
-            positions = None
-            scan = range(len(self._nodes))
+            positions = range(len(nodes))
+        start, stop = positions.start, positions.stop
+        window = nodes[start:stop]
+        statuses = list(map(_READ_STATUS, window))
+        messages = list(map(_READ_MESSAGE, window))
+        kept_statuses, kept_messages = self._statuses, self._messages
+        if statuses == kept_statuses[start:stop] and messages == kept_messages[start:stop]:
+            changed = []
         else:
-            scan = set(positions)
-            scan.add(0)
-            scan.update(self._active)
-            scan.update(active)
-        changed: list[int] = []
-        nodes, states = self._nodes, self._states
-        self.last_scanned = len(scan)
-        for i in scan:
-            b = nodes[i]
-            old = states[i]
-            status = b.status.value
-            message = b.feedback_message
-            is_active = i in active_set
-            if status != old.status or message != old.message or is_active != old.is_active:
-                states[i] = BehaviourState(
-                    old.id, old.parent_id, old.name, old.type_name, status, message, old.child_ids, is_active
+            changed = list(
+                itertools.compress(
+                    positions,
+                    map(
+                        operator.or_,
+                        map(operator.ne, statuses, kept_statuses[start:stop]),
+                        map(operator.ne, messages, kept_messages[start:stop]),
+                    ),
                 )
+            )
+            kept_statuses[start:stop] = statuses
+            kept_messages[start:stop] = messages
+        # Outside the range: the root and the active paths; anywhere: their active flags.
+        previous = self._active
+        self.last_scanned = len(window)
+        extra = False
+        for i in {0, *previous, *active}:
+            if start <= i < stop:
+                continue
+            self.last_scanned += 1
+            b = nodes[i]
+            status, message = b.status._value_, b.feedback_message
+            if status != kept_statuses[i] or message != kept_messages[i]:
+                kept_statuses[i], kept_messages[i] = status, message
                 changed.append(i)
+                extra = True
+        active_set = set(active)
+        flips = [i for i in {*previous, *active} if (i in active_set) != states[i][7]]
+        if flips or extra:
+            changed = sorted({*changed, *flips})
+        for i in changed:
+            old = states[i]
+            states[i] = _make_state(
+                (old[0], old[1], old[2], old[3], kept_statuses[i], kept_messages[i], old[6], i in active_set)
+            )
+        if len(self.changes) > _KEPT_CHANGES_PER_BEHAVIOUR * len(nodes) + 1024:
+            self.changes, self.changes_epoch = [], self.changes_epoch + 1
+        self.changes += changed
         self._active = active
         self._tip = active[0] if active else -1
-        if positions is not None:
-            changed.sort()
         return changed
 
     def _state(
@@ -354,8 +500,16 @@ class TreeTracker:
         )
 
     def full(self, *, final: bool = False, unit_index: int = 0) -> TreeState:
-        """A full snapshot (re-reads the whole tree: linear)."""
-        self._refresh(None)
+        """A full snapshot (re-reads the whole tree: linear; but the first one of a tracker
+        whose structure was just walked)."""
+        with collector_paused():  # thousands of new states, none in a cycle
+            if self._load():
+                # Walked by this call: the statuses were read just now; only the root and
+                # the active path (which the walk does not record) are read again.
+                self._fresh = False
+                self._refresh(range(0))
+            else:
+                self._refresh(None)
         return self._state(tuple(self._states), final=final, full=True, unit_index=unit_index)
 
     def delta(self, *, unit_index: int = 0) -> TreeState | None:
@@ -365,11 +519,18 @@ class TreeTracker:
         module docstring), independent of the tree's size.
         """
         previous_tip = self._tip
-        changed = self._refresh(self._window())
+        with collector_paused():  # a new state per changed behaviour, none in a cycle
+            if self._load():
+                self._fresh = False  # walked by this call: the statuses were read just now
+            changed = self._refresh(self._window())
         if not changed and self._tip == previous_tip:
             return None
         states = self._states
-        return self._state(tuple(states[i] for i in changed), final=False, full=False, unit_index=unit_index)
+        state = self._state(
+            tuple(map(states.__getitem__, changed)), final=False, full=False, unit_index=unit_index
+        )
+        self.last_delta = (state, changed)
+        return state
 
 
 class SnapshotThrottle:

@@ -27,6 +27,8 @@ from erobs_bt.ros.domain import (
     reserved_domain,
 )
 
+from helpers import wait_for
+
 LED = json.dumps(
     {
         "start_gripper": "pipettor",
@@ -59,9 +61,16 @@ def test_two_domains_in_one_process_each_client_reaches_only_its_own_node(tmp_pa
                             assert run.accepted, run.rejection
                             assert run.wait(60.0).success, run.result
                         # Both graphs are discovered (each client found and used its node)
-                        # and neither holds the other domain's node.
-                        assert "/a/erobs_bt" in graph(in_a) and "/b/erobs_bt" not in graph(in_a)
-                        assert "/b/erobs_bt" in graph(in_b) and "/a/erobs_bt" not in graph(in_b)
+                        # and neither holds the other domain's node. (Node names come with
+                        # DDS discovery of the ros_discovery_info topic, which can arrive after
+                        # the endpoints a goal needs: wait for them.)
+                        wait_for(
+                            lambda: "/a/erobs_bt" in graph(in_a), 30.0, "/a/erobs_bt in domain a's graph"
+                        )
+                        wait_for(
+                            lambda: "/b/erobs_bt" in graph(in_b), 30.0, "/b/erobs_bt in domain b's graph"
+                        )
+                        assert "/b/erobs_bt" not in graph(in_a) and "/a/erobs_bt" not in graph(in_b)
                 finally:
                     assert node_b.stop() == 0, node_b.output
         finally:

@@ -61,7 +61,7 @@ from erobs_bt.batching import group_into_batches
 from erobs_bt.cache import PlanCache
 from erobs_bt.ros import convert
 from erobs_bt.ros.snapshots import SnapshotThrottle, TreeStructure, TreeTracker, take_snapshot
-from erobs_bt.script.model import Step
+from erobs_bt.script.model import Script, Step
 from erobs_bt.script.parse import parse_script
 from erobs_bt.session import EngineConfig, build_engine
 from erobs_bt.tree.compile import compile_tree
@@ -220,13 +220,8 @@ class SnapshotCosts:
     full_copy: list[float]
 
 
-def snapshot_costs(units: int = 1_000) -> SnapshotCosts:
-    """What the node pays for each kind of snapshot (see the module docstring)."""
-    tasks = [{"task_type": "pipettor", "operation": "SUCK", "volume_pct": 0.1}] * units
-    parsed = parse_script(json.dumps({"start_gripper": "pipettor", "tasks": tasks}))
-    backend = ScriptedBackend()
-    gates = [threading.Event() for _ in range(units)]
-    backend.script("run_step", *[Outcome.ok(gate=g) for g in gates])
+def compiled_tree(parsed: Script, backend: ScriptedBackend) -> py_trees.behaviour.Behaviour:
+    """The execute-mode tree of ``parsed`` on ``backend`` (batching on, an empty plan cache)."""
     context = GoalContext(
         parsed,
         group_into_batches(parsed.steps, enabled=True),
@@ -236,7 +231,17 @@ def snapshot_costs(units: int = 1_000) -> SnapshotCosts:
         False,
         Controls(),
     )
-    root = compile_tree(context)
+    return compile_tree(context)
+
+
+def snapshot_costs(units: int = 1_000) -> SnapshotCosts:
+    """What the node pays for each kind of snapshot (see the module docstring)."""
+    tasks = [{"task_type": "pipettor", "operation": "SUCK", "volume_pct": 0.1}] * units
+    parsed = parse_script(json.dumps({"start_gripper": "pipettor", "tasks": tasks}))
+    backend = ScriptedBackend()
+    gates = [threading.Event() for _ in range(units)]
+    backend.script("run_step", *[Outcome.ok(gate=g) for g in gates])
+    root = compiled_tree(parsed, backend)
     root.tick_once()
     structure: list[float] = []
     for _ in range(5):  # once per goal, as the node: walk the tree, its first full snapshot
@@ -297,16 +302,7 @@ def goal_snapshot_cost(units: int, units_per_poll: int) -> float:
     """
     parsed = parse_script(script(units))
     backend = _PollingBackend()
-    context = GoalContext(
-        parsed,
-        group_into_batches(parsed.steps, enabled=True),
-        Mode.EXECUTE,
-        backend,
-        PlanCache(),
-        False,
-        Controls(),
-    )
-    root = compile_tree(context)
+    root = compiled_tree(parsed, backend)
     serializer = convert.SnapshotSerializer()
     clock = [0.0]
     throttle = SnapshotThrottle(

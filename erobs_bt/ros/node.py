@@ -300,13 +300,13 @@ class _FeedbackPump:
             pending.append((goal_handle, api, feedback))
             self._cond.notify_all()
 
+    def _all_due(self) -> bool:
+        """Everything queued may go now: closing, flushing, or the spacing has passed."""
+        return self._closed or self._flushing > 0 or self._clock() - self._last >= self._period
+
     def _due(self) -> bool:
-        return (
-            self._closed
-            or self._flushing > 0
-            or len(self._pending) > 1
-            or self._clock() - self._last >= self._period
-        )
+        """Something queued may go now: all of it, or the ones before the newest."""
+        return len(self._pending) > 1 or self._all_due()
 
     def _run(self) -> None:
         while True:
@@ -316,10 +316,8 @@ class _FeedbackPump:
                     return
                 while not self._due():
                     self._cond.wait(max(0.0, self._period - (self._clock() - self._last)))
-                # All but a newest one that may still be replaced (unless it is due too).
-                keep = len(self._pending) > 1 and not (
-                    self._closed or self._flushing > 0 or self._clock() - self._last >= self._period
-                )
+                # All of it, or all but the newest (it may still be replaced).
+                keep = 0 if self._all_due() else 1
                 batch = [self._pending.popleft() for _ in range(len(self._pending) - keep)]
                 self._busy = True
                 self._last = self._clock()

@@ -51,7 +51,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from erobs_bt.orchestrator import Feedback, OrchestratorListener, Result
-from erobs_bt.ros.convert import feedback_supersedes
 from erobs_bt.viz.mcap_record import RECORDED_EVENTS
 from erobs_bt.viz.runlog import DEFAULT_JOINT_RATE, RunLogWriter
 
@@ -144,9 +143,6 @@ class NodeRunLogs(OrchestratorListener):
         self._mcap = mcap
         self._snapshot_rate = snapshot_rate
         self._trees: dict[str, tuple[RunLogWriter, py_trees.behaviour.Behaviour]] = {}  # ticked goals
-        # The newest feedback of each goal for its bag, not queued yet: it, when it came and
-        # when the first one it replaced came [epoch s] (feedback()).
-        self._held: dict[str, tuple[Feedback, float, float]] = {}
         self._bags: set[str] = set()  # goals whose bag records (until it is closed)
         self._ending: set[str] = set()  # of those, the finished ones, until their final snapshot
         self._open_bags: dict[str, McapRecorder | None] = {}  # the writer thread's (None: failed)
@@ -198,30 +194,12 @@ class NodeRunLogs(OrchestratorListener):
                 self._trees[goal_id] = (writer, root)
 
     def feedback(self, goal_id: str, feedback: Feedback) -> None:
-        """The tool record of the run log; the bag's feedback, thinned here already.
-
-        The bag thins feedback by :func:`~erobs_bt.ros.convert.feedback_supersedes` within
-        each :data:`BATCH_PERIOD`; the same thinning is applied before its calls are queued
-        (the newest feedback is held, and queued when one that it does not supersede comes,
-        or when it is a period old), so a goal of quick units queues about one call per
-        unit instead of one per feedback."""
+        """The tool record of the run log; the bag's feedback (the bag thins it)."""
         writer = self._writers.get(goal_id)
         if writer is not None:
             writer.feedback(goal_id, feedback)
-        if goal_id not in self._bags:
-            return
-        now = time.time()
-        held = self._held.get(goal_id)
-        if held is not None and (now - held[2] >= BATCH_PERIOD or not feedback_supersedes(feedback, held[0])):
-            self._bag_call(goal_id, "feedback", goal_id, held[0], received=held[1])
-            held = None
-        self._held[goal_id] = (feedback, now, now if held is None else held[2])
-
-    def _release_held(self, goal_id: str) -> None:
-        """Queue the goal's held feedback for its bag (its end)."""
-        held = self._held.pop(goal_id, None)
-        if held is not None:
-            self._bag_call(goal_id, "feedback", goal_id, held[0], received=held[1])
+        if goal_id in self._bags:
+            self._bag_call(goal_id, "feedback", goal_id, feedback, received=time.time())
 
     def preview(self, goal_id: str, solution: Solution) -> None:
         writer = self._writers.get(goal_id)
@@ -259,7 +237,6 @@ class NodeRunLogs(OrchestratorListener):
                 writer.finished(goal_id, result)  # the final statuses, read from the live tree now
             self._queue.append((writer, goal_id, None))
         if bagged:
-            self._release_held(goal_id)
             self._bag_call(goal_id, "finished", goal_id, result)  # its queued feedback
         self._drain()
 
@@ -270,7 +247,6 @@ class NodeRunLogs(OrchestratorListener):
         with self._lock:
             writer = self._writers.pop(goal_id, None)
             self._trees.pop(goal_id, None)
-            self._held.pop(goal_id, None)
             bagged = goal_id in self._bags
             self._bags.discard(goal_id)
         if writer is not None:
@@ -328,7 +304,7 @@ class NodeRunLogs(OrchestratorListener):
         with self._lock:
             return self.bag_paths.get(goal_id)
 
-    def _open(self, goal_id: str) -> RunLogWriter | None:
+    def _open(self, goal_id: str) -> RunLogWriter:
         """The first record of ``goal_id``: its run log (the file is opened by its first line,
         on the writer thread) and the name of its bag (made there too). Lock held."""
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
@@ -461,7 +437,6 @@ class NodeRunLogs(OrchestratorListener):
         for writer in writers:
             self._queue.append((writer, "", None))
         for goal_id in bags:
-            self._release_held(goal_id)
             self._bag_queue.append((goal_id, _CLOSE_BAG))
         self._stopping.set()
         self._thread.join(5.0)

@@ -231,8 +231,7 @@ class TreeStructure:
         messages: list[str] = []
 
         def visit(behaviour: py_trees.behaviour.Behaviour, parent: int) -> None:
-            # Everything read from a behaviour is read here, once (while it is in the CPU's
-            # cache); a leaf child is taken in the loop, not by a call.
+            # Everything read from a behaviour is read here, once.
             own = len(nodes)
             nodes.append(behaviour)
             parents.append(parent)
@@ -246,18 +245,7 @@ class TreeStructure:
             positions = []
             for child in behaviour.children:
                 positions.append(len(nodes))
-                if child.children:
-                    visit(child, own)
-                else:
-                    nodes.append(child)
-                    parents.append(own)
-                    uuids.append(child.id)
-                    names.append(child.name)
-                    classes.append(type(child))
-                    statuses.append(child.status._value_)
-                    messages.append(child.feedback_message)
-                    size.append(1)
-                    children.append(())
+                visit(child, own)
             if positions:
                 size[own] = len(nodes) - own
                 children[own] = tuple(positions)

@@ -231,7 +231,7 @@ class RunLogWriter(OrchestratorListener):
         """Append ``{"t", "goal_id", "event", ...}`` as one line (and flush the file,
         unless ``flush`` is false: a writer of many lines calls :meth:`flush` after them),
         then :meth:`note` it."""
-        self.write_event(goal_id, record, flush=flush)
+        self.write_bytes(self.event_line(goal_id, record), flush=flush)
         self.note(goal_id, record)
 
     @staticmethod
@@ -240,10 +240,6 @@ class RunLogWriter(OrchestratorListener):
         a caller that :meth:`note` s records as they happen and writes their lines later,
         from another thread, with :meth:`write_bytes`)."""
         return _line_bytes({"t": None, "goal_id": goal_id, **record})
-
-    def write_event(self, goal_id: str, record: Mapping[str, Any], *, flush: bool = True) -> None:
-        """Append an orchestrator event record as one line, without :meth:`note`."""
-        self.write_bytes(self.event_line(goal_id, record), flush=flush)
 
     def note(self, goal_id: str, record: Mapping[str, Any]) -> None:
         """What the replay records need of an orchestrator event: a goal's start (the arm

@@ -3,6 +3,7 @@ the terminal watcher that reads it, and a headless-Chromium walk through pause/r
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import threading
@@ -15,11 +16,12 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from erobs_bt.backends.base import ErrorCode, MotionError
 from erobs_bt.backends.scripted import Outcome, ScriptedBackend
 from erobs_bt.orchestrator import ListenerGroup, State
 from erobs_bt.viz.commands import watch
 from erobs_bt.viz.watch import picture_from_ros
-from erobs_bt.viz.web import start_live_view
+from erobs_bt.viz.web import LiveView, start_live_view
 
 from browser import launch_chromium, needs_chromium
 from helpers import SUCK, make_orchestrator, move, script_json, show, vacuum, wait_for
@@ -187,6 +189,60 @@ def test_a_listener_error_never_reaches_the_goal_and_close_detaches() -> None:
     assert not poller.is_alive() and waiting, "closing releases waiting clients"
     assert listener not in orchestrator.listener.listeners
     view.close()
+
+
+def _sse_state(chunk: str) -> dict[str, Any] | None:
+    """The picture of one ``state`` Server-Sent Event, or ``None`` for any other chunk."""
+    lines = chunk.splitlines()
+    if "event: state" not in lines:
+        return None
+    return json.loads(next(line for line in lines if line.startswith("data: "))[len("data: ") :])
+
+
+def test_the_event_stream_sends_a_change_made_while_it_waits_for_its_client() -> None:
+    """A picture published while the stream waits in a ``yield`` (the client still reading
+    the previous event) is the next thing sent, not held back until the 15 s keep-alive."""
+    backend = ScriptedBackend()
+    backend.script("execute", Outcome(fail_with=MotionError(ErrorCode.TIMEOUT, "no answer")))
+    orchestrator = make_orchestrator(backend)
+    view = LiveView(orchestrator, rate=50.0)
+
+    def faulted_picture(after: int) -> dict[str, Any]:
+        while True:  # state_json waits for each newer picture (bounded by the goal's end)
+            picture = json.loads(view.state_json(after=after, wait=10.0))
+            if picture["state"] == "FAULTED" or picture["version"] == after:
+                return picture
+            after = picture["version"]
+
+    async def next_state(stream: Any) -> dict[str, Any]:
+        while (picture := _sse_state(await stream.__anext__())) is None:
+            pass
+        return picture
+
+    async def scenario() -> None:
+        view.attach_loop(asyncio.get_running_loop())
+        view.start()
+        stream = view.stream()
+        try:
+            first = await next_state(stream)  # the stream now waits in its yield
+            assert first["state"] == "IDLE"
+            handle = orchestrator.submit(script_json([move("a")]), dry_run=False)
+            result = await asyncio.to_thread(handle.wait, 10.0)
+            assert result.error_code == "TIMEOUT"
+            published = await asyncio.to_thread(faulted_picture, first["version"])
+            assert published["state"] == "FAULTED", "the view published the fault"
+            sent = await asyncio.wait_for(next_state(stream), 5.0)
+            assert sent["version"] <= published["version"] and sent["version"] > first["version"]
+            while sent["state"] != "FAULTED":  # a RUNNING picture may come first, then the fault
+                sent = await asyncio.wait_for(next_state(stream), 5.0)
+            assert sent["version"] == published["version"]
+        finally:
+            await stream.aclose()
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        view.close()
 
 
 def test_watch_prints_the_live_view_once() -> None:

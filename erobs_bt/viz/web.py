@@ -665,6 +665,8 @@ class LiveView:
         self._joints: dict[str, Any] | None = None
         self._joints_seq = 0
         self._trajectory_log: list[dict[str, Any]] = []
+        #: trajectories ever logged (the log keeps only the last 256, so its length stops growing)
+        self._trajectories_logged = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._async_changed: asyncio.Event | None = None
         self.url = ""
@@ -754,6 +756,9 @@ class LiveView:
                 current, body = self.version, self._body
                 logged = list(self._trajectory_log)
                 joints, seq = self._joints, self._joints_seq
+                # What this pass sends; a change after this read (even one made while a
+                # yield below waits for the client) makes the next pass send again.
+                sent_mark = (current, seq, self._trajectories_logged)
             if current != version:
                 shown_goal = json.loads(body).get("goal", {}).get("id", "")
                 if shown_goal != goal:
@@ -769,13 +774,18 @@ class LiveView:
             if joints is not None and seq != joints_seq:
                 joints_seq = seq
                 yield _sse("joints", json.dumps(joints))
-            before = (self.version, self._joints_seq, len(self._trajectory_log))
             # Everything on the stream is coalesced to at most one batch per joint period.
             await asyncio.sleep(self.joint_period)
-            if before == (self.version, self._joints_seq, len(self._trajectory_log)):
+            if sent_mark == self._change_mark():
                 await self.changed(15.0)
-                if before == (self.version, self._joints_seq, len(self._trajectory_log)):
+                if sent_mark == self._change_mark():
                     yield ": keep-alive\n\n"
+
+    def _change_mark(self) -> tuple[int, int, int]:
+        """(picture version, joint-state number, trajectories logged so far): what the event
+        stream compares with what it sent, to know whether there is anything new."""
+        with self._published:
+            return self.version, self._joints_seq, self._trajectories_logged
 
     # -- pictures ---------------------------------------------------------------------
     def _publish(self) -> None:
@@ -825,6 +835,7 @@ class LiveView:
     def _trajectory_planned(self, trajectory: dict[str, Any]) -> None:
         with self._published:
             self._trajectory_log.append(trajectory)
+            self._trajectories_logged += 1
             del self._trajectory_log[:-256]
         self._wake_async()
 

@@ -192,8 +192,12 @@ def measure() -> NodeTimes:
                     out.cpu[units].append(process_cpu(node.pid) - began_cpu)
                     if not result.success:
                         raise RuntimeError(f"node {units} units: {result.error_message}")
-                    out.snapshots[units] = client.snapshots.count - before
                     idle = client.states.wait_for(lambda m: m.state == "IDLE", 10.0, since=states_before)
+                    if idle is not None:  # the client decodes snapshots on a thread of its own
+                        client.snapshots.wait_for(
+                            lambda m, goal=idle.goal_id: m.final and m.goal_id == goal, 30.0, since=before
+                        )
+                    out.snapshots[units] = client.snapshots.count - before
                     recent = client.states.items()[-(client.states.count - states_before) :]
                     seen = own_time(recent, idle.goal_id) if idle else None
                     if seen is not None:

@@ -23,6 +23,7 @@ holds the rebuilt full trees. An endpoint that is not discovered in time raises
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -38,6 +39,7 @@ from action_msgs.srv import CancelGoal
 from erobs_bt_interfaces.action import ExecuteScript
 from erobs_bt_interfaces.msg import ExecutionState, TreeSnapshot
 from rclpy.action import ActionClient
+from rclpy.event_handler import SubscriptionEventCallbacks
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
@@ -53,6 +55,12 @@ from erobs_bt.ros.snapshots import SnapshotAssembler, TreeState
 #: History depth for ~/tree_snapshot (the node's is the same): deltas follow a full snapshot.
 SNAPSHOT_DEPTH = 50
 
+_LOG = logging.getLogger(__name__)
+#: No QoS event handlers on the client's subscriptions. rclpy's defaults (a warning on an
+#: incompatible QoS or type) add two waitables per subscription, which every spin step
+#: walks in Python; with one spin step per action feedback (about 1,000 a second on quick
+#: units) they were a large part of the client's CPU.
+_QUIET = SubscriptionEventCallbacks(use_default_callbacks=False)
 T = TypeVar("T")
 
 #: Names of the terminal action statuses (``action_msgs/GoalStatus``).
@@ -265,8 +273,13 @@ class ErobsBtClient:
     Attributes:
         states: every ``ExecutionState`` received.
         grippers: every gripper name received.
-        snapshots: every ``TreeSnapshot`` received (a full tree, then deltas).
+        snapshots: every ``TreeSnapshot`` received (a full tree, then deltas), in order.
         trees: the full trees rebuilt from them (:class:`~erobs_bt.ros.snapshots.TreeState`).
+            Both are filled by a thread of their own (``erobs_bt-client-snapshots``) that
+            deserialises what the spin thread took as bytes: a 1,000-unit tree's full
+            snapshot takes about 0.1 s to decode, and on the spin thread it delayed every
+            message behind it, the goal's result included. So they can lag the other
+            recorders a little: wait on them (``wait_for``) rather than read them at once.
         previews: every preview ``JointTrajectory`` received.
         joint_states: ``JointState`` messages (only with ``joint_states=True``).
     """
@@ -303,33 +316,80 @@ class ErobsBtClient:
             CancelGoal, f"{self.names['execute']}/_action/cancel_goal"
         )
         self.node.create_subscription(
-            ExecutionState, self.names["execution_state"], self.states.add, latched_qos()
+            ExecutionState,
+            self.names["execution_state"],
+            self.states.add,
+            latched_qos(),
+            event_callbacks=_QUIET,
         )
         self.node.create_subscription(
-            String, self.names["current_gripper"], lambda m: self.grippers.add(m.data), latched_qos()
+            String,
+            self.names["current_gripper"],
+            lambda m: self.grippers.add(m.data),
+            latched_qos(),
+            event_callbacks=_QUIET,
+        )
+        self._raw_snapshots: deque[bytes | None] = deque()
+        self._raw_arrived = threading.Condition()
+        self.node.create_subscription(
+            TreeSnapshot,
+            self.names["tree_snapshot"],
+            self._take_snapshot,
+            latched_qos(SNAPSHOT_DEPTH),
+            event_callbacks=_QUIET,
+            raw=True,
         )
         self.node.create_subscription(
-            TreeSnapshot, self.names["tree_snapshot"], self._on_snapshot, latched_qos(SNAPSHOT_DEPTH)
-        )
-        self.node.create_subscription(
-            JointTrajectory, self.names["preview_trajectory"], self.previews.add, latched_qos()
+            JointTrajectory,
+            self.names["preview_trajectory"],
+            self.previews.add,
+            latched_qos(),
+            event_callbacks=_QUIET,
         )
         if joint_states:
-            self.node.create_subscription(JointState, self.names["joint_states"], self.joint_states.add, 10)
+            self.node.create_subscription(
+                JointState, self.names["joint_states"], self.joint_states.add, 10, event_callbacks=_QUIET
+            )
         self._executor = SingleThreadedExecutor(context=self.context)
         self._executor.add_node(self.node)
         self._stop = threading.Event()
         self._spinner = threading.Thread(target=self._spin, name="erobs_bt-client", daemon=True)
+        self._decoder = threading.Thread(
+            target=self._decode_snapshots, name="erobs_bt-client-snapshots", daemon=True
+        )
+        self._decoder.start()
         self._spinner.start()
         self._closed = False
 
-    def _on_snapshot(self, msg: Any) -> None:
+    def _take_snapshot(self, data: bytes) -> None:
+        """Subscription callback (spin thread): queue the serialised ``TreeSnapshot``."""
+        with self._raw_arrived:
+            self._raw_snapshots.append(data)
+            self._raw_arrived.notify()
+
+    def _decode_snapshots(self) -> None:
+        """The snapshot thread: deserialise each queued ``TreeSnapshot`` in arrival order,
+        record it and the tree it completes; ends at the ``None`` that :meth:`close` queues."""
+        from rclpy.serialization import deserialize_message
+
         from erobs_bt.ros.convert import snapshot_from_msg
 
-        self.snapshots.add(msg)
-        tree = self._assembler.add(snapshot_from_msg(msg))
-        if tree is not None:
-            self.trees.add(tree)
+        while True:
+            with self._raw_arrived:
+                while not self._raw_snapshots:
+                    self._raw_arrived.wait()
+                data = self._raw_snapshots.popleft()
+            if data is None:
+                return
+            try:
+                msg = deserialize_message(data, TreeSnapshot)
+                self.snapshots.add(msg)
+                tree = self._assembler.add(snapshot_from_msg(msg))
+            except Exception:  # one bad message must not end the recording
+                _LOG.exception("could not decode a TreeSnapshot (%d bytes)", len(data))
+                continue
+            if tree is not None:
+                self.trees.add(tree)
 
     def _spin(self) -> None:
         # spin_once in a loop rather than spin(): close() stops the loop and joins this
@@ -351,6 +411,10 @@ class ErobsBtClient:
         self._closed = True
         self._stop.set()
         self._spinner.join()
+        with self._raw_arrived:  # after the spin thread: nothing is queued behind the None
+            self._raw_snapshots.append(None)
+            self._raw_arrived.notify()
+        self._decoder.join()
         self._executor.shutdown()
         self._action.destroy()
         self.node.destroy_node()

@@ -210,10 +210,20 @@ class _GoalApi:
 _NATIVE = _GoalApi("native", convert.feedback_to_msg, convert.result_to_msg)
 
 
+#: Feedback messages the node's feedback publisher keeps for readers that have not
+#: acknowledged them yet (:class:`_SerializedFeedback`); the client's reader keeps as many
+#: (:data:`erobs_bt.ros.client.FEEDBACK_DEPTH`).
+FEEDBACK_HISTORY = 1000
+
+
 class _SerializedFeedback:
     """Publishes an action's feedback as bytes encoded by erobs_bt, on the action's own
-    feedback topic (``<resolved action name>/_action/feedback``, the QoS rclpy's action
-    server uses: reliable, volatile, depth 10), through a publisher of its own.
+    feedback topic (``<resolved action name>/_action/feedback``, reliable and volatile as
+    rclpy's action server publishes it), through a publisher of its own. Its history keeps
+    :data:`FEEDBACK_HISTORY` messages, not rclpy's 10: a goal of quick units publishes one
+    feedback per unit, hundreds a second, and a reliable writer drops from its history what
+    a reader has not acknowledged yet once the history is full (depth is no part of QoS
+    matching, so every action client still matches).
 
     rclpy's ``ServerGoalHandle.publish_feedback`` builds the ``FeedbackMessage`` object and
     converts it, ~0.1 ms holding the GIL; encoding the bytes here
@@ -229,7 +239,9 @@ class _SerializedFeedback:
 
     def __init__(self, node: Node, action_type: Any, action_name: str) -> None:
         topic = f"{node.resolve_topic_name(action_name)}/_action/feedback"
-        self._publisher = node.create_publisher(action_type.Impl.FeedbackMessage, topic, QoSProfile(depth=10))
+        self._publisher = node.create_publisher(
+            action_type.Impl.FeedbackMessage, topic, QoSProfile(depth=FEEDBACK_HISTORY)
+        )
         self._goal: Any = None
         self._uuid = b""
 

@@ -88,6 +88,18 @@ class HardwareObserver:
         """The events of ``kind`` received after the first ``since`` events."""
         return [e for e in self.events.items()[since:] if e["event"] == kind]
 
+    def wait_count(
+        self, kind: str, count: int, since: int = 0, timeout: float = 30.0
+    ) -> list[dict[str, Any]]:
+        """The events of ``kind`` after the first ``since``, once at least ``count`` of them
+        arrived (or what arrived within ``timeout``). The hardware publishes its events on a
+        topic of its own, so the one for a goal's result can arrive after the result itself."""
+        # Counted once per wake-up, at the newest event (not once per event kept).
+        self.events.wait_for(
+            lambda e: e is self.events.latest() and len(self.of(kind, since)) >= count, timeout, since=since
+        )
+        return self.of(kind, since)
+
     def wait_event(self, kind: str, timeout: float = 30.0, *, since: int = 0, **match: Any) -> dict[str, Any]:
         found = self.events.wait_for(
             lambda e: e["event"] == kind and all(e.get(k) == v for k, v in match.items()),

@@ -135,7 +135,7 @@ def test_the_full_experiment_runs_with_every_motion_and_tool_command_through_the
     assert result.success, (result.error_message, node.output[-3000:])
     assert (result.completed_steps, result.total_steps) == (37, 37)
     goals = observer.of("trajectory_goal", since)
-    results = observer.of("trajectory_result", since)
+    results = observer.wait_count("trajectory_result", len(goals), since)
     # Every moveto is at least one trajectory; each tool exchange moves in and out of its dock.
     assert len(goals) >= kinds["moveto"] + 2 * kinds["tool_exchange"]
     assert all(g["accepted"] for g in goals) and len(results) == len(goals)
@@ -155,7 +155,7 @@ def test_the_full_experiment_runs_with_every_motion_and_tool_command_through_the
     assert changer == [(0.0, True), (1.0, True), (0.0, True), (1.0, True)]  # dock, load, dock, load
     voltage = [e["state"] for e in io if e["fun"] == 4]
     assert voltage == [0.0, 24.0, 0.0, 24.0], "tool voltage off before each dock, on after each load"
-    pipettor = observer.of("pipettor_result", since)
+    pipettor = observer.wait_count("pipettor_result", 2, since)
     assert [p["operation"] for p in pipettor] == ["SUCK", "SUCK"] and all(p["success"] for p in pipettor)
 
 
@@ -183,7 +183,7 @@ def test_a_repeated_round_trip_replays_the_cached_points_as_a_trajectory_goal(
     assert any(": replay" in m for m in messages), messages
     assert not any(": plan" in m for m in messages), f"the replay planned: {messages}"
     sent_first = observer.of("trajectory_goal", first_since)[:2]
-    sent_second = observer.of("trajectory_goal", second_since)
+    sent_second = observer.wait_count("trajectory_goal", 2, second_since)
     assert len(sent_second) == 2, "the replay is one FollowJointTrajectory goal per cached arm segment"
     for a, b in zip(sent_first, sent_second, strict=True):
         assert (a["points"], a["first"], a["last"], a["duration"]) == (
@@ -210,7 +210,7 @@ def test_cancel_mid_batch_waits_for_the_unit_to_finish(
 
     assert run.status_name == "CANCELED"
     assert result.completed_steps == 3, "the running unit (3 moves) completed"
-    assert [r["outcome"] for r in observer.of("trajectory_result", since)] == ["succeeded"] * 3
+    assert [r["outcome"] for r in observer.wait_count("trajectory_result", 3, since)] == ["succeeded"] * 3
     assert not observer.of("trajectory_cancel", since), "a cancel must not interrupt a running unit"
 
 
@@ -336,12 +336,12 @@ def test_gripper_states_go_through_gripper_command_goals(rig: Any) -> None:
     )
     backend.execute(solution, replay=False).result(GOAL_TIMEOUT)
 
-    goals = observer.of("gripper_goal", since)
+    goals = observer.wait_count("gripper_goal", 2, since)
     assert [(g["gripper"], g["state"], g["position"]) for g in goals] == [
         ("hande", "hande_closed", 0.025),
         ("hande", "hande_open", 0.0),
     ]
-    assert [r["outcome"] for r in observer.of("gripper_result", since)] == ["succeeded"] * 2
+    assert [r["outcome"] for r in observer.wait_count("gripper_result", 2, since)] == ["succeeded"] * 2
 
 
 @pytest.mark.parametrize(

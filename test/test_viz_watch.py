@@ -164,7 +164,8 @@ def test_watch_once_waits_past_an_earlier_goals_latched_snapshot(private_ros: in
     from erobs_bt_interfaces.msg import BehaviourStatus, ExecutionState, TreeSnapshot
     from rclpy.node import Node
 
-    from erobs_bt.ros.client import SNAPSHOT_DEPTH, latched_qos
+    from erobs_bt.ros.client import latched_qos
+    from erobs_bt.ros.params import SNAPSHOT_DEPTH
     from erobs_bt.viz.watch import watch_ros
 
     def snapshot(goal_id: str, unit: str) -> TreeSnapshot:

@@ -49,11 +49,8 @@ from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
 
 from erobs_bt.ros.domain import init_context
-from erobs_bt.ros.params import ENDPOINTS
+from erobs_bt.ros.params import ENDPOINTS, FEEDBACK_DEPTH, SNAPSHOT_DEPTH
 from erobs_bt.ros.snapshots import SnapshotAssembler, TreeState
-
-#: History depth for ~/tree_snapshot (the node's is the same): deltas follow a full snapshot.
-SNAPSHOT_DEPTH = 50
 
 _LOG = logging.getLogger(__name__)
 #: No QoS event handlers on the client's subscriptions. rclpy's defaults (a warning on an
@@ -61,11 +58,6 @@ _LOG = logging.getLogger(__name__)
 #: walks in Python; with one spin step per action feedback (about 1,000 a second on quick
 #: units) they were a large part of the client's CPU.
 _QUIET = SubscriptionEventCallbacks(use_default_callbacks=False)
-#: Feedback messages the client's reader keeps until its spin thread takes them. rclpy's
-#: default (10) dropped about one in ten on quick units (1,000 one-step units: 899 of about
-#: 1,000 arrived), where the node publishes every unit's last feedback faster than an rclpy
-#: spin step takes them; the Bluesky device counts units from them.
-FEEDBACK_DEPTH = 1000
 T = TypeVar("T")
 
 #: Names of the terminal action statuses (``action_msgs/GoalStatus``).

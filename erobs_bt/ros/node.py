@@ -97,8 +97,10 @@ from erobs_bt.orchestrator import (
 from erobs_bt.ros import convert
 from erobs_bt.ros.params import (
     ENDPOINTS,
+    FEEDBACK_DEPTH,
     NODE_NAME,
     PARAMETERS,
+    SNAPSHOT_DEPTH,
     SPECS,
     NodeSettings,
     ParameterSpec,
@@ -134,10 +136,6 @@ CANCELED_OUTSIDE_ROS = "CANCELED_OUTSIDE_ROS"
 
 #: The reason a goal halted by the node's shutdown gives (``SHUTDOWN: node shutting down``).
 SHUTDOWN_REASON = "node shutting down"
-
-#: Depth of the ~/tree_snapshot history: a full snapshot is followed by deltas, and a
-#: subscriber that misses one waits for the next full snapshot, so keep a few.
-SNAPSHOT_DEPTH = 50
 
 
 def engine_config(settings: NodeSettings) -> EngineConfig:
@@ -210,20 +208,12 @@ class _GoalApi:
 _NATIVE = _GoalApi("native", convert.feedback_to_msg, convert.result_to_msg)
 
 
-#: Feedback messages the node's feedback publisher keeps for readers that have not
-#: acknowledged them yet (:class:`_SerializedFeedback`); the client's reader keeps as many
-#: (:data:`erobs_bt.ros.client.FEEDBACK_DEPTH`).
-FEEDBACK_HISTORY = 1000
-
-
 class _SerializedFeedback:
     """Publishes an action's feedback as bytes encoded by erobs_bt, on the action's own
     feedback topic (``<resolved action name>/_action/feedback``, reliable and volatile as
     rclpy's action server publishes it), through a publisher of its own. Its history keeps
-    :data:`FEEDBACK_HISTORY` messages, not rclpy's 10: a goal of quick units publishes one
-    feedback per unit, hundreds a second, and a reliable writer drops from its history what
-    a reader has not acknowledged yet once the history is full (depth is no part of QoS
-    matching, so every action client still matches).
+    :data:`~erobs_bt.ros.params.FEEDBACK_DEPTH` messages, not rclpy's 10: a reliable writer
+    drops from a full history what a reader has not acknowledged yet.
 
     rclpy's ``ServerGoalHandle.publish_feedback`` builds the ``FeedbackMessage`` object and
     converts it, ~0.1 ms holding the GIL; encoding the bytes here
@@ -240,7 +230,7 @@ class _SerializedFeedback:
     def __init__(self, node: Node, action_type: Any, action_name: str) -> None:
         topic = f"{node.resolve_topic_name(action_name)}/_action/feedback"
         self._publisher = node.create_publisher(
-            action_type.Impl.FeedbackMessage, topic, QoSProfile(depth=FEEDBACK_HISTORY)
+            action_type.Impl.FeedbackMessage, topic, QoSProfile(depth=FEEDBACK_DEPTH)
         )
         self._goal: Any = None
         self._uuid = b""

@@ -291,6 +291,18 @@ class Endpoint:
     description: str
 
 
+#: History depth of ``~/tree_snapshot``, the node's publisher and every subscriber: a full
+#: snapshot is followed by deltas, and a subscriber that misses one waits for the next full
+#: snapshot, so keep a few.
+SNAPSHOT_DEPTH = 50
+#: Action feedback messages kept by the node's feedback publisher (for readers that have not
+#: acknowledged them yet) and by the client's reader (until its spin thread takes them),
+#: not rclpy's 10. A goal of quick units publishes one feedback per unit, hundreds a second,
+#: faster than an rclpy spin step takes them; with 10, 899 of ~1,000 arrived on 1,000
+#: one-step units. Depth is no part of QoS matching: every action client still matches.
+FEEDBACK_DEPTH = 1000
+
+
 #: The node's surface. ``~`` is the node's name, so under ``__ns:=/cell2`` the native
 #: execute action is ``/cell2/erobs_bt/execute`` and the EROBS one ``/cell2/beambot_execution``.
 ENDPOINTS: tuple[Endpoint, ...] = (

@@ -406,8 +406,8 @@ def watch_ros(
         return callback
 
     # ~/tree_snapshot sends a full tree, then deltas: rebuild the full tree from them.
-    from erobs_bt.ros.client import SNAPSHOT_DEPTH
     from erobs_bt.ros.convert import snapshot_from_msg, snapshot_to_msg
+    from erobs_bt.ros.params import SNAPSHOT_DEPTH
     from erobs_bt.ros.snapshots import SnapshotAssembler
 
     assembler = SnapshotAssembler()

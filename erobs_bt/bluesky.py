@@ -367,6 +367,13 @@ class ErobsRobot(Device):
                 run.cancel(self.timeout)
             except (TimeoutError, RuntimeError) as exc:
                 _LOG.warning("%s: cancel not confirmed by %s: %s", self.name, self.node.get(), exc)
+                return
+            if not run.cancel_accepted:  # answered, but the goal is not listed as cancelling
+                _LOG.warning(
+                    "%s: %s refused the cancel: the goal had already finished (its result stands)",
+                    self.name,
+                    self.node.get(),
+                )
 
         threading.Thread(target=send, name=f"{self.name}-cancel", daemon=True).start()
 

@@ -146,6 +146,7 @@ class Orchestrator:
         self._wake = threading.Event()
         self._state = State.IDLE
         self._fault_reason = ""
+        self._fault_goal_id = ""  # the goal that faulted the orchestrator (while FAULTED)
         self._goal: GoalHandle | None = None
         self._controls: Controls | None = None
         self._thread: threading.Thread | None = None
@@ -334,22 +335,31 @@ class Orchestrator:
             return Reply(True, "No task is currently executing; motion stopped")
         return Reply(True, f"Stopping {goal.goal_id}: motion halted, the goal is aborted")
 
-    def reset_fault(self) -> Reply:
+    def reset_fault(self, by: str = "") -> Reply:
         """Clear FAULTED after the operator has checked the cell (EROBS needs a restart).
 
-        Refused when the orchestrator is not faulted. Recorded in the run log as a
-        ``fault_reset`` event with the time and the fault that was cleared.
+        Refused when the orchestrator is not faulted. A reset is reported to the listeners
+        as a ``fault_reset`` event (goal id ``""``: no goal runs) with ``t`` (when),
+        ``fault`` (the fault that was cleared), ``faulted_goal_id`` (the goal that faulted)
+        and ``by`` (who asked): the run logs record it (the CLI's run log; the node's, in
+        the faulted goal's log, :class:`erobs_bt.ros.runlogs.NodeRunLogs`) and the node
+        logs it.
+
+        Args:
+            by: who asked, as a person reads it (``service /erobs_bt/reset_fault``, ``web
+                console (127.0.0.1:51234)``); default ``in-process call``.
         """
         try:
             with self._lock:
                 if self._state is not State.FAULTED:
                     return Reply(False, f"Not faulted (state {self._state.value}); nothing to reset")
                 reason, self._fault_reason = self._fault_reason, ""
+                faulted, self._fault_goal_id = self._fault_goal_id, ""
                 self._state = State.IDLE
                 self._outbox.append((State.IDLE, f"fault reset (was: {reason})", ""))
         finally:
             self._deliver()
-        self._emit("", "fault_reset", fault=reason)
+        self._emit("", "fault_reset", fault=reason, faulted_goal_id=faulted, by=by or "in-process call")
         return Reply(True, f"Fault cleared: {reason}")
 
     def clear_cache(self) -> Reply:
@@ -456,6 +466,7 @@ class Orchestrator:
                     code = failure.code.value if failure is not None else ErrorCode.EXECUTION_FAILED.value
                     result = Result(GoalStatus.ABORTED, error, code, completed, total)
                     self._fault_reason = ctx.fault
+                    self._fault_goal_id = handle.goal_id
                     next_state, message = State.FAULTED, ctx.fault
                 elif halt is not None:
                     where = f" during {events.where()}" if events.current is not None else ""

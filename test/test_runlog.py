@@ -234,3 +234,72 @@ def test_the_nodes_log_is_complete_at_the_result_and_ends_with_every_final_statu
     finally:
         orchestrator.shutdown()
         logs.close()
+
+
+def test_a_node_running_many_goals_keeps_the_file_names_of_the_latest_ones_only(tmp_path: Path) -> None:
+    """Issue 27 §2: the per-goal names (run log, bag, bags closed) never shrank (~0.75 KB a
+    goal): a node running for months grew with its goal count. The latest ``keep`` stay."""
+    from erobs_bt.ros.runlogs import KEPT_GOALS, NodeRunLogs
+
+    assert KEPT_GOALS >= 100, "a client can still ask for the files of its recent goals"
+    backend = ScriptedBackend()
+    logs = NodeRunLogs(tmp_path / "runs", keep=5)
+    logs.attach(backend)
+    orchestrator = make_orchestrator(backend, listener=logs)
+    text = script_json([move("a")])
+    goals = []
+    try:
+        for _ in range(20):
+            logs.expect(text)
+            handle = orchestrator.submit(text, dry_run=False)
+            assert handle.wait(10).success
+            goals.append(handle.goal_id)
+    finally:
+        orchestrator.shutdown()
+        logs.close()
+    assert list(logs.paths) == goals[-5:] and list(logs.bag_paths) == goals[-5:]
+    assert len(logs._closed_bags) <= 5 and not logs._open_bags and not logs._writers and not logs._bag_files
+    assert logs.path_of(goals[0]) is None and logs.path_of(goals[-1]) is not None
+    # Forgotten names, not files: every goal's log and bag is still on disk, complete.
+    assert len(list((tmp_path / "runs").glob("*.jsonl"))) == 20
+    assert len(list((tmp_path / "runs").glob("*.mcap"))) == 20
+    for path in (tmp_path / "runs").glob("*.jsonl"):
+        assert "goal_finished" in [r["event"] for r in read_run_log(path)]
+    with pytest.raises(ValueError, match="keep"):
+        NodeRunLogs(tmp_path / "other", keep=0)
+
+
+def test_the_nodes_fault_reset_is_appended_to_the_faulted_goals_run_log(tmp_path: Path) -> None:
+    """Issue 27 item 9: the README says the reset (when, which fault) is in the run log; the
+    node's run logs dropped it (no goal runs at a reset). It goes to the faulted goal's log,
+    after its end, with who asked; the next goal's log does not get it."""
+    from erobs_bt.ros.runlogs import NodeRunLogs
+
+    backend = ScriptedBackend()
+    logs = NodeRunLogs(tmp_path / "runs", mcap=False)
+    orchestrator = make_orchestrator(backend, listener=logs)
+    backend.script("execute", Outcome.fail("TIMEOUT: execution over 120 s"))
+    text = script_json([move("a"), vacuum("vacuum_on"), move("b")])
+    try:
+        logs.expect(text)
+        faulted = orchestrator.submit(text, dry_run=False)
+        assert faulted.wait(10).error_code == "TIMEOUT"
+        assert orchestrator.state is State.FAULTED
+        assert orchestrator.reset_fault(by="web console (127.0.0.1:4242)").success
+        logs.expect(THREE_UNITS)
+        after = orchestrator.submit(THREE_UNITS, dry_run=False)
+        assert after.wait(10).success
+    finally:
+        orchestrator.shutdown()
+        logs.close()
+    faulted_path, after_path = logs.path_of(faulted.goal_id), logs.path_of(after.goal_id)
+    assert faulted_path is not None and after_path is not None
+    records = read_run_log(faulted_path)
+    events = [r["event"] for r in records]
+    assert events[-1] == "fault_reset" and events.count("fault_reset") == 1, "the last record, after the end"
+    reset, finished = records[-1], records[events.index("goal_finished")]
+    assert reset["fault"] == "TIMEOUT: execution over 120 s"
+    assert reset["faulted_goal_id"] == faulted.goal_id
+    assert reset["by"] == "web console (127.0.0.1:4242)"
+    assert reset["t"] >= finished["t"]
+    assert "fault_reset" not in [r["event"] for r in read_run_log(after_path)]

@@ -286,10 +286,13 @@ def test_a_fault_reset_is_written_to_the_run_log(tmp_path: Any) -> None:
     writer = RunLogWriter(tmp_path / "run.jsonl")
     orchestrator = make_orchestrator(backend, listener=writer)
     backend.script("execute", Outcome.fail("TIMEOUT: execution over 120 s"))
-    orchestrator.submit(ELIGIBLE, dry_run=False).wait(10)
+    faulted = orchestrator.submit(ELIGIBLE, dry_run=False)
+    faulted.wait(10)
     assert orchestrator.reset_fault().success
     writer.close()
     records = read_run_log(tmp_path / "run.jsonl")
     reset = [r for r in records if r["event"] == "fault_reset"]
     assert len(reset) == 1 and reset[0]["fault"] == "TIMEOUT: execution over 120 s"
+    # Which goal faulted and who asked (a call in this process: no caller named itself).
+    assert reset[0]["faulted_goal_id"] == faulted.goal_id and reset[0]["by"] == "in-process call"
     assert reset[0]["t"] >= records[0]["t"]

@@ -12,7 +12,9 @@ Cancel: the client cancels goals through the action's own cancel service. A
 protocol's "cancel all goals" request (zero goal id and zero stamp), which is how a
 process that did not send the goal (``erobs-bt cancel``) stops whatever the node
 runs. The server answers it with the goals it is cancelling, and the goal then ends
-CANCELED at the next unit boundary.
+CANCELED at the next unit boundary. A cancel is accepted exactly when its goal is listed in
+the answer's ``goals_canceling`` (:func:`cancel_accepted`): rclpy answers a cancel the node
+refused (the goal had already finished) with ``return_code`` 0 and an empty list.
 
 Names: by default the node's own names (:func:`default_names`) under its fully qualified
 name (``/erobs_bt``, ``/cell2/erobs_bt``); pass ``names`` when the node's names were
@@ -82,6 +84,24 @@ CANCEL_CODES: Mapping[int, str] = MappingProxyType(
         CancelGoal.Response.ERROR_GOAL_TERMINATED: "ERROR_GOAL_TERMINATED",
     }
 )
+
+
+def cancel_accepted(response: Any, goal_uuid: bytes | None = None) -> bool:
+    """Whether a ``CancelGoal`` answer accepted the cancel: the goal is listed.
+
+    The ``return_code`` alone does not say it: rclpy answers a cancel its server's callback
+    refused with ``ERROR_NONE`` (0) and the goal left out of ``goals_canceling`` (the
+    ``erobs_bt`` node refuses a cancel once the goal has finished).
+
+    Args:
+        response: an ``action_msgs/srv/CancelGoal`` response.
+        goal_uuid: the 16-byte UUID of the goal that was cancelled; ``None`` for the
+            cancel-all request (accepted when any goal is listed).
+    """
+    if response.return_code != CancelGoal.Response.ERROR_NONE:
+        return False
+    listed = [bytes(info.goal_id.uuid) for info in response.goals_canceling]
+    return bool(listed) if goal_uuid is None else bytes(goal_uuid) in listed
 
 
 #: The node's native ``std_srvs/Trigger`` services, by key (:data:`erobs_bt.ros.params.ENDPOINTS`).
@@ -195,6 +215,9 @@ class GoalRun:
         status: the final action status (``action_msgs/GoalStatus``), or ``None`` while running.
         result: the ``ExecuteScript.Result``, or ``None`` while running.
         rejection: why the goal was rejected (from the node's latched state), when it was.
+        cancel_accepted: the answer to the latest :meth:`cancel`: True when the node accepted
+            it (the goal ends CANCELED), False when it refused it (the goal had already
+            finished), ``None`` before any cancel.
     """
 
     accepted: bool
@@ -202,6 +225,7 @@ class GoalRun:
     feedback: Recorder[Any] = field(default_factory=Recorder)
     status: int | None = None
     result: Any = None
+    cancel_accepted: bool | None = None
     _goal_handle: Any = None
     _done: threading.Event = field(default_factory=threading.Event)
 
@@ -235,14 +259,17 @@ class GoalRun:
         """Request cancellation of this goal.
 
         Returns:
-            The ``action_msgs/srv/CancelGoal`` response.
+            The ``action_msgs/srv/CancelGoal`` response; :attr:`cancel_accepted` says
+            whether it accepted the cancel (:func:`cancel_accepted`).
 
         Raises:
             TimeoutError: no response within ``timeout`` seconds.
         """
         if self._goal_handle is None:
             raise RuntimeError("goal was not accepted; nothing to cancel")
-        return _wait_future(self._goal_handle.cancel_goal_async(), timeout, "cancel")
+        response = _wait_future(self._goal_handle.cancel_goal_async(), timeout, "cancel")
+        self.cancel_accepted = cancel_accepted(response, bytes(self._goal_handle.goal_id.uuid))
+        return response
 
 
 def _wait_future(future: Any, timeout: float, what: str) -> Any:

@@ -251,6 +251,8 @@ def send(script: Path, dry_run: bool, node: str, timeout: float) -> None:
         except KeyboardInterrupt:
             console.print("[yellow]cancelling[/] (stops at the next unit boundary; Ctrl-C again to stop now)")
             run.cancel(timeout)
+            if not run.cancel_accepted:
+                console.print("[yellow]cancel refused[/]: the goal had already finished")
             try:
                 result = run.wait()
             except KeyboardInterrupt:
@@ -333,7 +335,7 @@ def clear_cache(node: str, timeout: float) -> None:
 @_timeout_option
 def cancel(node: str, timeout: float) -> None:
     """Cancel the node's active goal (action cancel-all; takes effect at the next unit boundary)."""
-    from erobs_bt.ros.client import CANCEL_CODES
+    from erobs_bt.ros.client import CANCEL_CODES, cancel_accepted
 
     console = _console()
     with _client(node) as client:
@@ -342,12 +344,15 @@ def cancel(node: str, timeout: float) -> None:
         except TimeoutError as exc:
             console.print(f"[red]error[/] {exc}", highlight=False)
             sys.exit(_timeout_exit(exc))
-    goals = len(response.goals_canceling)
-    if response.return_code == 0 and goals:
+    if cancel_accepted(response):  # listed: a refused cancel is answered ERROR_NONE, unlisted
+        goals = len(response.goals_canceling)
         console.print(f"[green]ok[/] cancelling {goals} goal(s); it stops at the next unit boundary")
         sys.exit(0)
     code = CANCEL_CODES.get(response.return_code, str(response.return_code))
-    console.print(f"[red]nothing cancelled[/] ({code}): no active goal", highlight=False)
+    console.print(
+        f"[red]nothing cancelled[/] ({code}): no active goal (none runs, or it had already finished)",
+        highlight=False,
+    )
     sys.exit(EXIT_FAILED)
 
 

@@ -19,7 +19,9 @@ Threading. The orchestrator runs each goal on its own goal thread. The node spin
   (:meth:`Orchestrator.cancel` is thread-safe and non-blocking), so a cancel accepted
   before the goal finishes always ends it CANCELED; the execute callback reports
   CANCELED once rclpy has moved the goal to CANCELING (right after the callback
-  returns), as the action protocol requires;
+  returns), as the action protocol requires. The callback decides under the goal lock,
+  the lock under which the goal's end sets the terminal status, so a cancel arriving as
+  the goal ends is refused (never accepted and then SUCCEEDED);
 * the Trigger services (pause, resume, reset_fault, clear_cache) share a mutually
   exclusive group, so they answer while a unit runs and never race each other; stop
   has a group of its own, so it is never queued behind another request;
@@ -435,6 +437,12 @@ class ErobsBtNode(Node):
         self._handle: GoalHandle | None = None  # the orchestrator's handle of _ros_goal
         self._early_cancels: set[bytes] = set()  # cancelled before they were submitted
         self._ros_cancels: set[bytes] = set()  # goals whose cancel request this node accepted
+        # (both hold keys of goals not ended yet only: a goal's end removes its key)
+        #: Called (on the goal's execute thread, with the orchestrator's goal id, ``""`` for a
+        #: goal never submitted) after the goal ended and its final feedback and snapshot were
+        #: sent, right before the action's terminal status is set; ``None``: nothing. For
+        #: tests that hold a goal's end to put a cancel there (it must be refused).
+        self.goal_end_gate: Callable[[str], None] | None = None
         self._goal_id = ""
         self._progress = (0, 0, 0)  # current_step, total_steps, unit_index of the goal
         self._gripper = ""
@@ -565,9 +573,15 @@ class ErobsBtNode(Node):
             "pause": (self.orchestrator.pause, self._service_group),
             "resume": (self.orchestrator.resume, self._service_group),
             "stop": (self.orchestrator.stop, stop_group),
-            "reset_fault": (self.orchestrator.reset_fault, self._service_group),
+            "reset_fault": (self._reset_fault_service, self._service_group),
             "clear_cache": (self.orchestrator.clear_cache, self._service_group),
         }
+
+    def _reset_fault_service(self) -> Reply:
+        """``~/reset_fault``: the orchestrator's reset, saying it came through the service
+        (``erobs-bt reset-fault`` calls it; a Trigger request does not say who sent it)."""
+        name = self.resolve_service_name("~/reset_fault", only_expand=True)
+        return self.orchestrator.reset_fault(by=f"service {name}")
 
     def _action_server(self, action_type: Any, name: str, api: _GoalApi) -> ActionServer[Any, Any, Any]:
         return ActionServer(
@@ -722,28 +736,46 @@ class ErobsBtNode(Node):
             return GoalResponse.ACCEPT
 
     def _on_cancel(self, goal_handle: ServerGoalHandle[Any, Any, Any]) -> CancelResponse:
-        """Cancel callback: hand the cancel to the orchestrator now, in this thread.
+        """Cancel callback: decide now, in this thread, whether the goal will end CANCELED.
 
-        Waiting for the execute thread to forward it could lose it: that thread may be
-        starved while the goal thread plans, and a short last unit would finish first.
-        Accepted when the orchestrator will end the goal CANCELED, or when the goal has
-        not been submitted yet (it then ends CANCELED before it starts); refused when it
-        has already finished.
+        Waiting for the execute thread to forward the cancel could lose it: that thread may
+        be starved while the goal thread plans, and a short last unit would finish first.
+        The decision is made under the goal lock, the lock under which the goal's end sets
+        its terminal status (:meth:`_end_goal`), so a cancel is either refused or the goal
+        ends CANCELED, never accepted and then SUCCEEDED, whichever comes first:
+
+        * the running goal: the orchestrator decides (accepted when it will end the goal
+          CANCELED; refused once the goal has finished, also while its final feedback and
+          snapshot are still being sent);
+        * a goal accepted but not submitted yet: accepted (it ends CANCELED before it starts);
+        * a goal that ended before it was submitted (an invalid request, the node shutting
+          down) or whose terminal status is set: refused.
+
+        rclpy answers a refused cancel with ``return_code`` 0 (``ERROR_NONE``) and the goal
+        left out of ``goals_canceling``: clients read "accepted" as "listed"
+        (:func:`erobs_bt.ros.client.cancel_accepted`).
         """
         key = _goal_key(goal_handle)
+        goal_id = ""
         with self._goal_lock:
-            handle = self._handle if self._ros_goal is goal_handle else None
-            if handle is None:
+            current = self._ros_goal is goal_handle
+            if not goal_handle.is_active:
+                accepted, why = False, "the goal has already finished"
+            elif current and self._handle is not None:
+                goal_id = self._handle.goal_id
+                reply = self.orchestrator.cancel(goal_id)
+                accepted, why = reply.success, reply.message
+            elif self._reserved:  # the goal accepted and not submitted yet (one at a time)
                 self._early_cancels.add(key)
+                accepted, why = True, "cancelled before start"
+            else:
+                accepted, why = False, "the goal ended before it started"
+            if accepted:
                 self._ros_cancels.add(key)
-                return CancelResponse.ACCEPT
-            reply = self.orchestrator.cancel(handle.goal_id)
-            if reply.success:
-                self._ros_cancels.add(key)
-        self._log_info(
-            f"{handle.goal_id}: cancel {'requested' if reply.success else 'refused'}: {reply.message}"
-        )
-        return CancelResponse.ACCEPT if reply.success else CancelResponse.REJECT
+        if goal_id or not accepted:
+            name = goal_id or f"goal {key.hex()[:8]}"
+            self._log_info(f"{name}: cancel {'requested' if accepted else 'refused'}: {why}")
+        return CancelResponse.ACCEPT if accepted else CancelResponse.REJECT
 
     def _execute(self, goal_handle: ServerGoalHandle[Any, Any, Any], api: _GoalApi) -> Any:
         """Execute callback of either action: the same goal plumbing, the API's messages."""
@@ -756,6 +788,12 @@ class ErobsBtNode(Node):
         try:
             return api.result(self._run_goal(goal_handle))
         finally:
+            with self._goal_lock:  # (done by _end_goal, unless _run_goal raised: rclpy aborts it)
+                if self._ros_goal is goal_handle:
+                    self._ros_goal = None
+                    self._handle = None
+                self._ros_cancels.discard(_goal_key(goal_handle))
+                self._early_cancels.discard(_goal_key(goal_handle))
             api.ended(goal_handle)
             self._no_execute.set()
 
@@ -791,32 +829,46 @@ class ErobsBtNode(Node):
                 )
             if handle is not None:
                 result = self._wait(handle)
-                # Every feedback before the result; while the goal is still this node's
-                # (a cancel arriving now is refused by the orchestrator, not taken for an
-                # early one).
+                # Every feedback before the result, while the goal is still this node's (a
+                # cancel arriving now is refused by the orchestrator: the goal has finished).
                 self._feedback.flush(self.settings.shutdown_timeout)
         finally:
             with self._goal_lock:
-                if self._ros_goal is goal_handle:
-                    self._ros_goal = None
-                    self._handle = None
                 self._reserved = False
             if handle is not None:
-                self._snapshots.finish(handle.goal_id, handle.root)
+                try:
+                    self._snapshots.finish(handle.goal_id, handle.root)
+                except Exception as exc:  # the final snapshot never keeps a goal from ending
+                    self._log_error(f"final snapshot: {type(exc).__name__}: {exc}\n{traceback.format_exc()}")
         assert result is not None
         result = self._agreeing(goal_handle, result)
-        with self._goal_lock:
-            self._ros_cancels.discard(key)
         self._last_result = result
         if self.erobs is not None:
             self.erobs.goal_finished()
-        if result.status is GoalStatus.SUCCEEDED:
-            goal_handle.succeed()
-        elif result.status is GoalStatus.CANCELED:
-            goal_handle.canceled()
-        else:
-            goal_handle.abort()
+        gate = self.goal_end_gate
+        if gate is not None:
+            gate(handle.goal_id if handle is not None else "")
+        self._end_goal(goal_handle, result)
         return result
+
+    def _end_goal(self, goal_handle: ServerGoalHandle[Any, Any, Any], result: Result) -> None:
+        """Set the action's terminal status of ``result``, under the goal lock (the lock of
+        :meth:`_on_cancel`'s decision): the goal stops being this node's and its
+        bookkeeping goes, in one step, so a cancel either came before (and the orchestrator
+        refused it, or the result is CANCELED) or comes after (and sees a finished goal)."""
+        key = _goal_key(goal_handle)
+        with self._goal_lock:
+            if self._ros_goal is goal_handle:
+                self._ros_goal = None
+                self._handle = None
+            self._ros_cancels.discard(key)
+            self._early_cancels.discard(key)
+            if result.status is GoalStatus.SUCCEEDED:
+                goal_handle.succeed()
+            elif result.status is GoalStatus.CANCELED:
+                goal_handle.canceled()
+            else:
+                goal_handle.abort()
 
     def _agreeing(self, goal_handle: ServerGoalHandle[Any, Any, Any], result: Result) -> Result:
         """The result as the action reports it: status and ``error_code`` agree.
@@ -875,7 +927,8 @@ class ErobsBtNode(Node):
                 reply = Reply(False, f"internal error in {key}: {type(exc).__name__}: {exc}")
             response.success = reply.success
             response.message = convert.ros_text(reply.message)
-            if key in ("stop", "reset_fault"):
+            # (a fault reset done is logged with who asked by _note_event, whoever asked)
+            if key == "stop" or (key == "reset_fault" and not reply.success):
                 self._log_warning(f"{key}: {reply.message}")
             return response
 
@@ -979,7 +1032,14 @@ class ErobsBtNode(Node):
             self._publish_gripper()
 
     def _note_event(self, goal_id: str, record: Mapping[str, Any]) -> None:
-        """Keep the goal context viewers see (cache decision and key of the unit)."""
+        """Keep the goal context viewers see (cache decision and key of the unit); log every
+        fault reset, whoever asked (the service, the web console of ``erobs-bt serve``, a
+        call in this process), with who it was and the fault cleared."""
+        if record.get("event") == "fault_reset":
+            by, fault = record.get("by", "an unknown caller"), record.get("fault", "")
+            faulted = record.get("faulted_goal_id") or "no goal"
+            self._log_warning(f"fault reset by {by}: cleared {fault!r} (faulted by {faulted})")
+            return
         if record.get("event") == "cache":
             with self._publish_lock:
                 if goal_id == self._goal_id:

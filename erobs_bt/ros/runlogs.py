@@ -22,6 +22,15 @@ writer's replay records (tree, statuses, tool, previews, and joint states once
 order they were queued, except that the tree's statuses are compared once per batch (see
 below); readers order records by their ``t``.
 
+A fault reset (``fault_reset``: when, the fault cleared, who asked) comes when no goal runs;
+it is appended to the run log of the goal that faulted, after that goal's ``goal_finished``
+record, so the log that tells of a fault also tells when and by whom it was cleared.
+
+Memory. A node runs for months: what is kept per goal after it ended (the names of its run
+log and bag, for :meth:`NodeRunLogs.path_of` and :meth:`NodeRunLogs.bag_path_of`, and the
+bags closed) is kept for the latest :data:`KEPT_GOALS` goals only; older goals' files stay
+on disk, their names are forgotten.
+
 Cost. A goal of quick units reports about ten records per unit, and every microsecond
 the node spends on them holds the GIL away from the goal thread. So:
 
@@ -65,6 +74,10 @@ _LOG = logging.getLogger(__name__)
 #: Longest a record waits in the queue before the writer thread writes it [s].
 BATCH_PERIOD = 0.1
 
+#: Ended goals whose run-log and bag names :class:`NodeRunLogs` keeps (the latest ones;
+#: ~0.75 KB each): a client can still ask for the files of the last this many goals.
+KEPT_GOALS = 1000
+
 
 class _BagCall(NamedTuple):
     """The queue's "call this method of the goal's bag" record. The writer thread makes
@@ -104,6 +117,12 @@ def script_label(full_json: str) -> str:
     return f"script-{digest}"
 
 
+def _keep_latest(kept: dict[str, Any], keep: int) -> None:
+    """Drop the oldest entries of ``kept`` (insertion order) beyond the latest ``keep``."""
+    while len(kept) > keep:
+        del kept[next(iter(kept))]
+
+
 class NodeRunLogs(OrchestratorListener):
     """Writes each goal's events to its own run log (see the module docstring).
 
@@ -117,17 +136,28 @@ class NodeRunLogs(OrchestratorListener):
             :meth:`attach` gave the backend).
         snapshot_rate: [Hz] most tree snapshots per second in the MCAP (the node's
             ``snapshot_rate``).
+        keep: how many of the latest goals' file names are kept (:data:`KEPT_GOALS`), >= 1.
     """
 
     def __init__(
-        self, folder: Path, *, on_error: Any = None, mcap: bool = True, snapshot_rate: float = 10.0
+        self,
+        folder: Path,
+        *,
+        on_error: Any = None,
+        mcap: bool = True,
+        snapshot_rate: float = 10.0,
+        keep: int = KEPT_GOALS,
     ) -> None:
+        if keep < 1:
+            raise ValueError(f"keep: at least 1 goal, got {keep}")
         self.folder = folder
         self._on_error = on_error
+        self._keep = keep
         self._lock = threading.Lock()
         self._expected = ""
         self._writers: dict[str, RunLogWriter] = {}
-        self._closed: set[str] = set()
+        #: Run-log file of each of the latest ``keep`` goals, oldest first (a goal is here from
+        #: its first record on: its log is opened once).
         self.paths: dict[str, Path] = {}
         # Appended to by any thread without a lock (deque.append is atomic); drained under
         # _drain_lock, in order, by the writer thread every BATCH_PERIOD, and by a thread
@@ -146,9 +176,12 @@ class NodeRunLogs(OrchestratorListener):
         self._bags: set[str] = set()  # goals whose bag records (until it is closed)
         self._ending: set[str] = set()  # of those, the finished ones, until their final snapshot
         self._open_bags: dict[str, McapRecorder | None] = {}  # the writer thread's (None: failed)
-        self._closed_bags: set[str] = set()  # the writer thread's: later calls are dropped
+        # The writer thread's: later calls are dropped (the latest ``keep`` goals; a dict for its order).
+        self._closed_bags: dict[str, None] = {}
         self._resolve: Any = None
+        #: ROS 2 bag of each of the latest ``keep`` goals, oldest first.
         self.bag_paths: dict[str, Path] = {}
+        self._bag_files: dict[str, Path] = {}  # the bags not closed yet (the writer thread's to make)
         self._thread = threading.Thread(target=self._write, name="erobs_bt-run-logs", daemon=True)
         self._thread.start()
 
@@ -165,12 +198,14 @@ class NodeRunLogs(OrchestratorListener):
     # -- the orchestrator's callbacks: O(1) queue appends ----------------------------------
     def event(self, goal_id: str, record: Mapping[str, Any]) -> None:
         if not goal_id:
+            if record.get("event") == "fault_reset":
+                self._fault_reset(record)
             return
         writer = self._writers.get(goal_id)
         if writer is None:
             with self._lock:
                 writer = self._writers.get(goal_id)
-                if writer is None and goal_id not in self._closed:
+                if writer is None and goal_id not in self.paths:
                     writer = self._open(goal_id)
         kind = record.get("event")
         if writer is not None:
@@ -239,6 +274,29 @@ class NodeRunLogs(OrchestratorListener):
         if bagged:
             self._bag_call(goal_id, "finished", goal_id, result)  # its queued feedback
         self._drain()
+
+    def _fault_reset(self, record: Mapping[str, Any]) -> None:
+        """A fault reset: appended to the run log of the goal that faulted (its
+        ``faulted_goal_id``), after its last record; nothing when that goal has no log."""
+        faulted = str(record.get("faulted_goal_id", ""))
+        line = RunLogWriter.event_line("", record)
+        with self._lock:
+            writer = self._writers.get(faulted)
+            path = self.paths.get(faulted)
+        if writer is not None:  # its log is still open (the reset came before its end was written)
+            self._queue.append((writer, "", line))
+            return
+        if path is None:
+            return
+        with self._drain_lock:  # after the goal's own lines (its end wrote and closed them)
+            try:
+                if not path.exists():
+                    return  # its log could not be written (reported then)
+                with path.open("ab") as file:
+                    file.write(line)
+            except OSError as exc:
+                if self._on_error is not None:
+                    self._on_error(f"run log {path}: fault reset not recorded: {exc}")
 
     def _end_rejected(self, goal_id: str) -> None:
         """A rejected script's goal ends with its ``rejected_script`` record (the orchestrator
@@ -309,7 +367,6 @@ class NodeRunLogs(OrchestratorListener):
         on the writer thread) and the name of its bag (made there too). Lock held."""
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
         path = self.folder / f"{stamp}_{goal_id}_{script_label(self._expected)}.jsonl"
-        self._closed.add(goal_id)  # one attempt per goal
         backend = self._backend
         writer = RunLogWriter(
             path,
@@ -318,7 +375,8 @@ class NodeRunLogs(OrchestratorListener):
             lazy=True,
         )
         self._writers[goal_id] = writer
-        self.paths[goal_id] = path
+        self.paths[goal_id] = path  # one attempt per goal
+        _keep_latest(self.paths, self._keep)
         # A bag whose goal got no final snapshot from the node (a goal not sent through
         # ROS) is closed when the next goal starts.
         for ended in self._ending:
@@ -328,7 +386,8 @@ class NodeRunLogs(OrchestratorListener):
         if self._mcap:
             from erobs_bt.viz.mcap_record import mcap_path_for
 
-            self.bag_paths[goal_id] = mcap_path_for(path)
+            self.bag_paths[goal_id] = self._bag_files[goal_id] = mcap_path_for(path)
+            _keep_latest(self.bag_paths, self._keep)
             self._bags.add(goal_id)
         return writer
 
@@ -336,7 +395,10 @@ class NodeRunLogs(OrchestratorListener):
         """The goal's bag, made on the writer thread at its first call (None: cannot be made)."""
         from erobs_bt.viz.mcap_record import McapRecorder, topic_names
 
-        bag_path = self.bag_paths[goal_id]
+        with self._lock:
+            bag_path = self._bag_files.get(goal_id)
+        if bag_path is None:
+            return None
         try:
             return McapRecorder(
                 bag_path,
@@ -410,8 +472,11 @@ class NodeRunLogs(OrchestratorListener):
         if goal_id in self._closed_bags:
             return
         if record is _CLOSE_BAG:  # (a goal's bag is made even when nothing came for it)
-            self._closed_bags.add(goal_id)
+            self._closed_bags[goal_id] = None
+            _keep_latest(self._closed_bags, self._keep)
             bag = self._open_bags.pop(goal_id) if goal_id in self._open_bags else self._make_bag(goal_id)
+            with self._lock:
+                self._bag_files.pop(goal_id, None)
             if bag is not None:
                 bag.close()
                 if bag.error and self._on_error is not None:

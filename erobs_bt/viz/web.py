@@ -879,8 +879,12 @@ class LiveView:
             return dict(self._joints) if self._joints is not None else None
 
     # -- controls ---------------------------------------------------------------------
-    def control(self, action: str) -> Reply:
+    def control(self, action: str, *, by: str = "web console") -> Reply:
         """Call ``pause``, ``resume``, ``cancel``, ``stop`` or ``reset_fault`` on the orchestrator.
+
+        Args:
+            action: which.
+            by: who asked, recorded with a fault reset (run log, node log).
 
         Raises:
             KeyError: another action.
@@ -890,7 +894,7 @@ class LiveView:
             "resume": self.orchestrator.resume,
             "cancel": self.orchestrator.cancel,
             "stop": self.orchestrator.stop,
-            "reset_fault": self.orchestrator.reset_fault,
+            "reset_fault": lambda: self.orchestrator.reset_fault(by=by),
         }
         reply = calls[action]()
         self._touch()
@@ -1029,7 +1033,10 @@ def _live_routes(view: LiveView) -> list[BaseRoute]:
         @_control_post
         async def handler(request: Request, _body: bytes) -> Response:
             goal = view.orchestrator.active_goal if action == "stop" else None
-            reply = view.control(action)
+            peer = request.client  # who asked, recorded with a fault reset
+            reply = view.control(
+                action, by=f"web console ({peer.host}:{peer.port})" if peer else "web console"
+            )
             if goal is not None:  # answer once the halted goal has ended: the reply then describes the state
                 await anyio.to_thread.run_sync(_wait_quietly, goal, STOP_WAIT)
             answer = {

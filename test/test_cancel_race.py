@@ -197,6 +197,31 @@ def test_a_cancel_taken_before_the_goal_ended_and_decided_after_it_is_refused(
     assert_nothing_kept(node)
 
 
+def test_a_cancel_of_an_ending_goal_is_refused_while_the_next_goal_starts(
+    node: ErobsBtNode, client: ErobsBtClient
+) -> None:
+    """The next goal may be accepted (the orchestrator is idle) while the first one's
+    terminal status is not set yet; the first one's cancel is still its own, not taken for
+    a cancel of the goal about to start."""
+    answers: list[Any] = []
+    second: list[GoalRun] = []
+
+    def at_end(run: GoalRun) -> None:
+        if second:
+            return  # the second goal's own end
+        node.goal_end_gate = None
+        next_run = client.send(SCRIPT, timeout=WAIT)
+        assert next_run.accepted, next_run.rejection
+        second.append(next_run)
+        answers.append(run.cancel(WAIT))
+
+    run = held_goal(node, client, at_end)
+    second[0].wait(WAIT)
+    assert run.status_name == "SUCCEEDED" and run.cancel_accepted is False, answers
+    assert second[0].status_name == "SUCCEEDED"
+    assert_nothing_kept(node)
+
+
 def test_erobs_bt_cancel_reads_a_refused_cancel_as_nothing_cancelled(
     node: ErobsBtNode, client: ErobsBtClient
 ) -> None:

@@ -438,6 +438,7 @@ class ErobsBtNode(Node):
         self._early_cancels: set[bytes] = set()  # cancelled before they were submitted
         self._ros_cancels: set[bytes] = set()  # goals whose cancel request this node accepted
         # (both hold keys of goals not ended yet only: a goal's end removes its key)
+        self._executing: set[bytes] = set()  # goals whose execute callback runs (at most two)
         #: Called (on the goal's execute thread, with the orchestrator's goal id, ``""`` for a
         #: goal never submitted) after the goal ended and its final feedback and snapshot were
         #: sent, right before the action's terminal status is set; ``None``: nothing. For
@@ -759,17 +760,20 @@ class ErobsBtNode(Node):
         goal_id = ""
         with self._goal_lock:
             current = self._ros_goal is goal_handle
+            # Not submitted yet: its execute callback has not started, or has not submitted
+            # it (a goal whose callback runs but was replaced as the node's goal is ending).
+            pending = self._reserved and (current or key not in self._executing)
             if not goal_handle.is_active:
                 accepted, why = False, "the goal has already finished"
             elif current and self._handle is not None:
                 goal_id = self._handle.goal_id
                 reply = self.orchestrator.cancel(goal_id)
                 accepted, why = reply.success, reply.message
-            elif self._reserved:  # the goal accepted and not submitted yet (one at a time)
+            elif pending:  # one goal at a time: the reserved one
                 self._early_cancels.add(key)
                 accepted, why = True, "cancelled before start"
             else:
-                accepted, why = False, "the goal ended before it started"
+                accepted, why = False, "the goal has already finished"
             if accepted:
                 self._ros_cancels.add(key)
         if goal_id or not accepted:
@@ -779,10 +783,12 @@ class ErobsBtNode(Node):
 
     def _execute(self, goal_handle: ServerGoalHandle[Any, Any, Any], api: _GoalApi) -> Any:
         """Execute callback of either action: the same goal plumbing, the API's messages."""
+        key = _goal_key(goal_handle)
         with self._goal_lock:
             self._ros_goal = goal_handle
             self._ros_api = api
             self._handle = None
+            self._executing.add(key)
             self._no_execute.clear()
         api.started(goal_handle)
         try:
@@ -792,8 +798,9 @@ class ErobsBtNode(Node):
                 if self._ros_goal is goal_handle:
                     self._ros_goal = None
                     self._handle = None
-                self._ros_cancels.discard(_goal_key(goal_handle))
-                self._early_cancels.discard(_goal_key(goal_handle))
+                self._ros_cancels.discard(key)
+                self._early_cancels.discard(key)
+                self._executing.discard(key)
             api.ended(goal_handle)
             self._no_execute.set()
 

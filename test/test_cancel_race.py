@@ -28,8 +28,13 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import signal
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -217,7 +222,9 @@ def test_a_cancel_of_an_ending_goal_is_refused_while_the_next_goal_starts(
 
     run = held_goal(node, client, at_end)
     second[0].wait(WAIT)
-    assert run.status_name == "SUCCEEDED" and run.cancel_accepted is False, answers
+    (answer,) = answers
+    assert not cancel_accepted(answer), f"the ending goal's cancel was accepted; it ended {run.status_name}"
+    assert run.status_name == "SUCCEEDED" and run.cancel_accepted is False
     assert second[0].status_name == "SUCCEEDED"
     assert_nothing_kept(node)
 
@@ -236,6 +243,51 @@ def test_erobs_bt_cancel_reads_a_refused_cancel_as_nothing_cancelled(
     assert run.status_name == "SUCCEEDED"
     assert output.exit_code == 1, output.output
     assert "nothing cancelled (ERROR_NONE)" in output.output and "already finished" in output.output
+    assert_nothing_kept(node)
+
+
+def test_ctrl_c_in_send_reports_a_refused_cancel(
+    node: ErobsBtNode, client: ErobsBtClient, tmp_path: Path
+) -> None:
+    """``erobs-bt send`` (a process of its own) gets Ctrl-C while the goal ends: its cancel
+    is refused, and it says so instead of "cancelling" and then printing SUCCEEDED."""
+    script_file = tmp_path / "one_move.json"
+    script_file.write_text(SCRIPT, encoding="utf-8")
+    command = [sys.executable, "-m", "erobs_bt", "send", str(script_file), "--timeout", "20"]
+    env = {**os.environ, "COLUMNS": "200", "PYTHONUNBUFFERED": "1"}
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    output: list[str] = []
+    seen, held = threading.Event(), threading.Event()
+
+    def gate(goal_id: str) -> None:
+        try:
+            assert process.stdout is not None
+            for line in process.stdout:  # the goal is accepted: send waits for its result now
+                output.append(line)
+                if line.startswith("accepted"):
+                    break
+            process.send_signal(signal.SIGINT)
+            for line in process.stdout:  # its cancel is answered before the goal may end
+                output.append(line)
+                if "cancel refused" in line:
+                    seen.set()
+                    break
+        finally:
+            held.set()
+
+    node.goal_end_gate = gate
+    try:
+        assert held.wait(WAIT * 2), "the goal's end was reached"  # (the gate reads the output)
+        rest, _ = process.communicate(timeout=WAIT * 2)
+        output.append(rest)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+    text = "".join(output)
+    assert seen.is_set(), text
+    assert "cancel refused: the goal had already finished" in text, text
+    assert "SUCCEEDED" in text and process.returncode == 0, text
     assert_nothing_kept(node)
 
 

@@ -934,7 +934,7 @@ class ErobsBtNode(Node):
                 reply = Reply(False, f"internal error in {key}: {type(exc).__name__}: {exc}")
             response.success = reply.success
             response.message = convert.ros_text(reply.message)
-            # (a fault reset done is logged with who asked by _note_event, whoever asked)
+            # (a fault reset that succeeded is logged by _note_event, with who asked)
             if key == "stop" or (key == "reset_fault" and not reply.success):
                 self._log_warning(f"{key}: {reply.message}")
             return response

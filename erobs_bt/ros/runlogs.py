@@ -27,9 +27,9 @@ it is appended to the run log of the goal that faulted, after that goal's ``goal
 record, so the log that tells of a fault also tells when and by whom it was cleared.
 
 Memory. A node runs for months: what is kept per goal after it ended (the names of its run
-log and bag, for :meth:`NodeRunLogs.path_of` and :meth:`NodeRunLogs.bag_path_of`, and the
-bags closed) is kept for the latest :data:`KEPT_GOALS` goals only; older goals' files stay
-on disk, their names are forgotten.
+log and bag, for :meth:`NodeRunLogs.path_of` and :meth:`NodeRunLogs.bag_path_of`) is kept
+for the latest :data:`KEPT_GOALS` goals only; older goals' files stay on disk, their names
+are forgotten. Everything else a goal needs goes when its log and its bag are closed.
 
 Cost. A goal of quick units reports about ten records per unit, and every microsecond
 the node spends on them holds the GIL away from the goal thread. So:
@@ -176,8 +176,6 @@ class NodeRunLogs(OrchestratorListener):
         self._bags: set[str] = set()  # goals whose bag records (until it is closed)
         self._ending: set[str] = set()  # of those, the finished ones, until their final snapshot
         self._open_bags: dict[str, McapRecorder | None] = {}  # the writer thread's (None: failed)
-        # The writer thread's: later calls are dropped (the latest ``keep`` goals; a dict for its order).
-        self._closed_bags: dict[str, None] = {}
         self._resolve: Any = None
         #: ROS 2 bag of each of the latest ``keep`` goals, oldest first.
         self.bag_paths: dict[str, Path] = {}
@@ -468,13 +466,14 @@ class NodeRunLogs(OrchestratorListener):
                     _LOG.exception("ROS 2 bag of %s", goal_id)
 
     def _to_bag(self, goal_id: str, record: _BagCall | _CloseBag) -> None:
-        """A bag call of ``goal_id`` (bag lock held)."""
-        if goal_id in self._closed_bags:
-            return
+        """A bag call of ``goal_id`` (bag lock held). A goal's file is known (``_bag_files``)
+        from its start until its bag is closed; a call after that is dropped."""
+        with self._lock:
+            named = goal_id in self._bag_files
         if record is _CLOSE_BAG:  # (a goal's bag is made even when nothing came for it)
-            self._closed_bags[goal_id] = None
-            _keep_latest(self._closed_bags, self._keep)
-            bag = self._open_bags.pop(goal_id) if goal_id in self._open_bags else self._make_bag(goal_id)
+            bag = self._open_bags.pop(goal_id) if goal_id in self._open_bags else None
+            if bag is None and named:
+                bag = self._make_bag(goal_id)
             with self._lock:
                 self._bag_files.pop(goal_id, None)
             if bag is not None:
@@ -483,6 +482,8 @@ class NodeRunLogs(OrchestratorListener):
                     self._on_error(f"ROS 2 bag {bag.path}: {bag.error}")
             return
         if goal_id not in self._open_bags:
+            if not named:
+                return  # its bag is closed
             self._open_bags[goal_id] = self._make_bag(goal_id)
         bag = self._open_bags[goal_id]
         if bag is not None and isinstance(record, _BagCall):

@@ -11,7 +11,8 @@
 * ``cancel`` — cancel the node's active goal through the action's cancel service with the
   protocol's "cancel all goals" request (zero goal id and stamp). No extra service is
   needed, any action client can do the same, and the goal still ends with the action
-  status CANCELED at the next unit boundary (at once while paused).
+  status CANCELED at the next unit boundary (at once while paused). A goal that has
+  already finished is not listed in the answer: "nothing cancelled", exit 1.
 * ``state`` — print the latched execution state, gripper and last tree snapshot.
 * ``sim-hardware`` — run the simulated cell as a hardware node behind ros2_control's
   interfaces (:mod:`erobs_bt.ros.sim_hardware`), for the ``ros2_control`` backend.

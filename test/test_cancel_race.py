@@ -253,7 +253,7 @@ def test_ctrl_c_in_send_reports_a_refused_cancel(
     is refused, and it says so instead of "cancelling" and then printing SUCCEEDED."""
     script_file = tmp_path / "one_move.json"
     script_file.write_text(SCRIPT, encoding="utf-8")
-    command = [sys.executable, "-m", "erobs_bt", "send", str(script_file), "--timeout", "20"]
+    command = [sys.executable, "-m", "erobs_bt", "send", str(script_file), "--timeout", str(WAIT)]
     env = {**os.environ, "COLUMNS": "200", "PYTHONUNBUFFERED": "1"}
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     output: list[str] = []
@@ -277,7 +277,7 @@ def test_ctrl_c_in_send_reports_a_refused_cancel(
 
     node.goal_end_gate = gate
     try:
-        assert held.wait(WAIT * 2), "the goal's end was reached"  # (the gate reads the output)
+        assert held.wait(WAIT * 4), "the goal's end was reached"  # (the gate reads the output)
         rest, _ = process.communicate(timeout=WAIT * 2)
         output.append(rest)
     finally:

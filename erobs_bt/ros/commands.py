@@ -246,8 +246,9 @@ def send(script: Path, dry_run: bool, node: str, timeout: float) -> None:
         if not run.accepted:
             console.print(f"[red]REJECTED[/] {run.rejection}", highlight=False)
             sys.exit(EXIT_FAILED)
-        console.print(f"[green]accepted[/] {'preview' if dry_run else 'execute'} {script}", highlight=False)
-        try:
+        try:  # (a Ctrl-C from the moment the goal is accepted cancels it)
+            mode = "preview" if dry_run else "execute"
+            console.print(f"[green]accepted[/] {mode} {script}", highlight=False)
             result = run.wait()
         except KeyboardInterrupt:
             console.print("[yellow]cancelling[/] (stops at the next unit boundary; Ctrl-C again to stop now)")

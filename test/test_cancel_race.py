@@ -51,7 +51,11 @@ from erobs_bt.ros.client import ErobsBtClient, GoalRun, cancel_accepted
 from erobs_bt.ros.node import ErobsBtNode
 from erobs_bt.viz.runlog import read_run_log
 
+from helpers import wait_for
+
 WAIT = 30.0
+#: The services of an action (``<action>/_action/<name>``).
+ACTION_SERVICES = ("send_goal", "cancel_goal", "get_result")
 POSES = {"vial_scan": [90.95, -55.09, -134.23, -80.7, -269.7, -182.8]}
 #: One quick unit on the scripted backend.
 SCRIPT = json.dumps(
@@ -326,6 +330,10 @@ def test_the_bluesky_device_reads_a_refused_cancel_as_refused(
     logging.getLogger("erobs_bt.bluesky").addHandler(handler)
     robot = ErobsRobot(name="robot", domain_id=ros_env.domain_id, timeout=WAIT)
     try:
+        # The node must know the device's action client (its answers would be lost otherwise:
+        # "failed to send response", seen under load), as it knows the module's client.
+        services = [f"/erobs_bt/execute/_action/{name}" for name in ACTION_SERVICES]
+        wait_for(lambda: all(node.count_clients(name) >= 2 for name in services), WAIT, "the device matched")
         held: list[bool] = []
 
         def gate(goal_id: str) -> None:

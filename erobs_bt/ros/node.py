@@ -527,6 +527,8 @@ class ErobsBtNode(Node):
                 context=self._context_items,
                 rate=settings.snapshot_rate,
                 callback_group=self._service_group,
+                on_open=self._snapshots.request_full,
+                statistics=lambda: self.orchestrator.tick_statistics.times,
             )
             self._configure_default_stream()
         self.add_pre_set_parameters_callback(self._coerce_set)

@@ -9,7 +9,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 import py_trees
 
@@ -34,7 +34,8 @@ class State(enum.Enum):
     FAULTED = "FAULTED"
 
 
-class TickTimes(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class TickTimes:
     """A goal's tick timing so far (what py_trees_ros's ``Statistics`` message carries).
 
     Attributes:

@@ -181,7 +181,13 @@ def test_many_watchers_closing_streams_at_once_do_not_stop_the_node(
         topics = [w.open(period=0.05) for w in group]
         assert len(set(topics)) == per_round
         futures = [w.close_async() for w in group]  # all at once
-        replies = [wait(f) for f in futures]
+        done = [threading.Event() for _ in futures]
+        for future, event in zip(futures, done, strict=True):
+            future.add_done_callback(lambda _f, e=event: e.set())
+        for event in done:
+            while not event.wait(0.1):
+                assert process.running(), f"the node died in round {round_}:\n{process.output}"
+        replies = [f.result() for f in futures]
         assert all(r.result for r in replies), f"round {round_}: a stream was not closed"
         for w in group:
             watchers.drop(w)  # the watcher processes go away too

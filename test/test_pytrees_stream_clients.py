@@ -372,3 +372,51 @@ def test_stream_publishers_are_in_no_wait_set(tmp_path: Path) -> None:
         finally:
             node.destroy_node()
             context.try_shutdown()
+
+
+def test_streams_opened_and_closed_while_the_executor_builds_wait_sets_keep_it_alive(tmp_path: Path) -> None:
+    """The close crash, reproduced in this process: streams open and close on one thread
+    (as the close service's callback does on a worker thread) while a multi-threaded
+    executor rebuilds its wait set a thousand times a second (a 1 kHz timer), with the
+    interpreter switching threads every 10 µs so the two interleave finely. Before the fix
+    the executor died with ``InvalidHandle`` within a few hundred cycles (121 in one run);
+    it must survive 5,000."""
+    import sys
+
+    from erobs_bt.ros.pytrees_streams import SnapshotStreams, StreamParameters
+
+    with ros_environment(tmp_path / "ros_log") as environment:
+        context = init_context(environment.domain_id)
+        node = Node("streams_race", context=context, start_parameter_services=False)
+        streams = SnapshotStreams(node, context=lambda: [], rate=10.0)
+        node.create_timer(0.001, lambda: None)
+        executor = MultiThreadedExecutor(num_threads=2, context=context)
+        executor.add_node(node)
+        died: list[BaseException] = []
+        stop = threading.Event()
+
+        def spin() -> None:
+            try:
+                while not stop.is_set():
+                    executor.spin_once(timeout_sec=0.01)
+            except BaseException as exc:  # the executor thread's death is the failure
+                died.append(exc)
+
+        spinner = threading.Thread(target=spin)
+        spinner.start()
+        interval = sys.getswitchinterval()
+        sys.setswitchinterval(1e-5)
+        cycles = 0
+        try:
+            while cycles < 5000 and not died:
+                streams.configure_default(True, StreamParameters())  # opens ~/snapshots
+                streams.configure_default(False, StreamParameters())  # closes it
+                cycles += 1
+        finally:
+            sys.setswitchinterval(interval)
+            stop.set()
+            spinner.join(10.0)
+            executor.shutdown()
+            node.destroy_node()
+            context.try_shutdown()
+    assert not died, f"the executor died after {cycles} open/close cycles: {died[0]!r}"

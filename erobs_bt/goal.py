@@ -6,6 +6,7 @@ from __future__ import annotations
 import enum
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -31,6 +32,88 @@ class State(enum.Enum):
     PAUSED = "PAUSED"
     CANCELING = "CANCELING"
     FAULTED = "FAULTED"
+
+
+@dataclass(frozen=True, slots=True)
+class TickTimes:
+    """A goal's tick timing so far (what py_trees_ros's ``Statistics`` message carries).
+
+    Attributes:
+        count: ticks of the goal's tree so far.
+        stamp: when the last tick began [s since the epoch]; 0.0 before the first.
+        duration: the last tick's duration [s].
+        duration_mean, duration_variance: mean [s] and population variance [s²] of every
+            tick's duration.
+        interval: time from the previous tick's start to the last one's [s] (0.0 with
+            fewer than two ticks).
+        interval_mean, interval_variance: mean [s] and population variance [s²] of the
+            intervals.
+    """
+
+    count: int = 0
+    stamp: float = 0.0
+    duration: float = 0.0
+    duration_mean: float = 0.0
+    duration_variance: float = 0.0
+    interval: float = 0.0
+    interval_mean: float = 0.0
+    interval_variance: float = 0.0
+
+
+class _Running:
+    """Running mean and population variance (Welford's update: one pass, no sum of squares)."""
+
+    __slots__ = ("m2", "mean", "n")
+
+    def __init__(self) -> None:
+        self.n, self.mean, self.m2 = 0, 0.0, 0.0
+
+    def add(self, value: float) -> None:
+        self.n += 1
+        delta = value - self.mean
+        self.mean += delta / self.n
+        self.m2 += delta * (value - self.mean)
+
+    @property
+    def variance(self) -> float:
+        return self.m2 / self.n if self.n else 0.0
+
+
+class TickStatistics:
+    """Times one goal's ticks: the goal thread calls :meth:`started` and :meth:`ended`
+    around each tick; any thread reads :attr:`times` (replaced whole after each tick, so a
+    reader never sees half an update).
+
+    Args:
+        wall: wall clock [s since the epoch] (the ``stamp``); injectable for tests.
+        clock: monotonic clock [s] (durations and intervals); injectable for tests.
+    """
+
+    def __init__(
+        self, *, wall: Callable[[], float] = time.time, clock: Callable[[], float] = time.perf_counter
+    ) -> None:
+        self._wall, self._clock = wall, clock
+        self._durations, self._intervals = _Running(), _Running()
+        self._began = self._previous = -1.0
+        self._stamp = 0.0
+        self.times = TickTimes()
+
+    def started(self) -> None:
+        """A tick begins."""
+        self._began = self._clock()
+        self._stamp = self._wall()
+
+    def ended(self) -> None:
+        """The tick begun at the last :meth:`started` ended."""
+        duration = self._clock() - self._began
+        self._durations.add(duration)
+        interval = 0.0
+        if self._previous >= 0.0:
+            interval = self._began - self._previous
+            self._intervals.add(interval)
+        self._previous = self._began
+        d, i = self._durations, self._intervals
+        self.times = TickTimes(d.n, self._stamp, duration, d.mean, d.variance, interval, i.mean, i.variance)
 
 
 class GoalStatus(enum.Enum):

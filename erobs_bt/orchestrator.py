@@ -58,6 +58,8 @@ from erobs_bt.goal import (
     Reply,
     Result,
     State,
+    TickStatistics,
+    TickTimes,
 )
 from erobs_bt.plan import NotPreviewableError, plan_goal
 from erobs_bt.script.errors import ScriptError
@@ -87,6 +89,8 @@ __all__ = [
     "Reply",
     "Result",
     "State",
+    "TickStatistics",
+    "TickTimes",
 ]
 
 _LOG = logging.getLogger(__name__)
@@ -157,6 +161,8 @@ class Orchestrator:
         self._delivering = False
         self.last_tick_visits = 0
         self.ticks = 0
+        #: The running (or last) goal's tick timing (py_trees_ros ``Statistics``).
+        self.tick_statistics = TickStatistics()
 
     # -- queries -------------------------------------------------------------------
     @property
@@ -395,6 +401,7 @@ class Orchestrator:
         assert ctx is not None and root is not None and handle.script is not None
         events = ctx.events
         assert isinstance(events, _GoalEventsAdapter)
+        statistics = self.tick_statistics = TickStatistics()
         try:
             if ctx.controls.halt is None:
                 self.backend.prepare_goal(handle.script.start_gripper)
@@ -409,8 +416,10 @@ class Orchestrator:
             while ctx.controls.halt is None:
                 self._wake.clear()
                 visits = 0
+                statistics.started()
                 for _node in root.tick():
                     visits += 1
+                statistics.ended()
                 self.last_tick_visits = visits
                 self.ticks += 1
                 self._after_tick(events)

@@ -41,6 +41,8 @@ class EngineConfig:
         timeouts: per-type timeouts [s] overriding :data:`DEFAULT_TIMEOUTS`.
         plan_ahead: plan the next motion unit while a unit executes (the orchestrator's
             ``plan_ahead``).
+        ros_namespace: the namespace of a backend's own ROS node (the ``ros2_control``
+            backend's link; the ``erobs_bt`` node gives its own); ``None``: ``/``.
     """
 
     backend: str = "sim"
@@ -54,6 +56,7 @@ class EngineConfig:
     cache_max_bytes: int = DEFAULT_MAX_BYTES
     timeouts: Mapping[str, float] = field(default_factory=dict)
     plan_ahead: bool = True
+    ros_namespace: str | None = None
 
 
 @dataclass
@@ -110,6 +113,7 @@ def build_engine(config: EngineConfig, *, listener: OrchestratorListener | None 
         speed=config.speed,
         faults=config.faults,
         hardware=config.hardware,
+        ros_namespace=config.ros_namespace,
     )
     unknown = set(config.timeouts) - set(DEFAULT_TIMEOUTS)
     if unknown:

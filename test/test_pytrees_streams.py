@@ -88,7 +88,7 @@ def test_a_raw_viewer_finds_the_tree_opens_a_stream_and_rebuilds_the_running_tre
             assert paused is not None
             tree = trees.wait_for(
                 lambda t: any(
-                    b.name == "unit 2: pause" and b.status == Behaviour.RUNNING for b in t.behaviours
+                    b.name == "unit 2 - pause" and b.status == Behaviour.RUNNING for b in t.behaviours
                 ),
                 10.0,
             )
@@ -123,13 +123,13 @@ def test_a_raw_viewer_finds_the_tree_opens_a_stream_and_rebuilds_the_running_tre
     assert reached == set(behaviours)
     # The running unit is the root's current child, on the active path to the tip.
     current = behaviours[key(root.current_child_id)]
-    assert current.name == "unit 2: pause" and current.is_active
+    assert current.name == "unit 2 - pause" and current.is_active
     assert current.blackbox_level == Behaviour.BLACKBOX_LEVEL_BIG_PICTURE
     tip = behaviours[key(root.tip_id)]
     assert tip.class_name.endswith("PauseStep") and tip.status == Behaviour.RUNNING and tip.is_active
     children = [behaviours[key(c)] for c in root.child_ids]
     units = [c for c in children if c.blackbox_level == Behaviour.BLACKBOX_LEVEL_BIG_PICTURE]
-    assert [u.name.split(":", 1)[0] for u in units] == ["unit 1", "unit 2", "unit 3"]
+    assert [u.name.split(" - ", 1)[0] for u in units] == ["unit 1", "unit 2", "unit 3"]
     assert all(c.class_name.endswith("UnitBoundary") for c in children if c not in units)
     assert [u.status for u in units] == [Behaviour.SUCCESS, Behaviour.RUNNING, Behaviour.INVALID]
     blackboard = {kv.key: kv.value for kv in tree.blackboard_on_visited_path}

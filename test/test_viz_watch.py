@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rich.console import Console
@@ -20,6 +21,48 @@ def private_ros(tmp_path: Path) -> Iterator[int]:
     reads it as the CLI does), logs in the test's directory."""
     with ros_environment(tmp_path / "ros_log") as environment:
         yield environment.domain_id
+
+
+def watch_once_late(domain_id: int, history: list[Any], state: Any, current: Any) -> tuple[int, str]:
+    """``watch --once`` against a stand-in node whose latched ``~/tree_snapshot`` history
+    is ``history`` and whose state is ``state``; like the node's matched callback, it
+    publishes ``current`` once a subscriber appears. Returns the exit code and the text."""
+    from erobs_bt_interfaces.msg import ExecutionState, TreeSnapshot
+    from rclpy.node import Node
+
+    from erobs_bt.ros.client import latched_qos
+    from erobs_bt.ros.params import SNAPSHOT_DEPTH
+    from erobs_bt.viz.watch import watch_ros
+
+    context = init_context(domain_id)
+    node = Node("erobs_bt", context=context, start_parameter_services=False)
+    done = threading.Event()
+    snapshots = node.create_publisher(TreeSnapshot, "~/tree_snapshot", latched_qos(SNAPSHOT_DEPTH))
+    states = node.create_publisher(ExecutionState, "~/execution_state", latched_qos())
+
+    def send() -> None:
+        while not done.is_set() and snapshots.get_subscription_count() == 0:
+            done.wait(0.01)
+        # Later than the latched history (a busy node): the outcome does not depend on this
+        # pause, it only makes a watcher that drew the history's tree visible.
+        done.wait(0.5)
+        snapshots.publish(current)
+
+    sender = threading.Thread(target=send)
+    try:
+        for message in history:
+            snapshots.publish(message)
+        states.publish(state)
+        sender.start()
+        console = Console(record=True, width=160, color_system=None)
+        code = watch_ros("/erobs_bt", console=console, once=True, timeout=20.0, stop=threading.Event())
+    finally:
+        done.set()
+        if sender.is_alive():
+            sender.join(10)
+        node.destroy_node()
+        context.try_shutdown()
+    return code, console.export_text()
 
 
 def test_watch_once_draws_the_latched_snapshot(private_ros: int) -> None:
@@ -162,49 +205,55 @@ def test_watch_once_waits_past_an_earlier_goals_latched_snapshot(private_ros: in
     sends goal-5's tree when a subscriber appears, and that is the one drawn."""
     from builtin_interfaces.msg import Time
     from erobs_bt_interfaces.msg import BehaviourStatus, ExecutionState, TreeSnapshot
-    from rclpy.node import Node
 
-    from erobs_bt.ros.client import latched_qos
-    from erobs_bt.ros.params import SNAPSHOT_DEPTH
-    from erobs_bt.viz.watch import watch_ros
-
-    def snapshot(goal_id: str, unit: str) -> TreeSnapshot:
+    def snapshot(goal_id: str, unit: str, stamp: int) -> TreeSnapshot:
         behaviours = [
             BehaviourStatus(id="r", name="script", type="UnitSequence", parent_id="", status="RUNNING"),
             BehaviourStatus(id="u1", name=unit, type="Sequence", parent_id="r", status="RUNNING"),
         ]
         return TreeSnapshot(
-            stamp=Time(sec=1), goal_id=goal_id, state="RUNNING", unit_index=1, final=False, tip_id="u1",
+            stamp=Time(sec=stamp), goal_id=goal_id, state="RUNNING", unit_index=1, final=False, tip_id="u1",
             behaviours=behaviours, tree_json="",
         )  # fmt: skip
 
-    context = init_context(private_ros)
-    node = Node("erobs_bt", context=context, start_parameter_services=False)
-    done = threading.Event()
-    try:
-        snapshots = node.create_publisher(TreeSnapshot, "~/tree_snapshot", latched_qos(SNAPSHOT_DEPTH))
-        states = node.create_publisher(ExecutionState, "~/execution_state", latched_qos())
-        snapshots.publish(snapshot("goal-4", "unit 1: pipettor"))
-        states.publish(ExecutionState(stamp=Time(sec=2), state="RUNNING", goal_id="goal-5", unit_index=1))
-
-        def send_current_on_subscription() -> None:  # what the node's matched callback does
-            while not done.is_set() and snapshots.get_subscription_count() == 0:
-                done.wait(0.01)
-            # Later than the latched history (a busy node): the outcome does not depend on
-            # this pause, it only makes a watcher that drew the first snapshot visible.
-            done.wait(0.5)
-            snapshots.publish(snapshot("goal-5", "unit 1: batch[1]: moveto"))
-
-        sender = threading.Thread(target=send_current_on_subscription)
-        sender.start()
-        console = Console(record=True, width=160, color_system=None)
-        code = watch_ros("/erobs_bt", console=console, once=True, timeout=20.0, stop=threading.Event())
-    finally:
-        done.set()
-        sender.join(10)
-        node.destroy_node()
-        context.try_shutdown()
-    text = console.export_text()
+    code, text = watch_once_late(
+        private_ros,
+        [snapshot("goal-4", "unit 1: pipettor", 1)],
+        ExecutionState(stamp=Time(sec=2), state="RUNNING", goal_id="goal-5", unit_index=1),
+        snapshot("goal-5", "unit 1: batch[1]: moveto", 3),
+    )
     assert code == 0, text
     assert "goal-5" in text and "unit 1: batch[1]: moveto" in text, text
     assert "goal-4" not in text, "the earlier goal's latched tree is not drawn"
+
+
+def test_watch_once_waits_past_the_same_goals_older_latched_tree(private_ros: int) -> None:
+    """Regression (issue 27): someone watched goal-6's first unit, then the goal paused at
+    unit 2 with nobody watching; the latched history ends with the unit-1 tree. Only a tree
+    taken after the state was entered (the one the node sends a new subscriber) is drawn."""
+    from builtin_interfaces.msg import Time
+    from erobs_bt_interfaces.msg import BehaviourStatus, ExecutionState, TreeSnapshot
+
+    def snapshot(stamp: int, running: str) -> TreeSnapshot:
+        def unit(id_: str, name: str) -> BehaviourStatus:
+            status = "RUNNING" if name == running else ("SUCCESS" if name < running else "INVALID")
+            return BehaviourStatus(id=id_, name=name, type="Sequence", parent_id="r", status=status)
+
+        return TreeSnapshot(
+            stamp=Time(sec=stamp), goal_id="goal-6", state="RUNNING", final=False, tip_id="",
+            behaviours=[
+                BehaviourStatus(id="r", name="script", type="UnitSequence", parent_id="", status="RUNNING"),
+                unit("u1", "unit 1: batch[1]: moveto"),
+                unit("u2", "unit 2: pause"),
+            ],
+        )  # fmt: skip
+
+    code, text = watch_once_late(
+        private_ros,
+        [snapshot(10, "unit 1: batch[1]: moveto")],
+        ExecutionState(stamp=Time(sec=20), state="PAUSED", goal_id="goal-6", unit_index=2, message="paused"),
+        snapshot(30, "unit 2: pause"),
+    )
+    assert code == 0, text
+    current = [line for line in text.splitlines() if "◀ current" in line]
+    assert len(current) == 1 and "unit 2: pause" in current[0], text

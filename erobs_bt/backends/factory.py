@@ -31,6 +31,7 @@ def create_backend(
     speed: float = 1.0,
     faults: Path | None = None,
     hardware: Path | None = None,
+    ros_namespace: str | None = None,
 ) -> MotionBackend:
     """Build a backend.
 
@@ -42,6 +43,8 @@ def create_backend(
             backend takes none: faults are injected at the hardware node).
         hardware: the ``ros2_control`` backend's hardware YAML (default: the packaged
             ``config/ur5e_ros2_control.yaml``).
+        ros_namespace: the namespace of the ``ros2_control`` backend's own ROS node
+            (``erobs_bt_ros2_control``; the ``erobs_bt`` node passes its own); ``None``: ``/``.
 
     Raises:
         ValueError: unknown kind or invalid configuration (the message names the file and key).
@@ -72,5 +75,5 @@ def create_backend(
         hardware_config = load_hardware_config(
             hardware if hardware is not None else config_file("ur5e_ros2_control.yaml")
         )
-        return Ros2ControlBackend(cell_config, hardware_config)
+        return Ros2ControlBackend(cell_config, hardware_config, namespace=ros_namespace)
     raise ValueError(f"backend: unknown kind {kind!r} (available: {', '.join(BACKEND_KINDS)})")

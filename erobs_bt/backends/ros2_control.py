@@ -425,6 +425,10 @@ def trajectory_goal(segment: ArmSegment, hardware: HardwareConfig) -> Any:
 # ---------------------------------------------------------------------------------------------
 
 
+#: The name of the ``ros2_control`` backend's own node (:class:`RosLink`).
+LINK_NODE_NAME = "erobs_bt_ros2_control"
+
+
 class RosLink:
     """The backend's own rclpy context, node and executor thread.
 
@@ -433,6 +437,9 @@ class RosLink:
 
     Args:
         node_name: the node's name.
+        namespace: the node's namespace (the ``erobs_bt`` node passes its own, so the link
+            sits beside it: ``/cell2/erobs_bt_ros2_control``); ``None``: ``/``. The link's
+            own context takes no command-line remaps (:func:`erobs_bt.ros.domain.init_context`).
         context: an initialised context to use (the caller shuts it down), or ``None``.
         domain_id: the ROS domain of its own context (ignored with ``context``); ``None``
             reads ``ROS_DOMAIN_ID`` from the environment now, as the node process does.
@@ -442,8 +449,9 @@ class RosLink:
 
     def __init__(
         self,
-        node_name: str = "erobs_bt_ros2_control",
+        node_name: str = LINK_NODE_NAME,
         *,
+        namespace: str | None = None,
         context: Context | None = None,
         domain_id: int | None = None,
         start: bool = True,
@@ -454,7 +462,7 @@ class RosLink:
         if context is None:
             context = init_context(domain_id)
         self.context = context
-        self.node = Node(node_name, context=context)
+        self.node = Node(node_name, context=context, namespace=namespace)
         self.group = ReentrantCallbackGroup()
         # Single-threaded: every callback here only records a message or sets an event
         # (the waiting happens on the backend's worker threads), and one thread keeps each
@@ -1068,6 +1076,8 @@ class Ros2ControlBackend(SimBackend):
         link: an existing :class:`RosLink` (closed with the backend), or ``None``.
         domain_id: the ROS domain of the backend's own link (without ``link``); ``None``
             reads ``ROS_DOMAIN_ID`` from the environment.
+        namespace: the namespace of the backend's own link node (without ``link``), e.g.
+            the ``erobs_bt`` node's own; ``None``: ``/``.
 
     Raises:
         ValueError: the hardware config does not fit the cell (names the key).
@@ -1084,10 +1094,13 @@ class Ros2ControlBackend(SimBackend):
         wait_for_state: float = 10.0,
         link: RosLink | None = None,
         domain_id: int | None = None,
+        namespace: str | None = None,
     ) -> None:
         check_against_cell(hardware, cell)
         self._hardware = hardware
-        self._link = link if link is not None else RosLink(domain_id=domain_id, start=False)
+        self._link = (
+            link if link is not None else RosLink(domain_id=domain_id, namespace=namespace, start=False)
+        )
         self._arm = FollowJointTrajectoryArm(self._link, hardware)
         self._drivers = ToolDrivers(self._link, hardware)
         self._link.start()  # after the action clients exist (RosLink.start)

@@ -205,6 +205,34 @@ class Recorder(Generic[T]):
                 self._cond.wait(remaining)
 
 
+def shows_state(tree: TreeState, state: Any) -> bool:
+    """Whether a tree snapshot shows what an execution state describes.
+
+    ``~/tree_snapshot`` is latched with a history (:data:`~erobs_bt.ros.params.SNAPSHOT_DEPTH`),
+    and the node publishes snapshots only while someone subscribes (and each goal's final
+    one): a new subscriber first receives whatever was published last, e.g. the running
+    goal's *first* tree when nobody watched it since, then the current tree, which the node
+    sends to every new subscriber. Only a snapshot taken after the state was entered, or
+    the goal's final one, shows that state.
+
+    Args:
+        tree: a full snapshot (:attr:`ErobsBtClient.trees`).
+        state: an ``ExecutionState`` message (``goal_id``, ``stamp``).
+
+    Returns:
+        True when the state names no goal; else when the tree is of that goal and is its
+        final snapshot or was taken at or after ``state.stamp``. The node stamps states
+        with its ROS clock and snapshots with wall time: the same clock unless the node
+        runs on ``use_sim_time`` (then a caller waiting for this falls back to the newest
+        tree after its timeout).
+    """
+    if not state.goal_id:
+        return True
+    if tree.goal_id != state.goal_id:
+        return False
+    return tree.final or tree.stamp >= state.stamp.sec + state.stamp.nanosec * 1e-9
+
+
 @dataclass
 class GoalRun:
     """One goal sent through :meth:`ErobsBtClient.send`.

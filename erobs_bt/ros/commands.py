@@ -374,10 +374,12 @@ def state(node: str, timeout: float) -> None:
             )
             sys.exit(EXIT_UNREACHABLE)
         gripper = client.grippers.wait_for(lambda _m: True, 1.0)
-        # The latched history may still hold an earlier goal's snapshots (nobody watched the
-        # current one): wait for the goal the state names, which the node sends on subscribing.
-        current = message.goal_id
-        tree = client.trees.wait_for(lambda t: not current or t.goal_id == current, 2.0)
+        # The latched history may hold older trees (an earlier goal's, or this goal's first
+        # one when nobody watched it since): wait for one that shows the state, which the
+        # node sends on subscribing (erobs_bt.ros.client.shows_state).
+        from erobs_bt.ros.client import shows_state
+
+        tree = client.trees.wait_for(lambda t: shows_state(t, message), 2.0)
         tree = tree if tree is not None else client.trees.latest()
     table = Table(title=f"{node}", show_header=False)
     colour = {"FAULTED": "red", "IDLE": "green"}.get(message.state, "yellow")

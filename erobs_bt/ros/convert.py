@@ -600,6 +600,7 @@ def snapshot_from_msg(msg: TreeSnapshot) -> TreeState:
         unit_index=msg.unit_index,
         full=not msg.delta,
         sequence=msg.sequence,
+        status=msg.state,
     )
 
 

@@ -77,6 +77,12 @@ def init_context(domain_id: int | None = None) -> Context:
     Returns:
         The context; the caller shuts it down (``context.try_shutdown()``) after destroying
         its nodes. No signal handlers are installed (the owner of the process decides).
+        It takes no command-line arguments: ``rclpy.init(args=None)`` would read the
+        process's ``sys.argv``, so in the node process (``erobs_bt_node --ros-args -r
+        __node:=erobs_bt -r __ns:=/cell2 --params-file ...``) every node of this context
+        would be renamed to the node's name and given its parameters: two ``/cell2/erobs_bt``
+        in the graph, answering each other's parameter requests. Remaps and parameters are
+        for the process's own node; a helper names itself.
     """
     import rclpy
     from rclpy.context import Context
@@ -84,7 +90,7 @@ def init_context(domain_id: int | None = None) -> Context:
 
     ensure_localhost_discovery()
     context = Context()
-    rclpy.init(context=context, domain_id=domain_id, signal_handler_options=SignalHandlerOptions.NO)
+    rclpy.init(args=[], context=context, domain_id=domain_id, signal_handler_options=SignalHandlerOptions.NO)
     return context
 
 

@@ -140,9 +140,11 @@ CANCELED_OUTSIDE_ROS = "CANCELED_OUTSIDE_ROS"
 SHUTDOWN_REASON = "node shutting down"
 
 
-def engine_config(settings: NodeSettings) -> EngineConfig:
-    """The :class:`~erobs_bt.session.EngineConfig` the node's parameters describe."""
+def engine_config(settings: NodeSettings, *, namespace: str | None = None) -> EngineConfig:
+    """The :class:`~erobs_bt.session.EngineConfig` the node's parameters describe; a
+    backend's own ROS node goes into ``namespace`` (the node's)."""
     return EngineConfig(
+        ros_namespace=namespace,
         backend=settings.backend,
         cell=Path(settings.cell_config) if settings.cell_config else None,
         poses=Path(settings.poses_file) if settings.poses_file else None,
@@ -386,7 +388,8 @@ and stamp, as ``erobs-bt cancel`` and EROBS's ``stop_robot`` send) cancels whate
 (:mod:`erobs_bt.ros.pytrees_streams`). Every goal gets a JSON Lines run log
 (:mod:`erobs_bt.ros.runlogs`). rclpy's parameter services (``~/describe_parameters``,
 ``~/get_parameters``, ``~/set_parameters``, …) serve the parameters; all are read-only
-except the py_trees_ros ``default_snapshot_*`` ones.
+except the py_trees_ros ``default_snapshot_*`` ones and rclpy's ``use_sim_time`` (declared
+by every rclpy node; true takes the node's clock from ``/clock``).
 
 The engine (backend, pose registry, parser, plan cache, orchestrator) is assembled by
 :func:`erobs_bt.session.build_engine`, exactly as for the CLI.
@@ -483,7 +486,8 @@ class ErobsBtNode(Node):
             if settings.run_logs
             else None
         )
-        self.engine = build_engine(engine_config(settings), listener=_Bridge(self))
+        config = engine_config(settings, namespace=self.get_namespace())
+        self.engine = build_engine(config, listener=_Bridge(self))
         if self.run_logs is not None:
             self.engine.orchestrator.listener.add(self.run_logs)
             self.run_logs.attach(  # joint states for the history's replay and the bags
@@ -532,6 +536,8 @@ class ErobsBtNode(Node):
                 context=self._context_items,
                 rate=settings.snapshot_rate,
                 callback_group=self._service_group,
+                on_open=self._snapshots.request_full,
+                statistics=lambda: self.orchestrator.tick_statistics.times,
             )
             self._configure_default_stream()
         self.add_pre_set_parameters_callback(self._coerce_set)

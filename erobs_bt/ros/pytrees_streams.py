@@ -17,18 +17,30 @@ The protocol (the documented names of py_trees_ros ``trees.py``, py_trees_ros 2.
   (changeable at run time with ``set_parameters``);
 * a stream publishes when the tree changed (``changed = true``) and, when its
   ``snapshot_period`` is finite, republishes the unchanged tree every period
-  (``changed = false``).
+  (``changed = false``); a new stream gets the current tree at once (the running goal's,
+  paused or not, else the last goal's final tree), whoever watched before.
+
+Closing a stream destroys its publisher from the close service's callback while the
+executor's other threads build wait sets. A publisher with QoS event handlers (rclpy gives
+every publisher one by default, for incompatible QoS) is in those wait sets, and destroying
+it there fails the executor (``InvalidHandle: cannot use Destroyable because destruction
+was requested``): stream publishers are created without event handlers, so no wait set
+ever holds them and they can be destroyed from any thread.
 
 Behaviours are converted as py_trees_ros converts them: UUIDs (``own_id``,
 ``parent_id``, ``child_ids``, ``current_child_id``, ``tip_id``; zero UUID for none),
 ``class_name`` ``module.Class``, ``type`` from the class (SEQUENCE, SELECTOR, PARALLEL,
 DECORATOR, BEHAVIOUR), ``additional_detail`` ``WithMemory`` for memory composites,
-statuses 1–4, ``is_active`` on the path from the root to the tip. Units (the root's
+statuses 1–4, ``is_active`` on the path from the root to the tip. Names are sent as
+:func:`~erobs_bt.viz.render.drawable_name` gives them (no ``:``, which Graphviz reads as
+a node's port: ``py-trees-tree-watcher --dot-graph`` uses names as node ids). Units (the root's
 children that hold a unit's subtree) are ``BLACKBOX_LEVEL_BIG_PICTURE`` so a viewer can
 collapse a long script to its units. With ``blackboard_data`` the goal context (goal id,
 unit, cache key digest, cache status, fault) goes into ``blackboard_on_visited_path`` as
 key/values; erobs_bt keeps per-goal state in a typed context object, not in py_trees'
-blackboard, so there is no blackboard activity to report.
+blackboard, so there is no blackboard activity to report. ``statistics`` are the goal's
+tick timing (:class:`~erobs_bt.goal.TickStatistics`: tick count, the last tick's start,
+durations and intervals with their means and variances, in seconds).
 
 Cost: a ``BehaviourTree`` message holds the whole tree, so one publication is linear in
 its size. The messages of a goal's behaviours are built once (from the
@@ -60,13 +72,17 @@ from py_trees_ros_interfaces.srv import (
     ReconfigureSnapshotStream,
 )
 from rclpy.callback_groups import CallbackGroup
+from rclpy.event_handler import PublisherEventCallbacks
 from rclpy.expand_topic_name import expand_topic_name
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.time import Time
 from unique_identifier_msgs.msg import UUID
 
+from erobs_bt.goal import TickTimes
 from erobs_bt.ros.snapshots import BehaviourState, TreeTracker
 from erobs_bt.tree.compile import collector_paused
+from erobs_bt.viz.render import drawable_name
 
 #: Largest fraction of the time spent publishing snapshot streams (spacing of publications).
 CPU_SHARE = 0.05
@@ -224,7 +240,7 @@ class TreeMessages:
             unit = b.parent is root and root is not None and bool(b.children)
             self.messages.append(
                 behaviour_msg(
-                    name=s.name,
+                    name=drawable_name(s.name),
                     class_name=f"{type(b).__module__}.{type(b).__name__}",
                     own_id=self._uuids[i],
                     parent_id=self._uuids[self._parents[i]] if self._parents[i] >= 0 else _ZERO,
@@ -294,15 +310,20 @@ class SnapshotStreams:
     """The py_trees_ros snapshot-stream services and streams of a node.
 
     Thread-safe. The node calls :meth:`update` with the tree tracker whenever a snapshot
-    was taken (changed tree), :meth:`poll` from a timer (periodic republication, and
-    publications held back by the rate), :meth:`configure_default` when a
-    ``default_snapshot_*`` parameter changes, and :meth:`close` on shutdown.
+    was taken (changed tree) and at each goal's end, :meth:`poll` from a timer (periodic
+    republication, publications held back by the rate, and a new stream's first tree),
+    :meth:`configure_default` when a ``default_snapshot_*`` parameter changes, and
+    :meth:`close` on shutdown.
 
     Args:
         node: the node the services and topics belong to.
         context: gives the goal context as ``(key, value)`` pairs (blackboard data).
         rate: the most publications per second per stream [Hz].
         callback_group: for the three services.
+        on_open: called when a stream opens (the node asks its snapshot throttle for a
+            full snapshot of the running goal, which reaches the streams through
+            :meth:`update`).
+        statistics: the running (or last) goal's tick timing, for ``statistics``.
     """
 
     def __init__(
@@ -312,13 +333,20 @@ class SnapshotStreams:
         context: Callable[[], Sequence[tuple[str, str]]],
         rate: float,
         callback_group: CallbackGroup | None = None,
+        on_open: Callable[[], None] = lambda: None,
+        statistics: Callable[[], TickTimes] = TickTimes,
     ) -> None:
         self.node = node
         self._context = context
+        self._on_open = on_open
+        self._statistics = statistics
         self._min_period = 1.0 / rate
         self._lock = threading.Lock()
         self._streams: dict[str, _Stream] = {}
         self._counter = 0
+        # The latest goal's tracker, kept with no stream open (a new stream gets its tree);
+        # its messages are built only while a stream is open.
+        self._tracker: TreeTracker | None = None
         self._messages: TreeMessages | None = None
         self._tree: Any = None
         self._next_allowed = -math.inf
@@ -367,9 +395,18 @@ class SnapshotStreams:
             if stream is not None:
                 stream.parameters = parameters
                 return
-            publisher = self.node.create_publisher(BehaviourTree, topic, latched())
+            # No QoS event handlers: never in a wait set, so safe to destroy from a callback
+            # (see the module docstring).
+            publisher = self.node.create_publisher(
+                BehaviourTree,
+                topic,
+                latched(),
+                event_callbacks=PublisherEventCallbacks(use_default_callbacks=False),
+            )
             stream = self._streams[topic] = _Stream(topic, publisher, parameters)
-            stream.pending = self._messages is not None
+            # The current tree at the next poll, whatever happened before.
+            stream.pending = self._tracker is not None
+        self._on_open()
 
     def _remove(self, topic: str) -> bool:
         with self._lock:
@@ -437,19 +474,19 @@ class SnapshotStreams:
             final: the goal ended; publish at once whatever the spacing.
         """
         with self._lock:
+            self._tracker = tracker
             if not self._streams:
                 self._messages = None
                 return
-            if self._messages is None or self._messages.tracker is not tracker:
-                self._messages = TreeMessages(tracker)
             for stream in self._streams.values():
                 stream.pending = True
             self._publish_due(force=final)
 
     def poll(self) -> None:
-        """Publish held-back changes and periodic republications that are due (timer)."""
+        """Publish held-back changes, new streams' first trees and periodic republications
+        that are due (timer)."""
         with self._lock:
-            if self._streams and self._messages is not None:
+            if self._streams and self._tracker is not None:
                 self._publish_due(force=False)
 
     def _publish_due(self, *, force: bool) -> None:
@@ -465,6 +502,10 @@ class SnapshotStreams:
         if not due:
             return
         began = time.perf_counter()
+        assert self._tracker is not None
+        if self._messages is None or self._messages.tracker is not self._tracker:
+            self._messages = TreeMessages(self._tracker)
+            self._tree = None
         changed_tree = any(s.pending for s in due)
         if changed_tree or self._tree is None:
             self._tree = self._build(blackboard=any(s.parameters.blackboard_data for s in due))
@@ -472,7 +513,9 @@ class SnapshotStreams:
             tree = self._tree
             tree.changed = stream.pending
             if not stream.parameters.blackboard_data and tree.blackboard_on_visited_path:
-                tree = BehaviourTree(behaviours=tree.behaviours, changed=stream.pending)
+                tree = BehaviourTree(
+                    behaviours=tree.behaviours, changed=stream.pending, statistics=tree.statistics
+                )
             stream.publisher.publish(tree)
             stream.pending = False
             stream.last_time = now
@@ -487,7 +530,20 @@ class SnapshotStreams:
             tree.blackboard_on_visited_path = [
                 DiagnosticKeyValue(key=key, value=value) for key, value in self._context()
             ]
-        tree.statistics.stamp = self.node.get_clock().now().to_msg()
+        times = self._statistics()
+        statistics = tree.statistics
+        statistics.count = times.count
+        statistics.stamp = (
+            Time(nanoseconds=round(times.stamp * 1e9)).to_msg()
+            if times.count
+            else self.node.get_clock().now().to_msg()
+        )
+        statistics.tick_duration = times.duration
+        statistics.tick_duration_average = times.duration_mean
+        statistics.tick_duration_variance = times.duration_variance
+        statistics.tick_interval = times.interval
+        statistics.tick_interval_average = times.interval_mean
+        statistics.tick_interval_variance = times.interval_variance
         return tree
 
     def close(self) -> None:

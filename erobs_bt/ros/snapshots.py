@@ -99,6 +99,9 @@ class TreeState:
         unit_index: 1-based index of the running (or last started) unit, 0 when none.
         full: ``behaviours`` is the whole tree.
         sequence: counts the goal's snapshots from 0.
+        status: the root's status when the snapshot was taken, in a delta too (whose
+            ``behaviours`` list the root only when it changed); ``""``: not recorded (then
+            :attr:`root_status` reads it from a full snapshot's first behaviour).
     """
 
     goal_id: str
@@ -109,10 +112,14 @@ class TreeState:
     unit_index: int = 0
     full: bool = True
     sequence: int = 0
+    status: str = ""
 
     @property
     def root_status(self) -> str:
-        """The root's status (of a full snapshot), ``INVALID`` for an empty one."""
+        """The root's status (``TreeSnapshot.state``): :attr:`status` when recorded, else
+        the first behaviour's of a full snapshot; ``INVALID`` for a goal without a tree."""
+        if self.status:
+            return self.status
         return self.behaviours[0].status if self.behaviours and self.full else "INVALID"
 
     def counts(self) -> dict[str, int]:
@@ -485,6 +492,7 @@ class TreeTracker:
             unit_index,
             full=full,
             sequence=self.sequence,
+            status=self._statuses[0] if self._statuses else "INVALID",
         )
 
     def full(self, *, final: bool = False, unit_index: int = 0) -> TreeState:

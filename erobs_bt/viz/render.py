@@ -12,7 +12,10 @@ Text comes from :func:`py_trees.display.unicode_tree`. Graphs do not come from
 :func:`py_trees.display.dot_tree`: it uses each behaviour's name as the Graphviz node id,
 and pydot reads a ``:`` in an id as a node *port* (``"unit 1: batch[3]: …"`` becomes
 node ``unit 1`` with port ``batch[3]…``), so the unit sequences, whose names contain
-colons, come out as disconnected, mislabelled nodes. :func:`tree_to_dot` draws the
+colons, come out as disconnected, mislabelled nodes (:data:`GRAPHVIZ_PORT`). Where the
+names themselves must be drawable by tools that use them as ids (py_trees_ros's
+``py-trees-tree-watcher --dot-graph``, fed by the node's snapshot streams),
+:func:`drawable_name` rewrites them. :func:`tree_to_dot` draws the
 same picture with py_trees' shapes and colours (Selector octagon/cyan, Sequence
 box/orange, Parallel parallelogram/gold, Decorator ellipse/ghostwhite, leaves
 ellipse/gray) but numbered node ids, and marks the unit boundaries (light blue) and the
@@ -38,6 +41,21 @@ from erobs_bt.tree.boundary import UnitBoundary
 from erobs_bt.tree.compile import UnitSequence, compile_tree
 from erobs_bt.tree.context import Controls, GoalContext, Mode
 from erobs_bt.viz.model import Run, fold_runs, step_text
+
+#: What Graphviz (and pydot) read in a node id as the node/port separator: ``a:b`` is port
+#: ``b`` of node ``a`` (the DOT language's ``node_id : port``).
+GRAPHVIZ_PORT = ":"
+
+
+def drawable_name(name: str) -> str:
+    """``name`` without :data:`GRAPHVIZ_PORT`, for tools that use names as Graphviz node
+    ids: ``unit 2: batch[3]: moveto`` → ``unit 2 - batch[3] - moveto`` (each ``": "`` and
+    any other ``":"`` become ``" - "`` and ``"-"``). Names without one are returned as given.
+    """
+    if GRAPHVIZ_PORT not in name:
+        return name
+    return name.replace(f"{GRAPHVIZ_PORT} ", " - ").replace(GRAPHVIZ_PORT, "-")
+
 
 #: Output formats of :func:`render_tree`, by file suffix.
 SUFFIX_FORMATS: dict[str, str] = {".svg": "svg", ".png": "png", ".dot": "dot", ".gv": "dot", ".txt": "txt"}

@@ -307,15 +307,6 @@ def picture_from_ros(snapshot: Any, state: Any | None) -> dict[str, Any]:
 DEFAULT_GRACE = 3.0
 
 
-def _same_goal(snapshot: Any, state: Any) -> bool:
-    """The snapshot shows the goal the execution state names (or the state names none).
-
-    The latched ``~/tree_snapshot`` history may still hold an earlier goal's snapshots when
-    nobody watched the current one; the node sends the current goal's tree to a new
-    subscriber, so it is worth waiting for."""
-    return not state.goal_id or snapshot.goal_id == state.goal_id
-
-
 def _await_latched(
     latest: dict[str, Any],
     changed: threading.Condition,
@@ -325,16 +316,20 @@ def _await_latched(
     grace: float,
 ) -> tuple[Any, Any]:
     """Wait for the latched snapshot and state (see :func:`watch_ros`); returns both, either
-    may be ``None``. A snapshot of another goal than the state's is waited past until
-    ``timeout`` (then the newest one is returned). ``latest`` is read only under ``changed``'s
-    lock."""
+    may be ``None``. A snapshot that does not show the state (another goal's, or an older
+    tree of the same goal from the latched history:
+    :func:`erobs_bt.ros.client.shows_state`) is waited past until ``timeout`` (then the
+    newest one is returned). ``latest`` is read only under ``changed``'s lock: ``tree`` is the
+    :class:`~erobs_bt.ros.snapshots.TreeState` of ``snapshot``."""
+    from erobs_bt.ros.client import shows_state
+
     start = time.monotonic()
     deadline = start + timeout
     first_at: float | None = None
     with changed:
         while not stop.is_set():
             snapshot, state = latest["snapshot"], latest["state"]
-            if snapshot is not None and state is not None and _same_goal(snapshot, state):
+            if snapshot is not None and state is not None and shows_state(latest["tree"], state):
                 break
             now = time.monotonic()
             if first_at is None and (snapshot is not None or state is not None):
@@ -377,24 +372,19 @@ def watch_ros(
     Returns:
         0, or 1 when ``once`` and no snapshot arrived in time.
     """
-    from erobs_bt.ros import ensure_localhost_discovery
-
-    ensure_localhost_discovery()
-    import rclpy
     from erobs_bt_interfaces.msg import ExecutionState, TreeSnapshot
-    from rclpy.context import Context
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.node import Node
-    from rclpy.signals import SignalHandlerOptions
     from rich.live import Live
 
     from erobs_bt.ros.client import default_names, latched_qos
+    from erobs_bt.ros.domain import init_context
 
     names = default_names(node)
     stop = stop or threading.Event()
     # The spin thread writes, this thread reads: every access under the condition's lock.
     changed = threading.Condition()
-    latest: dict[str, Any] = {"snapshot": None, "state": None, "count": 0}
+    latest: dict[str, Any] = {"snapshot": None, "tree": None, "state": None, "count": 0}
 
     def keep(key: str) -> Callable[[Any], None]:
         def callback(message: Any) -> None:
@@ -416,10 +406,12 @@ def watch_ros(
     def on_snapshot(message: Any) -> None:
         tree = assembler.add(snapshot_from_msg(message))
         if tree is not None:
-            keep_snapshot(snapshot_to_msg(tree, with_json=False))
+            msg = snapshot_to_msg(tree, with_json=False)
+            with changed:  # an RLock: the tree and its message change together
+                latest["tree"] = tree
+                keep_snapshot(msg)
 
-    context = Context()
-    rclpy.init(context=context, signal_handler_options=SignalHandlerOptions.NO)
+    context = init_context()
     ros_node = Node("erobs_bt_watch", context=context, start_parameter_services=False)
     ros_node.create_subscription(
         TreeSnapshot, names["tree_snapshot"], on_snapshot, latched_qos(SNAPSHOT_DEPTH)

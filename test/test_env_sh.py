@@ -51,7 +51,7 @@ def test_a_background_env_sh_of_a_script_forwards_the_signal(sig: signal.Signals
 
 #: A refused verb: rclpy logs (an INFO line, or a WARN line) into ROS_LOG_DIR, then exit 1.
 VERB = """
-import os, sys, rclpy
+import os, sys, rclpy, rclpy.logging
 rclpy.init()
 logger = rclpy.logging.get_logger("erobs_bt_cli")
 (logger.warning if sys.argv[1] == "warn" else logger.info)("goal refused: busy")

@@ -124,50 +124,71 @@ def run_mtc(beambot: Beambot, full_json: str, *, dry_run: bool = False) -> MtcRu
     return MtcRun(response.status, response.result, feedback)
 
 
-def test_erobs_goals_end_as_erobs_ends_them(beambot: Beambot) -> None:
-    """detect_only fills the detected pose; the last feedback is EROBS's "Task completed"
-    at current_step = total_steps; IDLE is published once per goal (also for a goal that
-    never ran); the preview refusal is EROBS's text; an LED colour with ``a`` runs."""
-    states_before = beambot.states.count
-    detect = run_mtc(
-        beambot,
-        script(
-            "epick",
-            [
-                {"task_type": "end_effector", "end_effector_action": "vacuum_off"},
-                {
-                    "task_type": "vision_moveto",
-                    "tag_id": 1,
-                    "scan_positions": ["sample_scan_1"],
-                    "detect_only": True,
-                },
-            ],
-        ),
-    )
+DETECT = script(
+    "epick",
+    [
+        {"task_type": "end_effector", "end_effector_action": "vacuum_off"},
+        {"task_type": "vision_moveto", "tag_id": 1, "scan_positions": ["sample_scan_1"], "detect_only": True},
+    ],
+)
+LED = {"task_type": "pipettor", "operation": "SET_LED", "led_color": {"r": 0, "g": 1, "b": 0, "a": 1.0}}
+
+
+def test_detect_only_fills_the_detected_pose_in_base_link(beambot: Beambot) -> None:
+    detect = run_mtc(beambot, DETECT)
     assert detect.status == 4, detect.result.error_message  # SUCCEEDED
     assert (detect.result.completed_steps, detect.result.total_steps) == (2, 2)
-
     cell = load_cell()
     marker = cell.marker(1).pose.matrix()
-    expected = approach_tip_pose(marker, (0.0, 0.0, 0.0), cell.gripper("epick").z_offset)
+    z_offset = cell.gripper("epick").z_offset
     position = np.array(detect.result.detected_position)
     orientation = np.array(detect.result.detected_orientation)
     assert position.shape == (3,) and orientation.shape == (4,)
-    # [x, y, z] in base_link: the marker plus the ePick's z offset (independent of the code).
+    # [x, y, z] in base_link: the tool tip's approach pose, the marker plus the ePick's z offset.
+    np.testing.assert_allclose(position, marker[:3, 3] + [0.0, 0.0, z_offset], atol=1e-9)
     np.testing.assert_allclose(
-        position, marker[:3, 3] + [0.0, 0.0, cell.gripper("epick").z_offset], atol=1e-9
+        position, approach_tip_pose(marker, (0.0, 0.0, 0.0), z_offset)[:3, 3], atol=1e-9
     )
-    np.testing.assert_allclose(position, expected[:3, 3], atol=1e-9)
     assert np.isclose(np.linalg.norm(orientation), 1.0)
+    plain = run_mtc(
+        beambot, script("epick", [{"task_type": "end_effector", "end_effector_action": "vacuum_off"}])
+    )
+    assert plain.status == 4 and list(plain.result.detected_position) == [], "a goal that detected nothing"
 
+
+def test_a_successful_goal_ends_with_erobs_final_feedback(beambot: Beambot) -> None:
+    """EROBS's last feedback: "Task completed" at current_step = total_steps, 100 %."""
+    detect = run_mtc(beambot, DETECT)
+    assert detect.status == 4, detect.result.error_message
     last = detect.feedback[-1]
     assert (last.current_step, last.status_message, last.current_action) == (2, "Task completed", "")
     assert last.progress_percentage == 100.0 and last.current_gripper == "epick"
     assert [f.status_message for f in detect.feedback].count("Task completed") == 1
 
-    # The ePick driver's status while the ePick is attached, vacuum off: nothing held.
-    assert beambot.epick.wait_for(lambda s: s == 3, 10.0) is not None, "no NO_OBJECT_DETECTED"
 
+def test_idle_is_published_once_per_goal(beambot: Beambot) -> None:
+    """Also for a goal that never ran (a refused preview), as EROBS does."""
+    states_before = beambot.states.count
+    ran = run_mtc(beambot, DETECT)
+    assert ran.status == 4, ran.result.error_message
+    refused = run_mtc(
+        beambot, script("pipettor", [{"task_type": "pipettor", "operation": "EJECT_TIP"}]), dry_run=True
+    )
+    assert refused.status == 6  # ABORTED, never ran
+    running_before = beambot.states.count
+    third = run_mtc(
+        beambot, script("epick", [{"task_type": "end_effector", "end_effector_action": "vacuum_off"}])
+    )
+    assert third.status == 4, third.result.error_message
+    assert beambot.states.wait_for(lambda s: s == "RUNNING", 10.0, since=running_before) is not None
+    # Every state from the first goal's start to the third goal's RUNNING (one publisher:
+    # in order): the first goal ran (one IDLE), the refused preview never ran (one IDLE).
+    seen = beambot.states.items()[states_before:]
+    start_of_third = max(i for i, s in enumerate(seen) if s == "RUNNING")
+    assert seen[:start_of_third].count("IDLE") == 2, seen
+
+
+def test_the_preview_refusal_is_erobs_text_then_the_paths(beambot: Beambot) -> None:
     refused = run_mtc(
         beambot, script("pipettor", [{"task_type": "pipettor", "operation": "EJECT_TIP"}]), dry_run=True
     )
@@ -175,17 +196,24 @@ def test_erobs_goals_end_as_erobs_ends_them(beambot: Beambot) -> None:
     assert refused.result.error_message.startswith("Dry-run not supported for: step 1 (pipettor). ")
     assert refused.result.error_message.endswith("not previewable: tasks[0]")
 
-    led = {"task_type": "pipettor", "operation": "SET_LED", "led_color": {"r": 0, "g": 1, "b": 0, "a": 1.0}}
-    running_before = beambot.states.count
-    lit = run_mtc(beambot, script("pipettor", [led]))
+
+def test_an_led_colour_with_alpha_runs_as_in_erobs(beambot: Beambot) -> None:
+    lit = run_mtc(beambot, script("pipettor", [LED]))
     assert lit.status == 4, lit.result.error_message
     assert lit.feedback[-1].status_message == "Task completed"
-    beambot.states.wait_for(lambda s: s == "RUNNING", 10.0, since=running_before)
-    # Every state from the first goal's start to the third goal's RUNNING (one publisher:
-    # in order): the first goal ran (one IDLE), the refused preview never ran (one IDLE).
-    seen = beambot.states.items()[states_before:]
-    third = max(i for i, s in enumerate(seen) if s == "RUNNING")
-    assert seen[:third].count("IDLE") == 2, seen
+
+
+def test_the_simulated_epick_publishes_its_driver_status(beambot: Beambot) -> None:
+    from epick_msgs.msg import ObjectDetectionStatus
+
+    done = run_mtc(
+        beambot, script("epick", [{"task_type": "end_effector", "end_effector_action": "vacuum_off"}])
+    )
+    assert done.status == 4, done.result.error_message
+    since = beambot.epick.count
+    # The ePick is attached, its vacuum off: nothing held.
+    nothing = ObjectDetectionStatus.NO_OBJECT_DETECTED
+    assert beambot.epick.wait_for(lambda s: s == nothing, 10.0, since=since) is not None
 
 
 def test_erobs_timeout_parameters_are_read_from_its_parameter_file(beambot: Beambot) -> None:

@@ -401,7 +401,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         "topic",
         "std_msgs/msg/String",
         "erobs",
-        "EROBS state text; IDLE after every goal",
+        "EROBS state text; IDLE once after every goal",
     ),
     Endpoint(
         "beambot_current_gripper",

@@ -270,7 +270,6 @@ class SimBackend:
         """
         with self._state_lock:
             state = self._tools
-            override = self._cup_override
         if start_gripper != state.gripper:
             if self._controller.is_busy():
                 raise MotionError(
@@ -281,9 +280,10 @@ class SimBackend:
                 "start_gripper %s: the operator mounted it in place of %s", start_gripper, state.gripper
             )
             self._set_tool_state(state)
-        gripper = self._cell.gripper(state.gripper)
-        if gripper.cup_profiles:
-            wanted = override if override in gripper.cup_profiles else gripper.default_cup_profile
+        if self._cell.gripper(state.gripper).cup_profiles:
+            wanted = (
+                self.cup_profile_for(state.gripper) or self._cell.gripper(state.gripper).default_cup_profile
+            )
             if wanted is not None and wanted != state.cup_profile:
                 _LOG.info("%s: suction cup %s fitted (was %s)", state.gripper, wanted, state.cup_profile)
                 self.set_cup_profile(wanted)
@@ -515,8 +515,9 @@ class SimBackend:
         ``cup_profile`` parameter); ``""``: the gripper's default profile from the cell.
 
         Takes effect at the next :meth:`prepare_goal` (the goal's start, as EROBS applies
-        it when it starts the goal's MoveIt), so a running goal's model never changes
-        under it; the model revision (``<prefix>__epick__<cup_profile>``) changes with it.
+        it when it starts the goal's MoveIt) and whenever a ``tool_exchange`` loads a
+        vacuum gripper, so a running goal's model never changes under a planned motion; the
+        model revision (``<prefix>__epick__<cup_profile>``) changes with it.
 
         Raises:
             ValueError: ``Unknown cup profile: <name> (available: …)`` when no gripper of
@@ -529,6 +530,13 @@ class SimBackend:
             )
         with self._state_lock:
             self._cup_override = cup_profile or None
+
+    def cup_profile_for(self, gripper: str) -> str | None:
+        """The cup :meth:`set_cup_override` asks for, when ``gripper`` has that profile; else
+        ``None`` (its default). Fitted at a goal's start and when a ``tool_exchange`` loads it."""
+        with self._state_lock:
+            override = self._cup_override
+        return override if override in self._cell.gripper(gripper).cup_profiles else None
 
     def set_cup_profile(self, cup_profile: str) -> None:
         """Fit another suction cup on the attached vacuum gripper (changes the model revision).
@@ -944,6 +952,9 @@ class _Port:
 
     def set_tool_state(self, state: ToolState) -> None:
         self._backend._set_tool_state(state)
+
+    def cup_profile_for(self, gripper: str) -> str | None:
+        return self._backend.cup_profile_for(gripper)
 
 
 def _step_type(step: Step) -> str:

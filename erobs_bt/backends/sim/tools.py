@@ -707,6 +707,10 @@ class ToolPort(Protocol):
         """Replace the live tool state (the model follows it)."""
         ...
 
+    def cup_profile_for(self, gripper: str) -> str | None:
+        """The suction cup to fit on ``gripper`` when it is loaded (``None``: its default)."""
+        ...
+
 
 def planning_tip(cell: CellConfig, state: ToolState) -> NDArray[np.float64]:
     """(4, 4) ``T_flange_tip`` that motions of ``state``'s tool are planned for (its IK frame).
@@ -839,7 +843,7 @@ def run_tool_exchange(
         new = replace(state, gripper="none", cup_profile=None, docks=MappingProxyType(docks))
     else:
         docks[dock.number] = None
-        cup = cell.gripper(step.gripper).cup(None)
+        cup = cell.gripper(step.gripper).cup(port.cup_profile_for(step.gripper))
         new = replace(
             state,
             gripper=step.gripper,

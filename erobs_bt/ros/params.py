@@ -162,7 +162,8 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
     ParameterSpec(
         "cup_profile",
         "",
-        "suction cup fitted on the vacuum gripper from the next goal's start on (EROBS's "
+        "suction cup fitted on the vacuum gripper at the next goal's start and when a tool_exchange "
+        "loads it (EROBS's "
         "cup_profile, set by its MCP set_cup_profile; changes the model revision); "
         "'' = the gripper's default from the cell config",
         read_only=False,

@@ -194,6 +194,7 @@ def test_inline_poses_are_validated_with_their_path() -> None:
     assert "got true" in error.reason
     short = rejects(doc([move(target="home")], poses={"home": [0, 1, 2]}))
     assert short.path == "poses.home" and "got 3 values" in short.reason
+    assert short.reason.startswith("Invalid pose format: ")  # EROBS's words (its agent's error table)
 
 
 def test_the_pose_count_is_limited() -> None:

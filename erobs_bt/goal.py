@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import py_trees
 
-from erobs_bt.backends.base import Solution
+from erobs_bt.backends.base import DetectedPose, Solution
 from erobs_bt.batching import Unit
 from erobs_bt.script.model import Script
 
@@ -178,6 +178,9 @@ class Result:
             motion errors, stop and shutdown.
         completed_steps: steps of units that completed (a failed batch counts none).
         total_steps: steps after macro expansion (0 when the script did not parse).
+        detected: on success, the pose the goal's last ``detect_only`` vision step
+            detected (``base_link``), else ``None`` (EROBS's ``detected_position`` and
+            ``detected_orientation``).
     """
 
     status: GoalStatus
@@ -185,6 +188,7 @@ class Result:
     error_code: str
     completed_steps: int
     total_steps: int
+    detected: DetectedPose | None = None
 
     @property
     def success(self) -> bool:

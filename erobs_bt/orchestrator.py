@@ -491,7 +491,7 @@ class Orchestrator:
                     result = Result(GoalStatus.CANCELED, cancel_message, "CANCELED", completed, total)
                     next_state, message = State.IDLE, f"{handle.goal_id} {cancel_message}"
                 elif root_ok:
-                    result = Result(GoalStatus.SUCCEEDED, "", "", completed, total)
+                    result = Result(GoalStatus.SUCCEEDED, "", "", completed, total, detected=ctx.detected)
                     next_state, message = State.IDLE, f"{handle.goal_id} succeeded"
                 else:
                     why = failure or MotionError(

@@ -69,15 +69,22 @@ class NotPreviewableError(ValueError):
 def preview_problem(script: Script) -> str:
     """Why ``script`` cannot be previewed, or ``""`` when it can.
 
-    Preview supports only ``moveto`` and ``end_effector`` (docs/script-format.md); the
-    text names every offending step, e.g. ``Preview supports only moveto and end_effector
-    steps; not previewable: step 4 tool_exchange (tasks[3]), step 9 pause (tasks[8])``.
+    Preview supports only ``moveto`` and ``end_effector`` (docs/script-format.md). The
+    text starts with EROBS's refusal (its orchestrator's ``Dry-run not supported for:``
+    list of 1-based steps and their task types, which EROBS's clients and its agent's
+    error table match), then gives erobs_bt's script paths, e.g. ``Dry-run not supported
+    for: step 4 (tool_exchange), step 9 (pause). Preview supports only moveto and
+    end_effector steps; not previewable: tasks[3], tasks[8]``.
     """
     offending = [s for s in script.steps if s.task_type not in MOTION_TASK_TYPES]
     if not offending:
         return ""
-    listed = ", ".join(f"step {s.index + 1} {s.script_type} ({s.path})" for s in offending)
-    return f"Preview supports only moveto and end_effector steps; not previewable: {listed}"
+    steps = ", ".join(f"step {s.index + 1} ({s.script_type})" for s in offending)
+    paths = ", ".join(s.path for s in offending)
+    return (
+        f"Dry-run not supported for: {steps}. "
+        f"Preview supports only moveto and end_effector steps; not previewable: {paths}"
+    )
 
 
 def check_previewable(script: Script) -> None:

@@ -9,13 +9,29 @@
 #                                  out of every interface. (Kilted ignores ROS_LOCALHOST_ONLY.)
 #   FASTDDS_DEFAULT_PROFILES_FILE  config/fastdds_localhost.xml: discovery in ~0.15 s, not ~3 s.
 #   ROS_LOG_DIR                    a fresh temporary directory, so ~/.ros/log does not fill up;
-#                                  removed after a successful COMMAND, kept (and named) otherwise.
+#                                  removed after COMMAND unless it failed and the folder holds
+#                                  something worth reading (a WARN/ERROR/FATAL line, or COMMAND
+#                                  died of a signal): then it is kept and named.
 #   AMENT_PREFIX_PATH              the venv, unless already set (ament_index_python needs it).
 #   PATH                           the venv's bin/ first.
 #   unset RMW_IMPLEMENTATION       only rmw_fastrtps_cpp exists as a wheel; any other value makes
 #                                  `import rclpy` exit with status 102.
 #   unset ROS_LOCALHOST_ONLY       no longer read by Kilted; unset so nobody relies on it.
 # ROS_DOMAIN_ID is not set here: test fixtures choose a private one per test session/worker.
+
+# Run as a command with SIGINT or SIGTERM ignored (bash ignores INT and QUIT for a background
+# job of a non-interactive shell, `scripts/env.sh CMD &` in a script), the traps below would be
+# silently void ("signals ignored upon entry cannot be trapped"): start again with both at their
+# defaults, so `kill -INT <pid>` reaches COMMAND whatever the job control. Same PID (exec).
+if [[ "${BASH_SOURCE[0]}" == "$0" && -r /proc/$$/status ]]; then
+  _erobs_ignored="$(awk '/^SigIgn:/ {print $2}' "/proc/$$/status")"
+  # bit 1 is SIGINT (2), bit 14 SIGTERM (15)
+  if [[ -n "${_erobs_ignored}" ]] && (( (16#${_erobs_ignored} & 0x4002) != 0 )) &&
+     env --default-signal=INT true 2>/dev/null; then
+    exec env --default-signal=INT,TERM "${BASH:-bash}" "${BASH_SOURCE[0]}" "$@"
+  fi
+  unset _erobs_ignored
+fi
 
 _erobs_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 _erobs_venv="${EROBS_VENV:-${_erobs_root}/.venv}"
@@ -58,11 +74,20 @@ while true; do
   kill -0 "${child}" 2>/dev/null || break
 done
 trap - INT TERM
-if [[ ${status} -eq 0 ]]; then
-  rm -rf -- "${ROS_LOG_DIR}"
-elif [[ -n "$(ls -A "${ROS_LOG_DIR}" 2>/dev/null)" ]]; then
+# The folder is thrown away unless the command failed and left something to read: a line at
+# WARN, ERROR or FATAL in a ROS log file, or a death by signal (status > 128: a crash or a kill
+# leaves INFO-only logs that still say how far it got). A refused verb (exit 1 or 2 with its
+# reason printed) leaves only INFO lines, and no folder.
+keep=false
+if [[ ${status} -ne 0 ]]; then
+  if [[ ${status} -gt 128 ]] ||
+     grep -rqsE '^\[(WARN|ERROR|FATAL)\]' -- "${ROS_LOG_DIR}"; then
+    keep=true
+  fi
+fi
+if [[ "${keep}" == true ]]; then
   echo "env.sh: '$1' exited with status ${status}; ROS logs kept in ${ROS_LOG_DIR}" >&2
 else
-  rmdir "${ROS_LOG_DIR}" 2>/dev/null || true
+  rm -rf -- "${ROS_LOG_DIR}"
 fi
 exit "${status}"

@@ -306,13 +306,13 @@ CASES: list[Case] = [
         "the issue's unknown target",
         b'{"start_gripper":"epick","tasks":[{"task_type":"moveto","target":"nowhere_pose"}]}',
         "tasks[0].target",
-        "unknown pose or named state 'nowhere_pose'",
+        "Pose 'nowhere_pose' not found",
     ),
     Case(
         "unknown target after good steps",
         encode(script([to("a"), to("b"), to("c")])),
         "tasks[2].target",
-        "unknown pose or named state 'c'",
+        "Pose 'c' not found",
     ),
     Case("target is a number", encode(script([move(target=5)])), "tasks[0].target", "non-empty string"),
     Case(

@@ -33,6 +33,7 @@ from ros_fixtures import ros_environment
 BUILT_HERE = (
     "beambot_interfaces",
     "control_msgs",
+    "epick_msgs",
     "moveit_msgs",
     "object_recognition_msgs",
     "py_trees_ros_interfaces",
@@ -151,6 +152,15 @@ def test_joint_component_tolerance_components() -> None:
         "Z_AXIS": 3,
         "TRANSLATION": 4,
         "ROTATION": 5,
+    }
+
+
+def test_epick_object_detection_status_constants() -> None:
+    assert _constants("epick_msgs/msg/ObjectDetectionStatus") == {
+        "UNKNOWN": 0,
+        "OBJECT_DETECTED_AT_MIN_PRESSURE": 1,
+        "OBJECT_DETECTED_AT_MAX_PRESSURE": 2,
+        "NO_OBJECT_DETECTED": 3,
     }
 
 

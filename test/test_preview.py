@@ -15,8 +15,9 @@ def test_preview_refuses_steps_other_than_moveto_and_end_effector_listing_them()
     orchestrator = make_orchestrator(backend)
     result = orchestrator.submit(script_json([move("a"), PAUSE, SUCK]), dry_run=True).wait(10)
     assert result.status is GoalStatus.ABORTED and result.error_code == "NOT_PREVIEWABLE"
-    assert "step 2 pause (tasks[1])" in result.error_message
-    assert "step 3 pipettor (tasks[2])" in result.error_message
+    # EROBS's refusal (its agent's error table matches it), then the script paths.
+    assert result.error_message.startswith("Dry-run not supported for: step 2 (pause), step 3 (pipettor). ")
+    assert result.error_message.endswith("not previewable: tasks[1], tasks[2]")
     assert backend.calls == [], "nothing was planned or moved"
 
 

@@ -194,6 +194,7 @@ def test_inline_poses_are_validated_with_their_path() -> None:
     assert "got true" in error.reason
     short = rejects(doc([move(target="home")], poses={"home": [0, 1, 2]}))
     assert short.path == "poses.home" and "got 3 values" in short.reason
+    assert short.reason.startswith("Invalid pose format: ")  # EROBS's words (its agent's error table)
 
 
 def test_the_pose_count_is_limited() -> None:
@@ -584,6 +585,17 @@ def test_pipettor_commands_carry_volume_and_colour() -> None:
     ]
 
 
+def test_an_led_alpha_is_accepted_and_unused_as_in_erobs() -> None:
+    """EROBS reads r, g, b and always sends a = 1.0; beamtime scripts carry an ``a``."""
+    with_alpha = {
+        "task_type": "pipettor",
+        "operation": "SET_LED",
+        "led_color": {"r": 0, "g": 1, "b": 0, "a": 0.5},
+    }
+    (step,) = parse_script(doc([with_alpha], start_gripper="pipettor")).steps
+    assert isinstance(step, Pipettor) and step.led_color == (0.0, 1.0, 0.0)
+
+
 @pytest.mark.parametrize(
     ("task", "path"),
     [
@@ -594,7 +606,9 @@ def test_pipettor_commands_carry_volume_and_colour() -> None:
         ({"operation": "SET_LED"}, "tasks[0].led_color"),
         ({"operation": "SET_LED", "led_color": {"r": 1, "g": 0}}, "tasks[0].led_color.b"),
         ({"operation": "SET_LED", "led_color": {"r": 1, "g": 0, "b": 2}}, "tasks[0].led_color.b"),
-        ({"operation": "SET_LED", "led_color": {"r": 1, "g": 0, "b": 0, "a": 1}}, "tasks[0].led_color.a"),
+        ({"operation": "SET_LED", "led_color": {"r": 1, "g": 0, "b": 0, "a": 2}}, "tasks[0].led_color.a"),
+        ({"operation": "SET_LED", "led_color": {"r": 1, "g": 0, "b": 0, "a": "1"}}, "tasks[0].led_color.a"),
+        ({"operation": "SET_LED", "led_color": {"r": 1, "g": 0, "b": 0, "w": 1}}, "tasks[0].led_color.w"),
         ({"operation": "SET_LED", "led_color": [1, 0, 0]}, "tasks[0].led_color"),
     ],
 )

@@ -66,8 +66,11 @@ def test_an_empty_registry_file_is_an_empty_registry(tmp_path: Path) -> None:
         ),
         ("home: [0, -90, .inf, -90, 90, 0]\n", "cms_poses.yaml: home[2]: must be a finite number (deg)"),
         ("home: [0, -90, '3', -90, 90, 0]\n", "cms_poses.yaml: home[2]: must be a finite number (deg)"),
-        ("home: [0, -90, -90]\n", "cms_poses.yaml: home: a pose must be a list of 6 joint angles in degrees"),
-        ("home: 5\n", "cms_poses.yaml: home: a pose must be a list of 6"),
+        (
+            "home: [0, -90, -90]\n",
+            "cms_poses.yaml: home: Invalid pose format: a pose must be a list of 6 joint angles in degrees",
+        ),
+        ("home: 5\n", "cms_poses.yaml: home: Invalid pose format: a pose must be a list of 6"),
         ("- [0, 0, 0, 0, 0, 0]\n", "cms_poses.yaml: must be a mapping of pose name"),
         ("1: [0, 0, 0, 0, 0, 0]\n", "cms_poses.yaml: pose names must be non-empty strings (got 1)"),
         ("home: [0, 0\n", "cms_poses.yaml: invalid YAML"),

@@ -152,7 +152,7 @@ def test_vision_fails_naming_the_tag_when_the_marker_is_missing_or_out_of_view(c
             backend.run_step(vision(tag_id=99, scan_poses=("s1",), scan_joints=(SAMPLE_SCAN_1,)))
         )
         assert missing.code is ErrorCode.EXECUTION_FAILED
-        assert "tasks[3]: vision_moveto: marker 99 not visible" in str(missing)
+        assert "tasks[3]: vision_moveto: DETECTION_FAILED: marker 99 not visible" in str(missing)
         assert "no such marker in the cell" in str(missing)
         assert backend.joint_positions() == pytest.approx(SAMPLE_SCAN_1, abs=1e-12), (
             "it went to the scan pose"

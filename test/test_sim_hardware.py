@@ -183,11 +183,24 @@ def test_a_new_goal_preempts_the_running_one(observer: HardwareObserver) -> None
 def test_set_io_switches_the_vacuum_and_the_changer_refuses_to_drop_a_powered_tool(
     observer: HardwareObserver,
 ) -> None:
+    from epick_msgs.msg import ObjectDetectionStatus
+
+    from erobs_bt.ros.client import Recorder
+
+    statuses: Recorder[int] = Recorder()
+    # The ePick driver's topic and QoS (reliable, volatile, depth 10); the ePick is mounted.
+    observer.node.create_subscription(
+        ObjectDetectionStatus, "/object_detection_status", lambda m: statuses.add(m.status), 10
+    )
+    assert statuses.wait_for(lambda s: True, 10.0) is not None, "no object_detection_status"
     assert observer.set_io.wait_for_service(10.0)
     since = observer.events.count
+    before = statuses.count
     on = wait(observer.set_io.call_async(SetIO.Request(fun=1, pin=16, state=1.0)))
     assert on.success
     assert "vacuum_on" in observer.wait_event("set_io", since=since, pin=16)["message"]
+    no_object = ObjectDetectionStatus.NO_OBJECT_DETECTED  # the vacuum is on, nothing is under the cup
+    assert statuses.wait_for(lambda s: s == no_object, 10.0, since=before) is not None
     unlock = wait(observer.set_io.call_async(SetIO.Request(fun=1, pin=0, state=0.0)))
     assert not unlock.success
     assert "tool voltage" in observer.wait_event("set_io", since=since, pin=0)["message"]

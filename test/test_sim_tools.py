@@ -252,6 +252,32 @@ def test_dock_and_load_change_the_gripper_and_the_revision_through_the_dock(
         assert backend.model_reloads == 2, "the same tool again: no reload"
 
 
+def test_the_cup_override_is_fitted_at_a_goals_start_and_when_the_epick_is_loaded(
+    packaged_cell: CellConfig,
+) -> None:
+    """EROBS's ``cup_profile`` parameter (the node's ``cup_profile``): the next goal's
+    ePick, and an ePick a tool_exchange loads, get that cup; ``""`` is the default again."""
+    with SimBackend(packaged_cell, speed=math.inf) as backend:
+        with pytest.raises(
+            ValueError, match=r"Unknown cup profile: 9mm \(available: 10mm_dia, 20mm_dia, 3mm_dia\)"
+        ):
+            backend.set_cup_override("9mm")
+        backend.set_cup_override("10mm_dia")
+        assert backend.model_revision() == "robot_models__epick__3mm_dia", "not before the next goal"
+        backend.prepare_goal("epick")
+        assert backend.model_revision() == "robot_models__epick__10mm_dia"
+        solution = backend.plan([moveto(0, rad(SAFE_TOOL_EXCHANGE))]).result(timeout=60)
+        backend.execute(solution, replay=False).result(timeout=60)
+        backend.run_step(exchange(1, "dock", "epick", 4, DOCK_APPROACH)).result(timeout=60)
+        backend.set_cup_override("20mm_dia")
+        backend.run_step(exchange(2, "load", "epick", 4, LOAD_APPROACH)).result(timeout=60)
+        assert backend.tool_state().cup_profile == "20mm_dia"
+        assert backend.model_revision() == "robot_models__epick__20mm_dia"
+        backend.set_cup_override("")
+        backend.prepare_goal("epick")
+        assert backend.model_revision() == "robot_models__epick__3mm_dia", "the cell's default cup"
+
+
 def test_robot_model_reloads_only_when_the_revision_changes(packaged_cell: CellConfig) -> None:
     state = initial_tool_state(packaged_cell, "epick")
     model = RobotModel(packaged_cell, state)

@@ -366,7 +366,7 @@ def test_a_bad_script_shows_the_validate_message_and_moves_nothing(page: Any, tm
     )
     try:
         expected = _validate_line(bad)
-        assert expected.startswith(f"invalid {bad}: tasks[0].target: unknown pose")
+        assert expected.startswith(f"invalid {bad}: tasks[0].target: Pose 'home_nowhere' not found")
         page.goto(view.url)
         page.set_input_files("#script-file", str(bad))
         expect(page.locator("#validation")).to_have_attribute("data-valid", "false")

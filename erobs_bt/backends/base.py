@@ -79,6 +79,41 @@ def as_motion_error(exc: BaseException, *, default: ErrorCode) -> MotionError:
 
 
 @dataclass(frozen=True)
+class DetectedPose:
+    """What a ``detect_only`` vision step reports: a pose in ``base_link``.
+
+    As EROBS's ``MTCExecution`` result reports it: the pose the tool tip would be moved to
+    over the detection (the goal computer's approach pose, marker offsets and
+    ``z_offset`` applied), not the marker's own pose.
+
+    Attributes:
+        position: ``(x, y, z)`` [m] in ``base_link``.
+        orientation: unit quaternion ``(x, y, z, w)`` of the tool tip (EROBS's ``ik_frame``)
+            in ``base_link``.
+    """
+
+    position: tuple[float, float, float]
+    orientation: tuple[float, float, float, float]
+
+
+class StepReport(str):
+    """The status message of a single step (what :meth:`MotionBackend.run_step` resolves
+    to: a ``str``) that also carries what the step detected.
+
+    Args:
+        message: the status message (the string's value).
+        detected: the pose a ``detect_only`` vision step detected, else ``None``.
+    """
+
+    detected: DetectedPose | None
+
+    def __new__(cls, message: str, *, detected: DetectedPose | None = None) -> StepReport:
+        report = super().__new__(cls, message)
+        report.detected = detected
+        return report
+
+
+@dataclass(frozen=True)
 class TrajectoryPoint:
     """One sample of an arm trajectory.
 
@@ -311,7 +346,8 @@ class MotionBackend(Protocol):
         """Run one non-batched step (``tool_exchange``, ``pipettor``, the vision family).
 
         Returns:
-            A future resolving to a short status message, or failing with a
+            A future resolving to a short status message (a :class:`StepReport`, carrying
+            the detected pose, for a ``detect_only`` vision step), or failing with a
             :class:`MotionError`.
         """
         ...

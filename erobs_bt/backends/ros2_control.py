@@ -103,6 +103,7 @@ from erobs_bt.backends.sim.cell import CellConfig
 from erobs_bt.backends.sim.planner import PlannerConfig
 from erobs_bt.backends.sim.tools import ToolState, pipettor_command
 from erobs_bt.script.model import JOINT_NAMES, JointPositions, Pipettor, Step, ToolExchange
+from erobs_bt.timeouts import ACCEPTANCE_TIMEOUT, DEFAULT_TIMEOUTS
 
 _LOG = logging.getLogger(__name__)
 
@@ -209,7 +210,13 @@ class HardwareConfig:
     goal_time_tolerance: float = 0.5
     timeouts: Mapping[str, float] = field(
         default_factory=lambda: MappingProxyType(
-            {"server": 3.0, "acceptance": 10.0, "motion": 120.0, "gripper": 30.0, "pipettor": 60.0}
+            {
+                "server": 3.0,
+                "acceptance": ACCEPTANCE_TIMEOUT,
+                "motion": DEFAULT_TIMEOUTS["moveto"],
+                "gripper": DEFAULT_TIMEOUTS["end_effector"],
+                "pipettor": DEFAULT_TIMEOUTS["pipettor"],
+            }
         )
     )
     set_io: str = "/io_and_status_controller/set_io"

@@ -20,7 +20,17 @@ name                               type                                         
 ``beambot/current_gripper``        ``std_msgs/msg/String``                      transient local
 ``beambot/preview_trajectory``     ``moveit_msgs/msg/DisplayTrajectory``        transient local; only
                                                                                 where moveit_msgs imports
+``object_detection_status``        ``epick_msgs/msg/ObjectDetectionStatus``     sim backend, while the
+                                                                                ePick is attached
 =================================  ===========================================  ==========================
+
+``object_detection_status`` is the Robotiq ePick driver's topic (absolute there:
+``/object_detection_status``, which this is in the root namespace), which EROBS's vacuum
+monitor and its MCP ``get_vacuum_status`` read. With the sim backend the node publishes it
+from the simulated ePick's state (:func:`erobs_bt.backends.sim.tools.epick_object_status`)
+as the driver's status controller does: reliable, volatile, depth 10, at
+:data:`~erobs_bt.backends.sim.tools.EPICK_STATUS_RATE`, only while the ePick is attached.
+With real hardware the driver publishes it (and ``erobs_bt_sim_hardware`` in its place).
 
 A goal of either API is the same orchestrator goal: one at a time across both, the same
 rejections, pause and cancel at unit boundaries. Cancelling every goal with an empty
@@ -29,9 +39,12 @@ protocol's cancel-all and needs nothing here. While paused, the goal's last feed
 republished every ``erobs_api_feedback_period`` (0.5 s, as EROBS does) so EROBS's GUI
 keeps showing a live goal.
 
-Result fields: ``success``, ``error_message``, ``completed_steps``, ``total_steps``;
-``detected_position``/``detected_orientation`` stay empty (the orchestrator's result
-carries no detected pose).
+Result fields: ``success``, ``error_message``, ``completed_steps``, ``total_steps``, and,
+after a ``detect_only`` vision step, ``detected_position`` ([x, y, z] m in ``base_link``)
+and ``detected_orientation`` ([x, y, z, w]) of the goal's last detection, as EROBS fills
+them (the tool tip's approach pose over the detection). A goal that succeeds ends with
+EROBS's final feedback (``current_step = total_steps``, ``Task completed``), and the
+state topic carries IDLE (FAULTED) once at each goal's end.
 """
 
 from __future__ import annotations
@@ -48,6 +61,7 @@ from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
 from erobs_bt.backends.base import Solution
+from erobs_bt.backends.sim.tools import EPICK_STATUS_RATE
 from erobs_bt.orchestrator import Feedback, Orchestrator, Reply, Result, State
 from erobs_bt.ros import convert
 
@@ -55,6 +69,12 @@ from erobs_bt.ros import convert
 ACTION_NAME = "beambot_execution"
 #: EROBS's refusal when resume is asked of a goal that is not paused.
 NOT_PAUSED = "Not currently paused"
+#: EROBS's ``status_message`` of the final feedback of a successful goal.
+TASK_COMPLETED = "Task completed"
+try:  # epick_msgs comes from a ROS installation or from interfaces/epick_msgs.
+    from epick_msgs.msg import ObjectDetectionStatus
+except ImportError:  # pragma: no cover - depends on the installation
+    ObjectDetectionStatus = None
 
 try:  # moveit_msgs comes from a ROS installation or from interfaces/moveit_msgs.
     from moveit_msgs.msg import DisplayTrajectory, RobotTrajectory
@@ -84,13 +104,22 @@ def feedback_to_msg(feedback: Feedback) -> MTCExecution.Feedback:
 
 
 def result_to_msg(result: Result) -> MTCExecution.Result:
-    """The ``MTCExecution`` result (the goal status travels as the action status)."""
-    return MTCExecution.Result(
+    """The ``MTCExecution`` result (the goal status travels as the action status).
+
+    ``detected_position`` ([x, y, z] m) and ``detected_orientation`` ([x, y, z, w]), both
+    in ``base_link``, are the goal's last ``detect_only`` detection, as EROBS fills them;
+    empty when the goal detected nothing.
+    """
+    msg = MTCExecution.Result(
         success=result.success,
-        error_message=result.error_message,
+        error_message=convert.ros_text(result.error_message),
         completed_steps=result.completed_steps,
         total_steps=result.total_steps,
     )
+    if result.detected is not None:
+        msg.detected_position = list(result.detected.position)
+        msg.detected_orientation = list(result.detected.orientation)
+    return msg
 
 
 def display_trajectory(solution: Solution, *, stamp: Any, model_id: str = "ur5e") -> Any:
@@ -126,6 +155,9 @@ class ErobsApi:
         current_gripper: gives the attached gripper.
         feedback_period: [s] republication period of the feedback while paused.
         callback_group: for the Trigger services.
+        epick_status: gives the simulated ePick's ``ObjectDetectionStatus`` code, or
+            ``None`` while no ePick is attached; ``None`` (real hardware, whose driver
+            publishes it): no ``object_detection_status`` from this node.
     """
 
     action_type = MTCExecution
@@ -139,6 +171,7 @@ class ErobsApi:
         current_gripper: Callable[[], str],
         feedback_period: float,
         callback_group: CallbackGroup | None = None,
+        epick_status: Callable[[], int | None] | None = None,
     ) -> None:
         self.node = node
         self.orchestrator = orchestrator
@@ -161,6 +194,18 @@ class ErobsApi:
         self._timer = node.create_timer(
             feedback_period, self._republish, callback_group=MutuallyExclusiveCallbackGroup()
         )
+        self._epick_status = epick_status
+        self._epick_pub = None
+        self._epick_timer = None
+        if epick_status is not None and ObjectDetectionStatus is not None:
+            self._epick_pub = node.create_publisher(
+                ObjectDetectionStatus,
+                "object_detection_status",
+                QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE),
+            )
+            self._epick_timer = node.create_timer(
+                1.0 / EPICK_STATUS_RATE, self._publish_epick, callback_group=MutuallyExclusiveCallbackGroup()
+            )
 
     # -- goal hooks (called by the node) -----------------------------------------------------
     def goal_started(self, goal_handle: Any) -> None:
@@ -188,12 +233,35 @@ class ErobsApi:
         self._state_pub.publish(String(data=state.value))
         self.publish_gripper()
 
-    def goal_finished(self) -> None:
-        """After every goal EROBS publishes IDLE (FAULTED when the goal faulted the node)."""
-        state = self.orchestrator.state
-        self._state_pub.publish(
-            String(data=State.FAULTED.value if state is State.FAULTED else State.IDLE.value)
-        )
+    def goal_finished(self, result: Result, *, ran: bool) -> None:
+        """Any goal (either API) has ended, before its terminal status is set.
+
+        After a successful ``MTCExecution`` goal, EROBS's final feedback: ``current_step =
+        total_steps``, progress 100 %, ``Task completed``, empty ``current_action``.
+
+        EROBS publishes IDLE once at the end of every goal. A goal that ``ran`` has had
+        its end published by :meth:`state_changed` (the orchestrator's own IDLE or
+        FAULTED); for one that did not (an invalid script, a refused preview, a goal
+        cancelled before it started) the state never changed, so IDLE (FAULTED when the
+        node is faulted) is published here.
+        """
+        with self._lock:
+            goal = self._goal
+        if result.success and goal is not None and goal.is_active:
+            goal.publish_feedback(
+                MTCExecution.Feedback(
+                    current_step=result.total_steps,
+                    current_action="",
+                    progress_percentage=100.0 if result.total_steps > 0 else 0.0,
+                    status_message=TASK_COMPLETED,
+                    current_gripper=convert.ros_text(self._current_gripper()),
+                )
+            )
+        if not ran:
+            state = self.orchestrator.state
+            self._state_pub.publish(
+                String(data=State.FAULTED.value if state is State.FAULTED else State.IDLE.value)
+            )
 
     def publish_gripper(self) -> None:
         gripper = self._current_gripper()
@@ -234,6 +302,19 @@ class ErobsApi:
         if goal.is_active:
             goal.publish_feedback(feedback)
 
+    @property
+    def publishes_epick_status(self) -> bool:
+        """``object_detection_status`` is published by this node (the sim backend)."""
+        return self._epick_pub is not None
+
+    def _publish_epick(self) -> None:
+        assert self._epick_status is not None and self._epick_pub is not None
+        status = self._epick_status()
+        if status is not None:
+            self._epick_pub.publish(ObjectDetectionStatus(status=status))
+
     def close(self) -> None:
-        """Stop the paused-feedback timer."""
+        """Stop the paused-feedback and ePick-status timers."""
         self._timer.cancel()
+        if self._epick_timer is not None:
+            self._epick_timer.cancel()

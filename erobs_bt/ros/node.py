@@ -496,6 +496,7 @@ class ErobsBtNode(Node):
                 resolve=lambda name: self.resolve_topic_name(name, only_expand=True),
             )
         self.backend: MotionBackend = self.engine.backend
+        self._fit_cup(settings.cup_profile)
         self.orchestrator: Orchestrator = self.engine.orchestrator
         self._action_servers: list[ActionServer[Any, Any, Any]] = []
         # Not ``self._services``: rclpy keeps its parameter services in that list.
@@ -516,6 +517,7 @@ class ErobsBtNode(Node):
                 current_gripper=self.backend.current_gripper,
                 feedback_period=settings.erobs_api_feedback_period,
                 callback_group=self._service_group,
+                epick_status=self._simulated_epick_status(),
             )
             api = _GoalApi(
                 "erobs",
@@ -613,14 +615,15 @@ class ErobsBtNode(Node):
             )
         return out
 
-    @staticmethod
-    def _check_set(parameters: list[Parameter[Any]]) -> SetParametersResult:
+    def _check_set(self, parameters: list[Parameter[Any]]) -> SetParametersResult:
         for parameter in parameters:
             spec = SPECS.get(parameter.name)
             if spec is None:
                 continue
             try:
                 spec.check(parameter.value)
+                if parameter.name == "cup_profile":
+                    self._cup_problem(str(parameter.value))
             except ValueError as exc:
                 return SetParametersResult(successful=False, reason=str(exc))
         return SetParametersResult(successful=True)
@@ -628,6 +631,48 @@ class ErobsBtNode(Node):
     def _apply_set(self, parameters: list[Parameter[Any]]) -> None:
         if any(p.name.startswith("default_snapshot_") for p in parameters):
             self._configure_default_stream()
+        for parameter in parameters:
+            if parameter.name == "cup_profile":
+                self._fit_cup(str(parameter.value))
+
+    def _simulated_epick_status(self) -> Callable[[], int | None] | None:
+        """The simulated ePick's object-detection status (sim backend only: with real
+        hardware the ePick driver publishes it)."""
+        tool_state = getattr(self.backend, "tool_state", None)
+        if self.settings.backend != "sim" or tool_state is None:
+            return None
+        from erobs_bt.backends.sim.tools import epick_object_status
+
+        return lambda: epick_object_status(tool_state())
+
+    def _cup_problem(self, cup_profile: str) -> None:
+        """Raise ``ValueError`` (naming the parameter) when ``cup_profile`` cannot be fitted:
+        no vacuum gripper of the cell has it, or the backend has no suction cups."""
+        profiles = getattr(self.backend, "cup_profiles", None)
+        if profiles is None:
+            if cup_profile:
+                raise ValueError(
+                    f"parameter cup_profile: the {self.settings.backend} backend has no suction cups"
+                )
+            return
+        available = profiles()
+        if cup_profile and cup_profile not in available:
+            raise ValueError(
+                f"parameter cup_profile: Unknown cup profile: {cup_profile} "
+                f"(available: {', '.join(available) or 'none'})"
+            )
+
+    def _fit_cup(self, cup_profile: str) -> None:
+        """The backend fits ``cup_profile`` ('' = the default) from the next goal's start on.
+
+        Raises:
+            ValueError: as :meth:`_cup_problem` (at start-up: the node exits with a
+                configuration error).
+        """
+        self._cup_problem(cup_profile)
+        fit = getattr(self.backend, "set_cup_override", None)
+        if fit is not None:
+            fit(cup_profile)
 
     def _configure_default_stream(self) -> None:
         if self.streams is None:
@@ -668,6 +713,8 @@ class ErobsBtNode(Node):
         for endpoint in ENDPOINTS:
             always = endpoint.key in ("joint_states", "tree_snapshot")
             if not (served[endpoint.api] or always):
+                continue
+            if endpoint.key == "object_detection_status" and not self.erobs.publishes_epick_status:
                 continue
             if (
                 endpoint.api == "native"
@@ -857,7 +904,7 @@ class ErobsBtNode(Node):
         result = self._agreeing(goal_handle, result)
         self._last_result = result
         if self.erobs is not None:
-            self.erobs.goal_finished()
+            self.erobs.goal_finished(result, ran=handle is not None and handle.script is not None)
         gate = self.goal_end_gate
         if gate is not None:
             gate(handle.goal_id if handle is not None else "")

@@ -33,7 +33,7 @@ from typing import Any
 
 from erobs_bt.backends.factory import BACKEND_KINDS
 from erobs_bt.cache import DEFAULT_CAPACITY, DEFAULT_MAX_BYTES
-from erobs_bt.tree.context import DEFAULT_TIMEOUTS
+from erobs_bt.timeouts import DEFAULT_TIMEOUTS, TIMEOUT_USES
 
 #: The node's default name (``~`` in the names below).
 NODE_NAME = "erobs_bt"
@@ -132,8 +132,8 @@ def _timeout_specs() -> tuple[ParameterSpec, ...]:
             (
                 "[s] time allowed to plan one unit; past it the unit fails with PLANNING_FAILED: (not fatal)"
                 if kind == "planning"
-                else f"[s] execution timeout of a {kind} step; past it the unit fails with "
-                "TIMEOUT: and the orchestrator faults"
+                else f"[s] execution timeout of {TIMEOUT_USES[kind]} (EROBS's timeout.{kind}); past it "
+                "the unit fails with TIMEOUT: and the orchestrator faults"
             ),
             section="timeouts",
         )
@@ -159,6 +159,15 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
     ParameterSpec("poses_file", "", "pose registry YAML (name: 6 joint angles in degrees); '' = none"),
     _positive("speed", 1.0, "sim playback speed factor (1.0 = real time, 20.0 = 20x faster)"),
     ParameterSpec("faults_file", "", "sim fault-injection YAML; '' = no faults"),
+    ParameterSpec(
+        "cup_profile",
+        "",
+        "suction cup fitted on the vacuum gripper at the next goal's start and when a tool_exchange "
+        "loads it (EROBS's "
+        "cup_profile, set by its MCP set_cup_profile; changes the model revision); "
+        "'' = the gripper's default from the cell config",
+        read_only=False,
+    ),
     ParameterSpec("enable_batching", True, "group consecutive moveto/end_effector steps into one unit"),
     ParameterSpec("cache_capacity", DEFAULT_CAPACITY, "plan cache size (LRU, in memory)", minimum=1),
     ParameterSpec(
@@ -393,7 +402,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         "topic",
         "std_msgs/msg/String",
         "erobs",
-        "EROBS state text; IDLE after every goal",
+        "EROBS state text; IDLE once after every goal",
     ),
     Endpoint(
         "beambot_current_gripper",
@@ -410,6 +419,14 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         "moveit_msgs/msg/DisplayTrajectory",
         "erobs",
         "preview for EROBS's GUI (transient local)",
+    ),
+    Endpoint(
+        "object_detection_status",
+        "object_detection_status",
+        "topic",
+        "epick_msgs/msg/ObjectDetectionStatus",
+        "erobs",
+        "the simulated ePick's status, as its driver publishes it (sim backend, while the ePick is attached)",
     ),
     Endpoint(
         "snapshot_streams_open",
@@ -470,6 +487,7 @@ class NodeSettings:
     poses_file: str
     speed: float
     faults_file: str
+    cup_profile: str
     enable_batching: bool
     cache_capacity: int
     cache_max_bytes: int

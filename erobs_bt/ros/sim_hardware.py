@@ -27,6 +27,10 @@ and the grippers' drivers offer, with the names of a hardware YAML
   in a dock that holds a tool attaches it.
 * ``erobs_bt_interfaces/action/PipettorCommand``: SUCK, EXPEL, EJECT_TIP, SET_LED on the
   pipettor's bookkeeping, refused when the pipettor is not attached.
+* ``epick_msgs/msg/ObjectDetectionStatus`` on ``/object_detection_status`` (the ePick
+  driver's absolute name and QoS: reliable, volatile, depth 10) at 30 Hz while the ePick is
+  attached: a held part, nothing held, or unknown before its first command
+  (:func:`~erobs_bt.backends.sim.tools.epick_object_status`).
 * ``~/events`` (``std_msgs/String``, JSON, transient local): one line per goal, result,
   cancel and IO call, for operators and tests ("what the hardware saw").
 
@@ -69,6 +73,7 @@ from typing import Any
 import numpy as np
 import yaml
 from control_msgs.action import FollowJointTrajectory, GripperCommand
+from epick_msgs.msg import ObjectDetectionStatus
 from erobs_bt_interfaces.action import PipettorCommand
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.action.server import ServerGoalHandle
@@ -94,8 +99,10 @@ from erobs_bt.backends.sim.cell import CellConfig, load_cell
 from erobs_bt.backends.sim.controller import SimController
 from erobs_bt.backends.sim.kinematics import fk
 from erobs_bt.backends.sim.tools import (
+    EPICK_STATUS_RATE,
     ToolState,
     after_motion,
+    epick_object_status,
     gripper_command,
     initial_tool_state,
     pipettor_command,
@@ -322,6 +329,8 @@ class SimHardwareNode(Node):
                         self._tool_goal("gripper_command"),
                     )
                 )
+        self._epick_pub = self.create_publisher(ObjectDetectionStatus, "/object_detection_status", 10)
+        self._epick_timer = self.create_timer(1.0 / EPICK_STATUS_RATE, self._publish_epick_status)
         self._set_io = None
         if not self._faults.down("set_io"):
             self._set_io = self.create_service(
@@ -848,6 +857,12 @@ class SimHardwareNode(Node):
         )
         return True, f"changer locked: the {gripper} from dock {dock} is attached"
 
+    def _publish_epick_status(self) -> None:
+        """The ePick driver's status, from the simulated ePick (nothing while it is not attached)."""
+        status = epick_object_status(self.tool_state())
+        if status is not None and not self._closing.is_set():
+            self._epick_pub.publish(ObjectDetectionStatus(status=status))
+
     # -- lifecycle ----------------------------------------------------------------------------
     def close(self) -> None:
         """Stop the arm, end every goal, stop publishing. Idempotent; call before the executor stops."""
@@ -855,6 +870,7 @@ class SimHardwareNode(Node):
             return
         self._event("shutdown")
         self._closing.set()
+        self._epick_timer.cancel()
         self.controller.stop()
         self.controller.wait_idle(5.0)
         self.controller.remove_listener(self._publish_joint_state)

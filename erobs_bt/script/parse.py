@@ -736,8 +736,9 @@ class _Parser:
                 known = ", ".join(sorted(named_states)) or "none"
                 raise ScriptError(
                     f"{path}.target",
-                    f"unknown pose or named state {target!r} (not in the script's poses, the pose "
-                    f"registry, or the named states: {known})",
+                    # EROBS's "Pose '<name>' not found" (its agent's error table matches it).
+                    f"Pose {target!r} not found (not in the script's poses, the pose registry, "
+                    f"or the named states: {known})",
                 )
             return MoveTo(target=target, target_joints=joints, **common)
         if relative:
@@ -879,11 +880,14 @@ class _Parser:
         color = None
         if spec.get("led_color") is not None:
             led = v.mapping(spec["led_color"], f"{path}.led_color")
-            v.only_keys(led, f"{path}.led_color", ("r", "g", "b"))
+            v.only_keys(led, f"{path}.led_color", ("r", "g", "b", "a"))
             r, g, b = (
                 v.number(led.get(channel), f"{path}.led_color.{channel}", minimum=0.0, maximum=1.0)
                 for channel in ("r", "g", "b")
             )
+            if led.get("a") is not None:
+                # EROBS reads r, g, b and always sends a = 1.0: an alpha is checked, then unused.
+                v.number(led["a"], f"{path}.led_color.a", minimum=0.0, maximum=1.0)
             color = (r, g, b)
         elif operation == "SET_LED":
             raise ScriptError(f"{path}.led_color", "SET_LED needs led_color {r, g, b} (each in [0, 1])")

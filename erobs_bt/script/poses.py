@@ -61,15 +61,16 @@ def pose_values(value: Any, path: str) -> tuple[float, ...]:
         The six angles [deg] as floats, unchanged.
 
     Raises:
-        ScriptError: not a list of exactly six finite numbers (booleans are not numbers), or
+        ScriptError: not a list of exactly six finite numbers (``Invalid pose format: …``
+            for anything but a list of six; booleans are not numbers), or
             an angle outside its joint's limits (``poses.a[2]: 400° is outside elbow_joint's
             ±180°``).
     """
     if not isinstance(value, list | tuple) or len(value) != POSE_LENGTH:
         count = f"{len(value)} values" if isinstance(value, list | tuple) else v.shown(value)
-        raise ScriptError(
+        raise ScriptError(  # EROBS's "Invalid pose format" first (its agent's error table)
             path,
-            f"a pose must be a list of {POSE_LENGTH} joint angles in degrees "
+            f"Invalid pose format: a pose must be a list of {POSE_LENGTH} joint angles in degrees "
             f"({', '.join(JOINT_NAMES)}) (got {count})",
         )
     angles = tuple(v.number(item, f"{path}[{i}]", unit="deg") for i, item in enumerate(value))

@@ -245,7 +245,8 @@ def script_schema(
                         "type": "object",
                         "required": ["r", "g", "b"],
                         "additionalProperties": False,
-                        "properties": {channel: _number(0.0, 1.0) for channel in ("r", "g", "b")},
+                        # ``a`` is accepted and unused: EROBS sends a = 1.0 whatever the script says.
+                        "properties": {channel: _number(0.0, 1.0) for channel in ("r", "g", "b", "a")},
                     }
                 ),
             },

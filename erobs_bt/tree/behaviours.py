@@ -350,6 +350,11 @@ class RunSingleStep(FutureBehaviour):
         return self.context.backend.run_step(self.unit.steps[0])
 
     def on_success(self, result: Any, seconds: float) -> Status:
+        """Report the step's message; keep what a ``detect_only`` step detected (the
+        goal's result reports the last detection, as EROBS's does)."""
+        detected = getattr(result, "detected", None)
+        if detected is not None:
+            self.context.detected = detected
         self.context.events.phase(self.unit, "run", seconds, str(result))
         self.feedback_message = str(result)
         return Status.SUCCESS

@@ -40,12 +40,12 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from types import MappingProxyType
 
-from erobs_bt.backends.base import MotionBackend, MotionError, Solution
+from erobs_bt.backends.base import DetectedPose, MotionBackend, MotionError, Solution
 from erobs_bt.batching import Unit
 from erobs_bt.cache import CacheKey, KeyDocument, PlanCache, round_start
 from erobs_bt.script.model import JointPositions, Script
+from erobs_bt.timeouts import DEFAULT_TIMEOUTS, timeout_key
 
 #: [rad] Largest live-state deviation (any joint) from a plan-ahead's start at which the
 #: plan is still used (issue 13). The same figure as the controllers' start tolerance
@@ -81,20 +81,6 @@ class FinishReason(enum.Enum):
 
     FAILED = "FAILED"
     CANCELED = "CANCELED"
-
-
-#: Default execution timeouts per task type [s]. ``TIMEOUT:`` is reported past them.
-#: The 120 s motion value is EROBS's per-type motion timeout (docs/behaviour.md §3).
-DEFAULT_TIMEOUTS: Mapping[str, float] = MappingProxyType(
-    {
-        "moveto": 120.0,
-        "end_effector": 30.0,
-        "tool_exchange": 240.0,
-        "pipettor": 60.0,
-        "vision": 240.0,
-        "planning": 60.0,
-    }
-)
 
 
 class HaltReason(enum.Enum):
@@ -270,6 +256,8 @@ class GoalContext:
         plan_ahead_enabled: plan the next motion unit while this one executes (module
             docstring); the orchestrator's ``plan_ahead`` option, never in preview mode.
         ahead: the pending plan-ahead, if any (touched on the goal's tick thread only).
+        detected: the pose the goal's last ``detect_only`` vision step detected, if any
+            (the result reports it).
         key_document: the goal-content part of the goal's cache keys, built once when
             the context is made (before the tree is compiled) for an eligible goal, so a
             unit's start only rounds the live arm state into it (:meth:`cache_key`);
@@ -288,6 +276,7 @@ class GoalContext:
     wake: Callable[[], None] = lambda: None
     solutions: dict[int, Solution] = field(default_factory=dict)
     unit_key: CacheKey | None = None
+    detected: DetectedPose | None = None
     failure: MotionError | None = None
     failed_while_canceling: bool = False
     fault: str | None = None
@@ -477,10 +466,11 @@ class GoalContext:
         self.events.plan_ahead(ahead.unit, "dropped", reason)
 
     def timeout_for(self, unit: Unit) -> float:
-        """Execution timeout of ``unit`` [s]: the sum of its steps' per-type timeouts."""
+        """Execution timeout of ``unit`` [s]: the sum of its steps' per-type timeouts
+        (:func:`erobs_bt.timeouts.timeout_key` picks each step's)."""
         total = 0.0
         for step in unit.steps:
-            total += self.timeouts.get(step.task_type, self.timeouts["moveto"])
+            total += self.timeouts.get(timeout_key(step), self.timeouts["moveto"])
         return total
 
 

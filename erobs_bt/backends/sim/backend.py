@@ -212,6 +212,7 @@ class SimBackend:
         self._state_lock = threading.Lock()
         self._tools = initial_tool_state(cell, gripper if gripper is not None else mounted_at_start(cell))
         self._revision: tuple[ToolState | None, str] = (None, "")  # see model_revision()
+        self._cup_override: str | None = None  # see set_cup_override()
         self._model = RobotModel(cell, self._tools)
         config = planner_config if planner_config is not None else PlannerConfig()
         if seed is not None:
@@ -269,13 +270,23 @@ class SimBackend:
         """
         with self._state_lock:
             state = self._tools
-        if start_gripper == state.gripper:
-            return
-        if self._controller.is_busy():
-            raise MotionError(ErrorCode.EXECUTION_FAILED, f"cannot mount {start_gripper}: the arm is moving")
-        new = mount_tool(self._cell, state, start_gripper)
-        _LOG.info("start_gripper %s: the operator mounted it in place of %s", start_gripper, state.gripper)
-        self._set_tool_state(new)
+        if start_gripper != state.gripper:
+            if self._controller.is_busy():
+                raise MotionError(
+                    ErrorCode.EXECUTION_FAILED, f"cannot mount {start_gripper}: the arm is moving"
+                )
+            state = mount_tool(self._cell, state, start_gripper)
+            _LOG.info(
+                "start_gripper %s: the operator mounted it in place of %s", start_gripper, state.gripper
+            )
+            self._set_tool_state(state)
+        if self._cell.gripper(state.gripper).cup_profiles:
+            wanted = (
+                self.cup_profile_for(state.gripper) or self._cell.gripper(state.gripper).default_cup_profile
+            )
+            if wanted is not None and wanted != state.cup_profile:
+                _LOG.info("%s: suction cup %s fitted (was %s)", state.gripper, wanted, state.cup_profile)
+                self.set_cup_profile(wanted)
 
     def plan(
         self,
@@ -494,6 +505,38 @@ class SimBackend:
         """The pipettor's bookkeeping (tip, aspirated volume, LED)."""
         with self._state_lock:
             return self._tools.pipettor
+
+    def cup_profiles(self) -> tuple[str, ...]:
+        """Every suction-cup profile of the cell's vacuum grippers, sorted."""
+        return tuple(sorted({name for g in self._cell.grippers.values() for name in g.cup_profiles}))
+
+    def set_cup_override(self, cup_profile: str) -> None:
+        """The suction cup to fit on a vacuum gripper at each goal's start (EROBS's
+        ``cup_profile`` parameter); ``""``: the gripper's default profile from the cell.
+
+        Takes effect at the next :meth:`prepare_goal` (the goal's start, as EROBS applies
+        it when it starts the goal's MoveIt) and whenever a ``tool_exchange`` loads a
+        vacuum gripper, so a running goal's model never changes under a planned motion; the
+        model revision (``<prefix>__epick__<cup_profile>``) changes with it.
+
+        Raises:
+            ValueError: ``Unknown cup profile: <name> (available: …)`` when no gripper of
+                the cell has that profile.
+        """
+        available = self.cup_profiles()
+        if cup_profile and cup_profile not in available:
+            raise ValueError(
+                f"Unknown cup profile: {cup_profile} (available: {', '.join(available) or 'none'})"
+            )
+        with self._state_lock:
+            self._cup_override = cup_profile or None
+
+    def cup_profile_for(self, gripper: str) -> str | None:
+        """The cup :meth:`set_cup_override` asks for, when ``gripper`` has that profile; else
+        ``None`` (its default). Fitted at a goal's start and when a ``tool_exchange`` loads it."""
+        with self._state_lock:
+            override = self._cup_override
+        return override if override in self._cell.gripper(gripper).cup_profiles else None
 
     def set_cup_profile(self, cup_profile: str) -> None:
         """Fit another suction cup on the attached vacuum gripper (changes the model revision).
@@ -909,6 +952,9 @@ class _Port:
 
     def set_tool_state(self, state: ToolState) -> None:
         self._backend._set_tool_state(state)
+
+    def cup_profile_for(self, gripper: str) -> str | None:
+        return self._backend.cup_profile_for(gripper)
 
 
 def _step_type(step: Step) -> str:

@@ -68,6 +68,7 @@ import yaml
 
 from erobs_bt.backends.base import ErrorCode, MotionError
 from erobs_bt.script._values import safe_load_yaml
+from erobs_bt.timeouts import ACCEPTANCE_TIMEOUT, DEFAULT_TIMEOUTS
 
 #: Call kinds an entry can target.
 FAULT_CALLS: tuple[str, ...] = ("plan", "execute", "replay", "run_step", "acceptance")
@@ -86,10 +87,10 @@ FAULT_OUTCOMES: Mapping[str, tuple[str, ...]] = {
 #: Outcomes that play part of the motion before failing.
 MOTION_OUTCOMES: frozenset[str] = frozenset({"execution_error", "execution_timeout"})
 
-#: EROBS waits this long for a goal to be accepted before ``TIMEOUT:`` [s].
-DEFAULT_ACCEPTANCE_TIMEOUT = 10.0
-#: EROBS's execution timeout of a motion goal [s].
-DEFAULT_EXECUTION_TIMEOUT = 120.0
+#: EROBS waits this long for a goal to be accepted before ``TIMEOUT:`` [s] (the timeout table).
+DEFAULT_ACCEPTANCE_TIMEOUT = ACCEPTANCE_TIMEOUT
+#: EROBS's execution timeout of a motion goal [s] (the timeout table's ``moveto``).
+DEFAULT_EXECUTION_TIMEOUT = DEFAULT_TIMEOUTS["moveto"]
 
 _KEYS = (
     "call",

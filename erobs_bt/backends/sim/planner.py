@@ -41,7 +41,10 @@ already set. Planning itself keeps no state between calls and can run in a worke
 thread (OMPL releases the GIL between validity callbacks).
 
 Failures raise :class:`~erobs_bt.backends.base.MotionError` with
-``ErrorCode.PLANNING_FAILED`` and a reason that names the step (``tasks[3]: ...``).
+``ErrorCode.PLANNING_FAILED`` and a reason that names the step (``tasks[3]: ...``). Where
+MoveIt would answer with a specific error code, the reason starts with that code's name, as
+EROBS propagates it (its MCP agent's error table matches them): ``GOAL_IN_COLLISION``,
+``START_STATE_IN_COLLISION``, ``NO_IK_SOLUTION``.
 """
 
 from __future__ import annotations
@@ -215,6 +218,15 @@ def configure_ompl(seed: int | None) -> None:
 
 def _planning_failed(where: str, reason: str) -> MotionError:
     return MotionError(ErrorCode.PLANNING_FAILED, f"{where}: {reason}" if where else reason)
+
+
+def _invalid_state(which: str, q: np.ndarray, problem: str) -> str:
+    """Why the ``start`` or ``goal`` state ``q`` is invalid; a collision carries MoveIt's code
+    (``START_STATE_IN_COLLISION`` / ``GOAL_IN_COLLISION``)."""
+    reason = f"{which} state {_fmt(q)} is invalid: {problem}"
+    if problem.startswith("in collision"):
+        return f"{which.upper()}{'_STATE' if which == 'start' else ''}_IN_COLLISION: {reason}"
+    return reason
 
 
 def _fmt(q: np.ndarray) -> str:
@@ -539,7 +551,7 @@ class MotionPlanner:
         q_goal = self._joint_vector(goal, "goal", where)
         problem = request.validity.state_problem(q_goal)
         if problem is not None:
-            raise _planning_failed(where, f"goal state {_fmt(q_goal)} is invalid: {problem}")
+            raise _planning_failed(where, _invalid_state("goal", q_goal, problem))
         if planning_type in ("cartesian", "pilz"):
             T_goal_tip = self._fk(q_goal) @ request.T_flange_tip
             segment = self._plan_line(request, T_goal_tip, step_index)
@@ -711,7 +723,7 @@ class MotionPlanner:
         validity = self._validity(q_start, constraints, links, where)
         problem = validity.state_problem(q_start)
         if problem is not None:
-            raise _planning_failed(where, f"start state {_fmt(q_start)} is invalid: {problem}")
+            raise _planning_failed(where, _invalid_state("start", q_start, problem))
         return _Request(
             start=q_start,
             planning_type=planning_type,
@@ -890,7 +902,8 @@ class MotionPlanner:
         if not solutions:
             raise _planning_failed(
                 request.where,
-                f"goal pose unreachable: no IK solution within the joint limits (tip at {position} m)",
+                f"NO_IK_SOLUTION: goal pose unreachable: no IK solution within the joint limits "
+                f"(tip at {position} m)",
             )
         valid: list[np.ndarray] = []
         problems: list[str] = []

@@ -417,6 +417,34 @@ def mount_tool(cell: CellConfig, state: ToolState, gripper: str, cup_profile: st
     )
 
 
+#: The ePick's object-detection codes (``epick_msgs/msg/ObjectDetectionStatus``, the values
+#: of the Robotiq ePick driver's ``status`` field).
+EPICK_UNKNOWN = 0
+EPICK_OBJECT_DETECTED_AT_MAX_PRESSURE = 2
+EPICK_NO_OBJECT_DETECTED = 3
+#: [Hz] how often the ePick driver publishes ``object_detection_status``: once per update of
+#: its controller_manager (``update_rate: 30`` in the driver's controllers.yaml).
+EPICK_STATUS_RATE = 30.0
+
+
+def epick_object_status(state: ToolState) -> int | None:
+    """What the simulated ePick reports on ``object_detection_status``, or ``None`` when no
+    ePick is attached (the driver's status controller runs only while it is loaded).
+
+    ``OBJECT_DETECTED_AT_MAX_PRESSURE`` while it holds a part (the simulation has no leak:
+    a sealed part reaches the full vacuum); ``NO_OBJECT_DETECTED`` when it holds nothing
+    after a vacuum command (nothing was gripped, or the part was released); ``UNKNOWN``
+    before its first command.
+    """
+    if state.gripper != "epick":
+        return None
+    if state.held is not None:
+        return EPICK_OBJECT_DETECTED_AT_MAX_PRESSURE
+    if "epick" not in state.gripper_states:
+        return EPICK_UNKNOWN
+    return EPICK_NO_OBJECT_DETECTED
+
+
 def gripper_roles(cell: CellConfig, gripper: str) -> Mapping[str, str]:
     """``role -> state`` (``grasp``, ``release``) of a gripper, limited to its configured actions."""
     return cell.gripper(gripper).roles
@@ -679,6 +707,10 @@ class ToolPort(Protocol):
         """Replace the live tool state (the model follows it)."""
         ...
 
+    def cup_profile_for(self, gripper: str) -> str | None:
+        """The suction cup to fit on ``gripper`` when it is loaded (``None``: its default)."""
+        ...
+
 
 def planning_tip(cell: CellConfig, state: ToolState) -> NDArray[np.float64]:
     """(4, 4) ``T_flange_tip`` that motions of ``state``'s tool are planned for (its IK frame).
@@ -811,7 +843,7 @@ def run_tool_exchange(
         new = replace(state, gripper="none", cup_profile=None, docks=MappingProxyType(docks))
     else:
         docks[dock.number] = None
-        cup = cell.gripper(step.gripper).cup(None)
+        cup = cell.gripper(step.gripper).cup(port.cup_profile_for(step.gripper))
         new = replace(
             state,
             gripper=step.gripper,

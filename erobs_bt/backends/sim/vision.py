@@ -38,8 +38,15 @@ every scan pose and records every visible marker in a tag cache that later
 before scanning. A hard-coded ``pick_sample``/``place_sample`` (``use_vision: false``)
 moves approach → target → terminal action → retreat without detection.
 
-Failures are ``EXECUTION_FAILED`` naming the step and the tag id, e.g.
-``tasks[4]: vision_moveto: marker 7 not visible from scan pose 1 (…)``.
+Failures are ``EXECUTION_FAILED`` naming the step and the tag id; a marker that is not seen
+carries EROBS's ``DETECTION_FAILED:`` too, e.g.
+``tasks[4]: vision_moveto: DETECTION_FAILED: marker 7 not visible from scan pose 1 (…)``.
+
+``detect_only`` moves to the scan poses, detects, and moves no further: its status
+message is a :class:`~erobs_bt.backends.base.StepReport` carrying the pose EROBS's
+result reports (``detected_position``/``detected_orientation``): the ``approach_pose``
+goal of the tool point in ``base_link`` (for other goal computers: the detected
+feature's pose).
 """
 
 from __future__ import annotations
@@ -52,17 +59,21 @@ from typing import Any, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
-from erobs_bt.backends.base import ErrorCode, MotionError
+from erobs_bt.backends.base import DetectedPose, ErrorCode, MotionError, StepReport
 from erobs_bt.backends.sim.cell import CellConfig, Marker, read_pose
 from erobs_bt.backends.sim.kinematics import (
     fk,
     pose_from_xyz_rpy,
+    quat_from_matrix,
     rpy_from_matrix,
     rpy_matrix,
     xyz_rpy_from_pose,
 )
 from erobs_bt.backends.sim.tools import ToolState, gripper_roles
 from erobs_bt.script.model import EndEffector, JointPositions, MoveTo, Step, Vision
+
+#: EROBS's vision servers' prefix of a detection that found nothing.
+DETECTION_FAILED = "DETECTION_FAILED"
 
 #: Detectors that find a fiducial marker by ``tag_id``.
 MARKER_DETECTORS: frozenset[str] = frozenset({"marker", "aruco", "apriltag"})
@@ -273,6 +284,12 @@ def _fail(step: Vision, reason: str) -> MotionError:
     return MotionError(ErrorCode.EXECUTION_FAILED, f"{step.path}: {step.kind}: {reason}")
 
 
+def _not_detected(step: Vision, reason: str) -> MotionError:
+    """A detection that found nothing: EROBS's ``DETECTION_FAILED:`` (its agent's error
+    table matches it) before the reason."""
+    return _fail(step, f"{DETECTION_FAILED}: {reason}")
+
+
 def _moveto(step: Vision, label: str, **fields: Any) -> MoveTo:
     return MoveTo(index=step.index, path=f"{step.path} ({label})", spec={}, **fields)
 
@@ -327,7 +344,16 @@ def run_vision(
     detection = _detect(cell, step, port, camera, tag_cache, detectors)
     seen = f"marker {detection.marker_id} at {np.round(detection.pose[:3, 3], 4).tolist()} m"
     if step.detect_only:
-        return f"{step.kind}: detected {seen}"
+        T_found = (
+            _approach_goal(cell, step, port, state, detection)
+            if step.goal_computer == "approach_pose"
+            else detection.pose
+        )
+        found = DetectedPose(
+            position=tuple(float(v) for v in T_found[:3, 3]),  # type: ignore[arg-type]
+            orientation=tuple(float(v) for v in quat_from_matrix(T_found[:3, :3])),  # type: ignore[arg-type]
+        )
+        return StepReport(f"{step.kind}: detected {seen}", detected=found)
     motions: list[Step] = []
     if step.goal_computer == "j6_snap":
         if step.target_joints is None:
@@ -340,12 +366,7 @@ def run_vision(
             _moveto(step, "snapped target", target=step.target_pose or "target", target_joints=tuple(goal))
         )
     elif step.goal_computer == "approach_pose":
-        gripper = cell.gripper(state.gripper)
-        z_offset = step.z_offset if step.z_offset != 0.0 else gripper.z_offset
-        T_goal = approach_tip_pose(detection.pose, step.marker_offset, z_offset)
-        if step.offset_vector is not None and step.offset_distance > 0.0:
-            T_goal_flange = T_goal @ np.linalg.inv(port.planning_tip())
-            T_goal[:3, 3] += T_goal_flange[:3, :3] @ (np.asarray(step.offset_vector) * step.offset_distance)
+        T_goal = _approach_goal(cell, step, port, state, detection)
         xyz, rpy = xyz_rpy_from_pose(T_goal, degrees=False)
         motions.append(
             _moveto(
@@ -360,6 +381,20 @@ def run_vision(
     motions.extend(_tail(step, state.gripper, terminal, detection.scan_joints))
     port.move(motions)
     return f"{step.kind}: {seen}; moved relative to it" + (f", {terminal}" if terminal else "")
+
+
+def _approach_goal(
+    cell: CellConfig, step: Vision, port: VisionPort, state: ToolState, detection: Detection
+) -> NDArray[np.float64]:
+    """(4, 4) ``base_link`` goal of the tool point over ``detection`` (``approach_pose``:
+    marker offset, ``z_offset`` or the gripper's default, then the ``offset_direction``)."""
+    gripper = cell.gripper(state.gripper)
+    z_offset = step.z_offset if step.z_offset != 0.0 else gripper.z_offset
+    T_goal = approach_tip_pose(detection.pose, step.marker_offset, z_offset)
+    if step.offset_vector is not None and step.offset_distance > 0.0:
+        T_goal_flange = T_goal @ np.linalg.inv(port.planning_tip())
+        T_goal[:3, 3] += T_goal_flange[:3, :3] @ (np.asarray(step.offset_vector) * step.offset_distance)
+    return T_goal
 
 
 def _terminal_state(cell: CellConfig, step: Vision, state: ToolState, roles: Mapping[str, str]) -> str | None:
@@ -471,7 +506,7 @@ def _detect(
             if why is None:
                 return Detection(marker_id, marker.pose.matrix(), k, joints)
             reasons.append(f"scan pose {k + 1}: {why}")
-        raise _fail(
+        raise _not_detected(
             step,
             f"marker {marker_id} not visible from any of {len(step.scan_joints)} scan pose(s) "
             f"({'; '.join(reasons)})",
@@ -485,7 +520,7 @@ def _detect(
         reasons.append("no such marker in the cell")
     if marker_id in tag_cache:
         return Detection(marker_id, tag_cache[marker_id].copy(), None, None)
-    raise _fail(
+    raise _not_detected(
         step, f"marker {marker_id} not visible ({'; '.join(reasons)}) and not in the vision_scan cache"
     )
 
@@ -508,8 +543,8 @@ def _scan_all(
                 tag_cache[marker.id] = marker.pose.matrix()
                 seen[marker.id] = seen.get(marker.id, 0) + 1
     if step.tag_id is not None and step.tag_id not in seen:
-        raise _fail(step, f"marker {step.tag_id} not visible from any of {len(poses)} scan pose(s)")
+        raise _not_detected(step, f"marker {step.tag_id} not visible from any of {len(poses)} scan pose(s)")
     if not seen:
-        raise _fail(step, f"no marker visible from any of {len(poses)} scan pose(s)")
+        raise _not_detected(step, f"no marker visible from any of {len(poses)} scan pose(s)")
     listing = ", ".join(f"{marker_id} ({count}×)" for marker_id, count in sorted(seen.items()))
     return f"vision_scan: detected markers {listing}"

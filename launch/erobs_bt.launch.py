@@ -6,7 +6,8 @@ Arguments (all optional):
   (``/cell2/erobs_bt/execute``, ``/cell2/joint_states``, ``/cell2/beambot_execution``),
   so several cells run side by side in one ROS domain;
 * ``params_file`` — the node's params file (default: the package's
-  ``config/erobs_bt.yaml``, keyed ``/**`` so it applies under any namespace);
+  ``config/erobs_bt.yaml``, keyed ``/**`` so it applies under any namespace, looked up
+  only when no ``params_file`` is given: :func:`erobs_bt.paths.config_file`);
 * ``poses_file``, ``cell_config`` — override those parameters **only when given**;
 * ``log_level`` — ``debug``, ``info`` (default), ``warn``, ``error``;
 * ``use_sim_time`` — set the parameter only when given (``true``/``false``).
@@ -14,8 +15,10 @@ Arguments (all optional):
 Nothing else is passed as a parameter, so the params file's values are never replaced
 by launch defaults. The arguments and the nodes they give are decided by
 :mod:`erobs_bt.ros.launching` (importable and tested without ``launch``); this file only
-turns them into ``launch_ros`` nodes. Needs a ROS 2 installation with ``launch`` and
-``launch_ros`` (not installable from PyPI; without them run the same command line,
+turns them into ``launch_ros`` nodes, whose executables ``launch_ros`` finds in
+``<prefix>/lib/erobs_bt/`` of the ament index (a colcon install, or the venv that
+``scripts/setup.sh`` makes an ament prefix). Needs ``launch`` and ``launch_ros`` (a ROS 2
+installation; not installable from PyPI; without them run the same command line,
 ``erobs_bt_node --ros-args -r __node:=erobs_bt -r __ns:=/cell2 --params-file
 config/erobs_bt.yaml --log-level info``, or ``erobs-bt serve``). The node sets
 ``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST`` itself unless it is already set.
@@ -31,18 +34,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from ament_index_python.packages import get_package_share_directory
 from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
-from erobs_bt.ros.launching import ARGUMENTS, PACKAGE, node_specs, share_params_file
+from erobs_bt.ros.launching import ARGUMENTS, PACKAGE, node_specs
 from launch import LaunchContext, LaunchDescription
 
 
 def _nodes(context: LaunchContext, *args: Any, **kwargs: Any) -> list[Node]:
     values = {name: LaunchConfiguration(name).perform(context) for name, _, _ in ARGUMENTS}
-    default = share_params_file(get_package_share_directory(PACKAGE))
     return [
         Node(
             package=PACKAGE,
@@ -55,7 +56,7 @@ def _nodes(context: LaunchContext, *args: Any, **kwargs: Any) -> list[Node]:
             parameters=[*spec.params_files, *([dict(spec.overrides)] if spec.overrides else [])],
             ros_arguments=["--log-level", spec.log_level],
         )
-        for spec in node_specs(values, params_file=default)
+        for spec in node_specs(values)
     ]
 
 

@@ -21,7 +21,10 @@
 #      docs/ros2-from-pypi.md; an isolated build cannot see ament_package). A package
 #      that is already importable from elsewhere (a sourced ROS distribution) is not built.
 #   5. erobs_bt itself: `pip install -e .` (setup.py), which puts `erobs-bt` and `erobs_bt_node`
-#      in .venv/bin.
+#      in .venv/bin; then scripts/ament_prefix.py makes the venv an ament prefix for erobs_bt
+#      (the ament index marker, share/erobs_bt/{package.xml,launch,config,trees} and
+#      lib/erobs_bt/<executables>, as links), so that `ros2 launch erobs_bt ...` and `ros2 run
+#      erobs_bt ...` find the package with AMENT_PREFIX_PATH=.venv (scripts/env.sh sets it).
 # Steps 3-5 keep stamps in .venv/.erobs_bt-setup/ holding a hash of their inputs (requirement
 # files, interface sources, packaging files; one stamp per interface package, which also covers
 # the interface packages it depends on); a stamp that matches means the step is done.
@@ -240,7 +243,7 @@ if ((built)); then
 fi
 
 # --------------------------------------------------------------------------------------------
-step "5/5 erobs_bt (pip install -e .)"
+step "5/5 erobs_bt (pip install -e ., ament prefix)"
 pkg_hash="$(hash_of "checkout ${ROOT}" "${PACKAGING[@]}")"
 if stamp_matches package "${pkg_hash}" && [[ -x "${VENV}/bin/erobs-bt" ]] &&
   "${VPY}" -c '
@@ -255,6 +258,10 @@ else
   write_stamp package "${pkg_hash}"
   took "${pkg_t}"
 fi
+# Cheap and idempotent, so it runs every time (prints only what it changed).
+prefix_out="$("${VPY}" "${ROOT}/scripts/ament_prefix.py" "${VENV}")" ||
+  die "scripts/ament_prefix.py could not make ${VENV} an ament prefix for erobs_bt"
+[[ -z "${prefix_out}" ]] || sed 's/^/    /' <<<"${prefix_out}"
 
 # --------------------------------------------------------------------------------------------
 # The 3D cell view's JavaScript (three.js, urdf-loader): `npm ci` from package-lock.json into

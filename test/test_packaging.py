@@ -1,11 +1,16 @@
-"""Dependencies: ranges for the package, exact pins of the whole venv in requirements.lock."""
+"""Dependencies: ranges for the package, exact pins of the whole venv in requirements.lock; the
+venv laid out as an ament prefix (scripts/ament_prefix.py)."""
 
 from __future__ import annotations
 
 import importlib.metadata as metadata
+import importlib.util
 import re
+import shutil
 from pathlib import Path
+from typing import Any
 
+import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
@@ -71,3 +76,39 @@ def test_every_direct_requirement_is_locked_within_its_range() -> None:
             assert requirement.specifier.contains(pins[key], prereleases=True), (
                 f"{name}: the locked {requirement.name}=={pins[key]} is outside {requirement.specifier}"
             )
+
+
+def _ament_prefix() -> Any:
+    spec = importlib.util.spec_from_file_location("ament_prefix", REPO / "scripts" / "ament_prefix.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_ament_prefix_lays_out_links_prunes_stale_ones_and_never_overwrites(tmp_path: Path) -> None:
+    """scripts/ament_prefix.py on an empty prefix: the marker, file links in real directories
+    (``ros2 launch`` does not follow directory links), the executables; idempotent; a link to a
+    removed file goes, a directory link of old is replaced, a real file is never overwritten."""
+    tool = _ament_prefix()
+    prefix = tmp_path / "prefix"
+    entries = tool.plan(prefix)
+    assert tool.apply(entries) and not tool.apply(entries), "the second run changes nothing"
+    share = prefix / "share" / "erobs_bt"
+    assert (prefix / "share/ament_index/resource_index/packages/erobs_bt").is_file()
+    launch = share / "launch" / "erobs_bt.launch.py"
+    assert launch.is_symlink() and not launch.parent.is_symlink()
+    assert launch.resolve() == REPO / "launch" / "erobs_bt.launch.py"
+    assert (prefix / "lib" / "erobs_bt" / "erobs_bt_node").readlink() == prefix / "bin" / "erobs_bt_node"
+    stale = share / "config" / "renamed.yaml"
+    stale.symlink_to(REPO / "config" / "renamed.yaml")
+    assert tool.prune(share, entries) == [f"removed {stale}"] and not stale.is_symlink()
+    shutil.rmtree(share / "trees")
+    (share / "trees").symlink_to(REPO / "trees")
+    assert f"removed the directory link {share / 'trees'}" in tool.apply(entries)
+    assert not (share / "trees").is_symlink() and any((share / "trees").iterdir())
+    launch.unlink()
+    launch.write_text("# someone's own launch file\n")
+    with pytest.raises(FileExistsError, match="not a link this script made"):
+        tool.apply(entries)
+    assert launch.read_text() == "# someone's own launch file\n"

@@ -1,18 +1,23 @@
-"""The launch file's arguments and nodes, run for real.
+"""The launch file's arguments and nodes, run for real, and the venv as an ament prefix.
 
-ROS 2's ``launch`` and ``launch_ros`` are not installable from PyPI (checked against the
-package lists: no ``ros-launch*`` wheel; PyPI's ``launch`` is an unrelated 2017 package),
-so ``ros2 launch`` cannot run here. What the launch file decides lives in
-:mod:`erobs_bt.ros.launching`; these tests check the launch file uses it, check the
-decisions, and run the command line ``launch_ros`` would run for the node, in a private
+ROS 2's ``launch``, ``launch_ros`` and ``ros2cli`` (``ros2 launch``, ``ros2 run``) are not
+installable from PyPI (checked with ``pip index versions``: no ``ros-launch-ros``, no
+``py_trees_ros``; PyPI's ``launch`` is an unrelated 2017 package), so they cannot run in CI.
+What the launch file decides lives in :mod:`erobs_bt.ros.launching`; these tests check the
+launch file uses it, check the decisions, and run what ``launch_ros`` would run for the node:
+the executable found the way ``launch_ros``'s ``Node(package=, executable=)`` and ``ros2 run``
+find it (``<prefix>/lib/<package>/<executable>`` of the package's prefix in the ament index,
+ament_index_python from PyPI), with the command line ``launch_ros`` builds, in a private
 domain: the node appears under the namespace with a params-file value in effect, and is
-stopped by its PID.
+stopped by its PID. scripts/setup.sh makes the venv that prefix (scripts/ament_prefix.py);
+the README says what was also run by hand against the real ``ros2 launch``.
 """
 
 from __future__ import annotations
 
 import ast
 import importlib.util
+import os
 import subprocess
 import sys
 import threading
@@ -24,9 +29,79 @@ from typing import Any
 import pytest
 from ros_fixtures import REPO, ros_environment
 
-from erobs_bt.ros.launching import ARGUMENTS, NodeSpec, node_specs
+from erobs_bt.ros.launching import ARGUMENTS, MODULES, PACKAGE, NodeSpec, node_specs
 
 LAUNCH_FILE = REPO / "launch" / "erobs_bt.launch.py"
+
+
+def executable_in_package(executable: str, package: str = PACKAGE) -> Path:
+    """The file ``launch_ros``'s ``Node(package=, executable=)`` (its ``ExecutableInPackage``
+    substitution) and ``ros2 run PACKAGE EXECUTABLE`` start: ``<prefix>/lib/<package>/
+    <executable>``, ``<prefix>`` being the package's prefix in the ament index of
+    ``AMENT_PREFIX_PATH``; both refuse a file that is missing or not executable."""
+    from ament_index_python.packages import get_package_prefix
+
+    path = Path(get_package_prefix(package)) / "lib" / package / executable
+    assert path.is_file() and os.access(path, os.X_OK), f"{path}: no executable {executable} of {package}"
+    return path
+
+
+@pytest.fixture()
+def venv_prefix(monkeypatch: pytest.MonkeyPatch) -> Path:
+    """This venv alone as the ament prefix path (what scripts/env.sh sets)."""
+    prefix = Path(sys.prefix)
+    monkeypatch.setenv("AMENT_PREFIX_PATH", str(prefix))
+    return prefix
+
+
+def test_the_venv_is_an_ament_prefix_for_launch_ros_and_ros2_run(venv_prefix: Path) -> None:
+    """scripts/setup.sh's venv: the ament index knows erobs_bt, its share directory has what
+    ``ros2 launch erobs_bt erobs_bt.launch.py`` loads, and ``lib/erobs_bt/`` has every executable
+    the launch file starts."""
+    from ament_index_python.packages import (
+        get_package_prefix,
+        get_package_share_directory,
+        get_packages_with_prefixes,
+    )
+
+    assert get_packages_with_prefixes().get(PACKAGE) == str(venv_prefix)
+    assert get_package_prefix(PACKAGE) == str(venv_prefix)
+    share = Path(get_package_share_directory(PACKAGE))
+    assert share == venv_prefix / "share" / PACKAGE
+    assert "<name>erobs_bt</name>" in (share / "package.xml").read_text()
+    assert (share / "launch" / "erobs_bt.launch.py").read_text() == LAUNCH_FILE.read_text()
+    for name in ("erobs_bt.yaml", "cell.yaml", "vision_targets.yaml", "ur5e_ros2_control.yaml"):
+        assert (share / "config" / name).is_file(), name
+    for executable in MODULES:
+        resolved = executable_in_package(executable).resolve()
+        assert resolved == (venv_prefix / "bin" / executable).resolve(), executable
+    # the params file the launch file uses by default is the installed share directory's one
+    (node,) = node_specs({})
+    assert Path(node.params_files[0]).resolve() == (share / "config" / "erobs_bt.yaml").resolve()
+
+
+def test_a_given_params_file_needs_no_share_directory(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``params_file:=`` is used as given: nothing looks up the installed share directory (the
+    launch file called ``get_package_share_directory`` before reading the argument)."""
+    import erobs_bt.paths
+
+    def absent() -> Path:
+        raise FileNotFoundError("erobs_bt data files not found")
+
+    monkeypatch.setattr(erobs_bt.paths, "share_dir", absent)
+    (node,) = node_specs({"params_file": str(tmp_path / "mine.yaml")})
+    assert node.params_files == (str(tmp_path / "mine.yaml"),)
+    with pytest.raises(FileNotFoundError, match="data files not found"):
+        node_specs({})
+    calls = {
+        node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", "")
+        for node in ast.walk(ast.parse(LAUNCH_FILE.read_text()))
+        if isinstance(node, ast.Call)
+    }
+    assert "get_package_share_directory" not in calls, "the launch file looks up the share directory itself"
+    assert "node_specs" in calls
 
 
 def test_the_launch_file_declares_the_table_and_delegates_to_it() -> None:
@@ -116,8 +191,12 @@ def test_bad_arguments_are_refused_naming_them(values: dict[str, str], message: 
 
 
 @pytest.fixture()
-def launched(tmp_path: Path) -> Iterator[tuple[Any, NodeSpec, subprocess.Popen[str], list[str]]]:
-    """The node as the launch file starts it: namespace cell9, a params file with speed 7."""
+def launched(
+    tmp_path: Path, venv_prefix: Path
+) -> Iterator[tuple[Any, NodeSpec, subprocess.Popen[str], list[str]]]:
+    """The node as the launch file starts it: namespace cell9, a params file with speed 7; the
+    executable found in the ament index as ``launch_ros`` finds it, started outside the
+    checkout."""
     params = tmp_path / "cell9.yaml"
     source = (REPO / "config" / "erobs_bt.yaml").read_text()
     params.write_text(source.replace("    speed: 1.0\n", "    speed: 7.0\n"))
@@ -125,9 +204,9 @@ def launched(tmp_path: Path) -> Iterator[tuple[Any, NodeSpec, subprocess.Popen[s
     (spec,) = node_specs({"namespace": "cell9", "params_file": str(params)})
     with ros_environment(tmp_path / "ros_log") as environment:
         process = subprocess.Popen(
-            spec.command([sys.executable, "-m", spec.module]),
-            env=dict(environment.env),
-            cwd=REPO,
+            spec.command([str(executable_in_package(spec.executable))]),
+            env={**environment.env, "AMENT_PREFIX_PATH": str(venv_prefix)},
+            cwd=tmp_path,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 #: (name, default, description) of every launch argument.
 ARGUMENTS: tuple[tuple[str, str, str], ...] = (
@@ -91,7 +90,12 @@ def _ros_value(value: object) -> str:
 
 
 def default_params_file() -> str:
-    """The package's ``config/erobs_bt.yaml``."""
+    """The package's ``config/erobs_bt.yaml`` (:func:`erobs_bt.paths.config_file`: the source
+    checkout, or the installed ``share/erobs_bt`` found through the ament index).
+
+    Raises:
+        FileNotFoundError: erobs_bt's data files are not installed where they are looked for.
+    """
     from erobs_bt.paths import config_file
 
     return str(config_file("erobs_bt.yaml"))
@@ -102,8 +106,9 @@ def node_specs(values: Mapping[str, str], *, params_file: str | None = None) -> 
 
     Args:
         values: argument name → text, as ``name:=value`` gives them.
-        params_file: the default params file (the package's ``config/erobs_bt.yaml``);
-            the launch file passes the installed share directory's one.
+        params_file: the params file when ``values`` gives none (default:
+            :func:`default_params_file`, looked up only then, so a given ``params_file``
+            needs no installed share directory).
 
     Raises:
         ValueError: an unknown argument, or a ``hardware``, ``log_level`` or
@@ -148,8 +153,3 @@ def node_specs(values: Mapping[str, str], *, params_file: str | None = None) -> 
         )
     nodes.append(NodeSpec("erobs_bt_node", "erobs_bt", namespace, files, overrides, log_level=log_level))
     return nodes
-
-
-def share_params_file(share_directory: str | Path) -> str:
-    """``<share>/config/erobs_bt.yaml`` of an installed package."""
-    return str(Path(share_directory) / "config" / "erobs_bt.yaml")

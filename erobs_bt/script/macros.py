@@ -41,6 +41,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from erobs_bt.paths import config_file
 from erobs_bt.script import _values as v
 from erobs_bt.script.errors import ScriptError
 from erobs_bt.script.limits import DEFAULT_LIMITS, Limits
@@ -63,8 +64,9 @@ GRID_OPPOSITES: Mapping[str, str] = MappingProxyType(
 #: The pipettor operations ``pickup_vial`` accepts (``RINSE`` expands to several steps).
 VIAL_OPERATIONS: tuple[str, ...] = ("SUCK", "EXPEL", "RINSE")
 
-#: The file holding the default vision targets of the simulated cell.
-DEFAULT_VISION_TARGETS_PATH: Path = Path(__file__).resolve().parents[2] / "config" / "vision_targets.yaml"
+#: The file holding the default vision targets of the simulated cell: ``config/vision_targets.yaml``
+#: of :func:`erobs_bt.paths.share_dir` (source checkout, or the installed ``share/erobs_bt``).
+DEFAULT_VISION_TARGETS_PATH: Path = config_file("vision_targets.yaml")
 
 #: Grid pitch when neither ``pitch`` nor ``row_pitch``/``col_pitch`` is given [m]
 #: (9 mm, the SBS well pitch of a 96-tip rack; EROBS's default).

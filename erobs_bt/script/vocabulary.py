@@ -38,14 +38,16 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from erobs_bt.paths import config_file
 from erobs_bt.script import _values as v
 from erobs_bt.script.errors import ScriptError
 from erobs_bt.script.limits import DEFAULT_LIMITS, Limits
 from erobs_bt.script.model import JOINT_NAMES
 from erobs_bt.script.poses import check_joint_angle
 
-#: The packaged cell configuration (source checkout or installed ``share/erobs_bt``).
-DEFAULT_CELL_PATH: Path = Path(__file__).resolve().parents[2] / "config" / "cell.yaml"
+#: The packaged cell configuration: ``config/cell.yaml`` of :func:`erobs_bt.paths.share_dir`
+#: (the source checkout, or the installed ``share/erobs_bt`` found through the ament index).
+DEFAULT_CELL_PATH: Path = config_file("cell.yaml")
 
 #: Role names a gripper may give its states (vision ``terminal_action``, ``pre_open``).
 ROLES: tuple[str, ...] = ("grasp", "release")

@@ -62,7 +62,6 @@ import functools
 import logging
 import os
 import re
-import sys
 import threading
 import time
 import uuid
@@ -74,6 +73,7 @@ import py_trees
 import yaml
 
 from erobs_bt.orchestrator import Feedback, OrchestratorListener, Result, State
+from erobs_bt.paths import package_share_dir
 from erobs_bt.ros.params import ENDPOINT_NAMES, NODE_NAME
 
 _LOG = logging.getLogger(__name__)
@@ -137,32 +137,9 @@ def _split_type(type_name: str) -> tuple[str, str, str]:
     raise ValueError(f"not a ROS type name: {type_name!r} (expected pkg/msg/Name)")
 
 
-def share_directory(package: str) -> Path:
-    """The installed ``share/<package>`` of a ROS package.
-
-    From the ament index of ``AMENT_PREFIX_PATH`` (a sourced ROS installation or
-    workspace); without it, the venv's prefix, where the ROS wheels and our interface
-    packages install (the wheels need no sourcing, and do not set it).
-
-    Raises:
-        ValueError: the package is not installed there.
-    """
-    from ament_index_python.packages import PackageNotFoundError, get_package_share_directory
-
-    if os.environ.get("AMENT_PREFIX_PATH"):
-        try:
-            return Path(get_package_share_directory(package))
-        except PackageNotFoundError as exc:
-            raise ValueError(f"package {package} is not in the ament index (AMENT_PREFIX_PATH)") from exc
-    marker = Path(sys.prefix) / "share" / "ament_index" / "resource_index" / "packages" / package
-    if not marker.exists():
-        raise ValueError(f"package {package} is not installed in {sys.prefix}")
-    return Path(sys.prefix) / "share" / package
-
-
 def _action_sections(package: str, action: str) -> list[str]:
     """The goal, result and feedback parts of ``<share>/action/<action>.action``."""
-    path = share_directory(package) / "action" / f"{action}.action"
+    path = package_share_dir(package) / "action" / f"{action}.action"
     sections = re.split(r"^---[ \t]*$\n?", path.read_text(encoding="utf-8"), flags=re.MULTILINE)
     if len(sections) != 3:
         raise ValueError(f"{path}: expected goal, result and feedback separated by ---")
@@ -181,7 +158,7 @@ def _own_text(package: str, kind: str, name: str) -> str:
     Raises:
         ValueError: the type is not installed (names the package and file).
     """
-    share = share_directory(package)
+    share = package_share_dir(package)
     path = share / kind / f"{name}.msg"
     if kind == "msg" and path.is_file():
         return path.read_text(encoding="utf-8")

@@ -10,6 +10,7 @@ a node that stops gives a clear error and the device works again once a node is 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -300,12 +301,16 @@ def test_the_readme_snippet_runs_as_written_and_its_process_exits_cleanly(
     Without a clean shutdown of the device's ROS client at exit, the process aborted
     (``terminate called without an active exception``, exit 134) after the motion succeeded."""
     snippet = readme_blocks("Bluesky and the queueserver (a beamline set-up)", "python")[0]
+    # PYTHONPATH: this checkout's erobs_bt, whichever checkout the venv was installed from.
     path = tmp_path / "snippet.py"
     path.write_text(snippet)
     completed = subprocess.run(
         [str(REPO / "scripts" / "env.sh"), sys.executable, str(path)],
         cwd=REPO,
-        env=node.environment.env,
+        env={
+            **node.environment.env,
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+        },
         capture_output=True,
         text=True,
         timeout=WAIT,

@@ -46,6 +46,8 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.text import Text
 
+    from erobs_bt.keyboard import Keyboard
+
 EXIT_FAILED = 1
 EXIT_INVALID = 2
 
@@ -424,6 +426,12 @@ def _engine_options(command: Any) -> Any:
     help="Address the live view binds; any non-loopback address (a LAN) requires the access "
     "token printed at start.",
 )
+@click.option(
+    "--start-paused",
+    is_flag=True,
+    help="Submit the goal paused before its first unit: nothing moves until Resume (Enter, or "
+    "Resume in the live view of --view, so the operator can open the page first).",
+)
 def run(
     script: Path,
     auto_resume: bool,
@@ -432,9 +440,12 @@ def run(
     view: bool,
     view_port: int,
     view_host: str,
+    start_paused: bool,
     **options: Any,
 ) -> None:
     """Execute SCRIPT on the simulated cell with live per-unit progress."""
+    if start_paused and auto_resume:
+        raise click.UsageError("--start-paused waits for the operator's Resume; --auto-resume would not wait")
     sys.exit(
         _run_goals(
             script,
@@ -443,6 +454,7 @@ def run(
             view_port=view_port if view else None,
             plan_ahead=not no_plan_ahead,
             view_host=view_host,
+            start_paused=start_paused,
             **options,
         )
     )
@@ -474,6 +486,7 @@ def _run_goals(
     view_port: int | None,
     plan_ahead: bool = True,
     view_host: str = "127.0.0.1",
+    start_paused: bool = False,
 ) -> int:
     # The goal plan first, with the cell's parser: an invalid script is refused before the
     # simulated cell is even built (or rich imported), with the message the node and
@@ -489,6 +502,7 @@ def _run_goals(
 
     with _collector_paused():
         from erobs_bt.console import ConsoleProgress, make_console
+        from erobs_bt.keyboard import Keyboard
         from erobs_bt.session import EngineConfig, build_engine
         from erobs_bt.viz.runlog import RunLogWriter
 
@@ -542,6 +556,14 @@ def _run_goals(
             highlight=False,
         )
         start = engine.backend.joint_positions()
+        keyboard = Keyboard()
+        elsewhere = f"the live view ({live_view.url})" if live_view is not None else ""
+        if start_paused:
+            console.print(
+                "[yellow]starting paused[/]: nothing moves until Resume "
+                + ("(Enter here, or Resume in the live view)" if live_view is not None else "(Enter)"),
+                highlight=False,
+            )
         code = 0
         for attempt in range(1, repeat + 1):
             returning = attempt > 1 and not dry_run and start is not None
@@ -550,10 +572,10 @@ def _run_goals(
                 break
             console.rule(f"{verb} {attempt}/{repeat}")
             progress.begin(len(units))
-            handle = engine.orchestrator.submit(text, dry_run=dry_run)
+            handle = engine.orchestrator.submit(text, dry_run=dry_run, paused=start_paused and attempt == 1)
             if live_view is not None:
                 live_view.note_submitted(handle.goal_id, text)
-            result = _wait(engine, handle, auto_resume, console)
+            result = _wait(engine, handle, auto_resume, console, keyboard, elsewhere=elsewhere)
             console.print(progress.summary(result, title=f"{script.name} — {verb} {attempt}/{repeat}"))
             if not result.success:
                 code = EXIT_FAILED
@@ -693,11 +715,21 @@ def _return_to(engine: Any, start: Any, progress: Any, console: Console) -> bool
     return bool(result.success)
 
 
-def _wait(engine: Any, handle: Any, auto_resume: float | None, console: Console) -> Any:
-    """Wait for a goal, resuming pause steps (keyboard or ``--auto-resume``); Ctrl-C cancels
-    at the next unit boundary (twice: stops now), SIGTERM stops now (:class:`Terminated`)."""
+def _wait(
+    engine: Any,
+    handle: Any,
+    auto_resume: float | None,
+    console: Console,
+    keyboard: Keyboard,
+    *,
+    elsewhere: str = "",
+) -> Any:
+    """Wait for a goal, attending its pauses (the keyboard beside the live view, or
+    ``--auto-resume``: :func:`erobs_bt.keyboard.attend_pause`); Ctrl-C cancels at the next unit
+    boundary (twice: stops now), SIGTERM stops now (:class:`Terminated`)."""
     import time
 
+    from erobs_bt.keyboard import attend_pause
     from erobs_bt.orchestrator import State
 
     orchestrator = engine.orchestrator
@@ -709,7 +741,7 @@ def _wait(engine: Any, handle: Any, auto_resume: float | None, console: Console)
                     console.print("[yellow]auto-resume[/]", highlight=False)
                     orchestrator.resume()
                 else:
-                    _prompt_resume(orchestrator, console)
+                    attend_pause(orchestrator, handle, console, keyboard, elsewhere=elsewhere)
             time.sleep(0.02)
     except Terminated:
         console.print("[red]SIGTERM: stopping now[/]: the arm decelerates to rest, the goal aborts (STOPPED)")
@@ -725,17 +757,6 @@ def _wait(engine: Any, handle: Any, auto_resume: float | None, console: Console)
             orchestrator.stop()
             return handle.wait()
     return handle.result
-
-
-def _prompt_resume(orchestrator: Any, console: Console) -> None:
-    try:
-        answer = console.input("[yellow]paused[/] — Enter resumes, 'c' + Enter cancels: ")
-    except EOFError:
-        console.print("[red]no keyboard (stdin closed): cancelling; use --auto-resume to run unattended[/]")
-        orchestrator.cancel()
-        return
-    reply = orchestrator.cancel() if answer.strip().lower().startswith("c") else orchestrator.resume()
-    console.print(reply.message, highlight=False)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,180 @@
+"""The terminal's part in an in-process run (``erobs-bt run``): the keyboard at a pause.
+
+A paused goal can be resumed or cancelled from more than one front end at once: the
+terminal (Enter, ``c`` + Enter), the operator's web console of ``run --view`` (Resume,
+Cancel, Stop), Ctrl-C and SIGTERM. The orchestrator decides (its ``resume``/``cancel``
+are thread-safe; the first request wins) and every front end follows its state:
+
+* :func:`attend_pause` waits for a line typed on the terminal *or* for the goal to leave
+  ``PAUSED``, whichever comes first. A resume (or cancel) from the web console ends the
+  terminal's prompt with a line saying so, and the run goes on to its result and run-log
+  path; Ctrl-C works while it waits (nothing blocks in ``input()``).
+* A closed stdin (``< /dev/null``, ``nohup``, a service) is *no keyboard*: the pause stays
+  a pause, for the web console to resume or cancel (or Ctrl-C / SIGTERM). It never turns
+  into a cancel.
+* Lines typed on a terminal before the pause began are discarded (``tcflush``): an Enter
+  pressed while the arm moved must not resume the next pause unseen. Piped input (not a
+  terminal) is read as it comes, one line per pause.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import sys
+import time
+from typing import IO, TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from erobs_bt.orchestrator import GoalHandle, Orchestrator
+
+#: [s] how often a waiting prompt looks at the orchestrator's state.
+POLL = 0.05
+
+
+class Keyboard:
+    """Lines from stdin without blocking the caller (``select`` on its file descriptor).
+
+    Args:
+        stream: the input (default ``sys.stdin``). A stream without a file descriptor (an
+            in-memory one, as test runners give) is read with ``readline()``, which does not
+            block on such a stream.
+
+    Attributes:
+        closed: stdin has reached its end (or there is none): no keyboard.
+        is_terminal: stdin is a terminal (type-ahead is discarded at each pause).
+    """
+
+    def __init__(self, stream: IO[str] | None = None) -> None:
+        self._stream = sys.stdin if stream is None else stream
+        self._fd: int | None
+        try:
+            self._fd = self._stream.fileno() if self._stream is not None else None
+        except (AttributeError, OSError, ValueError):  # in-memory stream (io.UnsupportedOperation)
+            self._fd = None
+        self._buffer = b""
+        self.closed = self._stream is None or getattr(self._stream, "closed", False)
+        self.is_terminal = self._fd is not None and os.isatty(self._fd)
+
+    def discard_typeahead(self) -> None:
+        """Drop what was typed on the terminal and not read yet (nothing for other inputs)."""
+        if not self.is_terminal or self._fd is None:
+            return
+        import termios
+
+        termios.tcflush(self._fd, termios.TCIFLUSH)
+        self._buffer = b""
+
+    def line(self, timeout: float) -> str | None:
+        """The next line (without its line end) that arrives within ``timeout`` [s].
+
+        Returns:
+            The line, or ``None`` when none was completed in time.
+
+        Raises:
+            EOFError: stdin is closed (and :attr:`closed` is set); a last line without a
+                line end is returned first.
+        """
+        if self.closed:
+            raise EOFError("stdin is closed")
+        if self._fd is None:
+            text = self._stream.readline()
+            if not text:
+                self.closed = True
+                raise EOFError("stdin is closed")
+            return text.rstrip("\r\n")
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self._buffer:
+            remaining = deadline - time.monotonic()
+            readable, _, _ = select.select([self._fd], [], [], max(0.0, remaining))
+            if not readable:
+                return None
+            data = os.read(self._fd, 4096)
+            if not data:
+                self.closed = True
+                if self._buffer:
+                    last, self._buffer = self._buffer, b""
+                    return last.decode(errors="replace").rstrip("\r")
+                raise EOFError("stdin is closed")
+            self._buffer += data
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        return line.decode(errors="replace").rstrip("\r")
+
+
+def attend_pause(
+    orchestrator: Orchestrator,
+    handle: GoalHandle,
+    console: Console,
+    keyboard: Keyboard,
+    *,
+    elsewhere: str = "",
+) -> None:
+    """Attend a ``PAUSED`` goal from the terminal until it is no longer paused.
+
+    Enter resumes, ``c`` + Enter cancels; a resume or cancel from another front end (the
+    web console) ends the wait with a line saying what happened. Without a keyboard the
+    goal stays paused (never cancelled) and this waits for another front end, Ctrl-C
+    (KeyboardInterrupt, raised to the caller) or SIGTERM.
+
+    Args:
+        orchestrator: runs the goal.
+        handle: the goal (the wait also ends when it is done).
+        console: where the prompt and messages go.
+        keyboard: the terminal's input.
+        elsewhere: the other front ends that can resume it, for the messages
+            (``"the live view at http://…"``); ``""`` when there is none.
+    """
+    from erobs_bt.orchestrator import State
+
+    def paused() -> bool:
+        return orchestrator.state is State.PAUSED and not handle.done()
+
+    if not keyboard.closed:
+        keyboard.discard_typeahead()
+        also = f" (or Resume/Cancel in {elsewhere})" if elsewhere else ""
+        console.print(f"[yellow]paused[/] — Enter resumes, 'c' + Enter cancels{also}: ", end="")
+        console.file.flush()
+        while paused():
+            try:
+                answer = keyboard.line(POLL)
+            except EOFError:
+                console.print()
+                break
+            except KeyboardInterrupt:
+                console.print()  # the caller's Ctrl-C message on a line of its own
+                raise
+            if answer is None:
+                continue
+            if not paused():  # the line came as another front end acted: theirs stands
+                break
+            wants_cancel = answer.strip().lower().startswith("c")
+            reply = orchestrator.cancel() if wants_cancel else orchestrator.resume()
+            console.print(reply.message, highlight=False)
+            return
+        else:
+            console.print()  # end the prompt's line
+    if keyboard.closed and paused():
+        if elsewhere:
+            console.print(
+                f"[yellow]no keyboard (stdin closed): the goal stays paused; "
+                f"Resume or Cancel in {elsewhere}[/]",
+                highlight=False,
+            )
+        else:
+            console.print(
+                "[yellow]no keyboard (stdin closed) and no live view: the goal stays paused; Ctrl-C "
+                "cancels (use --auto-resume or --view to run unattended)[/]",
+                highlight=False,
+            )
+        while paused():
+            time.sleep(POLL)
+    if not handle.done():
+        console.print(f"[yellow]{_left_pause(orchestrator)}[/] (by another front end)", highlight=False)
+
+
+def _left_pause(orchestrator: Any) -> str:
+    """What the state after a pause means, for the terminal."""
+    state = orchestrator.state.value
+    return {"RUNNING": "resumed", "CANCELING": "cancelling", "COMPLETING_TASK": "resumed"}.get(state, state)

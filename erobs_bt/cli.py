@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.text import Text
 
-    from erobs_bt.keyboard import Keyboard
+    from erobs_bt.keyboard import TerminalPauses
 
 EXIT_FAILED = 1
 EXIT_INVALID = 2
@@ -502,7 +502,7 @@ def _run_goals(
 
     with _collector_paused():
         from erobs_bt.console import ConsoleProgress, make_console
-        from erobs_bt.keyboard import Keyboard
+        from erobs_bt.keyboard import Keyboard, TerminalPauses
         from erobs_bt.session import EngineConfig, build_engine
         from erobs_bt.viz.runlog import RunLogWriter
 
@@ -556,8 +556,8 @@ def _run_goals(
             highlight=False,
         )
         start = engine.backend.joint_positions()
-        keyboard = Keyboard()
         elsewhere = f"the live view ({live_view.url})" if live_view is not None else ""
+        pauses = TerminalPauses(engine.orchestrator, console, Keyboard(), elsewhere=elsewhere)
         if start_paused:
             console.print(
                 "[yellow]starting paused[/]: nothing moves until Resume "
@@ -575,7 +575,7 @@ def _run_goals(
             handle = engine.orchestrator.submit(text, dry_run=dry_run, paused=start_paused and attempt == 1)
             if live_view is not None:
                 live_view.note_submitted(handle.goal_id, text)
-            result = _wait(engine, handle, auto_resume, console, keyboard, elsewhere=elsewhere)
+            result = _wait(engine, handle, auto_resume, console, pauses)
             console.print(progress.summary(result, title=f"{script.name} — {verb} {attempt}/{repeat}"))
             if not result.success:
                 code = EXIT_FAILED
@@ -720,16 +720,13 @@ def _wait(
     handle: Any,
     auto_resume: float | None,
     console: Console,
-    keyboard: Keyboard,
-    *,
-    elsewhere: str = "",
+    pauses: TerminalPauses,
 ) -> Any:
-    """Wait for a goal, attending its pauses (the keyboard beside the live view, or
-    ``--auto-resume``: :func:`erobs_bt.keyboard.attend_pause`); Ctrl-C cancels at the next unit
-    boundary (twice: stops now), SIGTERM stops now (:class:`Terminated`)."""
+    """Wait for a goal, attending its pauses (the keyboard beside the live view:
+    :class:`erobs_bt.keyboard.TerminalPauses`, or ``--auto-resume``); Ctrl-C cancels at the
+    next unit boundary (twice: stops now), SIGTERM stops now (:class:`Terminated`)."""
     import time
 
-    from erobs_bt.keyboard import attend_pause
     from erobs_bt.orchestrator import State
 
     orchestrator = engine.orchestrator
@@ -741,7 +738,7 @@ def _wait(
                     console.print("[yellow]auto-resume[/]", highlight=False)
                     orchestrator.resume()
                 else:
-                    attend_pause(orchestrator, handle, console, keyboard, elsewhere=elsewhere)
+                    pauses.attend(handle)
             time.sleep(0.02)
     except Terminated:
         console.print("[red]SIGTERM: stopping now[/]: the arm decelerates to rest, the goal aborts (STOPPED)")

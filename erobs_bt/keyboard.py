@@ -5,10 +5,12 @@ terminal (Enter, ``c`` + Enter), the operator's web console of ``run --view`` (R
 Cancel, Stop), Ctrl-C and SIGTERM. The orchestrator decides (its ``resume``/``cancel``
 are thread-safe; the first request wins) and every front end follows its state:
 
-* :func:`attend_pause` waits for a line typed on the terminal *or* for the goal to leave
-  ``PAUSED``, whichever comes first. A resume (or cancel) from the web console ends the
-  terminal's prompt with a line saying so, and the run goes on to its result and run-log
-  path; Ctrl-C works while it waits (nothing blocks in ``input()``).
+* :class:`TerminalPauses` (an orchestrator listener, so it sees every state change, even a
+  pause that ends and a new one that begins within a few milliseconds) waits for a line
+  typed on the terminal *or* for the pause to end, whichever comes first. A resume (or
+  cancel) from the web console ends the terminal's prompt with a line saying so, and the
+  run goes on to its result and run-log path; Ctrl-C works while it waits (nothing blocks
+  in ``input()``).
 * A closed stdin (``< /dev/null``, ``nohup``, a service) is *no keyboard*: the pause stays
   a pause, for the web console to resume or cancel (or Ctrl-C / SIGTERM). It never turns
   into a cancel.
@@ -22,15 +24,18 @@ from __future__ import annotations
 import os
 import select
 import sys
+import threading
 import time
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING
+
+from erobs_bt.goal import OrchestratorListener, State
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from erobs_bt.orchestrator import GoalHandle, Orchestrator
 
-#: [s] how often a waiting prompt looks at the orchestrator's state.
+#: [s] how often a waiting prompt looks at the keyboard and at the goal.
 POLL = 0.05
 
 
@@ -103,78 +108,102 @@ class Keyboard:
         return line.decode(errors="replace").rstrip("\r")
 
 
-def attend_pause(
-    orchestrator: Orchestrator,
-    handle: GoalHandle,
-    console: Console,
-    keyboard: Keyboard,
-    *,
-    elsewhere: str = "",
-) -> None:
-    """Attend a ``PAUSED`` goal from the terminal until it is no longer paused.
+class TerminalPauses(OrchestratorListener):
+    """The terminal as one front end of a run's pauses (joins ``orchestrator.listener``).
 
-    Enter resumes, ``c`` + Enter cancels; a resume or cancel from another front end (the
-    web console) ends the wait with a line saying what happened. Without a keyboard the
-    goal stays paused (never cancelled) and this waits for another front end, Ctrl-C
-    (KeyboardInterrupt, raised to the caller) or SIGTERM.
+    Every state change the orchestrator delivers is counted; a pause is over when any state
+    change follows the ``PAUSED`` that began it, so a resume from elsewhere is never missed,
+    even when the goal pauses again at once (a ``pause`` step right after a boundary).
 
     Args:
-        orchestrator: runs the goal.
-        handle: the goal (the wait also ends when it is done).
+        orchestrator: runs the goals.
         console: where the prompt and messages go.
         keyboard: the terminal's input.
-        elsewhere: the other front ends that can resume it, for the messages
-            (``"the live view at http://…"``); ``""`` when there is none.
+        elsewhere: the other front ends that can resume a pause, for the messages
+            (``"the live view (http://…)"``); ``""`` when there is none.
     """
-    from erobs_bt.orchestrator import State
 
-    def paused() -> bool:
-        return orchestrator.state is State.PAUSED and not handle.done()
+    def __init__(
+        self, orchestrator: Orchestrator, console: Console, keyboard: Keyboard, *, elsewhere: str = ""
+    ) -> None:
+        self.orchestrator = orchestrator
+        self.console = console
+        self.keyboard = keyboard
+        self.elsewhere = elsewhere
+        self._changed = threading.Condition()
+        self._changes = 0
+        self._state: State | None = None
+        orchestrator.listener.add(self)
 
-    if not keyboard.closed:
-        keyboard.discard_typeahead()
-        also = f" (or Resume/Cancel in {elsewhere})" if elsewhere else ""
-        console.print(f"[yellow]paused[/] — Enter resumes, 'c' + Enter cancels{also}: ", end="")
-        console.file.flush()
-        while paused():
-            try:
-                answer = keyboard.line(POLL)
-            except EOFError:
-                console.print()
-                break
-            except KeyboardInterrupt:
-                console.print()  # the caller's Ctrl-C message on a line of its own
-                raise
-            if answer is None:
-                continue
-            if not paused():  # the line came as another front end acted: theirs stands
-                break
-            wants_cancel = answer.strip().lower().startswith("c")
-            reply = orchestrator.cancel() if wants_cancel else orchestrator.resume()
-            console.print(reply.message, highlight=False)
+    def state_changed(self, state: State, message: str) -> None:
+        """Hook: count the change and wake a waiting prompt."""
+        with self._changed:
+            self._changes += 1
+            self._state = state
+            self._changed.notify_all()
+
+    def attend(self, handle: GoalHandle) -> None:
+        """Attend a ``PAUSED`` goal from the terminal until the pause is over.
+
+        Enter resumes, ``c`` + Enter cancels; a resume or cancel from another front end ends
+        the wait with a line saying what happened. Without a keyboard the goal stays paused
+        (never cancelled) and this waits for another front end, Ctrl-C (KeyboardInterrupt,
+        raised to the caller) or SIGTERM.
+        """
+        with self._changed:  # the PAUSED the caller saw has reached the listeners
+            while self._state is not State.PAUSED and not handle.done():
+                self._changed.wait(POLL)
+            began = self._changes
+        if handle.done():
             return
-        else:
-            console.print()  # end the prompt's line
-    if keyboard.closed and paused():
-        if elsewhere:
-            console.print(
-                f"[yellow]no keyboard (stdin closed): the goal stays paused; "
-                f"Resume or Cancel in {elsewhere}[/]",
-                highlight=False,
-            )
-        else:
-            console.print(
-                "[yellow]no keyboard (stdin closed) and no live view: the goal stays paused; Ctrl-C "
-                "cancels (use --auto-resume or --view to run unattended)[/]",
-                highlight=False,
-            )
-        while paused():
-            time.sleep(POLL)
-    if not handle.done():
-        console.print(f"[yellow]{_left_pause(orchestrator)}[/] (by another front end)", highlight=False)
 
+        def paused() -> bool:
+            return self._changes == began and not handle.done()
 
-def _left_pause(orchestrator: Any) -> str:
-    """What the state after a pause means, for the terminal."""
-    state = orchestrator.state.value
-    return {"RUNNING": "resumed", "CANCELING": "cancelling", "COMPLETING_TASK": "resumed"}.get(state, state)
+        console, keyboard = self.console, self.keyboard
+        if not keyboard.closed:
+            keyboard.discard_typeahead()
+            also = f" (or Resume/Cancel in {self.elsewhere})" if self.elsewhere else ""
+            console.print(f"[yellow]paused[/] — Enter resumes, 'c' + Enter cancels{also}: ", end="")
+            console.file.flush()
+            while paused():
+                try:
+                    answer = keyboard.line(POLL)
+                except EOFError:
+                    console.print()
+                    break
+                except KeyboardInterrupt:
+                    console.print()  # the caller's Ctrl-C message on a line of its own
+                    raise
+                if answer is None:
+                    continue
+                if not paused():  # the line came as another front end acted: theirs stands
+                    break
+                wants_cancel = answer.strip().lower().startswith("c")
+                reply = self.orchestrator.cancel() if wants_cancel else self.orchestrator.resume()
+                console.print(reply.message, highlight=False)
+                return
+            else:
+                console.print()  # end the prompt's line
+        if keyboard.closed and paused():
+            if self.elsewhere:
+                console.print(
+                    f"[yellow]no keyboard (stdin closed): the goal stays paused; "
+                    f"Resume or Cancel in {self.elsewhere}[/]",
+                    highlight=False,
+                )
+            else:
+                console.print(
+                    "[yellow]no keyboard (stdin closed) and no live view: the goal stays paused; Ctrl-C "
+                    "cancels (use --auto-resume or --view to run unattended)[/]",
+                    highlight=False,
+                )
+            with self._changed:
+                while paused():
+                    self._changed.wait(POLL)  # short waits: Ctrl-C is taken between them
+        if not handle.done():
+            with self._changed:
+                after = self._state
+            names: dict[State | None, str] = {State.RUNNING: "resumed", State.CANCELING: "cancelling"}
+            left = names.get(after, after.value if after is not None else "")
+            console.print(f"[yellow]{left}[/] (by another front end)", highlight=False)

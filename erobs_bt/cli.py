@@ -390,7 +390,10 @@ def _engine_options(command: Any) -> Any:
 @click.argument("script", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @_engine_options
 @click.option(
-    "--auto-resume", is_flag=True, help="Resume pause steps by themselves instead of waiting for Enter."
+    "--auto-resume",
+    is_flag=True,
+    help="Resume the script's pause steps by themselves instead of waiting for Enter (an "
+    "operator's pause from the live view or --start-paused still waits for Resume).",
 )
 @click.option(
     "--resume-after",
@@ -444,8 +447,6 @@ def run(
     **options: Any,
 ) -> None:
     """Execute SCRIPT on the simulated cell with live per-unit progress."""
-    if start_paused and auto_resume:
-        raise click.UsageError("--start-paused waits for the operator's Resume; --auto-resume would not wait")
     sys.exit(
         _run_goals(
             script,
@@ -673,12 +674,13 @@ def _linger(live_view: Any, console: Console) -> None:
     import threading
 
     live_view.set_lingering(True)
-    console.print(
-        f"[bold]the run is over; the live view keeps serving at {live_view.url} — press Ctrl-C to exit[/]",
-        highlight=False,
-    )
     forever = threading.Event()
-    try:
+    try:  # from the message on: a Ctrl-C as soon as it is shown ends the view as any other
+        console.print(
+            f"[bold]the run is over; the live view keeps serving at {live_view.url} — "
+            "press Ctrl-C to exit[/]",
+            highlight=False,
+        )
         while not forever.wait(1.0):
             pass
     except KeyboardInterrupt:
@@ -733,7 +735,7 @@ def _wait(
     try:
         while not handle.done():
             if orchestrator.state is State.PAUSED:
-                if auto_resume is not None:
+                if auto_resume is not None and pauses.at_pause_step():
                     time.sleep(auto_resume)
                     console.print("[yellow]auto-resume[/]", highlight=False)
                     orchestrator.resume()

@@ -14,6 +14,8 @@ are thread-safe; the first request wins) and every front end follows its state:
 * A closed stdin (``< /dev/null``, ``nohup``, a service) is *no keyboard*: the pause stays
   a pause, for the web console to resume or cancel (or Ctrl-C / SIGTERM). It never turns
   into a cancel.
+* ``--auto-resume`` resumes the script's ``pause`` steps only: an operator's pause (the
+  console's Pause, ``--start-paused``) waits for a person (:meth:`TerminalPauses.at_pause_step`).
 * Lines typed on a terminal before the pause began are discarded (``tcflush``): an Enter
   pressed while the arm moved must not resume the next pause unseen. Piped input (not a
   terminal) is read as it comes, one line per pause.
@@ -26,7 +28,8 @@ import select
 import sys
 import threading
 import time
-from typing import IO, TYPE_CHECKING
+from collections.abc import Mapping
+from typing import IO, TYPE_CHECKING, Any
 
 from erobs_bt.goal import OrchestratorListener, State
 
@@ -133,6 +136,7 @@ class TerminalPauses(OrchestratorListener):
         self._changed = threading.Condition()
         self._changes = 0
         self._state: State | None = None
+        self._unit_label: str | None = None  # of the unit started and not yet completed
         orchestrator.listener.add(self)
 
     def state_changed(self, state: State, message: str) -> None:
@@ -141,6 +145,19 @@ class TerminalPauses(OrchestratorListener):
             self._changes += 1
             self._state = state
             self._changed.notify_all()
+
+    def event(self, goal_id: str, record: Mapping[str, Any]) -> None:
+        """Hook: follow which unit runs (a ``pause`` step's unit is labelled ``pause``)."""
+        if record.get("event") == "unit_started":
+            self._unit_label = str(record.get("label", ""))
+        elif record.get("event") in ("unit_succeeded", "goal_finished"):
+            self._unit_label = None
+
+    def at_pause_step(self) -> bool:
+        """The goal is paused by a script ``pause`` step (which ``--auto-resume`` resumes),
+        not by an operator's pause (the console's Pause, ``--start-paused``), which waits for
+        a person whatever ``--auto-resume`` says."""
+        return self.orchestrator.state is State.PAUSED and self._unit_label == "pause"
 
     def attend(self, handle: GoalHandle) -> None:
         """Attend a ``PAUSED`` goal from the terminal until the pause is over.

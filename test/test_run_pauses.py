@@ -217,11 +217,24 @@ def test_ctrl_c_at_a_terminal_prompt_cancels_the_paused_goal(runs: list[RunProce
     assert f"run log: {log}" in run.output
 
 
-def test_start_paused_and_auto_resume_are_refused_together() -> None:
-    from click.testing import CliRunner
-
-    from erobs_bt.cli import main
-
-    result = CliRunner().invoke(main, ["run", str(SCRIPT), "--start-paused", "--auto-resume"])
-    assert result.exit_code == 2, result.output
-    assert "--start-paused waits for the operator" in result.output and "--auto-resume" in result.output
+def test_auto_resume_resumes_pause_steps_only_never_the_operators_pause(
+    runs: list[RunProcess], tmp_path: Path
+) -> None:
+    log = tmp_path / "run.jsonl"
+    args = ["--start-paused", "--auto-resume", "--resume-after", "0", "--log", str(log)]
+    run = RunProcess(args, stdin=subprocess.DEVNULL)
+    runs.append(run)
+    url = run.url()
+    # The operator's pause (--start-paused): the run attends it instead of auto-resuming it,
+    # and once it said so nothing else could resume it: still paused before unit 1.
+    wait_picture(url, paused_at("before unit 1"))
+    run.wait_output(lambda t: "no keyboard" in t)
+    assert paused_at("before unit 1")(picture(url)), "an operator's pause was auto-resumed"
+    assert "auto-resume" not in run.output.split("no keyboard", 1)[0]
+    assert press(url, "resume")["success"]
+    # The script's pause step: --auto-resume resumes it by itself.
+    done = wait_picture(url, finished)
+    assert done["result"]["status"] == "SUCCEEDED", done["result"]
+    run.wait_output(lambda t: "keeps serving" in t)
+    assert run.stop() == 0, run.output
+    assert "\nauto-resume\n" in run.output, run.output  # the pause step, resumed by itself

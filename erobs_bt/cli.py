@@ -46,6 +46,8 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.text import Text
 
+    from erobs_bt.keyboard import TerminalPauses
+
 EXIT_FAILED = 1
 EXIT_INVALID = 2
 
@@ -388,7 +390,10 @@ def _engine_options(command: Any) -> Any:
 @click.argument("script", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @_engine_options
 @click.option(
-    "--auto-resume", is_flag=True, help="Resume pause steps by themselves instead of waiting for Enter."
+    "--auto-resume",
+    is_flag=True,
+    help="Resume the script's pause steps by themselves instead of waiting for Enter (an "
+    "operator's pause from the live view or --start-paused still waits for Resume).",
 )
 @click.option(
     "--resume-after",
@@ -424,6 +429,12 @@ def _engine_options(command: Any) -> Any:
     help="Address the live view binds; any non-loopback address (a LAN) requires the access "
     "token printed at start.",
 )
+@click.option(
+    "--start-paused",
+    is_flag=True,
+    help="Submit the goal paused before its first unit: nothing moves until Resume (Enter, or "
+    "Resume in the live view of --view, so the operator can open the page first).",
+)
 def run(
     script: Path,
     auto_resume: bool,
@@ -432,6 +443,7 @@ def run(
     view: bool,
     view_port: int,
     view_host: str,
+    start_paused: bool,
     **options: Any,
 ) -> None:
     """Execute SCRIPT on the simulated cell with live per-unit progress."""
@@ -443,6 +455,7 @@ def run(
             view_port=view_port if view else None,
             plan_ahead=not no_plan_ahead,
             view_host=view_host,
+            start_paused=start_paused,
             **options,
         )
     )
@@ -474,6 +487,7 @@ def _run_goals(
     view_port: int | None,
     plan_ahead: bool = True,
     view_host: str = "127.0.0.1",
+    start_paused: bool = False,
 ) -> int:
     # The goal plan first, with the cell's parser: an invalid script is refused before the
     # simulated cell is even built (or rich imported), with the message the node and
@@ -489,6 +503,7 @@ def _run_goals(
 
     with _collector_paused():
         from erobs_bt.console import ConsoleProgress, make_console
+        from erobs_bt.keyboard import Keyboard, TerminalPauses
         from erobs_bt.session import EngineConfig, build_engine
         from erobs_bt.viz.runlog import RunLogWriter
 
@@ -542,6 +557,14 @@ def _run_goals(
             highlight=False,
         )
         start = engine.backend.joint_positions()
+        elsewhere = f"the live view ({live_view.url})" if live_view is not None else ""
+        pauses = TerminalPauses(engine.orchestrator, console, Keyboard(), elsewhere=elsewhere)
+        if start_paused:
+            console.print(
+                "[yellow]starting paused[/]: nothing moves until Resume "
+                + ("(Enter here, or Resume in the live view)" if live_view is not None else "(Enter)"),
+                highlight=False,
+            )
         code = 0
         for attempt in range(1, repeat + 1):
             returning = attempt > 1 and not dry_run and start is not None
@@ -550,10 +573,10 @@ def _run_goals(
                 break
             console.rule(f"{verb} {attempt}/{repeat}")
             progress.begin(len(units))
-            handle = engine.orchestrator.submit(text, dry_run=dry_run)
+            handle = engine.orchestrator.submit(text, dry_run=dry_run, paused=start_paused and attempt == 1)
             if live_view is not None:
                 live_view.note_submitted(handle.goal_id, text)
-            result = _wait(engine, handle, auto_resume, console)
+            result = _wait(engine, handle, auto_resume, console, pauses)
             console.print(progress.summary(result, title=f"{script.name} — {verb} {attempt}/{repeat}"))
             if not result.success:
                 code = EXIT_FAILED
@@ -651,12 +674,13 @@ def _linger(live_view: Any, console: Console) -> None:
     import threading
 
     live_view.set_lingering(True)
-    console.print(
-        f"[bold]the run is over; the live view keeps serving at {live_view.url} — press Ctrl-C to exit[/]",
-        highlight=False,
-    )
     forever = threading.Event()
-    try:
+    try:  # from the message on: a Ctrl-C as soon as it is shown ends the view as any other
+        console.print(
+            f"[bold]the run is over; the live view keeps serving at {live_view.url} — "
+            "press Ctrl-C to exit[/]",
+            highlight=False,
+        )
         while not forever.wait(1.0):
             pass
     except KeyboardInterrupt:
@@ -693,9 +717,16 @@ def _return_to(engine: Any, start: Any, progress: Any, console: Console) -> bool
     return bool(result.success)
 
 
-def _wait(engine: Any, handle: Any, auto_resume: float | None, console: Console) -> Any:
-    """Wait for a goal, resuming pause steps (keyboard or ``--auto-resume``); Ctrl-C cancels
-    at the next unit boundary (twice: stops now), SIGTERM stops now (:class:`Terminated`)."""
+def _wait(
+    engine: Any,
+    handle: Any,
+    auto_resume: float | None,
+    console: Console,
+    pauses: TerminalPauses,
+) -> Any:
+    """Wait for a goal, attending its pauses (the keyboard beside the live view:
+    :class:`erobs_bt.keyboard.TerminalPauses`, or ``--auto-resume``); Ctrl-C cancels at the
+    next unit boundary (twice: stops now), SIGTERM stops now (:class:`Terminated`)."""
     import time
 
     from erobs_bt.orchestrator import State
@@ -704,12 +735,12 @@ def _wait(engine: Any, handle: Any, auto_resume: float | None, console: Console)
     try:
         while not handle.done():
             if orchestrator.state is State.PAUSED:
-                if auto_resume is not None:
+                if auto_resume is not None and pauses.at_pause_step():
                     time.sleep(auto_resume)
                     console.print("[yellow]auto-resume[/]", highlight=False)
                     orchestrator.resume()
                 else:
-                    _prompt_resume(orchestrator, console)
+                    pauses.attend(handle)
             time.sleep(0.02)
     except Terminated:
         console.print("[red]SIGTERM: stopping now[/]: the arm decelerates to rest, the goal aborts (STOPPED)")
@@ -725,17 +756,6 @@ def _wait(engine: Any, handle: Any, auto_resume: float | None, console: Console)
             orchestrator.stop()
             return handle.wait()
     return handle.result
-
-
-def _prompt_resume(orchestrator: Any, console: Console) -> None:
-    try:
-        answer = console.input("[yellow]paused[/] — Enter resumes, 'c' + Enter cancels: ")
-    except EOFError:
-        console.print("[red]no keyboard (stdin closed): cancelling; use --auto-resume to run unattended[/]")
-        orchestrator.cancel()
-        return
-    reply = orchestrator.cancel() if answer.strip().lower().startswith("c") else orchestrator.resume()
-    console.print(reply.message, highlight=False)
 
 
 if __name__ == "__main__":

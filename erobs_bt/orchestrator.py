@@ -181,7 +181,7 @@ class Orchestrator:
         return self._goal
 
     # -- goals ---------------------------------------------------------------------
-    def submit(self, full_json: str, *, dry_run: bool) -> GoalHandle:
+    def submit(self, full_json: str, *, dry_run: bool, paused: bool = False) -> GoalHandle:
         """Accept a goal and start it.
 
         A script that fails validation (or a preview of a non-previewable script) is
@@ -190,6 +190,9 @@ class Orchestrator:
         Args:
             full_json: the script as JSON text.
             dry_run: preview (plan only) instead of execute.
+            paused: start with a pause pending, so the goal parks ``PAUSED`` at the
+                boundary before its first unit (nothing moves) until :meth:`resume`
+                (``erobs-bt run --start-paused``).
 
         Returns:
             The goal's handle.
@@ -199,7 +202,7 @@ class Orchestrator:
         """
         try:
             with self._lock:
-                handle = self._submit(full_json, dry_run=dry_run)
+                handle = self._submit(full_json, dry_run=dry_run, paused=paused)
                 thread = self._thread if self._goal is handle else None
         finally:
             self._deliver()
@@ -208,7 +211,7 @@ class Orchestrator:
             thread.start()
         return handle
 
-    def _submit(self, full_json: str, *, dry_run: bool) -> GoalHandle:
+    def _submit(self, full_json: str, *, dry_run: bool, paused: bool = False) -> GoalHandle:
         refusal = ""
         if self._state is State.FAULTED:
             refusal = (
@@ -236,6 +239,8 @@ class Orchestrator:
             return handle
         script, units = plan.script, list(plan.units)
         controls = Controls(on_change=self._wake.set)
+        if paused:
+            controls.request_pause()  # before the goal thread starts: seen at the first boundary
         context = GoalContext(
             script=script,
             units=units,

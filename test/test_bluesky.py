@@ -10,6 +10,9 @@ a node that stops gives a clear error and the device works again once a node is 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +23,15 @@ import pytest
 from bluesky import RunEngine
 from bluesky.utils import FailedStatus, RunEngineInterrupted
 from ophyd.status import SubscriptionStatus
-from ros_fixtures import NodeProcess, RosEnvironment, fastdds_segments, orphaned_segments, ros_environment
+from readme_snippets import readme_blocks
+from ros_fixtures import (
+    REPO,
+    NodeProcess,
+    RosEnvironment,
+    fastdds_segments,
+    orphaned_segments,
+    ros_environment,
+)
 
 from erobs_bt.bluesky import ErobsRobot, NodeUnavailable, ScriptFailed, run_script
 from erobs_bt.ros.client import ErobsBtClient
@@ -280,3 +291,31 @@ def test_a_node_restart_gives_a_clear_error_then_the_device_reconnects(
             device.destroy()
             first.stop()
     assert orphaned_segments(before, environment.domain_id) == set()
+
+
+def test_the_readme_snippet_runs_as_written_and_its_process_exits_cleanly(
+    node: NodeProcess, tmp_path: Path
+) -> None:
+    """The README's Bluesky snippet, copied as a reader copies it, run from the repository's
+    folder through scripts/env.sh against the node: the goals succeed and Python exits 0.
+    Without a clean shutdown of the device's ROS client at exit, the process aborted
+    (``terminate called without an active exception``, exit 134) after the motion succeeded."""
+    snippet = readme_blocks("Bluesky and the queueserver (a beamline set-up)", "python")[0]
+    # PYTHONPATH: this checkout's erobs_bt, whichever checkout the venv was installed from.
+    path = tmp_path / "snippet.py"
+    path.write_text(snippet)
+    completed = subprocess.run(
+        [str(REPO / "scripts" / "env.sh"), sys.executable, str(path)],
+        cwd=REPO,
+        env={
+            **node.environment.env,
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+        },
+        capture_output=True,
+        text=True,
+        timeout=WAIT,
+    )
+    output = completed.stdout + completed.stderr
+    assert completed.returncode == 0, output
+    assert "terminate called" not in output and "Aborted" not in output, output
+    assert completed.stdout.strip().splitlines()[-1] == "SUCCEEDED", output

@@ -16,6 +16,13 @@ CANCELED at the next unit boundary. A cancel is accepted exactly when its goal i
 the answer's ``goals_canceling`` (:func:`cancel_accepted`): rclpy answers a cancel the node
 refused (the goal had already finished) with ``return_code`` 0 and an empty list.
 
+Exit: a client that was never closed (a Bluesky device in a user's script, which ends
+without ``destroy()``) is closed when the interpreter exits (an ``atexit`` hook): its spin
+thread is stopped and joined, its node destroyed and its context shut down while Python
+still runs. Left to the interpreter's teardown, the DDS participant's threads were torn
+down under a running spin thread and the process aborted (``terminate called without an
+active exception``, exit 134) after a successful script.
+
 Names: by default the node's own names (:func:`default_names`) under its fully qualified
 name (``/erobs_bt``, ``/cell2/erobs_bt``); pass ``names`` when the node's names were
 remapped. ``~/tree_snapshot`` sends a full tree and then deltas; :attr:`ErobsBtClient.trees`
@@ -25,11 +32,13 @@ holds the rebuilt full trees. An endpoint that is not discovered in time raises
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import threading
 import time
 import uuid
+import weakref
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -412,9 +421,10 @@ class ErobsBtClient:
         self._decoder = threading.Thread(
             target=self._decode_snapshots, name="erobs_bt-client-snapshots", daemon=True
         )
+        self._closed = False
         self._decoder.start()
         self._spinner.start()
-        self._closed = False
+        _OPEN.add(self)
 
     def _take_snapshot(self, data: bytes) -> None:
         """Subscription callback (spin thread): queue the serialised ``TreeSnapshot``."""
@@ -464,6 +474,7 @@ class ErobsBtClient:
         if self._closed:
             return
         self._closed = True
+        _OPEN.discard(self)
         self._stop.set()
         self._spinner.join()
         with self._raw_arrived:  # after the spin thread: nothing is queued behind the None
@@ -613,3 +624,19 @@ class ErobsBtClient:
             The message, or ``None`` on timeout.
         """
         return self.states.wait_for(lambda m: m.state == state, timeout, since=since)
+
+
+#: Clients not closed yet, closed by :func:`_close_at_exit` (weak: a closed or collected
+#: client leaves the set).
+_OPEN: weakref.WeakSet[ErobsBtClient] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_at_exit() -> None:
+    """At interpreter exit, close every client still open (spin thread joined, node
+    destroyed, context shut down) before the interpreter and the DDS library tear down."""
+    for client in list(_OPEN):
+        try:
+            client.close()
+        except Exception:  # one client's failure must not leave the others open
+            _LOG.exception("closing an erobs_bt client at exit failed")

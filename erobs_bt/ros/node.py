@@ -53,6 +53,7 @@ Status and code agree: the action status is SUCCEEDED exactly when ``error_code`
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
@@ -416,6 +417,41 @@ class ErobsBtNode(Node):
         parameter_overrides: Sequence[Parameter[Any]] = (),
         node_name: str = NODE_NAME,
         namespace: str | None = None,
+    ) -> None:
+        try:
+            self._construct(context, parameter_overrides, node_name, namespace)
+        except BaseException:
+            self._abandon_construction()
+            raise
+
+    def _abandon_construction(self) -> None:
+        """Undo a construction that raised (a missing poses file, a bad parameter): stop the
+        threads it started (feedback pump, run-log writer), close the engine and destroy the
+        node, so that nothing keeps the node alive and its DDS participant leaves now, while
+        the context is up. Before, the two threads kept the half-built node (and its
+        participant) alive into the interpreter's and Fast DDS's own teardown at exit, the
+        one thing an early exit did differently from a normal one; a node that should have
+        exited with its clean error (status 2) once died of a segmentation fault there."""
+        for part in (
+            self.__dict__.get("_feedback"),
+            self.__dict__.get("run_logs"),
+            self.__dict__.get("engine"),
+        ):
+            if part is not None:
+                with contextlib.suppress(Exception):
+                    part.close()
+        if self.__dict__.get("erobs") is not None:
+            with contextlib.suppress(Exception):
+                self.erobs.close()
+        with contextlib.suppress(Exception):  # also when rclpy's Node.__init__ itself failed
+            self.destroy_node()
+
+    def _construct(
+        self,
+        context: Context | None,
+        parameter_overrides: Sequence[Parameter[Any]],
+        node_name: str,
+        namespace: str | None,
     ) -> None:
         super().__init__(
             node_name, context=context, namespace=namespace, parameter_overrides=list(parameter_overrides)

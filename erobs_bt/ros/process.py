@@ -10,6 +10,9 @@ Both ``erobs_bt_node`` and ``erobs_bt_sim_hardware`` run the same way:
   (``gc.freeze``: the collections during a goal do not walk it each time);
 * the node is spun by a :class:`~rclpy.executors.MultiThreadedExecutor` on its own
   thread; the main thread waits for the signal or for that thread to die;
+* a node that cannot start (``start_errors``) is answered with its message and
+  :data:`EXIT_CONFIG`, after what it built is collected (no DDS participant is left to the
+  interpreter's exit);
 * on the way out the node's ``close()`` runs first (halt, stop, final messages), then the
   executor is shut down and its thread **joined before** ``destroy_node`` and
   ``rclpy.shutdown`` (without the join rclpy can abort; docs/ros2-from-pypi.md §3).
@@ -90,6 +93,15 @@ def serve(
             node = make_node()
         except start_errors as exc:
             print(f"{name}: cannot start: {exc}", file=sys.stderr, flush=True)
+            failed = True
+        else:
+            failed = False
+        if failed:
+            # The node that failed half-way has stopped its threads and destroyed itself
+            # (ErobsBtNode); collect what the exception's frames still held of it now, while
+            # the context is up, so that no DDS participant is left for the interpreter's and
+            # the DDS library's exit to tear down in the wrong order (a rare segfault).
+            gc.collect()
             return EXIT_CONFIG
         # What start-up built (modules, the node, the engine, the cell) lives as long as
         # the process: move it out of the collector's generations, so the collections a

@@ -94,6 +94,7 @@ from erobs_bt.orchestrator import (
     Result,
     State,
 )
+from erobs_bt.plan import describe_pose_registry, pose_registry_file
 from erobs_bt.ros import convert
 from erobs_bt.ros.params import (
     ENDPOINTS,
@@ -139,11 +140,13 @@ SHUTDOWN_REASON = "node shutting down"
 
 
 def engine_config(settings: NodeSettings) -> EngineConfig:
-    """The :class:`~erobs_bt.session.EngineConfig` the node's parameters describe."""
+    """The :class:`~erobs_bt.session.EngineConfig` the node's parameters describe (an empty
+    ``poses_file``: the cell's default registry, :func:`~erobs_bt.plan.pose_registry_file`)."""
+    cell = Path(settings.cell_config) if settings.cell_config else None
     return EngineConfig(
         backend=settings.backend,
-        cell=Path(settings.cell_config) if settings.cell_config else None,
-        poses=Path(settings.poses_file) if settings.poses_file else None,
+        cell=cell,
+        poses=pose_registry_file(cell, settings.poses_file or None),
         faults=Path(settings.faults_file) if settings.faults_file else None,
         hardware=Path(settings.hardware_config) if settings.hardware_config else None,
         speed=settings.speed,
@@ -475,6 +478,11 @@ class ErobsBtNode(Node):
             else None
         )
         self.engine = build_engine(engine_config(settings), listener=_Bridge(self))
+        self.get_logger().info(
+            describe_pose_registry(
+                settings.cell_config or None, settings.poses_file or None, option="the poses_file parameter"
+            )
+        )
         if self.run_logs is not None:
             self.engine.orchestrator.listener.add(self.run_logs)
             self.run_logs.attach(  # joint states for the history's replay and the bags
@@ -979,7 +987,10 @@ class ErobsBtNode(Node):
             self._publish_gripper()
 
     def _note_event(self, goal_id: str, record: Mapping[str, Any]) -> None:
-        """Keep the goal context viewers see (cache decision and key of the unit)."""
+        """Keep the goal context viewers see (cache decision and key of the unit); log the
+        script's warnings (a pose that looks like radians)."""
+        if record.get("event") == "script_warning":
+            self._log_warning(f"{goal_id}: {record.get('message', '')}")
         if record.get("event") == "cache":
             with self._publish_lock:
                 if goal_id == self._goal_id:

@@ -35,6 +35,7 @@ and :meth:`GoalContext.take_plan_ahead`:
 from __future__ import annotations
 
 import enum
+import math
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -95,6 +96,13 @@ DEFAULT_TIMEOUTS: Mapping[str, float] = MappingProxyType(
         "planning": 60.0,
     }
 )
+
+
+#: Steps of a unit one ``timeouts["planning"]`` covers: a unit of more steps is allowed one
+#: more period per started block of this many (a 5,000-step batch plans for 50 periods).
+#: Planning takes a few milliseconds a step on the simulated cell (bench/), so a period
+#: leaves a wide margin while still catching a planner that hangs.
+PLANNING_STEPS_PER_TIMEOUT = 100
 
 
 class HaltReason(enum.Enum):
@@ -475,6 +483,13 @@ class GoalContext:
             return
         ahead.future.cancel()
         self.events.plan_ahead(ahead.unit, "dropped", reason)
+
+    def planning_timeout_for(self, unit: Unit) -> float:
+        """Planning timeout of ``unit`` [s]: ``timeouts["planning"]`` per started block of
+        :data:`PLANNING_STEPS_PER_TIMEOUT` steps, so a large batch the limits allow gets the
+        time its size needs (a fixed 60 s failed every 5,000-step batch)."""
+        blocks = max(1, math.ceil(len(unit.steps) / PLANNING_STEPS_PER_TIMEOUT))
+        return self.timeouts["planning"] * blocks
 
     def timeout_for(self, unit: Unit) -> float:
         """Execution timeout of ``unit`` [s]: the sum of its steps' per-type timeouts."""

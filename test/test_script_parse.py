@@ -977,10 +977,22 @@ def test_radian_roll_pitch_yaw_of_a_cartesian_target_is_a_warning() -> None:
             [
                 {"task_type": "moveto", "cartesian_target": [0.3, -0.2, 0.4, 180, 0, -90]},
                 {"task_type": "moveto", "cartesian_target": [0.3, -0.2, 0.4, 3.14, 0, 1.57]},
+                {
+                    "task_type": "moveto",
+                    "target": "home",
+                    "constraints": {
+                        "orientation_constraints": [
+                            {"link_name": "tool0", "orientation": [180, 0, 0]},
+                            {"link_name": "tool0", "orientation": [3.14, 0, 0]},
+                        ]
+                    },
+                },
             ]
         )
     )
     assert script.warnings == (
         "tasks[1].cartesian_target: roll, pitch and yaw are within ±2π ([3.14, 0, 1.57]); they are in "
         "degrees and these look like radians",
+        "tasks[2].constraints.orientation_constraints[1].orientation: roll, pitch and yaw are within ±2π "
+        "([3.14, 0, 0]); they are in degrees and these look like radians",
     )

@@ -38,8 +38,9 @@ unknown keys of a script or a task are errors (EROBS ignores them, so a misspell
 which are ignored and stay in the task's ``spec``.
 
 Warnings (:attr:`Script.warnings <erobs_bt.script.model.Script.warnings>`), not errors:
-a pose the script uses, or a ``cartesian_target``'s roll/pitch/yaw, whose every angle is
-within ±2π and not all zero looks like radians where degrees are expected.
+a pose the script uses, or the roll/pitch/yaw of a ``cartesian_target`` or an orientation
+constraint, whose every angle is within ±2π and not all zero looks like radians where
+degrees are expected.
 """
 
 from __future__ import annotations
@@ -809,6 +810,25 @@ class _Parser:
         self.warnings = []
         self.resolver = PoseResolver(poses, self.registry)
 
+    # -- units
+    def _warn_rpy(self, angles: Sequence[float], where: str) -> None:
+        """Warn when a roll/pitch/yaw [deg] looks like radians (:func:`looks_like_radians`)."""
+        if looks_like_radians(angles):
+            self.warnings.append(
+                f"{where}: roll, pitch and yaw are within ±2π ({_angles(angles)}); they are in degrees "
+                "and these look like radians"
+            )
+
+    def _constraints(self, value: Any, path: str) -> Constraints | None:
+        """:func:`_constraints`, warning of an orientation constraint's roll/pitch/yaw that
+        looks like radians."""
+        constraints = _constraints(value, path)
+        if constraints is not None:
+            for k, item in enumerate(value.get("orientation_constraints") or []):
+                if item.get("orientation") is not None:
+                    self._warn_rpy(item["orientation"], f"{path}.orientation_constraints[{k}].orientation")
+        return constraints
+
     # -- grippers
     def check_gripper(self, name: Any, path: str) -> str:
         grippers = self.vocabulary.grippers
@@ -893,7 +913,7 @@ class _Parser:
             "path": path,
             "spec": spec,
             "planning_type": PLANNING_TYPES[planning_type],
-            "constraints": _constraints(spec.get("constraints"), f"{path}.constraints"),
+            "constraints": self._constraints(spec.get("constraints"), f"{path}.constraints"),
         }
         if named:
             target = spec["target"]
@@ -949,11 +969,8 @@ class _Parser:
                 _check_length(value, where)
             else:
                 _check_angle(value, where)
-        if len(numbers) == 6 and looks_like_radians(numbers[3:]):
-            self.warnings.append(
-                f"{path}.cartesian_target: roll, pitch and yaw are within ±2π ({_angles(numbers[3:])}); "
-                "they are in degrees and these look like radians"
-            )
+        if len(numbers) == 6:
+            self._warn_rpy(numbers[3:], f"{path}.cartesian_target")
         pose = tuple(numbers[:3]) + (to_radians(numbers[3:]) if len(numbers) == 6 else ())
         frame_id = spec.get("frame_id")
         frame = "base_link" if frame_id is None else v.string(frame_id, f"{path}.frame_id")
@@ -1124,7 +1141,7 @@ class _Parser:
             given["timeout"] = timeout
         offset_direction, offset_vector, offset_distance = self._flange_offset(spec, path)
         gripper = self._step_gripper(spec, "gripper", path)
-        constraints = _constraints(spec.get("constraints"), field_path("constraints"))
+        constraints = self._constraints(spec.get("constraints"), field_path("constraints"))
 
         config = {**preset, **given}
         detector = given.get("detector") or given.get("detection_type") or preset.get("detector", "marker")

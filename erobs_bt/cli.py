@@ -39,7 +39,14 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import click
 
 from erobs_bt.backends.factory import BACKEND_KINDS
-from erobs_bt.plan import GoalPlan, NotPreviewableError, ScriptParser, plan_goal
+from erobs_bt.plan import (
+    GoalPlan,
+    NotPreviewableError,
+    ScriptParser,
+    describe_pose_registry,
+    plan_goal,
+    pose_registry_file,
+)
 from erobs_bt.script.errors import ScriptError
 
 if TYPE_CHECKING:
@@ -64,7 +71,8 @@ def load_plan(
 
     Args:
         path: the script (read as bytes: UTF-8, a byte-order mark is ignored).
-        poses: the pose registry, or ``None``.
+        poses: the pose registry, or ``None`` for the cell's default
+            (:func:`~erobs_bt.plan.pose_registry_file`).
         cell: the cell configuration (``None``: the packaged ``config/cell.yaml``).
         enable_batching: group consecutive moveto/end_effector steps.
         preview: refuse a script that cannot be previewed.
@@ -86,13 +94,14 @@ class ConfigurationError(Exception):
 
 
 def load_parser(*, cell: Path | None, poses: Path | None) -> ScriptParser:
-    """The parser for the ``--cell`` and ``--poses`` files.
+    """The parser for the ``--cell`` and ``--poses`` files (no ``--poses``: the cell's default
+    registry, :func:`~erobs_bt.plan.pose_registry_file`).
 
     Raises:
         ConfigurationError: with the file and key of the problem.
     """
     try:
-        return ScriptParser.from_files(cell=cell, poses=poses)
+        return ScriptParser.from_files(cell=cell, poses=pose_registry_file(cell, poses))
     except (ScriptError, OSError) as exc:
         raise ConfigurationError(str(exc)) from None
 
@@ -125,6 +134,13 @@ def print_invalid(script: Path, error: Exception) -> None:
 def print_configuration_error(error: Exception) -> None:
     """``configuration error: <error>`` on stderr."""
     _echo_labelled("configuration error:", str(error), err=True, fg="red")
+
+
+def print_warnings(plan: GoalPlan) -> None:
+    """``warning <text>`` on stderr for each of the script's warnings (valid, but a pose
+    that looks like radians…)."""
+    for warning in plan.script.warnings:
+        _echo_labelled("warning", warning, err=True, fg="yellow")
 
 
 def fail_invalid(script: Path, error: Exception) -> NoReturn:
@@ -190,6 +206,12 @@ class _Verbs(click.Group):
 LAZY_VERB_MODULES: tuple[str, ...] = ("erobs_bt.ros.commands", "erobs_bt.viz.commands")
 
 
+#: ``--poses``'s help, for every verb that reads a script.
+POSES_HELP = (
+    "Pose registry YAML (degrees). Default: the packaged config/poses.yaml with the packaged "
+    "cell, the poses.yaml beside a --cell file."
+)
+
 _CELL_OPTION = click.option(
     "--cell",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
@@ -246,7 +268,7 @@ def _interruptible() -> None:
 @click.option(
     "--poses",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="Pose registry YAML (degrees).",
+    help=POSES_HELP,
 )
 @_CELL_OPTION
 @click.option("--no-batching", is_flag=True, help="One unit per step (enable_batching:=false).")
@@ -269,8 +291,18 @@ def validate(script: Path, poses: Path | None, cell: Path | None, no_batching: b
             sys.exit(EXIT_INVALID)
         fail_invalid(script, exc)
     report = plan.describe()
+    registry = pose_registry_file(cell, poses)
     if as_json:
-        click.echo(json.dumps({"valid": True, **report}, indent=2))
+        click.echo(
+            json.dumps(
+                {
+                    "valid": True,
+                    **report,
+                    "pose_registry": None if registry is None else str(registry),
+                },
+                indent=2,
+            )
+        )
         return
     _echo_labelled(
         "valid",
@@ -279,6 +311,7 @@ def validate(script: Path, poses: Path | None, cell: Path | None, no_batching: b
         err=False,
         fg="green",
     )
+    print_warnings(plan)
     rows = []
     for unit in report["units"]:
         steps = unit["steps"]
@@ -289,6 +322,7 @@ def validate(script: Path, poses: Path | None, cell: Path | None, no_batching: b
         f"cache eligible: {'yes' if report['cache_eligible'] else 'no (needs exactly one batch)'}",
         f"previewable:    {'yes' if report['previewable'] else 'no — ' + report['preview_error']}",
         f"key sha256:     {report['key_sha256']}",
+        describe_pose_registry(cell, poses),
     ]
     click.echo("\n".join(lines), color=_color())
 
@@ -328,7 +362,7 @@ def _engine_options(command: Any) -> Any:
         click.option(
             "--poses",
             type=click.Path(exists=True, dir_okay=False, path_type=Path),
-            help="Pose registry YAML (degrees).",
+            help=POSES_HELP,
         ),
         click.option(
             "--cell",
@@ -376,7 +410,7 @@ def _engine_options(command: Any) -> Any:
             type=click.Path(dir_okay=False, path_type=Path),
             default=None,
             help="Also record the run as a ROS 2 bag (MCAP: joint states, state, feedback, tree "
-            "snapshots on the node's topics; ros2 bag play and Foxglove open it). Default: on, "
+            "snapshots on the node's topics; Foxglove, erobs-bt log and ros2 bag play open it). Default: on, "
             "beside the run log with the suffix .mcap.",
         ),
         click.option("--no-mcap", is_flag=True, help="Do not record the MCAP bag."),
@@ -491,7 +525,9 @@ def _run_goals(
 ) -> int:
     # The goal plan first, with the cell's parser: an invalid script is refused before the
     # simulated cell is even built (or rich imported), with the message the node and
-    # `validate` give.
+    # `validate` give. The registry is decided once, for the plan and the engine alike.
+    registry_line = describe_pose_registry(cell, poses)
+    poses = pose_registry_file(cell, poses)
     try:
         plan = load_plan(script, poses=poses, cell=cell, enable_batching=not no_batching, preview=dry_run)
     except ConfigurationError as exc:
@@ -500,6 +536,7 @@ def _run_goals(
     except (ScriptError, NotPreviewableError, OSError) as exc:
         print_invalid(script, exc)
         return EXIT_INVALID
+    print_warnings(plan)
 
     with _collector_paused():
         from erobs_bt.console import ConsoleProgress, make_console
@@ -556,6 +593,7 @@ def _run_goals(
             f"backend {backend}, speed ×{speed:g}, cache {cache}",
             highlight=False,
         )
+        console.print(registry_line, style="dim", highlight=False, markup=False)
         start = engine.backend.joint_positions()
         elsewhere = f"the live view ({live_view.url})" if live_view is not None else ""
         pauses = TerminalPauses(engine.orchestrator, console, Keyboard(), elsewhere=elsewhere)
@@ -594,7 +632,9 @@ def _run_goals(
         run_log.close()
         console.print(f"run log: {log_path}  (erobs-bt log {log_path})", highlight=False)
         if bag is not None and bag.close() is not None:
-            console.print(f"ROS 2 bag: {bag.path}  (ros2 bag play {bag.path})", highlight=False)
+            from erobs_bt.viz.mcap_record import how_to_open
+
+            console.print(f"ROS 2 bag: {bag.path}  ({how_to_open(bag.path)})", highlight=False)
 
 
 @contextlib.contextmanager

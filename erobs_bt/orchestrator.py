@@ -64,6 +64,7 @@ from erobs_bt.goal import (
 from erobs_bt.plan import NotPreviewableError, plan_goal
 from erobs_bt.script.errors import ScriptError
 from erobs_bt.script.model import Script
+from erobs_bt.script.parse import dock_problem
 from erobs_bt.tree.compile import compile_tree
 from erobs_bt.tree.context import (
     DEFAULT_TIMEOUTS,
@@ -259,6 +260,8 @@ class Orchestrator:
         self._goal = handle
         self._controls = controls
         self._transition(State.RUNNING, f"{handle.goal_id}: {len(script.steps)} steps, {len(units)} units")
+        for warning in script.warnings:  # valid but suspicious (radians for degrees): say so, run it
+            self._emit(handle.goal_id, "script_warning", message=warning)
         self._thread = threading.Thread(target=self._run, args=(handle,), name=handle.goal_id, daemon=True)
         return handle
 
@@ -410,6 +413,10 @@ class Orchestrator:
         try:
             if ctx.controls.halt is None:
                 self.backend.prepare_goal(handle.script.start_gripper)
+                docks = self.backend.dock_contents()
+                problem = dock_problem(handle.script.steps, docks) if docks is not None else ""
+                if problem:  # before anything moves: the tool changer as it is now
+                    raise MotionError(ErrorCode.EXECUTION_FAILED, problem)
             self._emit(
                 handle.goal_id,
                 "goal_started",

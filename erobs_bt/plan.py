@@ -37,6 +37,7 @@ from erobs_bt.script.poses import PoseRegistry
 from erobs_bt.script.vocabulary import DEFAULT_CELL_PATH, CellVocabulary
 
 __all__ = [
+    "DEFAULT_POSES_PATH",
     "GoalPlan",
     "NotPreviewableError",
     "ScriptParser",
@@ -44,7 +45,62 @@ __all__ = [
     "is_eligible",
     "plan_goal",
     "plan_script",
+    "pose_registry_file",
 ]
+
+#: The packaged pose registry, measured on the packaged cell (``config/poses.yaml``): the
+#: registry every front end uses when none is given and the cell is the packaged one.
+DEFAULT_POSES_PATH: Path = DEFAULT_CELL_PATH.parent / "poses.yaml"
+
+#: The file name of a cell's own pose registry, beside its cell configuration.
+CELL_POSES_NAME = "poses.yaml"
+
+
+def pose_registry_file(cell: Path | str | None, poses: Path | str | None) -> Path | None:
+    """The pose-registry file a front end loads: ``poses`` when given, else the cell's.
+
+    The default follows the cell: with the packaged cell (``cell`` is ``None``) it is the
+    packaged :data:`DEFAULT_POSES_PATH`; with a cell configuration of one's own it is the
+    ``poses.yaml`` beside that file, when there is one (so a lab's cell directory holds
+    both), and otherwise none: the packaged poses were measured on the packaged cell and
+    must not steer another arm. ``erobs-bt`` (``--poses``) and the node (``poses_file``)
+    both decide here.
+
+    Args:
+        cell: the cell configuration file, or ``None`` for the packaged one.
+        poses: the registry file given by the user, or ``None``.
+
+    Returns:
+        The file to load, or ``None`` for no registry.
+    """
+    if poses is not None:
+        return Path(poses)
+    candidate = DEFAULT_POSES_PATH if cell is None else Path(cell).parent / CELL_POSES_NAME
+    return candidate if candidate.is_file() else None
+
+
+def describe_pose_registry(
+    cell: Path | str | None, poses: Path | str | None, *, option: str = "--poses"
+) -> str:
+    """``pose registry: config/poses.yaml (default of the packaged cell; another with
+    --poses)`` — which registry :func:`pose_registry_file` chose and why, for the front
+    ends' start-up line; ``option`` is how the user gives another (the node's
+    ``poses_file``)."""
+    chosen = pose_registry_file(cell, poses)
+    if chosen is None:
+        return f"pose registry: none (no {CELL_POSES_NAME} beside {cell}; give one with {option})"
+    if poses is not None:
+        return f"pose registry: {_shown_path(chosen)}"
+    whose = "the packaged cell" if cell is None else f"the cell {cell}"
+    return f"pose registry: {_shown_path(chosen)} (default of {whose}; another with {option})"
+
+
+def _shown_path(path: Path) -> str:
+    """``path`` relative to the working directory when it is below it, else absolute."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
 
 
 #: What a user is told when validation itself fails (a bug): no internal exception text.
@@ -170,6 +226,7 @@ class GoalPlan:
             "previewable": self.previewable,
             "preview_error": self.preview_error,
             "key_sha256": self.key_sha256,
+            "warnings": list(self.script.warnings),
         }
 
 

@@ -37,6 +37,12 @@ DEFAULT_TIMEOUTS: Mapping[str, float] = MappingProxyType(
     }
 )
 
+#: Steps of a unit one ``timeouts["planning"]`` covers: a unit of more steps is allowed one
+#: more period per started block of this many (a 5,000-step batch plans for 50 periods).
+#: Planning takes a few milliseconds a step on the simulated cell (bench/), so a period
+#: leaves a wide margin while still catching a planner that hangs.
+PLANNING_STEPS_PER_TIMEOUT = 100
+
 #: EROBS waits this long for an action server to accept a goal before ``TIMEOUT:`` [s].
 ACCEPTANCE_TIMEOUT = 10.0
 
@@ -53,7 +59,7 @@ TIMEOUT_USES: Mapping[str, str] = MappingProxyType(
         "pick_sample": "a hard-coded pick_sample (use_vision: false)",
         "place_sample": "a hard-coded place_sample (use_vision: false)",
         "pipettor": "a pipettor step",
-        "planning": "planning one unit",
+        "planning": f"planning a unit, per started {PLANNING_STEPS_PER_TIMEOUT} steps of it",
     }
 )
 

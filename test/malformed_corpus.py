@@ -91,9 +91,9 @@ PIPETTOR_ON = [*SWAP_OUT, exchange("load", "pipettor", 3, approach_pose="load_ap
 
 CASES: list[Case] = [
     # -- the text ----------------------------------------------------------------------------------
-    Case("empty file", b"", "", "Goal missing required full_json"),
-    Case("only whitespace", b" \n\t \n", "", "Goal missing required full_json"),
-    Case("only a byte-order mark", BOM, "", "Goal missing required full_json"),
+    Case("empty file", b"", "", "the script is empty: expected a JSON object"),
+    Case("only whitespace", b" \n\t \n", "", "the script is empty: expected a JSON object"),
+    Case("only a byte-order mark", BOM, "", "the script is empty: expected a JSON object"),
     Case("truncated JSON", GOOD[:-7], "", "Invalid JSON: "),
     Case("trailing garbage", GOOD + b" x", "", "Invalid JSON: Extra data"),
     Case("single quotes", b"{'start_gripper': 'epick'}", "", "Invalid JSON: "),

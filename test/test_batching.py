@@ -74,3 +74,21 @@ def test_order_is_kept_and_units_are_maximal(types: list[str], enabled: bool) ->
     if enabled:
         for left, right in itertools.pairwise(units):
             assert not (left.batched and right.batched), "two adjacent batches would have been one"
+
+
+def test_the_label_of_a_large_batch_is_short() -> None:
+    # Issue 27 (6): a 5,000-step batch's label was one 40,034-character line (in feedback,
+    # every tree snapshot, the run log and each view).
+    steps = renumber([*(moveto(0) for _ in range(4999)), end_effector(0)])
+    (unit,) = group_into_batches(steps, enabled=True)
+    assert unit.label == "batch[5000]: moveto ×4999, end_effector"
+    alternating = renumber([moveto(0) if i % 3 else end_effector(0) for i in range(9000)])
+    (mixed,) = group_into_batches(alternating, enabled=True)
+    assert mixed.label == "batch[9000]: end_effector ×3000, moveto ×6000 (in 6000 runs)"
+    few = renumber([moveto(0), moveto(0), *(end_effector(0) for _ in range(12)), moveto(0)])
+    (runs,) = group_into_batches(few, enabled=True)
+    assert runs.label == "batch[15]: moveto ×2, end_effector ×12, moveto"
+    twelve = renumber([moveto(0) if i % 2 else end_effector(0) for i in range(12)])
+    (listed,) = group_into_batches(twelve, enabled=True)
+    assert listed.label == "batch[12]: " + ", ".join("moveto" if i % 2 else "end_effector" for i in range(12))
+    assert max(len(u.label) for u in (unit, mixed, runs, listed)) < 200

@@ -111,3 +111,50 @@ def test_run_reports_an_invalid_script_with_its_path_and_moves_nothing(
     )
     assert result.exit_code == 2
     assert "tasks[0]: MoveTo goal must specify exactly one of" in " ".join(result.output.split())
+
+
+# -- issue 27 (3): the pose registry defaults to the cell's ------------------------------
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_the_packaged_registry_is_the_default_and_validate_says_so() -> None:
+    # `erobs-bt validate config/full_experiment.json` failed with "unknown pose 'transport'"
+    # although the registry it needs is packaged beside the cell.
+    result = CliRunner().invoke(main, ["validate", str(REPO / "config" / "full_experiment.json")])
+    assert result.exit_code == 0, result.output
+    assert "pose registry: " in result.output and "poses.yaml (default of the packaged cell" in result.output
+    report = json.loads(
+        CliRunner().invoke(main, ["validate", str(REPO / "config" / "full_experiment.json"), "--json"]).stdout
+    )
+    assert Path(report["pose_registry"]) == REPO / "config" / "poses.yaml"
+
+
+def test_another_cell_takes_the_registry_beside_it_or_none_and_the_error_names_the_option(
+    tmp_path: Path,
+) -> None:
+    cell = tmp_path / "cell.yaml"
+    cell.write_text((REPO / "config" / "cell.yaml").read_text(encoding="utf-8"), encoding="utf-8")
+    script = tmp_path / "s.json"
+    script.write_text(
+        json.dumps({"start_gripper": "epick", "tasks": [{"task_type": "moveto", "target": "transport"}]})
+    )
+    refused = CliRunner().invoke(main, ["validate", str(script), "--cell", str(cell)])
+    assert refused.exit_code == 2
+    assert "no pose registry is loaded" in refused.output and "--poses" in refused.output
+    assert "poses_file" in refused.output
+    (tmp_path / "poses.yaml").write_text("transport: [79.72, -69.5, -81.91, -117.92, -268.05, -157.15]\n")
+    accepted = CliRunner().invoke(main, ["validate", str(script), "--cell", str(cell)])
+    assert accepted.exit_code == 0, accepted.output
+    assert f"pose registry: {tmp_path / 'poses.yaml'}" in accepted.output.replace("\n", "") or (
+        "poses.yaml (default of the cell" in accepted.output
+    )
+
+
+def test_the_nodes_empty_poses_file_is_the_cells_default_registry() -> None:
+    from erobs_bt.plan import DEFAULT_POSES_PATH
+    from erobs_bt.ros.node import engine_config
+    from erobs_bt.ros.params import NodeSettings
+
+    assert engine_config(NodeSettings.from_values({})).poses == DEFAULT_POSES_PATH
+    given = engine_config(NodeSettings.from_values({"poses_file": "/lab/poses.yaml"}))
+    assert given.poses == Path("/lab/poses.yaml")

@@ -282,3 +282,55 @@ def test_a_node_goal_is_recorded_beside_its_run_log_on_the_node_topics(cells: An
 
     last = joints[-1].position
     assert max(abs(a - math.radians(d)) for a, d in zip(last, poses["sample_scan_1"], strict=True)) < 1e-3
+
+
+def test_the_bag_printed_beside_the_log_reads_with_erobs_bt_log(tmp_path: Path) -> None:
+    # Issue 27 (8): `erobs-bt log X.mcap` (the file `run` prints) failed with a raw "'utf-8'
+    # codec can't decode byte 0x89", and `run` pointed at `ros2 bag play`, which the PyPI
+    # install does not have.
+    import shutil
+
+    log = tmp_path / "run.jsonl"
+    result = CliRunner().invoke(
+        main,
+        [
+            "run",
+            str(REPO / "trees/pause_between_units.json"),
+            "--speed",
+            "5",
+            "--auto-resume",
+            "--log",
+            str(log),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    bag = tmp_path / "run.mcap"
+    said = result.output.replace("\n", "")
+    assert f"ROS 2 bag: {bag}  (open it with Foxglove, erobs-bt log {bag}, or " in said
+    if shutil.which("ros2") is None:
+        assert "ros2 bag play where ROS 2 is installed (not on this machine)" in said
+
+    shown = CliRunner().invoke(main, ["log", str(bag)])
+    assert shown.exit_code == 0, shown.output
+    text = shown.output
+    assert "codec" not in text
+    assert "/joint_states" in text and "sensor_msgs/msg/JointState" in text
+    assert "/erobs_bt/tree_snapshot" in text
+    assert "is the run's ROS 2 bag (MCAP)" in text and f"its run log: {log}" in text.replace("\n", "")
+    assert "goal_finished" in text  # the timeline of the run log beside it
+
+    log.unlink()
+    alone = CliRunner().invoke(main, ["log", str(bag)])
+    assert alone.exit_code == 2 and "no run log beside the bag" in alone.output
+
+
+def test_log_of_a_binary_file_that_is_no_bag_says_what_it_is_not(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.bin"
+    junk.write_bytes(b'{"t": 1, "event": "x"}\n\x89\xff\x00binary')
+    result = CliRunner().invoke(main, ["log", str(junk)])
+    assert result.exit_code == 2
+    assert "codec" not in result.output
+    assert (
+        "junk.bin:2: not a run log (a run log is JSON Lines text; byte 0x89 at offset 23 is not UTF-8)"
+        in (result.output.replace("\n", ""))
+    )

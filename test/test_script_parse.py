@@ -63,8 +63,12 @@ def test_bytes_with_a_utf8_bom_are_accepted() -> None:
     assert len(parse_script(b"\xef\xbb\xbf" + doc([move(target="home")]).encode()).steps) == 1
 
 
-def test_an_empty_goal_is_missing_its_script() -> None:
-    assert str(rejects("  ")) == "Goal missing required full_json"
+def test_an_empty_script_says_so_in_the_users_words() -> None:
+    # Issue 27 (8): an empty file said "Goal missing required full_json", the name of a ROS
+    # goal field a user of `erobs-bt validate` never sees.
+    message = str(rejects("  "))
+    assert message.startswith("the script is empty: expected a JSON object with 'start_gripper' and 'tasks'")
+    assert "full_json" not in message and "Goal" not in message
 
 
 @pytest.mark.parametrize("token", ["NaN", "Infinity", "-Infinity", "1e400", "-2e999"])
@@ -177,14 +181,16 @@ def test_each_task_must_be_an_object() -> None:
 def test_an_unknown_task_type_lists_the_sorted_types(task_type: Any) -> None:
     error = rejects(doc([move(target="home")] * 3 + [{"task_type": task_type}]))
     assert error.path == "tasks[3].task_type"
-    assert str(error) == f"tasks[3].task_type must be one of: {', '.join(sorted(TASK_TYPES))}"
+    assert str(error).startswith(f"tasks[3].task_type must be one of: {', '.join(sorted(TASK_TYPES))} (got ")
     assert "pickup_vial" in str(error) and "pause" in str(error)
 
 
-def test_unknown_envelope_keys_are_ignored_and_not_part_of_the_key() -> None:
-    one = parse_script(doc([move(target="home")], run_name="first", operator={"who": "x"}))
+def test_the_envelope_keys_erobs_writes_are_ignored_and_not_part_of_the_key() -> None:
+    one = parse_script(doc([move(target="home")], run_name="first", **{"$schema": "x.json"}))
     two = parse_script(doc([move(target="home")]))
     assert one.key_document() == two.key_document()
+    error = rejects(doc([move(target="home")], operator={"who": "x"}))
+    assert error.path == "operator" and "unknown field of the script" in str(error)
 
 
 def test_inline_poses_are_validated_with_their_path() -> None:
@@ -748,7 +754,7 @@ def test_limits_reject_nonsense_values() -> None:
 
 # -- the spec and the key ---------------------------------------------------------------------
 def test_specs_are_the_steps_as_written_and_make_the_key() -> None:
-    tasks = [move(target="home", planning_type="joint", note="kept"), ee("vacuum_on")]
+    tasks = [move(target="home", planning_type="joint"), ee("vacuum_on")]
     script = parse_script(doc(tasks))
     assert [dict(s.spec) for s in script.steps] == tasks
     key = json.loads(script.key_document())
@@ -876,3 +882,131 @@ def test_random_tasks_never_raise_anything_but_script_error(
     tasks: list[dict[str, Any]], gripper: str
 ) -> None:
     only_script_errors(doc(tasks, start_gripper=gripper))
+
+
+# -- issue 27 (5): mistakes that were accepted silently --------------------------------
+def test_a_misspelled_optional_field_is_an_error_naming_the_field_it_resembles() -> None:
+    error = rejects(doc([{"task_type": "moveto", "target": "home", "planing_type": "cartesian"}]))
+    assert error.path == "tasks[0].planing_type"
+    assert "unknown field of moveto; did you mean 'planning_type'?" in str(error)
+
+
+def test_an_unknown_field_is_an_error_listing_the_fields_of_the_task_type() -> None:
+    error = rejects(
+        doc([{"task_type": "moveto", "target": "home"}, {"task_type": "moveto", "target": "a", "speed": 2}])
+    )
+    assert error.path == "tasks[1].speed"
+    assert "did you mean" not in str(error)
+    assert (
+        "(allowed: cartesian_target, constraints, direction, distance, frame_id, planning_type, target"
+        in str(error)
+    )
+
+
+def test_unknown_fields_of_every_task_type_are_errors() -> None:
+    from erobs_bt.script.parse import TASK_FIELDS
+
+    for task_type in TASK_FIELDS:
+        error = rejects(doc([{"task_type": task_type, "speed": 2}], start_gripper="pipettor"))
+        assert error.path == "tasks[0].speed", (task_type, str(error))
+
+
+def test_a_misspelled_script_key_is_an_error_but_the_keys_erobs_writes_are_ignored() -> None:
+    error = rejects(doc([{"task_type": "pause"}], poses=None, pose={"x": HOME}))
+    assert error.path == "pose" and "did you mean 'poses'?" in str(error)
+    script = parse_script(
+        doc([{"task_type": "pause"}], run_name="oscan", **{"$schema": "./erobs.schema.json", "$comment": "x"})
+    )
+    assert len(script.steps) == 1
+
+
+def test_the_task_fields_erobs_writes_are_accepted_and_ignored() -> None:
+    # EROBS's task editor writes the rack element's name beside row/col, and the camera's
+    # ArUco dictionary into vision steps (EROBS src/mtc_gui/mtc_gui/main_window.py).
+    script = parse_script(
+        doc(
+            [
+                {
+                    "task_type": "vision_moveto",
+                    "tag_id": 0,
+                    "scan_pose": "scan",
+                    "marker_dictionary": "aruco4x4_50",
+                },
+                {"task_type": "moveto", "target": "home"},
+            ]
+        )
+    )
+    assert [step.script_type for step in script.steps] == ["vision_moveto", "moveto"]
+    from erobs_bt.plan import DEFAULT_POSES_PATH
+    from erobs_bt.script.poses import PoseRegistry
+
+    registry = PoseRegistry.load(DEFAULT_POSES_PATH)
+    with_position = parse_script(
+        doc([{"task_type": "pickup_tip", "row": 0, "col": 3, "position": "A4"}], start_gripper="pipettor"),
+        registry=registry,
+    )
+    without = parse_script(
+        doc([{"task_type": "pickup_tip", "row": 0, "col": 3}], start_gripper="pipettor"), registry=registry
+    )
+    assert len(with_position.steps) == len(without.steps)
+
+
+def test_the_task_type_error_shows_the_bad_value_and_the_closest_type() -> None:
+    error = rejects(doc([{"task_type": "movto", "target": "home"}]))
+    assert str(error).startswith("tasks[0].task_type must be one of: ")  # EROBS's text, kept
+    assert str(error).endswith("(got 'movto'; did you mean 'moveto'?)")
+    assert str(rejects(doc([{"task_type": 7}]))).endswith("(got 7)")
+
+
+def test_a_pose_that_looks_like_radians_is_a_warning() -> None:
+    radians = [1.2, -1.57, 0.5, -1.0, -1.57, 0.0]
+    script = parse_script(doc([{"task_type": "moveto", "target": "grab"}], poses={"grab": radians}))
+    assert script.warnings == (
+        "poses.grab: every angle is within ±2π ([1.2, -1.57, 0.5, -1, -1.57, 0]); poses are in degrees and "
+        "these look like radians",
+    )
+    # Degrees, and the all-zero pose (valid in either unit): no warning.
+    quiet = parse_script(
+        doc(
+            [{"task_type": "moveto", "target": "home"}, {"task_type": "moveto", "target": "zero"}],
+            poses={"home": HOME, "zero": [0, 0, 0, 0, 0, 0]},
+        )
+    )
+    assert quiet.warnings == ()
+
+
+def test_a_registry_pose_that_looks_like_radians_is_a_warning_naming_the_registry() -> None:
+    from erobs_bt.script.poses import PoseRegistry
+
+    registry = PoseRegistry.from_mapping(
+        {"grab": [0.1, -1.5, 1.2, -1.2, -1.57, 0.3]}, source="cms_poses.yaml"
+    )
+    script = parse_script(doc([{"task_type": "moveto", "target": "grab"}], poses=None), registry=registry)
+    assert len(script.warnings) == 1 and script.warnings[0].startswith("cms_poses.yaml: grab: every angle")
+
+
+def test_radian_roll_pitch_yaw_of_a_cartesian_target_is_a_warning() -> None:
+    script = parse_script(
+        doc(
+            [
+                {"task_type": "moveto", "cartesian_target": [0.3, -0.2, 0.4, 180, 0, -90]},
+                {"task_type": "moveto", "cartesian_target": [0.3, -0.2, 0.4, 3.14, 0, 1.57]},
+                {
+                    "task_type": "moveto",
+                    "target": "home",
+                    "constraints": {
+                        "orientation_constraints": [
+                            {"link_name": "tool0", "orientation": [180, 0, 0]},
+                            {"link_name": "tool0", "orientation": [3.14, 0, 0]},
+                        ]
+                    },
+                },
+            ]
+        )
+    )
+    assert script.warnings == (
+        "tasks[1].cartesian_target: roll, pitch and yaw are within ±2π ([3.14, 0, 1.57]); they are in "
+        "degrees and these look like radians",
+        "tasks[2].constraints.orientation_constraints[1].orientation: roll, pitch and yaw are within ±2π "
+        "([3.14, 0, 0]); they are in degrees and these look like radians",
+    )

@@ -185,3 +185,34 @@ documents = st.builds(
 def test_random_documents_the_schema_rejects_the_parser_rejects(document: dict[str, Any]) -> None:
     if not VALIDATOR.is_valid(document):
         assert not parser_accepts(document), next(VALIDATOR.iter_errors(document)).message
+
+
+def test_the_schema_and_the_parser_refuse_the_same_unknown_fields() -> None:
+    # Issue 27 (5): one truth for a task type's fields (parse.TASK_FIELDS), in the parser and
+    # the schema alike; the fields EROBS writes and does not read are accepted by both.
+    from erobs_bt.script.parse import EROBS_TASK_FIELDS, TASK_FIELDS
+
+    for rule in SCHEMA["properties"]["tasks"]["items"]["allOf"]:
+        task_type = rule["if"]["properties"]["task_type"]["const"]
+        allowed = {"task_type", *TASK_FIELDS[task_type], *EROBS_TASK_FIELDS.get(task_type, ())}
+        assert set(rule["then"]["properties"]) <= allowed, task_type
+        assert set(rule["then"]["propertyNames"]["enum"]) == allowed, task_type
+    for task_type in TASK_FIELDS:
+        document = {"start_gripper": "pipettor", "tasks": [{"task_type": task_type, "speed": 2}]}
+        assert not VALIDATOR.is_valid(document), task_type
+        assert not parser_accepts(document), task_type
+    misspelled = {
+        "start_gripper": "epick",
+        "tasks": [{"task_type": "moveto", "target": "transport", "planing_type": ""}],
+    }
+    assert not VALIDATOR.is_valid(misspelled) and not parser_accepts(misspelled)
+    erobs = {
+        "run_name": "oscan",
+        "$schema": "./erobs-task-script.schema.json",
+        "start_gripper": "pipettor",
+        "tasks": [{"task_type": "pickup_tip", "row": 0, "col": 1, "position": "A2"}],
+    }
+    assert VALIDATOR.is_valid(erobs) and parser_accepts(erobs)
+    for extra in ({"pose": {}}, {"name": "x"}):
+        document = {"start_gripper": "epick", "tasks": [{"task_type": "pause"}], **extra}
+        assert not VALIDATOR.is_valid(document) and not parser_accepts(document)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import enum
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -305,6 +305,12 @@ class MotionBackend(Protocol):
         Raises:
             MotionError: the backend cannot use that gripper.
         """
+        ...
+
+    def dock_contents(self) -> Mapping[int, str | None] | None:
+        """What each tool-changer dock holds now: dock number → tool (``None``: empty); ``None``
+        when the backend does not know (a test double). The orchestrator checks a goal's tool
+        exchanges against it before anything moves."""
         ...
 
     def plan(

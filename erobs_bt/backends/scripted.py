@@ -150,6 +150,10 @@ class ScriptedBackend:
         with self._lock:
             return self._revision()
 
+    def dock_contents(self) -> None:
+        """Unknown: no tool changer is modelled."""
+        return None
+
     def prepare_goal(self, start_gripper: str) -> None:
         outcome = self._next("prepare", {"start_gripper": start_gripper})
         if outcome.raises is not None:

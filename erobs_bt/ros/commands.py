@@ -131,7 +131,12 @@ def _console(*, stderr: bool = False) -> Any:
 @click.option("--params-file", type=_existing_file(), help="ROS params file [default: config/erobs_bt.yaml].")
 @click.option("--backend", type=click.Choice(["sim", "scripted"]), help="Motion backend (parameter backend).")
 @click.option("--cell", type=_existing_file(), help="Cell YAML for the sim (parameter cell_config).")
-@click.option("--poses", type=_existing_file(), help="Pose registry YAML, degrees (parameter poses_file).")
+@click.option(
+    "--poses",
+    type=_existing_file(),
+    help="Pose registry YAML, degrees (parameter poses_file; default: the packaged config/poses.yaml "
+    "with the packaged cell, the poses.yaml beside a --cell file).",
+)
 @click.option("--speed", type=click.FloatRange(min=0.0, min_open=True), help="Sim playback speed factor.")
 @click.option("--no-batching", is_flag=True, help="One unit per step (enable_batching:=false).")
 @click.option("--faults", type=_existing_file(), help="Sim fault-injection YAML (parameter faults_file).")

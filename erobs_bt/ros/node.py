@@ -97,6 +97,7 @@ from erobs_bt.orchestrator import (
     Result,
     State,
 )
+from erobs_bt.plan import describe_pose_registry, pose_registry_file
 from erobs_bt.ros import convert
 from erobs_bt.ros.params import (
     ENDPOINTS,
@@ -143,12 +144,14 @@ SHUTDOWN_REASON = "node shutting down"
 
 def engine_config(settings: NodeSettings, *, namespace: str | None = None) -> EngineConfig:
     """The :class:`~erobs_bt.session.EngineConfig` the node's parameters describe; a
-    backend's own ROS node goes into ``namespace`` (the node's)."""
+    backend's own ROS node goes into ``namespace`` (the node's); an empty ``poses_file`` is
+    the cell's default registry (:func:`~erobs_bt.plan.pose_registry_file`)."""
+    cell = Path(settings.cell_config) if settings.cell_config else None
     return EngineConfig(
         ros_namespace=namespace,
         backend=settings.backend,
-        cell=Path(settings.cell_config) if settings.cell_config else None,
-        poses=Path(settings.poses_file) if settings.poses_file else None,
+        cell=cell,
+        poses=pose_registry_file(cell, settings.poses_file or None),
         faults=Path(settings.faults_file) if settings.faults_file else None,
         hardware=Path(settings.hardware_config) if settings.hardware_config else None,
         speed=settings.speed,
@@ -524,6 +527,11 @@ class ErobsBtNode(Node):
         )
         config = engine_config(settings, namespace=self.get_namespace())
         self.engine = build_engine(config, listener=_Bridge(self))
+        self.get_logger().info(
+            describe_pose_registry(
+                settings.cell_config or None, settings.poses_file or None, option="the poses_file parameter"
+            )
+        )
         if self.run_logs is not None:
             self.engine.orchestrator.listener.add(self.run_logs)
             self.run_logs.attach(  # joint states for the history's replay and the bags
@@ -1130,12 +1138,15 @@ class ErobsBtNode(Node):
     def _note_event(self, goal_id: str, record: Mapping[str, Any]) -> None:
         """Keep the goal context viewers see (cache decision and key of the unit); log every
         fault reset, whoever asked (the service, the web console of ``erobs-bt serve``, a
-        call in this process), with who it was and the fault cleared."""
+        call in this process), with who it was and the fault cleared; log the script's
+        warnings (a pose that looks like radians)."""
         if record.get("event") == "fault_reset":
             by, fault = record.get("by", "an unknown caller"), record.get("fault", "")
             faulted = record.get("faulted_goal_id") or "no goal"
             self._log_warning(f"fault reset by {by}: cleared {fault!r} (faulted by {faulted})")
             return
+        if record.get("event") == "script_warning":
+            self._log_warning(f"{goal_id}: {record.get('message', '')}")
         if record.get("event") == "cache":
             with self._publish_lock:
                 if goal_id == self._goal_id:

@@ -33,7 +33,7 @@ from typing import Any
 
 from erobs_bt.backends.factory import BACKEND_KINDS
 from erobs_bt.cache import DEFAULT_CAPACITY, DEFAULT_MAX_BYTES
-from erobs_bt.timeouts import DEFAULT_TIMEOUTS, TIMEOUT_USES
+from erobs_bt.timeouts import DEFAULT_TIMEOUTS, PLANNING_STEPS_PER_TIMEOUT, TIMEOUT_USES
 
 #: The node's default name (``~`` in the names below).
 NODE_NAME = "erobs_bt"
@@ -130,7 +130,8 @@ def _timeout_specs() -> tuple[ParameterSpec, ...]:
             f"timeout.{kind}",
             float(seconds),
             (
-                "[s] time allowed to plan one unit; past it the unit fails with PLANNING_FAILED: (not fatal)"
+                f"[s] time allowed to plan a unit, per started {PLANNING_STEPS_PER_TIMEOUT} steps of it; "
+                "past it the unit fails with PLANNING_FAILED: (not fatal)"
                 if kind == "planning"
                 else f"[s] execution timeout of {TIMEOUT_USES[kind]} (EROBS's timeout.{kind}); past it "
                 "the unit fails with TIMEOUT: and the orchestrator faults"
@@ -156,7 +157,12 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
         "",
         "ros2_control backend: the cell's ROS interfaces YAML; '' = config/ur5e_ros2_control.yaml",
     ),
-    ParameterSpec("poses_file", "", "pose registry YAML (name: 6 joint angles in degrees); '' = none"),
+    ParameterSpec(
+        "poses_file",
+        "",
+        "pose registry YAML (name: 6 joint angles in degrees); '' = the cell's: the packaged "
+        "config/poses.yaml with the packaged cell, else poses.yaml beside cell_config (if any)",
+    ),
     _positive("speed", 1.0, "sim playback speed factor (1.0 = real time, 20.0 = 20x faster)"),
     ParameterSpec("faults_file", "", "sim fault-injection YAML; '' = no faults"),
     ParameterSpec(

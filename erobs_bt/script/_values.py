@@ -10,6 +10,7 @@ rejection names the path of the value and shows what was found.
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 from collections.abc import Collection, Mapping
@@ -185,16 +186,51 @@ def array(value: Any, path: str, *, non_empty: bool = False) -> list[Any]:
     return list(value)
 
 
-def only_keys(value: Mapping[str, Any], path: str, allowed: Collection[str]) -> None:
+def closest(word: Any, choices: Collection[str]) -> str | None:
+    """The one of ``choices`` ``word`` most likely misspells (``planing_type`` →
+    ``planning_type``), or ``None`` when none is close (:func:`difflib.get_close_matches`,
+    similarity at least 0.6, its default)."""
+    if not isinstance(word, str):
+        return None
+    found = difflib.get_close_matches(word, list(choices), n=1)
+    return found[0] if found else None
+
+
+def did_you_mean(word: Any, choices: Collection[str]) -> str:
+    """``"; did you mean 'planning_type'?"`` for a near miss of ``choices`` (:func:`closest`),
+    else ``""``: the tail of an error message."""
+    match = closest(word, choices)
+    return f"; did you mean {match!r}?" if match is not None else ""
+
+
+def only_keys(
+    value: Mapping[str, Any],
+    path: str,
+    allowed: Collection[str],
+    *,
+    owner: str = "",
+    also: Collection[str] = (),
+) -> None:
     """Reject keys of ``value`` outside ``allowed`` (for objects with a closed schema).
 
+    Args:
+        value: the object.
+        path: its path.
+        allowed: its fields, listed in the message.
+        owner: what the fields belong to, for the message (``moveto``).
+        also: further keys accepted without being listed (ignored fields).
+
     Raises:
-        ScriptError: naming the first unknown key and the allowed ones.
+        ScriptError: at ``<path>.<key>`` for the first unknown key, with the closest
+            allowed one when it looks misspelled (``unknown field of moveto; did you mean
+            'planning_type'? (allowed: …)``).
     """
     for key in value:
-        if key not in allowed:
-            where = f"{path}.{key}" if path else str(key)
-            raise ScriptError(where, f"unknown field (allowed: {', '.join(sorted(allowed))})")
+        if key not in allowed and key not in also:
+            where = join(path, key) if path else str(key)
+            of = f" of {owner}" if owner else ""
+            listed = ", ".join(sorted(allowed)) or "none"
+            raise ScriptError(where, f"unknown field{of}{did_you_mean(key, allowed)} (allowed: {listed})")
 
 
 def join(path: str, key: str | int) -> str:

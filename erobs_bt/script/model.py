@@ -287,12 +287,16 @@ class Script:
             script or the registry (degrees, exactly as given); this is the
             "resolved poses" part of the plan-cache key.
         task_count: number of entries in ``tasks`` before macro expansion.
+        warnings: what looks wrong but is valid (a pose that looks like radians), one
+            message each starting with its path; every front end shows them, none is an
+            error. Not part of the cache key.
     """
 
     start_gripper: str
     steps: tuple[Step, ...]
     poses: Mapping[str, tuple[float, ...]]
     task_count: int
+    warnings: tuple[str, ...] = ()
 
     def key_document(self) -> str:
         """The normalised JSON of expanded steps and resolved poses (cache-key input).

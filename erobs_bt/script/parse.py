@@ -7,8 +7,11 @@ once, so that a rejected script moves nothing (docs/behaviour.md §1, "Validatio
    no numbers that overflow to infinity (Python's ``json`` accepts both), no
    duplicate keys, bounded nesting;
 2. the envelope: ``start_gripper`` (a cell gripper), ``tasks`` (a non-empty list of
-   objects with a known ``task_type``), optional ``poses``; other keys (``run_name``…)
-   are ignored and are not part of the cache key;
+   objects with a known ``task_type`` and only the fields of that type,
+   :data:`TASK_FIELDS`), optional ``poses``; the keys EROBS writes and does not read
+   (:data:`EROBS_SCRIPT_KEYS`, :data:`EROBS_TASK_FIELDS`) and ``$``-keys (``$schema``)
+   are ignored and are not part of the cache key; any other key is an error naming the
+   closest known one;
 3. macro expansion (:mod:`erobs_bt.script.macros`), before anything else, so every
    later rule and limit sees the expanded steps;
 4. every step, in order, while tracking the gripper that will be attached at that
@@ -29,8 +32,15 @@ silently do something else): booleans are never numbers; pose names in
 ``approach_pose``, ``scan_pose``, ``scan_positions`` … must resolve; dock and load
 preconditions and the gripper of ``end_effector`` steps are checked against the
 tracked gripper; objects with a closed schema (``constraints``, ``led_color``, a
-macro's ``config``) reject unknown keys; ``pause`` rejects fields (it has no timer).
-Unknown keys of a task itself are ignored, as in EROBS, but stay in its ``spec``.
+macro's ``config``) reject unknown keys; ``pause`` rejects fields (it has no timer);
+unknown keys of a script or a task are errors (EROBS ignores them, so a misspelled
+``planing_type`` silently planned with the default), except those EROBS itself writes,
+which are ignored and stay in the task's ``spec``.
+
+Warnings (:attr:`Script.warnings <erobs_bt.script.model.Script.warnings>`), not errors:
+a pose the script uses, or the roll/pitch/yaw of a ``cartesian_target`` or an orientation
+constraint, whose every angle is within ±2π and not all zero looks like radians where
+degrees are expected.
 """
 
 from __future__ import annotations
@@ -38,7 +48,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, cast
@@ -63,18 +73,31 @@ from erobs_bt.script.model import (
     ToolExchange,
     Vision,
 )
-from erobs_bt.script.poses import PoseRegistry, PoseResolver, check_joint_angle, inline_poses, to_radians
+from erobs_bt.script.poses import (
+    PoseRegistry,
+    PoseResolver,
+    check_joint_angle,
+    inline_poses,
+    looks_like_radians,
+    to_radians,
+)
 from erobs_bt.script.vocabulary import CellVocabulary
 
 __all__ = [
     "DIRECTION_VECTORS",
+    "EMPTY_SCRIPT",
+    "EROBS_SCRIPT_KEYS",
+    "EROBS_TASK_FIELDS",
     "MAX_LENGTH",
     "PIPETTOR_OPERATIONS",
     "PLANNING_TYPES",
+    "SCRIPT_KEYS",
     "SUPPORTED_TASK_TYPES",
+    "TASK_FIELDS",
     "TASK_TYPES",
     "VISION_PRESETS",
     "Limits",
+    "dock_problem",
     "parse_script",
 ]
 
@@ -188,6 +211,12 @@ VISION_PRESETS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
     }
 )
 
+#: The error for an empty script (a file of nothing but white space, an empty goal).
+EMPTY_SCRIPT = (
+    "the script is empty: expected a JSON object with 'start_gripper' and 'tasks' "
+    '(e.g. {"start_gripper": "none", "tasks": [{"task_type": "pause"}]})'
+)
+
 _EXACTLY_ONE = "MoveTo goal must specify exactly one of target, direction/distance, or cartesian_target"
 _JOINT_CONSTRAINT_KEYS = ("joint_name", "position", "tolerance_above", "tolerance_below", "weight")
 _ORIENTATION_CONSTRAINT_KEYS = ("link_name", "frame_id", "orientation", "tolerance", "weight")
@@ -204,6 +233,75 @@ _VISION_POSE_FIELDS = (
 )
 _VISION_STRING_FIELDS = ("detector", "detection_type", "goal_computer", "strategy")
 _VISION_BOOL_FIELDS = ("use_vision", "pre_open", "detect_only", "retreat_from_scan", "release")
+_VISION_FIELDS = (
+    *_VISION_STRING_FIELDS,
+    "terminal_action",
+    *_VISION_BOOL_FIELDS,
+    *_VISION_POSE_FIELDS,
+    "scan_positions",
+    "tag_id",
+    "sample_index",
+    "scans_per_position",
+    "marker_offset_x",
+    "marker_offset_y",
+    "marker_offset_z",
+    "z_offset",
+    "k_offset",
+    "forward_distance",
+    "edge_inset_mm",
+    "settle_time",
+    "timeout",
+    "offset_direction",
+    "offset_distance",
+    "gripper",
+    "constraints",
+)
+_MACRO_FIELDS = ("row", "col", "element_index", "config")
+
+#: The fields each ``task_type`` reads, besides ``task_type`` itself; any other field is an
+#: error naming the closest one (a misspelled ``planing_type`` would otherwise be ignored and
+#: the step run with its default). :func:`erobs_bt.script.schema.script_schema` lists the
+#: same fields.
+TASK_FIELDS: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {
+        "moveto": (
+            "target",
+            "direction",
+            "distance",
+            "cartesian_target",
+            "frame_id",
+            "planning_type",
+            "constraints",
+        ),
+        "end_effector": ("end_effector_action", "end_effector_type"),
+        "tool_exchange": ("operation", "gripper", "dock_number", "approach_pose"),
+        "pipettor": ("operation", "volume_pct", "led_color"),
+        "pause": (),
+        **{kind: _VISION_FIELDS for kind in sorted(VISION_TASK_TYPES)},
+        "pickup_tip": _MACRO_FIELDS,
+        "pickup_vial": (*_MACRO_FIELDS, "pipettor_operation", "volume_pct", "rinse_count"),
+    }
+)
+
+#: Fields EROBS's own task editor (``mtc_gui``) writes that erobs_bt does not read; they are
+#: accepted and ignored, as EROBS does: ``position`` of the rack macros (the element's name,
+#: ``"A1"``, beside its ``row``/``col``) and ``marker_dictionary`` of the vision tasks (the
+#: camera's ArUco dictionary; here the cell's markers are known).
+EROBS_TASK_FIELDS: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {
+        **{kind: ("marker_dictionary",) for kind in sorted(VISION_TASK_TYPES)},
+        "pickup_tip": ("position",),
+        "pickup_vial": ("position",),
+    }
+)
+
+#: The keys of a script itself.
+SCRIPT_KEYS: tuple[str, ...] = ("start_gripper", "tasks", "poses")
+
+#: Script keys EROBS writes that erobs_bt does not read (accepted, ignored, not part of the
+#: cache key): ``run_name``, the run's label (EROBS's task editor and ``capture_run``). Keys
+#: starting with ``$`` (``$schema`` for an editor, ``$comment``) are accepted and ignored too.
+EROBS_SCRIPT_KEYS: tuple[str, ...] = ("run_name",)
 
 
 def parse_script(
@@ -243,6 +341,13 @@ def parse_script(
     if "tasks" not in document:
         raise ScriptError("", "Task script missing 'tasks'")
 
+    v.only_keys(
+        document,
+        "",
+        SCRIPT_KEYS,
+        owner="the script",
+        also=(*EROBS_SCRIPT_KEYS, *(key for key in document if key.startswith("$"))),
+    )
     parser = _Parser(vocabulary if vocabulary is not None else CellVocabulary.default(), registry, limits)
     start_gripper = document["start_gripper"]
     if not isinstance(start_gripper, str):
@@ -259,7 +364,18 @@ def parse_script(
         task_type = task.get("task_type")
         if not isinstance(task_type, str) or task_type not in TASK_TYPES:
             raise ScriptError(
-                f"tasks[{index}].task_type", f"must be one of: {', '.join(TASK_TYPES)}", sep=" "
+                f"tasks[{index}].task_type",
+                f"must be one of: {', '.join(TASK_TYPES)} "
+                f"(got {v.shown(task_type)}{v.did_you_mean(task_type, TASK_TYPES)})",
+                sep=" ",
+            )
+        if task_type != "pause":  # a pause's fields: the step's own message (it has no timer)
+            v.only_keys(
+                task,
+                f"tasks[{index}]",
+                ("task_type", *TASK_FIELDS[task_type]),
+                owner=task_type,
+                also=EROBS_TASK_FIELDS.get(task_type, ()),
             )
 
     expanded = expand_macros(
@@ -269,12 +385,64 @@ def parse_script(
     )
     parser.begin(start_gripper, poses)
     steps = tuple(parser.step(entry, index) for index, entry in enumerate(expanded))
+    used = parser.resolver.used
+    warnings = [
+        f"{parser.resolver.origin(name)}: every angle is within ±2π ({_angles(values)}); poses are in "
+        "degrees and these look like radians"
+        for name, values in used.items()
+        if looks_like_radians(values)
+    ]
     return Script(
         start_gripper=start_gripper,
         steps=steps,
-        poses=MappingProxyType(parser.resolver.used),
+        poses=MappingProxyType(used),
         task_count=len(tasks),
+        warnings=(*warnings, *parser.warnings),
     )
+
+
+def _angles(values: Sequence[float]) -> str:
+    """``[0.5, -1.2, …]`` as written, for a warning."""
+    return "[" + ", ".join(f"{a:g}" for a in values) + "]"
+
+
+def dock_problem(steps: Sequence[Step], docks: Mapping[int, str | None]) -> str:
+    """Why the script's tool exchanges cannot run with the docks as they are, or ``""``.
+
+    The parser checks the exchanges against each other (a dock the script filled is not
+    docked into again); what the docks hold when the goal starts is known only then
+    (earlier goals and the operator change it), so the orchestrator calls this after the
+    start gripper is mounted and before anything moves, with the backend's
+    :meth:`~erobs_bt.backends.base.MotionBackend.dock_contents`.
+
+    Args:
+        steps: the script's expanded steps, in order.
+        docks: dock number → the tool it holds now (``None``: empty).
+
+    Returns:
+        ``tasks[5].dock_number: dock 3 already holds the pipettor when the goal starts
+        (empty docks: 4)``, or ``""`` when every dock and load can be done.
+    """
+    held = dict(docks)
+    for step in steps:
+        if not isinstance(step, ToolExchange):
+            continue
+        number, stored = step.dock_number, held.get(step.dock_number)
+        where = f"{step.path}.dock_number"
+        if step.operation == "dock":
+            if stored is not None:
+                empty = ", ".join(str(n) for n, tool in sorted(held.items()) if tool is None) or "none"
+                return (
+                    f"{where}: dock {number} already holds the {stored} when the goal starts, so the "
+                    f"{step.gripper} cannot be docked there (empty docks: {empty})"
+                )
+            held[number] = step.gripper
+        else:
+            if stored != step.gripper:
+                found = f"the {stored}" if stored is not None else "nothing"
+                return f"{where}: dock {number} holds {found} when the goal starts, not the {step.gripper}"
+            held[number] = None
+    return ""
 
 
 def _default_targets(limits: Limits) -> VisionTargets:
@@ -361,7 +529,7 @@ def _decode(text: str | bytes, limits: Limits) -> Any:
         raise ScriptError("", f"the script must be text or bytes (got {type(text).__name__})")
     text = text.removeprefix("\ufeff")
     if not text.strip():
-        raise ScriptError("", "Goal missing required full_json")
+        raise ScriptError("", EMPTY_SCRIPT)
     try:
         document = json.loads(
             text,
@@ -634,11 +802,32 @@ class _Parser:
         self.current = ""
         self.docked: dict[int, tuple[str | None, str]] = {}  # dock -> (tool, path of the step)
         self.resolver = PoseResolver({}, registry)
+        self.warnings: list[str] = []  # Script.warnings found while reading the steps
 
     def begin(self, start_gripper: str, poses: Mapping[str, tuple[float, ...]]) -> None:
         self.current = start_gripper
         self.docked = {}
+        self.warnings = []
         self.resolver = PoseResolver(poses, self.registry)
+
+    # -- units
+    def _warn_rpy(self, angles: Sequence[float], where: str) -> None:
+        """Warn when a roll/pitch/yaw [deg] looks like radians (:func:`looks_like_radians`)."""
+        if looks_like_radians(angles):
+            self.warnings.append(
+                f"{where}: roll, pitch and yaw are within ±2π ({_angles(angles)}); they are in degrees "
+                "and these look like radians"
+            )
+
+    def _constraints(self, value: Any, path: str) -> Constraints | None:
+        """:func:`_constraints`, warning of an orientation constraint's roll/pitch/yaw that
+        looks like radians."""
+        constraints = _constraints(value, path)
+        if constraints is not None:
+            for k, item in enumerate(value.get("orientation_constraints") or []):
+                if item.get("orientation") is not None:
+                    self._warn_rpy(item["orientation"], f"{path}.orientation_constraints[{k}].orientation")
+        return constraints
 
     # -- grippers
     def check_gripper(self, name: Any, path: str) -> str:
@@ -724,7 +913,7 @@ class _Parser:
             "path": path,
             "spec": spec,
             "planning_type": PLANNING_TYPES[planning_type],
-            "constraints": _constraints(spec.get("constraints"), f"{path}.constraints"),
+            "constraints": self._constraints(spec.get("constraints"), f"{path}.constraints"),
         }
         if named:
             target = spec["target"]
@@ -737,8 +926,8 @@ class _Parser:
                 raise ScriptError(
                     f"{path}.target",
                     # EROBS's "Pose '<name>' not found" (its agent's error table matches it).
-                    f"Pose {target!r} not found (not in the script's poses, the pose registry, "
-                    f"or the named states: {known})",
+                    f"Pose {target!r} not found: not in "
+                    + self.resolver.searched(f"the named states [{known}]"),
                 )
             return MoveTo(target=target, target_joints=joints, **common)
         if relative:
@@ -781,6 +970,8 @@ class _Parser:
                 _check_length(value, where)
             else:
                 _check_angle(value, where)
+        if len(numbers) == 6:
+            self._warn_rpy(numbers[3:], f"{path}.cartesian_target")
         pose = tuple(numbers[:3]) + (to_radians(numbers[3:]) if len(numbers) == 6 else ())
         frame_id = spec.get("frame_id")
         frame = "base_link" if frame_id is None else v.string(frame_id, f"{path}.frame_id")
@@ -954,7 +1145,7 @@ class _Parser:
             given["timeout"] = timeout
         offset_direction, offset_vector, offset_distance = self._flange_offset(spec, path)
         gripper = self._step_gripper(spec, "gripper", path)
-        constraints = _constraints(spec.get("constraints"), field_path("constraints"))
+        constraints = self._constraints(spec.get("constraints"), field_path("constraints"))
 
         config = {**preset, **given}
         detector = given.get("detector") or given.get("detection_type") or preset.get("detector", "marker")

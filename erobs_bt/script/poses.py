@@ -30,6 +30,9 @@ from erobs_bt.script.errors import ScriptError
 from erobs_bt.script.limits import DEFAULT_LIMITS, Limits
 from erobs_bt.script.model import JOINT_LIMITS_DEG, JOINT_NAMES, JointPositions
 
+#: How a user gives the pose registry, for messages about a name found nowhere.
+REGISTRY_OPTION_HINT = "a registry is given with erobs-bt's --poses or the node's poses_file parameter"
+
 #: Number of values in a pose (UR joint order of :data:`erobs_bt.script.model.JOINT_NAMES`).
 POSE_LENGTH = len(JOINT_NAMES)
 
@@ -47,6 +50,19 @@ def to_radians(degrees: Iterable[float]) -> tuple[float, ...]:
         The same angles [rad], as a tuple.
     """
     return tuple(math.radians(value) for value in degrees)
+
+
+def looks_like_radians(angles: Iterable[float]) -> bool:
+    """True when angles given in degrees look like radians: every one within ±2π and not
+    all zero (a real pose in degrees almost always has a joint beyond 6.3°; all zeros is a
+    legitimate pose in either unit). The parser warns, it does not reject: a small pose
+    in degrees is possible.
+
+    Args:
+        angles: the angles as written [deg, supposedly].
+    """
+    values = list(angles)
+    return bool(values) and all(abs(a) <= math.tau for a in values) and any(a != 0 for a in values)
 
 
 def pose_values(value: Any, path: str) -> tuple[float, ...]:
@@ -239,11 +255,29 @@ class PoseResolver:
         joints = self.resolve(name)
         if joints is None:
             origin = f"default pose {name!r} of {default_of}" if default_of else f"pose {name!r}"
-            where = "the script's poses" + (
-                f" or the pose registry ({self._registry.source})" if self._registry is not None else ""
-            )
-            raise ScriptError(path, f"{origin} is not in {where}")
+            raise ScriptError(path, f"{origin} is not in {self.searched()}")
         return joints
+
+    def searched(self, *also: str) -> str:
+        """Where a name was looked for, for the message when it is found nowhere: ``the
+        script's poses or the pose registry (poses.yaml; the registry is given with
+        --poses …)``, or ``the script's poses (no pose registry is loaded; …)``; ``also``
+        are further places (the cell's named states)."""
+        if self._registry is not None:
+            places = ["the script's poses", f"the pose registry ({self._registry.source})", *also]
+            note = REGISTRY_OPTION_HINT
+        else:
+            places = ["the script's poses", *also]
+            note = f"no pose registry is loaded; {REGISTRY_OPTION_HINT}"
+        listed = places[0] if len(places) == 1 else ", ".join(places[:-1]) + " or " + places[-1]
+        return f"{listed} ({note})"
+
+    def origin(self, name: str) -> str:
+        """Where a resolved name's values come from, as a path for messages: ``poses.<name>``
+        (the script's) or ``<registry source>: <name>``."""
+        if name in self._inline or self._registry is None:
+            return f"poses.{name}"
+        return f"{self._registry.source}: {name}"
 
     @property
     def used(self) -> dict[str, tuple[float, ...]]:

@@ -14,9 +14,10 @@ time; the parser checks more (a pose name must resolve, a step must suit the too
 attached at that point, a ``moveto`` has exactly one mode). The rule the tests hold it to
 (test/test_script_schema.py): whatever the schema rejects, the parser rejects.
 
-Conventions taken from the parser: a ``null`` optional field counts as absent; task
-objects may carry extra keys (ignored, as in EROBS), as may the script (``run_name``,
-``$schema``).
+Conventions taken from the parser: a ``null`` optional field counts as absent; a task
+has only the fields of its type and the script only its own keys, besides those EROBS
+writes and does not read (``run_name``; ``position``, ``marker_dictionary``) and a script's
+``$``-keys (``$schema``), all ignored.
 """
 
 from __future__ import annotations
@@ -28,11 +29,15 @@ from erobs_bt.script.macros import VIAL_OPERATIONS
 from erobs_bt.script.model import JOINT_LIMITS_DEG, JOINT_NAMES, VISION_TASK_TYPES
 from erobs_bt.script.parse import (
     DIRECTION_VECTORS,
+    EROBS_SCRIPT_KEYS,
+    EROBS_TASK_FIELDS,
     MAX_ANGLE,
     MAX_LENGTH,
     MAX_SECONDS,
     PIPETTOR_OPERATIONS,
     PLANNING_TYPES,
+    SCRIPT_KEYS,
+    TASK_FIELDS,
     TASK_TYPES,
     TOOL_OPERATIONS,
 )
@@ -127,9 +132,13 @@ def _constraints() -> dict[str, Any]:
 
 
 def _task(task_type: str, properties: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    """The rules of one ``task_type``: its fields' schemas, and no field but the parser's
+    (:data:`~erobs_bt.script.parse.TASK_FIELDS` and the ones EROBS writes,
+    :data:`~erobs_bt.script.parse.EROBS_TASK_FIELDS`)."""
+    names = ["task_type", *TASK_FIELDS[task_type], *EROBS_TASK_FIELDS.get(task_type, ())]
     return {
         "if": {"properties": {"task_type": {"const": task_type}}, "required": ["task_type"]},
-        "then": {"properties": properties, **extra},
+        "then": {"properties": properties, "propertyNames": {"enum": names}, **extra},
     }
 
 
@@ -281,6 +290,7 @@ def script_schema(
         ),
         "type": "object",
         "required": ["start_gripper", "tasks"],
+        "propertyNames": {"anyOf": [{"enum": [*SCRIPT_KEYS, *EROBS_SCRIPT_KEYS]}, {"pattern": "^\\$"}]},
         "properties": {
             "start_gripper": {"enum": grippers, "description": "the tool attached when the script starts"},
             "poses": _optional(

@@ -25,6 +25,7 @@ from py_trees.common import Status
 
 from erobs_bt.backends.base import ErrorCode, MotionError, Solution, as_motion_error
 from erobs_bt.batching import Unit
+from erobs_bt.timeouts import PLANNING_STEPS_PER_TIMEOUT
 from erobs_bt.tree.context import CacheStatus, FinishReason, GoalContext, Mode
 
 
@@ -98,6 +99,13 @@ class FutureBehaviour(py_trees.behaviour.Behaviour):
             self._future = started
             started.add_done_callback(lambda _f: self.context.wake())
 
+    def timeout_source(self) -> str:
+        """Where :attr:`timeout` comes from and which parameter raises it, for the timeout's
+        message. The default: the sum of the unit's steps' per-type execution timeouts."""
+        kinds = sorted({step.task_type for step in self.unit.steps})
+        names = ", ".join(f"timeout.{kind}" for kind in kinds)
+        return f"the sum of its steps' execution timeouts; raise {names}"
+
     def update(self) -> Status:
         """Poll the future: RUNNING until done, then :meth:`on_success`/:meth:`on_error`."""
         if self._immediate is not None:
@@ -110,7 +118,10 @@ class FutureBehaviour(py_trees.behaviour.Behaviour):
                     self.context.backend.stop()
                 self._future.cancel()
                 self._immediate = self.on_error(
-                    MotionError(self.timeout_code, f"{self.name} exceeded its {self.timeout:.1f} s timeout"),
+                    MotionError(
+                        self.timeout_code,
+                        f"{self.name} exceeded its {self.timeout:.1f} s timeout ({self.timeout_source()})",
+                    ),
                     elapsed,
                 )
                 return self._immediate
@@ -241,8 +252,17 @@ class PlanUnit(FutureBehaviour):
             "PlanUnit",
             context,
             unit,
-            timeout=context.timeouts["planning"],
+            timeout=context.planning_timeout_for(unit),
             timeout_code=ErrorCode.PLANNING_FAILED,
+        )
+
+    def timeout_source(self) -> str:
+        """The planning timeout's source: ``timeout.planning`` per started block of
+        :data:`~erobs_bt.timeouts.PLANNING_STEPS_PER_TIMEOUT` steps."""
+        per = self.context.timeouts["planning"]
+        return (
+            f"timeout.planning {per:g} s per {PLANNING_STEPS_PER_TIMEOUT} steps, {len(self.unit.steps)} "
+            "steps; raise the timeout.planning parameter"
         )
 
     def start(self) -> Future[Solution]:

@@ -35,6 +35,7 @@ and :meth:`GoalContext.take_plan_ahead`:
 from __future__ import annotations
 
 import enum
+import math
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -45,7 +46,7 @@ from erobs_bt.backends.base import DetectedPose, MotionBackend, MotionError, Sol
 from erobs_bt.batching import Unit
 from erobs_bt.cache import CacheKey, KeyDocument, PlanCache, round_start
 from erobs_bt.script.model import JointPositions, Script
-from erobs_bt.timeouts import DEFAULT_TIMEOUTS, timeout_key
+from erobs_bt.timeouts import DEFAULT_TIMEOUTS, PLANNING_STEPS_PER_TIMEOUT, timeout_key
 
 #: [rad] Largest live-state deviation (any joint) from a plan-ahead's start at which the
 #: plan is still used (issue 13). The same figure as the controllers' start tolerance
@@ -464,6 +465,13 @@ class GoalContext:
             return
         ahead.future.cancel()
         self.events.plan_ahead(ahead.unit, "dropped", reason)
+
+    def planning_timeout_for(self, unit: Unit) -> float:
+        """Planning timeout of ``unit`` [s]: ``timeouts["planning"]`` per started block of
+        :data:`PLANNING_STEPS_PER_TIMEOUT` steps, so a large batch the limits allow gets the
+        time its size needs (a fixed 60 s failed every 5,000-step batch)."""
+        blocks = max(1, math.ceil(len(unit.steps) / PLANNING_STEPS_PER_TIMEOUT))
+        return self.timeouts["planning"] * blocks
 
     def timeout_for(self, unit: Unit) -> float:
         """Execution timeout of ``unit`` [s]: the sum of its steps' per-type timeouts

@@ -15,6 +15,8 @@ from typing import Any, NoReturn
 
 import click
 
+from erobs_bt.cli import POSES_HELP
+
 EXIT_FAILED = 1
 EXIT_INVALID = 2
 
@@ -22,7 +24,7 @@ _SCRIPT = click.argument("script", type=click.Path(exists=True, dir_okay=False, 
 _POSES = click.option(
     "--poses",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="Pose registry YAML (degrees).",
+    help=POSES_HELP,
 )
 _CELL = click.option(
     "--cell",
@@ -228,15 +230,21 @@ def export(
     help="Port of the history page (0 picks a free one).",
 )
 def log_command(file: Path, goal_id: str | None, view: bool, view_port: int) -> None:
-    """Print the run log FILE (JSON Lines) as a timeline; with --view, replay it in the browser."""
+    """Print the run log FILE (JSON Lines) as a timeline; with --view, replay it in the browser.
+
+    FILE may also be the run's ROS 2 bag (the .mcap beside the log): its topics are listed
+    and the run log beside it is shown.
+    """
 
     from erobs_bt.viz.runlog import read_run_log, timeline
 
+    console = _console()
+    if _is_bag(file):
+        file = _show_bag(file, console)
     try:
         records = read_run_log(file)
-    except (ValueError, UnicodeDecodeError) as exc:
+    except ValueError as exc:
         _fail(str(exc), EXIT_INVALID)
-    console = _console()
     console.print(timeline(records, goal_id=goal_id))
     if not view:
         return
@@ -253,6 +261,39 @@ def log_command(file: Path, goal_id: str | None, view: bool, view_port: int) -> 
         _fail(f"cannot serve the history page: {exc}", EXIT_INVALID)
     except KeyboardInterrupt:
         pass
+
+
+def _is_bag(file: Path) -> bool:
+    from erobs_bt.viz.mcap_record import is_mcap
+
+    try:
+        return is_mcap(file)
+    except OSError as exc:
+        _fail(f"cannot read {file}: {exc}", EXIT_INVALID)
+
+
+def _show_bag(bag: Path, console: Any) -> Path:
+    """Print the topics of the ROS 2 bag ``bag`` and say what opens it; return the run log
+    beside it (exits 2 when there is none: the timeline and the replay read the run log)."""
+    from rich.table import Table
+
+    from erobs_bt.viz.mcap_record import bag_summary, how_to_open, run_log_for
+
+    try:
+        topics, duration = bag_summary(bag)
+    except Exception as exc:  # mcap's errors (McapError, struct errors) on a damaged file
+        _fail(f"{bag}: not a readable MCAP bag ({type(exc).__name__}: {exc})", EXIT_INVALID)
+    length = "no messages" if duration is None else f"{duration:.3f} s"
+    table = Table("topic", "type", "messages", title=f"ROS 2 bag {bag.name} ({length})", title_justify="left")
+    for topic, type_name, count in topics:
+        table.add_row(topic, type_name, f"{count:,}")
+    console.print(table)
+    console.print(f"{bag} is the run's ROS 2 bag (MCAP): {how_to_open(bag)}", highlight=False, soft_wrap=True)
+    log = run_log_for(bag)
+    if not log.is_file():
+        _fail(f"no run log beside the bag ({log} does not exist): nothing more to show", EXIT_INVALID)
+    console.print(f"its run log: {log}", highlight=False, soft_wrap=True)
+    return log
 
 
 @click.command()

@@ -461,11 +461,20 @@ def read_run_log(path: str | Path) -> list[dict[str, Any]]:
         The records in file order.
 
     Raises:
-        ValueError: a line is not a JSON object with ``t`` (number) and ``event``
-            (string); the message names the file and line, e.g. ``run.jsonl:7: not JSON``.
+        ValueError: the file is not UTF-8 text, or a line is not a JSON object with ``t``
+            (number) and ``event`` (string); the message names the file and line, e.g.
+            ``run.jsonl:7: not JSON``.
         OSError: the file cannot be read.
     """
-    text = Path(path).read_text(encoding="utf-8")
+    raw = Path(path).read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        at_line = raw.count(b"\n", 0, exc.start) + 1
+        raise ValueError(
+            f"{path}:{at_line}: not a run log (a run log is JSON Lines text; byte 0x{raw[exc.start]:02x} "
+            f"at offset {exc.start} is not UTF-8)"
+        ) from None
     lines = text.split("\n")
     if lines and lines[-1] != "":
         lines = lines[:-1]

@@ -38,7 +38,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from typing import Protocol, TypeVar
@@ -246,6 +246,11 @@ class SimBackend:
         """The attached tool."""
         with self._state_lock:
             return self._tools.gripper
+
+    def dock_contents(self) -> Mapping[int, str | None]:
+        """What each dock holds now (the live tool state's ``docks``; ``None``: empty)."""
+        with self._state_lock:
+            return self._tools.docks
 
     def model_revision(self) -> str:
         """``<prefix>__<gripper>[__<cup_profile>]`` of the attached tool (from configuration only).

@@ -3,6 +3,7 @@ goal (``validate``) do not import the orchestrator; :mod:`erobs_bt.console` re-e
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from typing import Any
@@ -66,7 +67,5 @@ class ClosableConsole(Console):
                 os.dup2(devnull, self.file.fileno())
             finally:
                 os.close(devnull)
-        try:
+        with contextlib.suppress(OSError):  # stderr gone too: nobody is left to tell
             print(self.note, file=sys.stderr, flush=True)
-        except OSError:
-            pass  # stderr is gone too: nobody is left to tell

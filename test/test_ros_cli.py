@@ -135,4 +135,3 @@ def test_serve_exits_0_on_ctrl_c_also_when_pressed_again_while_it_shuts_down(tmp
             serve.stop()
     assert status == 0, f"exit {status} (negative: killed by that signal):\n{serve.output}"
     assert "Traceback" not in serve.output and "Aborted" not in serve.output, serve.output
-

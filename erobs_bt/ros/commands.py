@@ -23,8 +23,9 @@ Exit codes: 0 success (``serve``: stopped by Ctrl-C/SIGINT or SIGTERM); 1 the go
 was rejected (the node was busy or FAULTED) or cancelled, or a request was refused; 2 the
 script was refused before anything moved (invalid, or not previewable for ``send
 --dry-run``: what ``validate``/``preview`` exit with for it), or the node could not start
-(``serve``: an invalid parameter or configuration file); 3 no node in reach (not discovered: wrong name, ``ROS_DOMAIN_ID`` or discovery
-range; the message says which to check).
+(``serve``: an invalid parameter or configuration file); 3 no node in reach (not
+discovered: wrong name, ``ROS_DOMAIN_ID`` or discovery range; the message says which to
+check).
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ def goal_exit_code(success: bool, error_code: str) -> int:
     if success:
         return 0
     return EXIT_INVALID if error_code in SCRIPT_REFUSALS else EXIT_FAILED
+
 
 _node_option = click.option(
     "--node",

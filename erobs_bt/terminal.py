@@ -3,20 +3,69 @@ goal (``validate``) do not import the orchestrator; :mod:`erobs_bt.console` re-e
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
+from typing import Any
 
 from rich.console import Console
 
 
-def make_console(*, stderr: bool = False) -> Console:
+def make_console(*, stderr: bool = False, closed_note: str | None = None) -> Console:
     """A rich console for the CLI.
 
     On a terminal it behaves as usual; when the output goes to a file or a pipe (a log,
     CI) lines are not wrapped at 80 columns, so paths and messages stay copyable. Emoji
     codes are not replaced (``emoji=False``): a ``:name:`` in a message is what the user
     wrote, and rich's emoji table (about 5 ms of start-up) is never loaded.
+
+    Args:
+        stderr: print to stderr instead of stdout.
+        closed_note: when given, a closed stream (``erobs-bt send … | head``) does not end
+            the program: see :class:`ClosableConsole`, which says ``closed_note`` on stderr.
     """
     stream = sys.stderr if stderr else sys.stdout
-    if stream.isatty():
-        return Console(stderr=stderr, emoji=False)
-    return Console(stderr=stderr, width=200, soft_wrap=True, emoji=False)
+    options: dict[str, Any] = {"stderr": stderr, "emoji": False}
+    if not stream.isatty():
+        options.update(width=200, soft_wrap=True)
+    if closed_note is not None:
+        return ClosableConsole(closed_note, **options)
+    return Console(**options)
+
+
+class ClosableConsole(Console):
+    """A rich console that goes quiet when the reader of its stream goes away.
+
+    ``erobs-bt send SCRIPT | head`` closes the pipe after a few lines. rich's reaction to
+    the failed write (:class:`BrokenPipeError`) is to raise ``SystemExit(1)`` from the
+    printing thread; raised in an rclpy callback it ended the client's spin thread, so the
+    goal's result never arrived and the command hung. This console instead points its
+    stream's file descriptor at ``/dev/null`` (so no later write, Python's own flush at
+    exit included, fails again), prints nothing more, says ``note`` once on stderr, and
+    lets the caller go on (``send`` waits for the goal's result and exits with its code).
+
+    Args:
+        note: what to say on stderr when the stream has closed.
+        **options: :class:`rich.console.Console`'s.
+    """
+
+    def __init__(self, note: str, **options: Any) -> None:
+        super().__init__(**options)
+        self.note = note
+        self.closed = False
+
+    def on_broken_pipe(self) -> None:
+        """Hook override (rich calls it when a write failed with ``BrokenPipeError``): go
+        quiet, send the stream to ``/dev/null`` and say so on stderr, instead of exiting."""
+        with self._lock:
+            if self.closed:
+                return
+            self.closed = True
+            self.quiet = True
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            try:
+                os.dup2(devnull, self.file.fileno())
+            finally:
+                os.close(devnull)
+        with contextlib.suppress(OSError):  # stderr gone too: nobody is left to tell
+            print(self.note, file=sys.stderr, flush=True)

@@ -240,6 +240,58 @@ def test_browser_plays_a_trajectory_ghost_and_the_scrubber_seeks(tmp_path: Path)
         assert not page.evaluate("window.erobsHistory.view.info().trajectory")
 
 
+@needs_chromium
+def test_each_tool_has_its_colour_and_the_legend_names_the_tools_and_the_ghost(tmp_path: Path) -> None:
+    """An ePick and a pipettor (both cylinders on the flange) are drawn in colours of their
+    own, docked tools lighter; the legend names the attached tool, the docked ones and,
+    while a trajectory is shown, the ghost arm and its tool path."""
+    trajectory = trajectory_json(_two_segment_solution(), unit=1)
+    with serve(make_app(tmp_path, state=lambda: {"gripper": "epick"})) as url, chromium_page() as page:
+        page.goto(url + "/history")
+        page.wait_for_function(
+            "() => Boolean(window.erobsHistory && window.erobsHistory.view)", timeout=LOAD_TIMEOUT_MS
+        )
+        page.evaluate("window.erobsHistory.view.ready.then(() => true)")
+        view = "window.erobsHistory.view"
+
+        def legend() -> list[dict[str, str]]:
+            return page.eval_on_selector_all(
+                ".cell3d-legend [data-legend]",
+                """(items) => items.map((item) => ({
+                   kind: item.dataset.legend, tool: item.dataset.tool || "", text: item.textContent,
+                   swatch: getComputedStyle(item.querySelector('.cell3d-swatch')).backgroundColor}))""",
+            )
+
+        def rgb(hex_colour: str) -> str:
+            r, g, b = (int(hex_colour[i : i + 2], 16) for i in (1, 3, 5))
+            return f"rgb({r}, {g}, {b})"
+
+        colours = {}
+        for tool in ("epick", "pipettor", "hande", "2fg7"):
+            page.evaluate(f"{view}.setTool('{tool}')")
+            info = page.evaluate(f"{view}.info()")
+            assert info["tool"] == tool and info["toolColor"].startswith("#"), info
+            colours[tool] = info["toolColor"]
+            (attached,) = [item for item in legend() if item["kind"] == "tool"]
+            assert attached["tool"] == tool and f"{tool} — attached tool" in attached["text"], attached
+            assert attached["swatch"] == rgb(info["toolColor"]), "the legend's swatch is the drawn colour"
+        assert len(set(colours.values())) == 4, f"every tool its own colour: {colours}"
+        page.screenshot(path=str(tmp_path / "tool_colours.png"))
+
+        docked = {item["tool"]: item for item in legend() if item["kind"] == "docked"}
+        assert set(docked) == {"hande", "2fg7", "pipettor"} and "in dock 3" in docked["pipettor"]["text"]
+        assert docked["pipettor"]["swatch"] != rgb(colours["pipettor"]), "docked tools are drawn lighter"
+        assert {item["kind"] for item in legend()} == {"tool", "docked"}, "no ghost in the legend without one"
+
+        page.evaluate(f"(t) => {view}.showTrajectory(t, {{title: 'preview of unit 1'}})", trajectory)
+        kinds = {item["kind"]: item["text"] for item in legend()}
+        assert "ghost arm — preview of unit 1" in kinds["ghost"] and "not the robot" in kinds["ghost"], kinds
+        assert "tool path" in kinds["path"], kinds
+        page.screenshot(path=str(tmp_path / "legend_ghost.png"))
+        page.evaluate(f"{view}.clearTrajectory()")
+        assert {item["kind"] for item in legend()} == {"tool", "docked"}
+
+
 def test_the_console_serves_the_3d_view_of_its_backend_and_the_history(
     tmp_path: Path, monkeypatch: Any
 ) -> None:

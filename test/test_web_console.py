@@ -538,6 +538,83 @@ def test_step_detail_and_progress_follow_the_arm_through_a_batch(
     )
 
 
+def test_the_step_count_and_the_percentage_are_one_number(page: Any, cell: Any) -> None:
+    """Inside a batch the bar counts the steps the arm has passed: so do the count and the
+    percentage beside it ("0 / 36 steps (25 %)" showed the completed units' steps beside
+    the arm's percentage)."""
+    from erobs_bt.backends.sim.backend import SimBackend
+
+    tasks = [move("a"), move("b"), move("c"), move("b"), move("a"), move("c")]
+    with SimBackend(cell, speed=2.0, seed=1) as backend:
+        orchestrator = orchestrator_for(backend)
+        view = start_live_view(orchestrator, rate=50.0)
+        try:
+            page.goto(view.url)
+            page.wait_for_selector("#state:text('IDLE')")
+            page.evaluate(
+                """() => {
+                  window.progress = [];
+                  const text = document.getElementById('progress-text');
+                  const bar = document.getElementById('progress-bar');
+                  const motion = document.getElementById('motion');
+                  new MutationObserver(() => {
+                    window.progress.push([text.textContent, bar.style.width, motion.dataset.step || ""]);
+                  }).observe(text, { childList: true, characterData: true, subtree: true });
+                }"""
+            )
+            handle = orchestrator.submit(script_json(tasks), dry_run=False)
+            assert handle.wait(60).success
+            page.wait_for_selector('#result[data-status="SUCCEEDED"]')
+            page.wait_for_function("() => (window.progress.at(-1) || [''])[0].startsWith('6 /')")
+        finally:
+            view.close()
+    seen = page.evaluate("window.progress")
+    for text, width, step in seen:
+        found = re.fullmatch(r"(\d+) / (\d+) steps \((\d+) %\)", text)
+        assert found is not None, text
+        done, total, percent = (int(g) for g in found.groups())
+        if total == 0:  # no goal yet
+            assert (done, percent, width) == (0, 0, "0%"), text
+            continue
+        assert percent == round(100 * done / total), f"the count and the percentage disagree: {text}"
+        assert float(width.rstrip("%")) == pytest.approx(100 * done / total, abs=0.01), f"bar {width}: {text}"
+        if step:
+            assert done == int(step) - 1, f"at step {step} the arm has passed {int(step) - 1}: {text}"
+    inside = [(text, step) for text, _w, step in seen if step not in ("", "1")]
+    assert inside, f"progress was shown inside the batch, past its first step: {seen}"
+    assert seen[-1][0] == "6 / 6 steps (100 %)"
+
+
+def test_the_tool_row_shows_the_attached_tool_through_an_exchange(page: Any) -> None:
+    from playwright.sync_api import expect
+
+    backend = ScriptedBackend()
+    gates = [threading.Event() for _ in range(2)]
+    backend.script("run_step", *(Outcome.ok(gate=g) for g in gates))
+    orchestrator = orchestrator_for(backend)
+    view = start_live_view(orchestrator, rate=50.0)
+    dock = {"task_type": "tool_exchange", "operation": "dock", "gripper": "epick", "dock_number": 4}
+    load = {"task_type": "tool_exchange", "operation": "load", "gripper": "pipettor", "dock_number": 3}
+    try:
+        page.goto(view.url)
+        expect(page.locator("#tool")).to_have_attribute("data-tool", "epick")  # before any goal
+        handle = orchestrator.submit(script_json([dock, load], start_gripper="epick"), dry_run=False)
+        expect(page.locator("#current-unit")).to_contain_text("unit 1/2")
+        expect(page.locator("#tool")).to_have_text("epick")
+        gates[0].set()  # docked: the bare flange
+        expect(page.locator("#current-unit")).to_contain_text("unit 2/2")
+        expect(page.locator("#tool")).to_have_attribute("data-tool", "none")
+        expect(page.locator("#tool")).to_have_text("none (bare flange)")
+        gates[1].set()
+        assert handle.wait(10).success
+        expect(page.locator("#tool")).to_have_attribute("data-tool", "pipettor")
+        expect(page.locator("#tool")).to_have_text("pipettor")
+    finally:
+        for gate in gates:
+            gate.set()
+        view.close()
+
+
 def test_live_joint_states_reach_the_page_throttled(page: Any, cell: Any) -> None:
     from erobs_bt.backends.sim.backend import SimBackend
 

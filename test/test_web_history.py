@@ -172,6 +172,49 @@ def test_the_api_lists_runs_old_and_new_and_names_a_damaged_file(tmp_path: Path)
         assert _get(url + "/api/runs", {"Host": "attacker.example"})[0] == 403, "DNS rebinding is refused"
 
 
+def _finished_log(path: Path, goal: str, status: str, steps: tuple[int, int]) -> None:
+    """A run log of one goal that ended ``status`` after ``steps`` (completed, total)."""
+    t = 1_764_590_400.0
+    records = [
+        {"t": t, "goal_id": goal, "event": "goal_started", "mode": "execute", "total_steps": steps[1]},
+        {"t": t + 61.2, "goal_id": goal, "event": "goal_finished", "status": status, "error": ""}
+        | {"completed_steps": steps[0], "total_steps": steps[1]},
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+
+
+@needs_chromium
+@pytest.mark.parametrize("width", [1280, 1024])
+def test_the_runs_table_shows_every_status_whole(tmp_path: Path, width: int) -> None:
+    """No status is clipped ("SUCCEEI"): every status cell lies inside the visible list, at
+    the widths of a laptop's browser window, with the node's long run-log names."""
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    statuses = ["SUCCEEDED", "CANCELED", "ABORTED"]
+    for n, status in enumerate(statuses, start=1):
+        name = f"20261201T12000{n}Z_goal-{n}{n}{n}_full_experiment_spin_coat_and_anneal.jsonl"
+        _finished_log(folder / name, f"goal-{n}{n}{n}", status, (36 if status == "SUCCEEDED" else 12, 36))
+    _old_log(folder / "20231114T221320Z_old.jsonl")  # with a REJECTED goal
+    with serve(history_app(RunIndex([folder]))) as url, chromium_page(width, 800) as page:
+        page.goto(url + "/history")
+        page.wait_for_function("() => document.querySelectorAll('#runs tbody tr').length === 5")
+        cells = page.eval_on_selector_all(
+            "#runs tbody td.status",
+            """(cells) => cells.map((cell) => {
+              const panel = document.getElementById('runs-panel');
+              const box = panel.getBoundingClientRect();
+              const right = box.left + panel.clientLeft + panel.clientWidth;
+              return {text: cell.textContent, right: cell.getBoundingClientRect().right, visible: right,
+                      overflow: cell.scrollWidth - cell.clientWidth};
+            })""",
+        )
+        page.screenshot(path=str(tmp_path / f"history_runs_{width}.png"))
+    assert sorted(c["text"] for c in cells) == sorted([*statuses, "SUCCEEDED", "REJECTED"])
+    for cell in cells:
+        assert cell["overflow"] <= 0, f"{cell['text']} is cut inside its cell: {cell}"
+        assert cell["right"] <= cell["visible"] + 0.5, f"{cell['text']} runs past the visible list: {cell}"
+
+
 #: Three units on the simulated cell: a move, a pause step, a move back to the start.
 PAUSED_SCRIPT = {
     "run_name": "history replay test",

@@ -20,10 +20,13 @@
 rclpy is imported inside the functions only: the ``erobs-bt`` group must start fast for
 the verbs that do not touch ROS. The lead adds :data:`COMMANDS` to the group.
 
-Exit codes: 0 success; 1 the goal failed, was rejected or cancelled, or a request was
-refused; 2 the node could not start (``serve``: an invalid parameter or configuration
-file); 3 no node in reach (not discovered: wrong name, ``ROS_DOMAIN_ID`` or discovery
-range; the message says which to check).
+Exit codes: 0 success (``serve``: stopped by Ctrl-C/SIGINT or SIGTERM); 1 the goal failed,
+was rejected (the node was busy or FAULTED) or cancelled, or a request was refused; 2 the
+script was refused before anything moved (invalid, or not previewable for ``send
+--dry-run``: what ``validate``/``preview`` exit with for it), or the node could not start
+(``serve``: an invalid parameter or configuration file); 3 no node in reach (not
+discovered: wrong name, ``ROS_DOMAIN_ID`` or discovery range; the message says which to
+check).
 """
 
 from __future__ import annotations
@@ -45,7 +48,20 @@ from erobs_bt.cli import EXIT_FAILED, EXIT_INVALID
 #: No node answered (distinct from a failed goal and from an invalid script).
 EXIT_UNREACHABLE = 3
 
-#: Script fields whose values name poses (docs/behaviour.md §1).
+#: ``error_code`` values of a goal the node refused for its script, before anything moved:
+#: the same refusals ``validate``, ``run`` and ``preview`` answer with :data:`EXIT_INVALID`
+#: (an invalid script; a preview, ``send --dry-run``, of a script that cannot be previewed).
+SCRIPT_REFUSALS = frozenset({"INVALID_SCRIPT", "NOT_PREVIEWABLE"})
+
+
+def goal_exit_code(success: bool, error_code: str) -> int:
+    """``send``'s exit status for a goal's result: 0 it succeeded, :data:`EXIT_INVALID` its
+    script was refused (:data:`SCRIPT_REFUSALS`, as ``preview``/``run`` exit for the same
+    script), else :data:`EXIT_FAILED` (planning, execution, cancel, stop)."""
+    if success:
+        return 0
+    return EXIT_INVALID if error_code in SCRIPT_REFUSALS else EXIT_FAILED
+
 
 _node_option = click.option(
     "--node",
@@ -121,10 +137,10 @@ def _existing_file() -> Any:
     return click.Path(exists=True, dir_okay=False, path_type=Path)
 
 
-def _console(*, stderr: bool = False) -> Any:
-    from erobs_bt.console import make_console
+def _console(*, stderr: bool = False, closed_note: str | None = None) -> Any:
+    from erobs_bt.terminal import make_console
 
-    return make_console(stderr=stderr)
+    return make_console(stderr=stderr, closed_note=closed_note)
 
 
 @click.command()
@@ -173,10 +189,12 @@ def serve(
     )
 
     views: list[Any] = []
+    late = _LateSignals()
 
     def announce(node: ErobsBtNode) -> None:
         import os
 
+        late.serving = True
         if view:
             from erobs_bt.viz.web import console_pages, start_live_view
 
@@ -202,7 +220,66 @@ def serve(
     finally:
         for live in views:
             live.close()
+        late.finish()
     sys.exit(status)
+
+
+class _LateSignals:
+    """SIGINT and SIGTERM while ``serve`` shuts down: noted on stderr and otherwise ignored.
+
+    While the node serves, :func:`erobs_bt.ros.process.serve` handles both (the first one
+    stops the node); it puts the handlers it found back as it returns, and the live view
+    closes after that. A second Ctrl-C in that time (an operator who presses again, or
+    ``scripts/env.sh``, which passes the terminal's SIGINT on to the process that got it
+    too) used to raise ``KeyboardInterrupt`` there, and ``serve`` exited 1 (click's
+    "Aborted!") or died by the signal (130) instead of 0. Before the node serves, the
+    handlers found are called (Ctrl-C during start-up interrupts it as before).
+
+    When ``erobs-bt`` is the program, :meth:`finish` then ignores both signals for the
+    rest of the process: the interpreter's own shutdown (rclpy's and Fast DDS's teardown,
+    about a second) runs after Python has put the default handlers back, and a signal there
+    would still kill it (130). A host program (a test runner calling the command) gets its
+    own handlers back.
+    """
+
+    _SIGNALS = ("SIGINT", "SIGTERM")
+
+    def __init__(self) -> None:
+        import signal
+        import threading
+
+        #: The node is serving: a signal that reaches these handlers comes during shutdown.
+        self.serving = False
+        self._previous: dict[int, Any] = {}
+        if threading.current_thread() is threading.main_thread():
+            for name in self._SIGNALS:
+                number = getattr(signal, name)
+                self._previous[number] = signal.signal(number, self._handle)
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        import os
+        import signal
+
+        if self.serving:
+            os.write(2, b"erobs_bt: already shutting down (stopping the arm, closing the live view)\n")
+            return
+        previous = self._previous.get(signum)
+        if callable(previous):
+            previous(signum, frame)
+        elif previous == signal.SIG_DFL:  # what the signal would have done: end the process
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+
+    def finish(self) -> None:
+        """The command is done: put back the handlers found, or, when ``erobs-bt`` is the
+        program and the node has served, ignore the signals until the process has exited."""
+        import signal
+
+        from erobs_bt.cli import _is_the_program
+
+        exiting = self.serving and _is_the_program()
+        for number, handler in self._previous.items():
+            signal.signal(number, signal.SIG_IGN if exiting else handler)
 
 
 def _feedback_line(feedback: Any) -> str:
@@ -223,9 +300,13 @@ def send(script: Path, dry_run: bool, node: str, timeout: float) -> None:
     """Send SCRIPT to the node as a goal; print feedback and the result (exit 0 on success).
 
     Ctrl-C while the goal runs cancels it (at the next unit boundary) and waits for the
-    result; a second Ctrl-C stops it now (``~/stop``).
+    result; a second Ctrl-C stops it now (``~/stop``). When stdout closes (``send … | head``)
+    it stops printing, waits for the result all the same and exits with its code.
     """
-    console = _console()
+    out = _console(
+        closed_note="erobs-bt send: stdout closed; waiting for the goal's result without printing "
+        "(the exit status says how it ended; Ctrl-C cancels the goal)"
+    )
     text = script.read_text(encoding="utf-8")
     with _client(node) as client:
         last = [""]
@@ -234,36 +315,35 @@ def send(script: Path, dry_run: bool, node: str, timeout: float) -> None:
             line = _feedback_line(feedback)
             if line != last[0]:
                 last[0] = line
-                console.print(line, highlight=False)
+                out.print(line, highlight=False)
                 if (
                     "waiting for Resume" in feedback.status_message
                     or "paused before" in feedback.status_message
                 ):
-                    console.print(
+                    out.print(
                         "[yellow]paused[/]: `erobs-bt resume` continues, `erobs-bt cancel` ends the goal"
                     )
 
         try:
             run = client.send(text, dry_run=dry_run, on_feedback=show, timeout=timeout)
         except TimeoutError as exc:
-            console.print(f"[red]error[/] {exc}", highlight=False)
+            out.print(f"[red]error[/] {exc}", highlight=False)
             sys.exit(_timeout_exit(exc))
         if not run.accepted:
-            console.print(f"[red]REJECTED[/] {run.rejection}", highlight=False)
+            out.print(f"[red]REJECTED[/] {run.rejection}", highlight=False)
             sys.exit(EXIT_FAILED)
         try:  # (a Ctrl-C from the moment the goal is accepted cancels it)
-            mode = "preview" if dry_run else "execute"
-            console.print(f"[green]accepted[/] {mode} {script}", highlight=False)
+            out.print(f"[green]accepted[/] {'preview' if dry_run else 'execute'} {script}", highlight=False)
             result = run.wait()
         except KeyboardInterrupt:
-            console.print("[yellow]cancelling[/] (stops at the next unit boundary; Ctrl-C again to stop now)")
+            out.print("[yellow]cancelling[/] (stops at the next unit boundary; Ctrl-C again to stop now)")
             run.cancel(timeout)
             if not run.cancel_accepted:
-                console.print("[yellow]cancel refused[/]: the goal had already finished")
+                out.print("[yellow]cancel refused[/]: the goal had already finished")
             try:
                 result = run.wait()
             except KeyboardInterrupt:
-                console.print("[red]stopping now[/] (~/stop: the arm decelerates to rest)")
+                out.print("[red]stopping now[/] (~/stop: the arm decelerates to rest)")
                 client.stop(timeout)
                 result = run.wait()
         table = Table(title=f"{script.name}: {run.status_name}", show_header=False)
@@ -273,11 +353,8 @@ def send(script: Path, dry_run: bool, node: str, timeout: float) -> None:
             table.add_row("error", f"[red]{result.error_message}[/]")
             table.add_row("error code", result.error_code)
         table.add_row("steps", f"{result.completed_steps}/{result.total_steps} completed")
-        console.print(table)
-        # The node checks the script as `validate` does: an invalid one exits as it would there.
-        if result.success:
-            sys.exit(0)
-        sys.exit(EXIT_INVALID if result.error_code == "INVALID_SCRIPT" else EXIT_FAILED)
+        out.print(table)
+        sys.exit(goal_exit_code(result.success, result.error_code))
 
 
 def _trigger(key: str, node: str, timeout: float) -> None:

@@ -43,7 +43,9 @@ The picture (``state`` event, ``/api/state``): ``version``, ``state``, ``state_m
 goal), ``rejected`` (goals refused: ``goal_id``, ``error``, ``t``), ``events`` (the shown
 goal's recent events, each with ``dt`` [s] since the goal started, never negative),
 ``trajectories`` (index: ``unit``, ``source`` ``plan``/``cache``, ``duration`` [s]),
-``lingering`` (the run is over, the view stays until Ctrl-C) and ``tree``
+``lingering`` (the run is over, the view stays until Ctrl-C), ``tool`` (the tools now,
+:func:`tools_now`: ``gripper`` attached, ``none`` for the bare flange, and ``docks``
+{number: gripper or null} when the backend tracks them) and ``tree``
 (:func:`erobs_bt.viz.model.fold_tree`; a unit shown in full carries ``steps``, its step
 detail, :func:`erobs_bt.viz.model.unit_steps`).
 
@@ -790,6 +792,7 @@ class LiveView:
     # -- pictures ---------------------------------------------------------------------
     def _publish(self) -> None:
         picture = self.listener.picture()
+        picture["tool"] = self._tools()
         signature = json.dumps(picture, sort_keys=True, default=str)
         with self._published:
             if signature == self._signature:
@@ -800,6 +803,15 @@ class LiveView:
             self._body = json.dumps(picture, default=str).encode("utf-8")
             self._published.notify_all()
         self._wake_async()
+
+    def _tools(self) -> dict[str, Any] | None:
+        """The picture's ``tool`` (:func:`tools_now`), re-read at every snapshot; ``None``
+        when the backend cannot tell."""
+        try:
+            return tools_now(self.orchestrator.backend)
+        except Exception:
+            _LOG.debug("live view: the tools are unknown", exc_info=True)
+            return None
 
     def _snapshot_loop(self) -> None:
         last = 0.0
@@ -1239,14 +1251,7 @@ def console_pages(
     shown = cell if cell is not None else getattr(backend, "cell", None)
 
     def live() -> dict[str, Any]:
-        state: dict[str, Any] = {
-            "gripper": backend.current_gripper(),
-            "joint_positions": backend.joint_positions(),
-        }
-        tool_state = getattr(backend, "tool_state", None)
-        if callable(tool_state):
-            state["docks"] = dict(tool_state().docks)
-        return state
+        return {**tools_now(backend), "joint_positions": backend.joint_positions()}
 
     routes: list[BaseRoute] = []
     try:
@@ -1256,6 +1261,17 @@ def console_pages(
     folders = [Path(f) for f in log_folders] if log_folders is not None else None
     routes += history_routes(RunIndex(folders, files=list(log_files)))
     return routes
+
+
+def tools_now(backend: Any) -> dict[str, Any]:
+    """The tools now: ``{"gripper": the attached one (``none``: the bare flange), "docks":
+    {dock number: stored gripper or None}}``; ``docks`` only from a backend that tracks them
+    (the simulated cell's ``tool_state()``). For the scene and the picture's ``tool``."""
+    state: dict[str, Any] = {"gripper": backend.current_gripper()}
+    tool_state = getattr(backend, "tool_state", None)
+    if callable(tool_state):
+        state["docks"] = dict(tool_state().docks)
+    return state
 
 
 def start_live_view(

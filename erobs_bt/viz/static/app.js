@@ -199,6 +199,15 @@ function renderState(s) {
   document.getElementById("lingering").hidden = !s.lingering;
 }
 
+// Steps done: a finished goal's completed steps (as its result line says); while it runs,
+// the steps of the units that completed (from the feedback) plus, inside an executing batch,
+// the steps the arm has already passed (from the live motion).
+function stepsDone(result, fb, motion) {
+  if (result) return result.completed_steps;
+  const completed = fb ? Math.round((fb.progress_percentage * fb.total_steps) / 100) : 0;
+  return motion && motion.steps ? completed + motion.step_of_unit - 1 : completed;
+}
+
 function renderProgress(s) {
   const goal = s.goal || {};
   if (goal.id) {
@@ -211,14 +220,17 @@ function renderProgress(s) {
   const fb = s.feedback;
   const result = s.result;
   const total = result ? result.total_steps : fb ? fb.total_steps : goal.total_steps || 0;
-  const done = result ? result.completed_steps
-    : fb ? Math.round(fb.progress_percentage * fb.total_steps / 100) : 0;
   const motion = s.motion;
-  // Inside an executing batch, the bar also counts the steps the arm has passed.
-  const exact = !result && motion && motion.steps ? done + motion.step_of_unit - 1 : done;
-  const pct = total ? (100 * (result && result.status === "SUCCEEDED" ? total : exact) / total) : 0;
-  document.getElementById("progress-bar").style.width = `${pct}%`;
-  setText("progress-text", `${done} / ${total} steps (${Math.round(pct)} %)`);
+  const done = stepsDone(result, fb, motion);
+  // One number for the bar, the count and the percentage: the steps done.
+  const pct = total ? (100 * done) / total : 0;
+  const progressBar = document.getElementById("progress-bar");
+  progressBar.style.width = `${pct}%`;
+  progressBar.parentElement.setAttribute("aria-valuenow", String(Math.round(pct)));
+  const progressText = document.getElementById("progress-text");
+  progressText.textContent = `${done} / ${total} steps (${Math.round(pct)} %)`;
+  progressText.dataset.done = String(done);
+  progressText.dataset.total = String(total);
   const tree = s.tree;
   const entry = tree ? tree.entries.find((e) => e.kind === "unit" && e.unit === tree.current_unit) : null;
   if (entry) {
@@ -246,6 +258,11 @@ function renderProgress(s) {
     motionEl.dataset.step = "";
     bar.style.width = "0";
   }
+  // The attached tool: the backend's, else the latest feedback's.
+  const tool = (s.tool && s.tool.gripper) || (fb ? fb.current_gripper : "") || "";
+  const toolEl = document.getElementById("tool");
+  toolEl.textContent = !tool ? "—" : tool === "none" ? "none (bare flange)" : tool;
+  toolEl.dataset.tool = tool;
   setText("status-message", fb && !result ? fb.status_message : result ? "—" : fb ? fb.status_message : "—");
 }
 
@@ -469,22 +486,37 @@ async function mountCellView() {
   await view.ready;
   let goal = shared.state && shared.state.goal ? shared.state.goal.id : "";
   let tool = "";
-  const showJoints = (joints) => {
-    view.setJointPositions(joints.name, joints.position);
-    if (joints.gripper && joints.gripper !== tool) {
-      tool = joints.gripper;
+  // The attached tool, from the joint states and the picture's `tool` (the page's tool row).
+  const showTool = (gripper) => {
+    if (gripper && gripper !== tool) {
+      tool = gripper;
       view.setTool(tool);
     }
   };
+  const showJoints = (joints) => {
+    view.setJointPositions(joints.name, joints.position);
+    showTool(joints.gripper);
+  };
   if (shared.joints) showJoints(shared.joints);
+  // The picture's tools: the attached one and, when the backend tracks them, the docks'.
+  const showTools = (tools) => {
+    if (!tools) return;
+    showTool(tools.gripper);
+    if (tools.docks) view.setDocks(tools.docks);
+  };
+  if (shared.state) showTools(shared.state.tool);
   const latest = [...shared.trajectories.values()].at(-1);
-  if (latest) view.showTrajectory(latest);
+  // The ghost's title (the bar's label and the legend): which motion it shows.
+  const ghostTitle = (t) =>
+    `${t.mode === "preview" ? "preview" : t.source === "cache" ? "cached plan" : "plan"} of unit ${t.unit}`;
+  if (latest) view.showTrajectory(latest, { title: ghostTitle(latest) });
   document.addEventListener("erobs:joints", (event) => showJoints(event.detail));
   document.addEventListener("erobs:trajectory", (event) => {
     goal = event.detail.goal_id; // a new goal's trajectory may arrive just before its state
-    view.showTrajectory(event.detail);
+    view.showTrajectory(event.detail, { title: ghostTitle(event.detail) });
   });
   document.addEventListener("erobs:state", (event) => {
+    showTools(event.detail.tool);
     const id = event.detail.goal ? event.detail.goal.id || "" : "";
     if (id !== goal) {
       goal = id;

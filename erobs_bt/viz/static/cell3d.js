@@ -1,6 +1,8 @@
 // The 3D view of the cell: the UR5e from its URDF meshes, the obstacles, docks, markers and
 // parts of the cell description, the attached tool, the live joint state, and a trajectory
-// played as a ghost arm with a scrubber.
+// played as a ghost arm with a scrubber. Each tool has a colour of its own (TOOL_COLORS), a
+// docked one lighter; a legend (.cell3d-legend) names the tools and, while a trajectory is
+// shown, the ghost arm and its tool path.
 //
 //   import { createCellView } from "/static/cell3d.js";
 //   const scene = await (await fetch("/api/scene")).json();     // erobs_bt/viz/scene.py
@@ -34,6 +36,46 @@ const COLORS = {
   ghost: 0x3a9bdc,
   path: 0x1f77b4,
 };
+
+// Each tool its own colour, so an ePick and a pipettor (both cylinders on the flange) are told
+// apart at a glance: the attached tool in full colour, a docked one lighter. Tools of a cell
+// description not named here take a colour of TOOL_FALLBACK by their place in the scene's tools.
+const TOOL_COLORS = {
+  epick: 0x2e7d32,
+  pipettor: 0x8e44ad,
+  hande: 0xe67e22,
+  "2fg7": 0x8d6e63,
+  none: 0x607d8b,
+};
+const TOOL_FALLBACK = [0x00897b, 0xc2185b, 0x6d4c41, 0xafb42b];
+
+// The colour of tool `name` (a number, 0xRRGGBB).
+function toolColor(scene, name) {
+  if (name in TOOL_COLORS) return TOOL_COLORS[name];
+  const others = Object.keys(scene.tools).filter((tool) => !(tool in TOOL_COLORS));
+  return TOOL_FALLBACK[Math.max(0, others.indexOf(name)) % TOOL_FALLBACK.length];
+}
+
+// What the colours and the translucent arm mean: a legend in the view's top right corner.
+// Items: the attached tool, the docked ones, and while a trajectory is shown the ghost arm
+// and its tool path (what the scheduled motion will do; the solid arm is the robot now).
+function legendItem(kind, swatch, text) {
+  const item = document.createElement("div");
+  item.dataset.legend = kind;
+  item.style.cssText = "display:flex;align-items:center;gap:6px;white-space:nowrap;min-width:0";
+  const mark = document.createElement("span");
+  mark.className = "cell3d-swatch";
+  mark.style.cssText = `display:inline-block;flex:none;width:12px;height:12px;border-radius:2px;${swatch}`;
+  const label = document.createElement("span");
+  label.style.cssText = "overflow:hidden;text-overflow:ellipsis";
+  label.textContent = text;
+  item.append(mark, label);
+  return item;
+}
+
+function hex(color) {
+  return `#${color.toString(16).padStart(6, "0")}`;
+}
 
 function applyPose(object, pose) {
   object.position.fromArray(pose.xyz);
@@ -181,8 +223,18 @@ export function createCellView(container, scene, options = {}) {
   for (const obstacle of scene.obstacles) {
     cell.add(shapeMesh(obstacle, obstacle.name === "table" ? tableMaterial : obstacleMaterial));
   }
-  const toolMaterial = new THREE.MeshStandardMaterial({ color: COLORS.tool, roughness: 0.5, metalness: 0.2 });
-  const dockedMaterial = new THREE.MeshStandardMaterial({ color: COLORS.dockedTool, roughness: 0.6 });
+  // One material per tool: attached (full colour) and docked (lighter, translucent).
+  const toolMaterials = new Map();
+  function toolMaterial(name, docked) {
+    const key = `${name}:${docked ? "docked" : "attached"}`;
+    if (!toolMaterials.has(key)) {
+      const color = new THREE.Color(toolColor(scene, name));
+      toolMaterials.set(key, docked
+        ? new THREE.MeshStandardMaterial({ color: color.lerp(new THREE.Color(0xffffff), 0.35), roughness: 0.6, transparent: true, opacity: 0.8 })
+        : new THREE.MeshStandardMaterial({ color, roughness: 0.5, metalness: 0.2 }));
+    }
+    return toolMaterials.get(key);
+  }
   const docks = new Map();
   for (const dock of scene.docks) {
     const frame = new THREE.Group();
@@ -261,6 +313,38 @@ export function createCellView(container, scene, options = {}) {
   loading.textContent = "loading the UR5e…";
   root.appendChild(loading);
 
+  const legend = document.createElement("div");
+  legend.className = "cell3d-legend";
+  legend.setAttribute("aria-label", "legend of the 3D view");
+  legend.style.cssText =
+    "position:absolute;right:8px;top:8px;max-width:calc(100% - 16px);overflow:hidden;" +
+    "display:flex;flex-direction:column;gap:3px;padding:6px 9px;" +
+    "background:rgba(255,255,255,.88);border:1px solid #c8d0d8;border-radius:6px;font:12px system-ui,sans-serif;color:#1f2a33";
+  root.appendChild(legend);
+
+  function updateLegend() {
+    const items = [];
+    if (scene.tools[toolName]) {
+      const item = legendItem("tool", `background:${hex(toolColor(scene, toolName))}`,
+        toolName === "none" ? "bare flange (no tool)" : `${toolName} — attached tool`);
+      item.dataset.tool = toolName;
+      items.push(item);
+    }
+    for (const [number, dock] of docks) {
+      if (!dock.gripper) continue;
+      const color = new THREE.Color(toolColor(scene, dock.gripper)).lerp(new THREE.Color(0xffffff), 0.35);
+      const item = legendItem("docked", `background:#${color.getHexString()};opacity:.8`, `${dock.gripper} — in dock ${number}`);
+      item.dataset.tool = dock.gripper;
+      items.push(item);
+    }
+    if (trajectory) {
+      items.push(legendItem("ghost", `background:${hex(COLORS.ghost)};opacity:.45;border:1px dashed ${hex(COLORS.ghost)}`,
+        `ghost arm — ${label.textContent || "planned motion"}, not the robot's position`));
+      items.push(legendItem("path", `height:0;border-top:2px solid ${hex(COLORS.path)}`, "tool path of that motion"));
+    }
+    legend.replaceChildren(...items);
+  }
+
   function duration() {
     return trajectory ? trajectory.points[trajectory.points.length - 1].time_from_start : 0;
   }
@@ -294,8 +378,9 @@ export function createCellView(container, scene, options = {}) {
     if (!robot) return;
     const flange = robot.links[scene.robot.flange_link];
     if (attachedTool) attachedTool.removeFromParent();
-    attachedTool = buildTool(toolName, toolMaterial, true);
+    attachedTool = buildTool(toolName, toolMaterial(toolName, false), true);
     if (attachedTool) flange.add(attachedTool);
+    updateLegend();
     if (ghost) {
       if (ghostTool) ghostTool.removeFromParent();
       ghostTool = buildTool(toolName, ghostMaterial, false);
@@ -310,10 +395,11 @@ export function createCellView(container, scene, options = {}) {
       dock.holder.clear();
       dock.gripper = gripper;
       if (gripper) {
-        const stored = buildTool(gripper, dockedMaterial, false);
+        const stored = buildTool(gripper, toolMaterial(gripper, true), false);
         if (stored) dock.holder.add(stored);
       }
     }
+    updateLegend();
   }
   fillDocks(Object.fromEntries(scene.docks.map((d) => [d.number, d.gripper])));
 
@@ -468,6 +554,7 @@ export function createCellView(container, scene, options = {}) {
       playing = autoplay;
       label.textContent = title;
       bar.style.display = "flex";
+      updateLegend();
       ready.then(() => {
         if (!trajectory) return;
         ghost.visible = true;
@@ -480,6 +567,7 @@ export function createCellView(container, scene, options = {}) {
       trajectory = null;
       playing = false;
       bar.style.display = "none";
+      updateLegend();
       if (ghost) ghost.visible = false;
       drawPath();
       render();
@@ -526,7 +614,13 @@ export function createCellView(container, scene, options = {}) {
           links[name] = triangles;
         }
       }
-      return { loaded: Boolean(robot), joints, meshFiles: meshesLoaded, links, tool: toolName, trajectory: Boolean(trajectory) };
+      // The colour the attached tool is drawn in (of its meshes' material), "#rrggbb".
+      const toolMesh = attachedTool ? attachedTool.children.find((node) => node.isMesh && node.name !== "tcp") : null;
+      const drawnToolColor = toolMesh ? `#${toolMesh.material.color.getHexString()}` : "";
+      return {
+        loaded: Boolean(robot), joints, meshFiles: meshesLoaded, links, tool: toolName,
+        toolColor: drawnToolColor, trajectory: Boolean(trajectory),
+      };
     },
     /** World (= base_link) pose of a link: {xyz: [m], quat_xyzw}; `ghost` for the ghost arm. */
     linkPose(name, { ghostArm = false } = {}) {

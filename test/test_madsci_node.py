@@ -131,7 +131,9 @@ class MadsciNode:
 
     def admin(self, command: AdminCommands) -> Any:
         assert self.client is not None
-        return self.client.send_admin_command(command)
+        # The value: the client puts its argument in the URL with an f-string, and Python 3.11
+        # formats a str enum member as "AdminCommands.PAUSE".
+        return self.client.send_admin_command(command.value)
 
     def stop(self) -> int:
         if self.client is not None:
@@ -154,6 +156,16 @@ def matches_the_node(json_result: dict[str, Any], run_logs: Path) -> None:
     assert json_result["error_message"] == record["error"], (json_result, record)
     assert json_result["completed_steps"] == record["completed_steps"], (json_result, record)
     assert json_result["total_steps"] == record["total_steps"], (json_result, record)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def madsci_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """MADSci's settings folder (``.madsci/``: logs, its id registry) for this process's MADSci
+    clients, in a temporary folder instead of the working directory."""
+    folder = tmp_path_factory.mktemp("madsci_settings")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MADSCI_SETTINGS_DIR", str(folder))
+        yield folder
 
 
 # -- two cells, each with a MADSci node -------------------------------------------------------
@@ -353,7 +365,7 @@ def test_safety_stop_stops_now_and_latches_until_reset(
     after = node.run("run_script", script=TWO_MOVES)
 
     assert stopped.success, stopped
-    assert result.status == ActionStatus.FAILED, result
+    assert result.status == ActionStatus.FAILED, (stopped, result.json_result)
     assert result.json_result["error_code"] == "STOPPED", result.json_result
     assert result.errors[0].error_type == "STOPPED" and result.errors[0].message.startswith("STOPPED")
     assert result.json_result["completed_steps"] == 0  # the batch was halted, not finished

@@ -206,6 +206,14 @@ def _bag_when_closed(path: Path, timeout: float) -> Path | None:
 
 
 # -- a cell behind an erobs_bt ROS node ------------------------------------------------------
+@dataclass
+class _Track:
+    """What :class:`RosCell` follows of one goal it sent."""
+
+    cache_status: str = ""
+    unit: tuple[int, int, int] | None = None  # (unit_index, current_step, total_steps) of its feedback
+
+
 class RosCell(Cell):
     """A cell served by an erobs_bt ROS node, reached by the node's name.
 
@@ -242,13 +250,12 @@ class RosCell(Cell):
         self._present = False
         self._ever_seen = False
         self._losses = 0  # how often the node went away (a running goal compares it)
-        self._unit: tuple[int, int, int] | None = None  # (unit_index, current_step, total_steps)
-        self._cache_status = ""
+        self._active: _Track | None = None  # the goal whose feedback the view follows
         # Presence: the node's latched state publisher matched or unmatched (as ErobsRobot does).
         self._client.node.create_subscription(
             ExecutionState,
             self._client.names["execution_state"],
-            self._on_state,
+            lambda _message: self._changed(),
             latched_qos(),
             event_callbacks=SubscriptionEventCallbacks(matched=self._on_matched),
         )
@@ -265,18 +272,13 @@ class RosCell(Cell):
         _LOG.info("%s %s", self.name, "discovered" if present else "went away")
         self._changed()
 
-    def _on_state(self, _message: Any) -> None:
-        with self._lock:
-            self._unit = None  # the state message carries the unit from now on
-        self._changed()
-
-    def _on_feedback(self, feedback: Any) -> None:
+    def _on_feedback(self, track: _Track, feedback: Any) -> None:
         with self._lock:
             if feedback.cache_status:
-                self._cache_status = str(feedback.cache_status)
-            new_unit = (int(feedback.unit_index), int(feedback.current_step), int(feedback.total_steps))
-            changed = new_unit != self._unit
-            self._unit = new_unit
+                track.cache_status = str(feedback.cache_status)
+            unit = (int(feedback.unit_index), int(feedback.current_step), int(feedback.total_steps))
+            changed = unit != track.unit and track is self._active  # not a late one of an earlier goal
+            track.unit = unit
         if changed:
             self._changed()
 
@@ -284,7 +286,10 @@ class RosCell(Cell):
         latest = self._client.states.latest()
         gripper = self._client.grippers.latest() or ""
         with self._lock:
-            present, seen, unit = self._present, self._ever_seen, self._unit
+            present, seen = self._present, self._ever_seen
+            # While a goal this cell sent runs, its feedback has the running unit (the state
+            # message has it only as of the last state change).
+            unit = self._active.unit if self._active is not None else None
         reason = ""
         if not present:
             domain = self._client.domain_id
@@ -295,11 +300,8 @@ class RosCell(Cell):
             )
         if latest is None:
             return CellView(self.name, present, reason, "UNKNOWN", "", "", 0, 0, 0, gripper)
-        unit_index, step, total = unit or (
-            int(latest.unit_index),
-            int(latest.current_step),
-            int(latest.total_steps),
-        )
+        if unit is None or latest.state not in BUSY_STATES:
+            unit = (int(latest.unit_index), int(latest.current_step), int(latest.total_steps))
         return CellView(
             self.name,
             present,
@@ -307,9 +309,7 @@ class RosCell(Cell):
             str(latest.state),
             str(latest.message),
             str(latest.goal_id),
-            unit_index,
-            step,
-            total,
+            *unit,
             gripper,
         )
 
@@ -327,22 +327,28 @@ class RosCell(Cell):
         """
         states = self._client.states
         since = states.count
+        track = _Track()
         with self._lock:
-            self._cache_status = ""
+            previous, self._active = self._active, track
             losses = self._losses
         try:
             run = self._client.send(
-                full_json, dry_run=dry_run, on_feedback=self._on_feedback, timeout=self.timeout
+                full_json,
+                dry_run=dry_run,
+                on_feedback=lambda feedback: self._on_feedback(track, feedback),
+                timeout=self.timeout,
             )
         except TimeoutError as exc:
+            self._unfollow(track, previous)
             return Outcome("UNREACHABLE", "UNREACHABLE", f"{self.name}: {exc}", 0, 0, dry_run=dry_run)
         if not run.accepted:
+            self._unfollow(track, previous)
             return Outcome("REJECTED", "REJECTED", run.rejection, 0, 0, dry_run=dry_run)
         with self._lock:
             while not run.done() and self._losses == losses:
                 self._lock.wait(0.1)  # the result completes a future, not this condition
             lost = not run.done()
-            cache_status = self._cache_status
+            cache_status = track.cache_status
         if lost:
             return Outcome(
                 "NODE_LOST",
@@ -370,6 +376,12 @@ class RosCell(Cell):
             run_log=run_log,
             bag=bag,
         )
+
+    def _unfollow(self, track: _Track, previous: _Track | None) -> None:
+        """A goal that did not start: the view follows the goal that runs (if any) again."""
+        with self._lock:
+            if self._active is track:
+                self._active = previous
 
     def _goal_id(self, since: int) -> str:
         """The goal id of the first state after ``since`` that names one: the goal's RUNNING,
@@ -484,8 +496,9 @@ class EmbeddedCell(Cell):
                 state=state.value,
                 message=message,
                 goal_id=goal.goal_id if goal is not None else self._view.goal_id,
-                **({"unit_index": 0, "current_step": 0} if state is State.IDLE else {}),
             )
+            if state is State.IDLE:
+                self._view = replace(self._view, unit_index=0, current_step=0)
         self._changed()
 
     def _feedback(self, goal_id: str, feedback: Feedback) -> None:

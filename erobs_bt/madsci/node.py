@@ -291,6 +291,16 @@ class ErobsBtNode(RestNode):
         }
 
     # -- actions ---------------------------------------------------------------------------
+    def start_action(self, _action_name: str, action_id: str) -> dict[str, Any]:
+        """``POST /action/<name>/<id>/start``: run the created action through :meth:`run_action`
+        (``RestNode.start_action`` calls ``AbstractNode.run_action`` directly, past this class's
+        override). An unknown id gets MADSci's own answer."""
+        pending = getattr(self, "_pending_actions", {})
+        if action_id not in pending:
+            return super().start_action(_action_name, action_id)
+        self.run_action(pending.pop(action_id))
+        return self.get_action_result_dict(action_id)
+
     def run_action(self, action_request: ActionRequest) -> ActionResult:
         """Start an action: refused here only for what is this node's to decide (module
         docstring); the engine itself answers busy and FAULTED."""
@@ -369,7 +379,9 @@ class ErobsBtNode(RestNode):
             cache_status=outcome.cache_status,
             gripper=outcome.gripper,
         ).model_dump(mode="json")
-        self._last_result = json_result
+        if outcome.goal_id:  # a goal the engine ran (a refusal is not one)
+            self._last_result = json_result
+            self.node_state = self._state_of(self.cell.view())
         files = datapoints = None
         if outcome.run_log is not None and outcome.bag is not None:
             files = RunFiles(run_log=outcome.run_log, bag=outcome.bag)

@@ -12,11 +12,13 @@ Actions (``POST /action/<name>`` with ``{"args": {...}}``, then ``/start``):
   :class:`RunScriptResult` (status, error code and message with the step path,
   completed/total steps, cache status, goal id, gripper); files ``run_log`` (JSON Lines) and
   ``bag`` (ROS 2 bag, MCAP) when this node can read them (``--run-log-dir`` for a ROS cell);
-  datapoints of the same two files (MADSci's data client: the data manager when one is
-  configured, else kept locally). Action status: ``succeeded``; ``failed`` (aborted: invalid
-  script, planning or execution failure, ``STOPPED``, the ROS node unreachable or lost);
-  ``cancelled``; ``not_ready`` when the engine refused the goal (busy, FAULTED), with the
-  engine's reason; ``paused`` while the cell is paused at a unit boundary.
+  a workcell manager stores the result and both files as datapoints in the lab's data
+  manager (its engine uploads every step's results). Action status: ``succeeded``;
+  ``failed`` (aborted: invalid script, planning or execution failure, ``STOPPED``, the ROS
+  node unreachable or lost); ``cancelled``; ``not_ready`` when the engine refused the goal
+  (busy, FAULTED), with the engine's reason. A goal paused at a unit boundary stays
+  ``running`` (the node's status says ``paused``): MADSci's workcell engine stops following
+  an action that reports ``paused`` and would lose the step's result.
 * ``validate(script)`` — parse, expand and group exactly as the cell does (the cell's parser:
   ``--cell``/``--poses``); moves nothing, runs while a goal runs.
 * ``reset_fault()``, ``clear_cache()`` — the engine's own, with its answer.
@@ -53,22 +55,17 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated, Any
 
-from madsci.common.context import get_event_client_context
 from madsci.common.types.action_types import (
     ActionCancelled,
-    ActionDatapoints,
     ActionFailed,
     ActionFiles,
     ActionNotReady,
-    ActionPaused,
     ActionRequest,
     ActionResult,
-    ActionRunning,
     ActionSucceeded,
 )
 from madsci.common.types.admin_command_types import AdminCommandResponse
 from madsci.common.types.base_types import Error
-from madsci.common.types.datapoint_types import FileDataPoint
 from madsci.common.types.node_types import RestNodeConfig
 from madsci.node_module.helpers import action
 from madsci.node_module.rest_node_module import RestNode
@@ -142,13 +139,6 @@ class RunFiles(ActionFiles):
     bag: Path
 
 
-class RunDatapoints(ActionDatapoints):
-    """Datapoint ids of the goal's run log and bag (MADSci's data manager, else kept locally)."""
-
-    run_log_datapoint: str
-    bag_datapoint: str
-
-
 class ValidateResult(BaseModel):
     """The ``json_result`` of ``validate`` (the fields of ``erobs-bt validate --json``)."""
 
@@ -183,7 +173,6 @@ class ErobsBtNode(RestNode):
         super().__init__(node_config=node_config)
         self._cell: Cell | None = cell
         self._lock = threading.Lock()
-        self._running_action: str | None = None  # the action id of the run_script in progress
         self._last_result: dict[str, Any] | None = None
         self._parser: Any = None
 
@@ -252,15 +241,6 @@ class ErobsBtNode(RestNode):
 
     def _cell_changed(self, view: CellView) -> None:
         self._apply(view)
-        with self._lock:  # run_script clears _running_action under it before its result is recorded
-            action_id = self._running_action
-            if action_id is None:
-                return
-            current = self.get_action_status(action_id).value
-            paused = view.state == "PAUSED"
-            if current in ("running", "paused") and paused != (current == "paused"):
-                entry = ActionPaused if paused else ActionRunning
-                self._extend_action_history(entry(action_id=action_id))
 
     def _apply(self, view: CellView) -> None:
         """The cell's view as MADSci's node status and state (module docstring)."""
@@ -349,20 +329,13 @@ class ErobsBtNode(RestNode):
         self,
         script: Annotated[str, "The EROBS JSON task script: its JSON text, or a path this node can read."],
         dry_run: Annotated[bool, "Preview: plan every unit and fill the plan cache, move nothing."] = False,
-    ) -> tuple[RunScriptResult, RunFiles, RunDatapoints]:
+    ) -> tuple[RunScriptResult, RunFiles]:
         """Run an EROBS task script on the cell and wait for its result (one goal at a time)."""
         try:
             text = _script_text(script)
         except (OSError, ValueError) as exc:
             return ActionFailed(errors=[Error(message=str(exc), error_type="INVALID_SCRIPT")])
-        context = get_event_client_context()  # MADSci runs each action in a context naming it
-        with self._lock:
-            self._running_action = context.metadata.get("action_id") if context is not None else None
-        try:
-            outcome = self.cell.run(text, dry_run=dry_run)
-        finally:
-            with self._lock:
-                self._running_action = None
+        outcome = self.cell.run(text, dry_run=dry_run)
         return self._result_of(outcome)
 
     def _result_of(self, outcome: Outcome) -> ActionResult:
@@ -382,17 +355,9 @@ class ErobsBtNode(RestNode):
         if outcome.goal_id:  # a goal the engine ran (a refusal is not one)
             self._last_result = json_result
             self.node_state = self._state_of(self.cell.view())
-        files = datapoints = None
+        files = None
         if outcome.run_log is not None and outcome.bag is not None:
             files = RunFiles(run_log=outcome.run_log, bag=outcome.bag)
-            datapoints = RunDatapoints(
-                run_log_datapoint=self.upload_datapoint(
-                    FileDataPoint(path=outcome.run_log, label=f"{outcome.goal_id} run log")
-                ),
-                bag_datapoint=self.upload_datapoint(
-                    FileDataPoint(path=outcome.bag, label=f"{outcome.goal_id} bag")
-                ),
-            )
         errors = (
             [] if outcome.success else [Error(message=outcome.error_message, error_type=outcome.error_code)]
         )
@@ -400,7 +365,7 @@ class ErobsBtNode(RestNode):
             outcome.status, ActionFailed
         )
         # MADSci sets the action id of a returned result (AbstractNode._process_result).
-        return kind(errors=errors, json_result=json_result, files=files, datapoints=datapoints)
+        return kind(errors=errors, json_result=json_result, files=files)
 
     @action(name="validate", blocking=False)
     def validate(

@@ -515,3 +515,40 @@ def test_a_two_step_workflow_on_two_cells_runs_under_the_workcell_manager(
         assert result.json_result["cell"] == f"/{ns}/erobs_bt", result.json_result
         assert result.json_result["completed_steps"] == (2 if ns == "cell1" else 6)
         matches_the_node(result.json_result, run_logs[ns])
+
+
+# -- no ROS node: an embedded engine ---------------------------------------------------------------
+def test_an_embedded_engine_serves_dry_runs_goals_lock_and_shutdown(
+    ros_env: RosEnvironment, tmp_path: Path
+) -> None:
+    runs = tmp_path / "runs"
+    node = MadsciNode(
+        ros_env, tmp_path, "--speed", "20", "--run-log-dir", str(runs), "--name", "bench"
+    ).start()
+    try:
+        state = node.state()
+        preview = node.run("run_script", script=TWO_MOVES, dry_run=True)
+        ran = node.run("run_script", script=TWO_MOVES)
+        locked = node.admin(AdminCommands.LOCK)
+        refused = node.run("run_script", script=TWO_MOVES)
+        unlocked = node.admin(AdminCommands.UNLOCK)
+        shutdown = node.admin(AdminCommands.SHUTDOWN)
+        assert node.process.process is not None
+        exit_status = node.process.process.wait(60)
+    finally:
+        node.stop()
+
+    assert state["cell"] == "embedded" and state["state"] == "IDLE" and state["attached_tool"] == "epick", (
+        state
+    )
+    assert preview.status == ActionStatus.SUCCEEDED and preview.json_result["dry_run"] is True, preview
+    assert preview.json_result["completed_steps"] == 2
+    assert ran.status == ActionStatus.SUCCEEDED and ran.json_result["dry_run"] is False, ran
+    assert ran.json_result["gripper"] == "pipettor"
+    # The embedded engine's run log, as the result's file.
+    (log,) = runs.glob(f"*_{ran.json_result['goal_id']}_*.jsonl")
+    assert Path(ran.files.run_log).read_text() == log.read_text()
+    matches_the_node(ran.json_result, runs)
+    assert locked.success and unlocked.success
+    assert refused.status == ActionStatus.NOT_READY and "locked" in refused.errors[0].message, refused
+    assert shutdown.success and exit_status == 0, node.process.output

@@ -465,8 +465,8 @@ class EmbeddedCell(Cell):
 
     Args:
         config: the engine's configuration (:class:`erobs_bt.session.EngineConfig`).
-        run_log_dir: where each goal's run log and bag go (as the ROS node writes them);
-            ``None``: no run logs.
+        run_log_dir: where each goal's run log goes (as the ROS node writes it; no bag, see
+            below); ``None``: no run logs.
     """
 
     def __init__(self, config: Any, *, run_log_dir: Path | None = None) -> None:
@@ -482,7 +482,9 @@ class EmbeddedCell(Cell):
         if run_log_dir is not None:
             from erobs_bt.ros.runlogs import NodeRunLogs
 
-            self.run_logs = NodeRunLogs(run_log_dir, on_error=_LOG.warning)
+            # No bag: NodeRunLogs closes a goal's bag after the ROS node's final tree snapshot,
+            # which an engine without a node does not make.
+            self.run_logs = NodeRunLogs(run_log_dir, on_error=_LOG.warning, mcap=False)
             self.engine.orchestrator.listener.add(self.run_logs)
             self.run_logs.attach(self.engine.backend)
         with self._lock:
@@ -537,11 +539,7 @@ class EmbeddedCell(Cell):
         except GoalRejected as exc:
             return Outcome("REJECTED", "REJECTED", str(exc), 0, 0, dry_run=dry_run)
         result = handle.wait()
-        run_log = bag = None
-        if self.run_logs is not None:
-            run_log = self.run_logs.path_of(handle.goal_id)
-            bag_path = self.run_logs.bag_path_of(handle.goal_id)
-            bag = _bag_when_closed(bag_path, BAG_CLOSE_WAIT) if bag_path is not None else None
+        run_log = self.run_logs.path_of(handle.goal_id) if self.run_logs is not None else None
         with self._lock:
             cache_status = self._cache_status
         return Outcome(
@@ -555,7 +553,6 @@ class EmbeddedCell(Cell):
             cache_status=cache_status,
             gripper=self.engine.backend.current_gripper(),
             run_log=run_log,
-            bag=bag,
         )
 
     def _reply(self, method: str) -> tuple[bool, str]:

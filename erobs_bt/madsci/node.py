@@ -11,7 +11,8 @@ Actions (``POST /action/<name>`` with ``{"args": {...}}``, then ``/start``):
   read. Blocks the cell until the goal ends. Results: ``json_result`` is a
   :class:`RunScriptResult` (status, error code and message with the step path,
   completed/total steps, cache status, goal id, gripper); files ``run_log`` (JSON Lines) and
-  ``bag`` (ROS 2 bag, MCAP) when this node can read them (``--run-log-dir`` for a ROS cell);
+  ``bag`` (ROS 2 bag, MCAP) when this node can read them (``--run-log-dir`` for a ROS cell;
+  an embedded engine has the run log only);
   a workcell manager stores the result and both files as datapoints in the lab's data
   manager (its engine uploads every step's results). Action status: ``succeeded``;
   ``failed`` (aborted: invalid script, planning or execution failure, ``STOPPED``, the ROS
@@ -355,9 +356,11 @@ class ErobsBtNode(RestNode):
         if outcome.goal_id:  # a goal the engine ran (a refusal is not one)
             self._last_result = json_result
             self.node_state = self._state_of(self.cell.view())
-        files = None
+        files: ActionFiles | None = None
         if outcome.run_log is not None and outcome.bag is not None:
             files = RunFiles(run_log=outcome.run_log, bag=outcome.bag)
+        elif outcome.run_log is not None:  # an embedded engine records no bag
+            files = ActionFiles(run_log=outcome.run_log)
         errors = (
             [] if outcome.success else [Error(message=outcome.error_message, error_type=outcome.error_code)]
         )

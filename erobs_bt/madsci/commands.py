@@ -7,6 +7,7 @@ MADSci and rclpy are imported when the verb runs.
 from __future__ import annotations
 
 import ipaddress
+import sys
 from pathlib import Path
 
 import click
@@ -131,3 +132,12 @@ def madsci_node(
 
 
 COMMANDS = [madsci_node]
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The ``erobs_bt_madsci_node`` console script: ``erobs-bt madsci-node`` under its own name.
+
+    Here, not in :mod:`erobs_bt.madsci.node`: importing MADSci parses the process's arguments
+    with MADSci's settings (``--help`` would print MADSci's options and exit).
+    """
+    madsci_node.main(args=argv if argv is not None else sys.argv[1:], prog_name="erobs_bt_madsci_node")

@@ -50,7 +50,6 @@ is this node's to decide (initializing, locked, safety-stopped, cell unreachable
 """
 
 import logging
-import sys
 import threading
 from dataclasses import asdict
 from pathlib import Path
@@ -71,6 +70,7 @@ from madsci.common.types.node_types import RestNodeConfig
 from madsci.node_module.helpers import action
 from madsci.node_module.rest_node_module import RestNode
 from pydantic import BaseModel, Field
+from pydantic_settings import BaseSettings, CliSettingsSource, PydanticBaseSettingsSource
 
 from erobs_bt.madsci.cells import DEFAULT_TIMEOUT, Cell, CellView, Outcome
 
@@ -112,6 +112,23 @@ class ErobsBtNodeConfig(RestNodeConfig):
     faults: Path | None = Field(default=None, description="Embedded simulated cell: fault-injection YAML.")
     backend: str = Field(default="sim", description="Embedded engine: the motion backend.")
     speed: float = Field(default=1.0, gt=0, description="Embedded simulated cell: time factor.")
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """MADSci's sources without its command-line source: MADSci settings parse the process's
+        arguments (before the values given here), and ``erobs-bt madsci-node``'s own options are
+        this node's command line."""
+        sources = super().settings_customise_sources(
+            settings_cls, init_settings, env_settings, dotenv_settings, file_secret_settings
+        )
+        return tuple(source for source in sources if not isinstance(source, CliSettingsSource))
 
 
 class RunScriptResult(BaseModel):
@@ -440,10 +457,3 @@ def serve(config: ErobsBtNodeConfig) -> None:
     """Build the node and serve it until SIGINT/SIGTERM or the admin command shutdown (blocks)."""
     node = ErobsBtNode(node_config=config)
     node.start_node()
-
-
-def main(argv: list[str] | None = None) -> None:
-    """The ``erobs_bt_madsci_node`` console script: ``erobs-bt madsci-node`` under its own name."""
-    from erobs_bt.madsci.commands import madsci_node
-
-    madsci_node.main(args=argv if argv is not None else sys.argv[1:], prog_name="erobs_bt_madsci_node")

@@ -252,7 +252,7 @@ def test_info_declares_the_actions_and_admin_commands(madsci: dict[str, MadsciNo
     assert status.ready and not status.errored, status
     state = madsci["cell1"].state()
     assert state["cell"] == "/cell1/erobs_bt" and state["reachable"] and state["state"] == "IDLE", state
-    assert state["docks"] == {"1": "hande", "2": "2fg7", "3": "pipettor", "4": None}, state
+    assert state["docks_at_start"] == {"1": "hande", "2": "2fg7", "3": "pipettor", "4": None}, state
 
 
 def test_two_cells_run_concurrently_one_goal_each_and_results_match_the_nodes(

@@ -39,7 +39,7 @@ MADSci's ``ready`` is true only when none of these holds.
 
 State (``GET /state``): the cell, reachable and why not, the engine's state and message,
 goal id, unit, step, total steps, the attached tool, the docks of the cell configuration
-with the tool each holds at start, and the last goal's result.
+with the tool each holds at start (``docks_at_start``), and the last goal's result.
 
 Why not MADSci's own readiness check for actions: ``AbstractNode.run_action`` refuses every
 action while the node is not ready, so a FAULTED (errored) cell could not be sent
@@ -50,7 +50,6 @@ is this node's to decide (initializing, locked, safety-stopped, cell unreachable
 """
 
 import logging
-import threading
 from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated, Any
@@ -190,7 +189,6 @@ class ErobsBtNode(RestNode):
     def __init__(self, node_config: ErobsBtNodeConfig | None = None, cell: Cell | None = None) -> None:
         super().__init__(node_config=node_config)
         self._cell: Cell | None = cell
-        self._lock = threading.Lock()
         self._last_result: dict[str, Any] | None = None
         self._parser: Any = None
 
@@ -233,7 +231,7 @@ class ErobsBtNode(RestNode):
         self._parser = ScriptParser.from_files(cell=self.config.cell, poses=self.config.poses)
         if self._cell is None:
             self._cell = self._make_cell()
-            self._cell.add_listener(self._cell_changed)
+            self._cell.add_listener(self._apply)
         from erobs_bt.madsci.cells import RosCell
 
         if isinstance(self._cell, RosCell) and not self._cell.wait_reachable(self.config.request_timeout):
@@ -248,7 +246,8 @@ class ErobsBtNode(RestNode):
             cell.close()
 
     def status_handler(self) -> None:
-        """Periodic refresh (MADSci's status interval) of what :meth:`_cell_changed` keeps current."""
+        """Periodic refresh (MADSci's status interval) of what :meth:`_apply` keeps current on
+        every change of the cell."""
         if self._cell is not None:
             self._apply(self._cell.view())
 
@@ -256,9 +255,6 @@ class ErobsBtNode(RestNode):
         """Periodic refresh of ``GET /state``."""
         if self._cell is not None:
             self.node_state = self._state_of(self._cell.view())
-
-    def _cell_changed(self, view: CellView) -> None:
-        self._apply(view)
 
     def _apply(self, view: CellView) -> None:
         """The cell's view as MADSci's node status and state (module docstring)."""
@@ -284,7 +280,9 @@ class ErobsBtNode(RestNode):
         return {
             **asdict(view),
             "attached_tool": view.gripper,
-            "docks": {str(number): tool for number, tool in sorted(docks.items())},
+            # The cell configuration's docks and the tool each holds when the cell starts
+            # (tool exchanges are not tracked here).
+            "docks_at_start": {str(number): tool for number, tool in sorted(docks.items())},
             "last_result": self._last_result,
         }
 

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 import yaml
 from madsci.client.node.rest_node_client import RestNodeClient
@@ -248,6 +249,14 @@ def test_info_declares_the_actions_and_admin_commands(madsci: dict[str, MadsciNo
     assert {"pause", "resume", "cancel", "safety_stop", "shutdown", "reset"} <= {
         str(getattr(c, "value", c)) for c in info.capabilities.admin_commands
     }
+    # Served on 127.0.0.1 only (the default host).
+    assert str(info.node_url) == f"{madsci['cell1'].url}/", info.node_url
+    listening = {
+        (c.laddr.ip, c.laddr.port)
+        for c in psutil.Process(madsci["cell1"].process.pid).net_connections(kind="inet")
+        if c.status == psutil.CONN_LISTEN
+    }
+    assert listening == {("127.0.0.1", madsci["cell1"].port)}, listening
     status = madsci["cell1"].status()
     assert status.ready and not status.errored, status
     state = madsci["cell1"].state()

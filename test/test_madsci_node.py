@@ -73,6 +73,18 @@ def until(check: Callable[[], Any], timeout: float, what: str) -> Any:
         time.sleep(0.05)
 
 
+def start_and_reach_unit(node: MadsciNode, script_text: str, unit: int) -> str:
+    """Start ``run_script`` and wait until the MADSci state says the new goal runs ``unit``; its action id."""
+    before = node.state()["goal_id"]
+    action_id = node.start_action("run_script", script=script_text)
+    until(
+        lambda: (state := node.state())["goal_id"] != before and state["unit_index"] == unit,
+        WAIT,
+        f"unit {unit} of the new goal to start",
+    )
+    return action_id
+
+
 class MadsciNode:
     """``erobs-bt madsci-node`` in a subprocess, with MADSci's REST client for it."""
 
@@ -305,8 +317,7 @@ def test_pause_and_resume_stop_the_goal_at_a_unit_boundary(
 ) -> None:
     node, observer = madsci["cell1"], observers["cell1"]
     since = observer.states.count
-    action_id = node.start_action("run_script", script=FIVE_UNITS)
-    until(lambda: node.state()["unit_index"] == 1, WAIT, "unit 1 (the six-move batch) to start")
+    action_id = start_and_reach_unit(node, FIVE_UNITS, 1)
 
     paused = node.admin(AdminCommands.PAUSE)
     completing = observer.states.wait_for(lambda m: m.state == "COMPLETING_TASK", WAIT, since=since)
@@ -338,8 +349,7 @@ def test_cancel_ends_the_goal_canceled_at_the_next_unit_boundary(
     madsci: dict[str, MadsciNode], run_logs: dict[str, Path]
 ) -> None:
     node = madsci["cell2"]
-    action_id = node.start_action("run_script", script=FIVE_UNITS)
-    until(lambda: node.state()["unit_index"] == 1, WAIT, "unit 1 to start")
+    action_id = start_and_reach_unit(node, FIVE_UNITS, 1)
 
     cancelled = node.admin(AdminCommands.CANCEL)
     result = node.result("run_script", action_id)
@@ -358,8 +368,7 @@ def test_safety_stop_stops_now_and_latches_until_reset(
     madsci: dict[str, MadsciNode], observers: dict[str, ErobsBtClient], run_logs: dict[str, Path]
 ) -> None:
     node = madsci["cell2"]
-    action_id = node.start_action("run_script", script=script(LONG_BATCH))
-    until(lambda: node.state()["unit_index"] == 1, WAIT, "the batch to start")
+    action_id = start_and_reach_unit(node, script(LONG_BATCH), 1)
 
     stopped = node.admin(AdminCommands.SAFETY_STOP)
     result = node.result("run_script", action_id)
@@ -418,7 +427,10 @@ def test_a_faulted_cell_is_errored_until_reset_fault_and_a_lost_cell_recovers(
         reset = node.run("reset_fault")
         ready = until(lambda: node.status().ready, 30.0, "ready after reset_fault")
 
+        # The ROS node stops while a goal runs: the action fails with what happened.
+        during_id = start_and_reach_unit(node, FIVE_UNITS, 1)
         assert ros_node.stop() == 0
+        during = node.result("run_script", during_id)
         lost = until(lambda: (s := node.status()).errored and s, 60.0, "errored (node gone)")
         unreachable = node.run("run_script", script=TWO_MOVES)
         ros_node = NodeProcess(ros_env, {"speed": 20.0}, ros_arguments=["-r", "__ns:=/cell3"]).start()
@@ -433,6 +445,10 @@ def test_a_faulted_cell_is_errored_until_reset_fault_and_a_lost_cell_recovers(
     assert refused.status == ActionStatus.NOT_READY, refused
     assert "orchestrator is FAULTED (TIMEOUT" in refused.errors[0].message, refused.errors
     assert reset.status == ActionStatus.SUCCEEDED and ready
+    assert during.status == ActionStatus.FAILED, during
+    # The node aborts its goal as it shuts down (SHUTDOWN), or the goal is lost with it.
+    assert during.json_result["error_code"] in ("SHUTDOWN", "NODE_LOST"), during.json_result
+    assert "shutting down" in during.errors[0].message or "went away" in during.errors[0].message
     assert "/cell3/erobs_bt went away" in lost.errors[-1].message, lost.errors
     assert lost.errors[-1].error_type == "CellUnreachable"
     assert unreachable.status == ActionStatus.NOT_READY and "went away" in unreachable.errors[0].message

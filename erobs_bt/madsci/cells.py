@@ -157,6 +157,7 @@ class Cell:
                 _LOG.exception("cell listener failed")
 
     def view(self) -> CellView:
+        """The cell's latest :class:`CellView` (does not block on the engine)."""
         raise NotImplementedError
 
     def run(self, full_json: str, *, dry_run: bool = False) -> Outcome:
@@ -164,21 +165,27 @@ class Cell:
         raise NotImplementedError
 
     def pause(self) -> tuple[bool, str]:
+        """Pause the running goal at its next unit boundary: ``(accepted, the engine's message)``."""
         raise NotImplementedError
 
     def resume(self) -> tuple[bool, str]:
+        """Resume a goal paused at a boundary (refused otherwise)."""
         raise NotImplementedError
 
     def cancel(self) -> tuple[bool, str]:
+        """Cancel the running goal: it ends CANCELED at the next unit boundary (at once while paused)."""
         raise NotImplementedError
 
     def stop(self) -> tuple[bool, str]:
+        """Stop now: the arm decelerates to rest and the goal aborts ``STOPPED``."""
         raise NotImplementedError
 
     def reset_fault(self) -> tuple[bool, str]:
+        """Clear FAULTED (refused when not faulted)."""
         raise NotImplementedError
 
     def clear_cache(self) -> tuple[bool, str]:
+        """Drop the cell's cached plans."""
         raise NotImplementedError
 
     def close(self) -> None:
@@ -450,12 +457,15 @@ class _EngineListener(OrchestratorListener):
         self.cell = cell
 
     def state_changed(self, state: State, message: str) -> None:
+        """The cell's view takes the new state and its message."""
         self.cell._state_changed(state, message)
 
     def feedback(self, goal_id: str, feedback: Feedback) -> None:
+        """The cell's view takes the running unit, step and gripper; the goal's cache status."""
         self.cell._feedback(goal_id, feedback)
 
     def finished(self, goal_id: str, result: Result) -> None:
+        """The cell's view keeps the goal id and the gripper it ended with."""
         self.cell._finished(goal_id)
 
 

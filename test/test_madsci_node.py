@@ -92,7 +92,7 @@ class MadsciNode:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         settings = tmp / f"madsci_{self.port}"
-        settings.mkdir()
+        (settings / ".madsci").mkdir(parents=True)  # MADSci falls back to ~/.madsci without one
         self.process = RosProcess(
             environment,
             [sys.executable, "-m", "erobs_bt", "madsci-node", "--port", str(self.port), *args],
@@ -173,9 +173,11 @@ def matches_the_node(json_result: dict[str, Any], run_logs: Path) -> None:
 
 @pytest.fixture(scope="module", autouse=True)
 def madsci_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """MADSci's settings folder (``.madsci/``: logs, its id registry) for this process's MADSci
-    clients, in a temporary folder instead of the working directory."""
+    """MADSci's settings folder for this process's MADSci clients: a temporary folder holding
+    the ``.madsci/`` (logs, its id registry) that MADSci looks for from ``MADSCI_SETTINGS_DIR``
+    upwards, falling back to ``~/.madsci``."""
     folder = tmp_path_factory.mktemp("madsci_settings")
+    (folder / ".madsci").mkdir()  # the folder MADSci looks for from there (else ~/.madsci)
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("MADSCI_SETTINGS_DIR", str(folder))
         yield folder
@@ -467,6 +469,7 @@ def test_a_two_step_workflow_on_two_cells_runs_under_the_workcell_manager(
 
     redis_port, port, location_port = free_port(), free_port(), free_port()
     env = {**ros_env.env, "MADSCI_SETTINGS_DIR": str(tmp_path)}
+    (tmp_path / ".madsci").mkdir()
     redis = Process(
         [
             "redis-server",

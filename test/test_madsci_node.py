@@ -183,6 +183,22 @@ def madsci_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         yield folder
 
 
+def test_the_node_configuration_reads_the_environment_not_the_process_arguments(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """MADSci settings parse the process's arguments over the values given: ``erobs-bt
+    madsci-node --speed 2`` must not be read a second time, nor a MADSci-style ``--node_name``."""
+    from erobs_bt.madsci.node import ErobsBtNodeConfig
+
+    monkeypatch.setattr(sys, "argv", ["erobs-bt", "madsci-node", "--speed", "9", "--node_name", "other"])
+    monkeypatch.setenv("NODE_RATE_LIMIT_REQUESTS", "500")
+
+    config = ErobsBtNodeConfig(speed=2.0, node_name="cell1")
+
+    assert (config.speed, config.node_name) == (2.0, "cell1")
+    assert config.rate_limit_requests == 500  # MADSci's own NODE_* variables still apply
+
+
 # -- two cells, each with a MADSci node -------------------------------------------------------
 @pytest.fixture(scope="module")
 def ros_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RosEnvironment]:

@@ -69,7 +69,12 @@ from madsci.common.types.node_types import RestNodeConfig
 from madsci.node_module.helpers import action
 from madsci.node_module.rest_node_module import RestNode
 from pydantic import BaseModel, Field
-from pydantic_settings import BaseSettings, CliSettingsSource, PydanticBaseSettingsSource
+from pydantic_settings import (
+    BaseSettings,
+    CliSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
 
 from erobs_bt.madsci.cells import DEFAULT_TIMEOUT, Cell, CellView, Outcome
 
@@ -83,8 +88,12 @@ class ErobsBtNodeConfig(RestNodeConfig):
     """The node's configuration: MADSci's REST node settings and the cell to serve.
 
     Every field can also come from MADSci's usual sources (``NODE_<FIELD>`` environment
-    variables, ``settings.yaml``); the ``erobs-bt madsci-node`` options set them.
+    variables, ``settings.yaml``); the ``erobs-bt madsci-node`` options set them. Not the
+    process's command line, which MADSci settings otherwise parse, over the values given here
+    (``--speed`` of ``erobs-bt madsci-node`` would be read twice, ``--help`` hijacked).
     """
+
+    model_config = SettingsConfigDict(cli_parse_args=False)
 
     ros_node: str | None = Field(
         default=None,

@@ -71,6 +71,8 @@ def data_files(directories: tuple[str, ...]) -> list[tuple[str, list[str]]]:
 
 
 INSTALL_REQUIRES, ROS_REQUIRES = read_requirements(HERE / "requirements.txt")
+# The MADSci node (erobs_bt/madsci/): an extra, as a cell outside a MADSci lab does not need it.
+MADSCI_REQUIRES, _ = read_requirements(HERE / "requirements-madsci.txt")
 
 setup(
     name=PACKAGE_NAME,
@@ -84,13 +86,14 @@ setup(
     include_package_data=False,
     data_files=data_files(DATA_DIRECTORIES),
     install_requires=INSTALL_REQUIRES,
-    extras_require={"ros": ROS_REQUIRES},
+    extras_require={"ros": ROS_REQUIRES, "madsci": MADSCI_REQUIRES},
     zip_safe=False,
     entry_points={
         "console_scripts": [
             "erobs-bt = erobs_bt.cli:main",
             "erobs_bt_node = erobs_bt.ros.node:main",
             "erobs_bt_sim_hardware = erobs_bt.ros.sim_hardware:main",
+            "erobs_bt_madsci_node = erobs_bt.madsci.commands:main",
         ],
     },
 )

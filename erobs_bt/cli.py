@@ -8,7 +8,8 @@ Verbs, by what they need:
   (Ctrl-C cancels at the next unit boundary, a second Ctrl-C stops now).
 * ROS verbs (:mod:`erobs_bt.ros.commands`): ``serve``, ``send``, ``pause``, ``resume``,
   ``cancel``, ``stop``, ``reset-fault``, ``clear-cache``, ``state``; viewers
-  (:mod:`erobs_bt.viz.commands`): ``watch`` and others.
+  (:mod:`erobs_bt.viz.commands`): ``watch`` and others; ``madsci-node`` (:mod:`erobs_bt.madsci.commands`):
+  a cell as a MADSci node.
 
 Every verb that reads a script makes its goal plan with :func:`erobs_bt.plan.plan_goal` and
 the parser configured from the same cell and pose-registry files
@@ -201,9 +202,13 @@ class _Verbs(click.Group):
         return command
 
 
-#: Modules whose ``COMMANDS`` are verbs of ``erobs-bt`` (ROS verbs, viewers). Neither imports
-#: rclpy or the viewers at import time; the verbs do when they run.
-LAZY_VERB_MODULES: tuple[str, ...] = ("erobs_bt.ros.commands", "erobs_bt.viz.commands")
+#: Modules whose ``COMMANDS`` are verbs of ``erobs-bt`` (ROS verbs, viewers, the MADSci node). None
+#: imports rclpy, the viewers or MADSci at import time; the verbs do when they run.
+LAZY_VERB_MODULES: tuple[str, ...] = (
+    "erobs_bt.ros.commands",
+    "erobs_bt.viz.commands",
+    "erobs_bt.madsci.commands",
+)
 
 
 #: ``--poses``'s help, for every verb that reads a script.

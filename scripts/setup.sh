@@ -10,8 +10,9 @@
 #      headers and venv support; `apt-get update` runs only when something has to be installed
 #      (root, or password-less sudo).
 #   2. .venv with python3 (3.11: the ROS wheels on PyPI are cp311 only).
-#   3. pip, then requirements.txt + requirements-build.txt + requirements-dev.txt (the ranges
-#      erobs_bt needs) constrained by requirements.lock (the exact version of every package,
+#   3. pip, then requirements.txt + requirements-build.txt + requirements-dev.txt +
+#      requirements-madsci.txt (the ranges erobs_bt needs; the last is the `madsci` extra, the
+#      MADSci node, which the tests drive) constrained by requirements.lock (the exact version of every package,
 #      transitive ones included), so every venv is the same.
 #   4. the ROS interface packages under interfaces/ (erobs_bt_interfaces, and the subsets of
 #      control_msgs, ur_msgs, beambot_interfaces, py_trees_ros_interfaces,
@@ -41,8 +42,8 @@ cd "${ROOT}"
 PYTHON="${PYTHON:-python3}"
 STAMPS="${VENV}/.erobs_bt-setup"
 IFACE_ROOT="${ROOT}/interfaces"
-REQUIREMENTS=(requirements.txt requirements-build.txt requirements-dev.txt requirements.lock)
-PACKAGING=(setup.py setup.cfg package.xml pyproject.toml resource/erobs_bt requirements.txt)
+REQUIREMENTS=(requirements.txt requirements-build.txt requirements-dev.txt requirements-madsci.txt requirements.lock)
+PACKAGING=(setup.py setup.cfg package.xml pyproject.toml resource/erobs_bt requirements.txt requirements-madsci.txt)
 START=${SECONDS}
 
 step() { printf '==> %s\n' "$*"; }
@@ -160,7 +161,8 @@ else
   info "upgrading pip${pip_pin:+ (${pip_pin})}"
   pip_install --upgrade "${pip_pin:-pip}"
   info "installing the requirements at the versions of requirements.lock (a fresh venv fetches about 1 GB of wheels)"
-  pip_install -c requirements.lock -r requirements.txt -r requirements-build.txt -r requirements-dev.txt
+  pip_install -c requirements.lock -r requirements.txt -r requirements-build.txt -r requirements-dev.txt \
+    -r requirements-madsci.txt
   write_stamp deps "${deps_hash}"
   took "${deps_t}"
 fi

@@ -15,7 +15,12 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 REPO = Path(__file__).resolve().parents[1]
-REQUIREMENT_FILES = ("requirements.txt", "requirements-build.txt", "requirements-dev.txt")
+REQUIREMENT_FILES = (
+    "requirements.txt",
+    "requirements-build.txt",
+    "requirements-dev.txt",
+    "requirements-madsci.txt",
+)
 
 
 def lines(path: Path) -> list[str]:

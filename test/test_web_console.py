@@ -32,7 +32,7 @@ from erobs_bt.backends.base import ErrorCode, MotionError
 from erobs_bt.backends.scripted import Outcome, ScriptedBackend
 from erobs_bt.cli import main
 from erobs_bt.orchestrator import Orchestrator, State
-from erobs_bt.plan import ScriptParser
+from erobs_bt.plan import ScriptParser, pose_registry_file
 from erobs_bt.viz.web import Access, LiveView, start_live_view
 
 from browser import launch_chromium, needs_chromium
@@ -59,8 +59,10 @@ def request(
 
 
 def orchestrator_for(backend: Any) -> Orchestrator:
-    """An orchestrator with the packaged cell's parser (the parser `erobs-bt validate` uses)."""
-    return Orchestrator(backend, parser=ScriptParser.from_files(), enable_batching=True)
+    """An orchestrator with the packaged cell's parser and its default pose registry (the
+    parser `erobs-bt validate` uses, :func:`erobs_bt.plan.pose_registry_file`)."""
+    parser = ScriptParser.from_files(poses=pose_registry_file(None, None))
+    return Orchestrator(backend, parser=parser, enable_batching=True)
 
 
 @pytest.fixture(scope="module")

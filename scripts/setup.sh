@@ -15,8 +15,8 @@
 #      MADSci node, which the tests drive) constrained by requirements.lock (the exact version of every package,
 #      transitive ones included), so every venv is the same.
 #   4. the ROS interface packages under interfaces/ (erobs_bt_interfaces, and the subsets of
-#      control_msgs, ur_msgs, beambot_interfaces, py_trees_ros_interfaces,
-#      object_recognition_msgs and moveit_msgs that no wheel provides, and epick_msgs), in dependency order
+#      control_msgs, ur_msgs, py_trees_ros_interfaces, object_recognition_msgs, octomap_msgs and
+#      moveit_msgs that no wheel provides, and beambot_interfaces and epick_msgs), in dependency order
 #      (scripts/interface_packages.py): each built by CMake through scikit-build-core and
 #      installed into the venv with `pip install --no-build-isolation` (recipe A of
 #      docs/ros2-from-pypi.md; an isolated build cannot see ament_package). A package

@@ -36,6 +36,7 @@ BUILT_HERE = (
     "epick_msgs",
     "moveit_msgs",
     "object_recognition_msgs",
+    "octomap_msgs",
     "py_trees_ros_interfaces",
     "ur_msgs",
 )
@@ -311,6 +312,91 @@ def test_collision_object_operations() -> None:
         "APPEND": b"\x02",
         "MOVE": b"\x03",
     }
+
+
+def test_moveit_error_codes() -> None:
+    assert _constants("moveit_msgs/msg/MoveItErrorCodes") == {
+        "SUCCESS": 1,
+        "UNDEFINED": 0,
+        "FAILURE": 99999,
+        "PLANNING_FAILED": -1,
+        "INVALID_MOTION_PLAN": -2,
+        "MOTION_PLAN_INVALIDATED_BY_ENVIRONMENT_CHANGE": -3,
+        "CONTROL_FAILED": -4,
+        "UNABLE_TO_AQUIRE_SENSOR_DATA": -5,  # upstream's spelling
+        "TIMED_OUT": -6,
+        "PREEMPTED": -7,
+        "START_STATE_IN_COLLISION": -10,
+        "START_STATE_VIOLATES_PATH_CONSTRAINTS": -11,
+        "START_STATE_INVALID": -26,
+        "GOAL_IN_COLLISION": -12,
+        "GOAL_VIOLATES_PATH_CONSTRAINTS": -13,
+        "GOAL_CONSTRAINTS_VIOLATED": -14,
+        "GOAL_STATE_INVALID": -27,
+        "UNRECOGNIZED_GOAL_TYPE": -28,
+        "INVALID_GROUP_NAME": -15,
+        "INVALID_GOAL_CONSTRAINTS": -16,
+        "INVALID_ROBOT_STATE": -17,
+        "INVALID_LINK_NAME": -18,
+        "INVALID_OBJECT_NAME": -19,
+        "FRAME_TRANSFORM_FAILURE": -21,
+        "COLLISION_CHECKING_UNAVAILABLE": -22,
+        "ROBOT_STATE_STALE": -23,
+        "SENSOR_INFO_STALE": -24,
+        "COMMUNICATION_FAILURE": -25,
+        "CRASH": -29,
+        "ABORT": -30,
+        "NO_IK_SOLUTION": -31,
+    }
+
+
+def test_planning_scene_components_bits() -> None:
+    names = (
+        "SCENE_SETTINGS",
+        "ROBOT_STATE",
+        "ROBOT_STATE_ATTACHED_OBJECTS",
+        "WORLD_OBJECT_NAMES",
+        "WORLD_OBJECT_GEOMETRY",
+        "OCTOMAP",
+        "TRANSFORMS",
+        "ALLOWED_COLLISION_MATRIX",
+        "LINK_PADDING_AND_SCALING",
+        "OBJECT_COLORS",
+    )
+    assert _constants("moveit_msgs/msg/PlanningSceneComponents") == {
+        name: 1 << bit for bit, name in enumerate(names)
+    }
+
+
+def test_moveit_constraint_and_servo_constants() -> None:
+    assert _constants("moveit_msgs/msg/OrientationConstraint") == {
+        "XYZ_EULER_ANGLES": 0,
+        "ROTATION_VECTOR": 1,
+    }
+    assert _constants("moveit_msgs/msg/VisibilityConstraint") == {
+        "SENSOR_Z": 0,
+        "SENSOR_Y": 1,
+        "SENSOR_X": 2,
+    }
+    assert _constants("moveit_msgs/srv/ServoCommandType_Request") == {
+        "JOINT_JOG": 0,
+        "TWIST": 1,
+        "POSE": 2,
+    }
+
+
+def test_interfaces_without_constants_have_none() -> None:
+    """The beambot_interfaces actions and octomap_msgs define no constants upstream; a stray one
+    here would be an API difference that no hash shows."""
+    upstream = require_type_hashes()
+    names = [
+        component
+        for entry in upstream.values()
+        if entry.package in ("beambot_interfaces", "octomap_msgs")
+        for component in entry.hashes()
+    ]
+    assert names
+    assert {name: _constants(name) for name in names if _constants(name)} == {}
 
 
 def test_behaviour_constants_match_py_trees() -> None:

@@ -2,7 +2,7 @@
 #
 # It lets an ament_cmake interface package build against the ROS 2 wheels from PyPI (pip with
 # scikit-build-core, or colcon in a venv holding those wheels) as well as against a ROS
-# distribution, where both parts below are no-ops. The reasons are in
+# distribution, where all three parts below are no-ops. The reasons are in
 # docs/ros2-from-pypi.md (§2, pitfalls B1/B2).
 
 if(DEFINED SKBUILD)
@@ -48,3 +48,23 @@ function(_erobs_fix_pypi_wheel_targets)
   endif()
 endfunction()
 cmake_language(DEFER CALL _erobs_fix_pypi_wheel_targets)
+
+# (3) pip build: C and Python only. erobs_bt uses these packages from rclpy alone, which loads
+#     the C type supports (rosidl_typesupport_c dispatching to _fastrtps_c and _introspection_c)
+#     and the Python bindings. The four C++ generators (rosidl_generator_cpp,
+#     rosidl_typesupport_cpp, rosidl_typesupport_fastrtps_cpp, rosidl_typesupport_introspection_cpp)
+#     would about double the compile time of `make setup` for code nothing here includes.
+#     find_package(rosidl_default_generators) registers every generator as an extension of
+#     rosidl_generate_interfaces(); it is found here first (the package's own find_package of it
+#     is then a no-op: ament's config files are included once) and the C++ ones are removed.
+#     The type hashes do not depend on it (test/test_interop_hashes.py checks them). Configure
+#     with -DEROBS_BT_INTERFACES_CXX=ON to keep the C++ code; colcon and ROS distribution builds
+#     (no SKBUILD) always keep every generator.
+option(EROBS_BT_INTERFACES_CXX "pip build: also generate the C++ messages and type supports" OFF)
+if(DEFINED SKBUILD AND NOT EROBS_BT_INTERFACES_CXX)
+  find_package(rosidl_default_generators REQUIRED)
+  foreach(_erobs_generator IN ITEMS rosidl_generator_cpp rosidl_typesupport_cpp
+                                    rosidl_typesupport_fastrtps_cpp rosidl_typesupport_introspection_cpp)
+    list(FILTER AMENT_EXTENSIONS_rosidl_generate_idl_interfaces EXCLUDE REGEX "^${_erobs_generator}:")
+  endforeach()
+endif()

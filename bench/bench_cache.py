@@ -34,8 +34,8 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import replace
 
-from bench_planning import SAMPLES, sim_backend, sim_engine
-from common import fmt_ms, fmt_us, markdown_table, measure, median, p90
+from bench_planning import POSES_FILE, sim_backend, sim_engine
+from common import SAMPLES, fmt_ms, fmt_us, markdown_table, measure, median, p90, samples_skipped
 
 from erobs_bt.backends.base import Solution
 from erobs_bt.backends.sim.backend import SimBackend
@@ -207,6 +207,9 @@ def key_rows() -> list[list[str]]:
 
 def report() -> str:
     """The plan-cache section of BENCHMARKS.md."""
+    skipped = samples_skipped("every plan-cache figure", [POSES_FILE.name, *ELIGIBLE])
+    if skipped:
+        return f"## Plan cache: replay vs fresh plan\n\n{skipped}\n"
     rows, figures = replay_rows()
     replay = markdown_table(
         [

@@ -41,11 +41,14 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from common import compile_package, fmt_ms, markdown_table
+from common import SAMPLES, compile_package, fmt_ms, markdown_table, samples_skipped
 
 REPO = Path(__file__).resolve().parents[1]
-SAMPLES = REPO.parent / "shared" / "samples" / "erobs"
 POSES = SAMPLES / "cms_poses.yaml"
+#: The sample scripts the `validate` and `run` start-up rows (and the import breakdown) measure.
+STARTUP_SAMPLES = (POSES.name, "spincoat_to_hotplate.json", "perf_safe_transport_to_safe_exchange.json")
+#: The sample script the pipettor-goal rows measure.
+PIPETTOR_SAMPLE = "anti_solvent_dispense.json"
 REPEATS = 3
 ERobsBT = Path(sys.executable).with_name("erobs-bt")
 
@@ -165,9 +168,15 @@ def import_breakdown(args: Sequence[str]) -> dict[str, float]:
 FIGURES: dict[str, float] = {}
 
 
-def startup_rows() -> tuple[list[list[str]], list[list[str]]]:
-    """The start-up table and the import-time breakdown table."""
+def startup_rows() -> tuple[list[list[str]], list[list[str]] | str]:
+    """The start-up table and the import-time breakdown table; without the sample scripts, the
+    rows that need none and, instead of the breakdown, the paragraph saying what was skipped."""
     compile_package()
+    skipped = samples_skipped(
+        "the `validate` and `run` start-up rows, the reading against issue 13's targets and the "
+        "import-time breakdown",
+        STARTUP_SAMPLES,
+    )
     python = sys.executable
     script = SAMPLES / "spincoat_to_hotplate.json"
     validate = [str(ERobsBT), "validate", str(script), "--poses", str(POSES)]
@@ -187,6 +196,8 @@ def startup_rows() -> tuple[list[list[str]], list[list[str]]]:
             [python, "-c", "import erobs_bt.session, erobs_bt.backends.sim.backend"],
         ),
     ]
+    if skipped:
+        cases = [case for case in cases if case[0] != "validate"]
     for key, label, args in cases:
         walls, cpus = [], []
         for _ in range(REPEATS):
@@ -196,6 +207,8 @@ def startup_rows() -> tuple[list[list[str]], list[list[str]]]:
         rows.append([label, spread(walls), spread(cpus)])
         FIGURES[f"{key} wall"] = statistics.median(walls)
         FIGURES[f"{key} cpu"] = statistics.median(cpus)
+    if skipped:
+        return rows, skipped
     run_args = [
         "run",
         str(SAMPLES / "perf_safe_transport_to_safe_exchange.json"),
@@ -244,7 +257,7 @@ def startup_rows() -> tuple[list[list[str]], list[list[str]]]:
     return rows, breakdown
 
 
-def acm_rows() -> tuple[list[list[str]], list[list[str]]]:
+def acm_rows() -> tuple[list[list[str]], list[list[str]] | str]:
     from erobs_bt.backends.sim import collision
     from erobs_bt.backends.sim.cell import load_cell
 
@@ -288,10 +301,14 @@ def acm_rows() -> tuple[list[list[str]], list[list[str]]]:
 LATER_GOALS = 5
 
 
-def pipettor_goal_rows(collision: object) -> list[list[str]]:
+def pipettor_goal_rows(collision: object) -> list[list[str]] | str:
+    """The pipettor-goal table's rows; without the sample script, the paragraph saying it was skipped."""
     from erobs_bt.session import EngineConfig, build_engine
 
-    text = (SAMPLES / "anti_solvent_dispense.json").read_text()
+    skipped = samples_skipped("the one-step pipettor goal rows", [PIPETTOR_SAMPLE])
+    if skipped:
+        return skipped
+    text = (SAMPLES / PIPETTOR_SAMPLE).read_text()
     results: dict[str, list[float]] = {"first": [], "later": [], "sampled": []}
     reloads = 0
     default_store = collision.DEFAULT_ACM_STORE  # type: ignore[attr-defined]
@@ -462,10 +479,18 @@ def startup_reading() -> str:
 def report() -> str:
     startup_table, breakdown_table = startup_rows()
     startup = markdown_table(["what", "wall time, median (min–max) of 3", "CPU time"], startup_table)
-    breakdown = markdown_table(
-        ["package (self import time, `-X importtime`, median of 3)", "`validate`", "`run` (whole process)"],
-        breakdown_table,
-    )
+    if isinstance(breakdown_table, str):
+        reading, breakdown = breakdown_table, "(skipped, see above)"
+    else:
+        reading = startup_reading()
+        breakdown = markdown_table(
+            [
+                "package (self import time, `-X importtime`, median of 3)",
+                "`validate`",
+                "`run` (whole process)",
+            ],
+            breakdown_table,
+        )
     acm, goal = acm_rows()
     acm_table = markdown_table(
         [
@@ -477,14 +502,18 @@ def report() -> str:
         ],
         acm,
     )
-    goal_table = markdown_table(
-        [
-            "goal (in-process engine built beforehand, infinite sim speed)",
-            "first goal of the engine, median (min–max) of 3",
-            f"later goals (median of {LATER_GOALS} each), median (min–max) of 3",
-            "first goal, ACM sampled afresh",
-        ],
-        goal,
+    goal_table = (
+        goal
+        if isinstance(goal, str)
+        else markdown_table(
+            [
+                "goal (in-process engine built beforehand, infinite sim speed)",
+                "first goal of the engine, median (min–max) of 3",
+                f"later goals (median of {LATER_GOALS} each), median (min–max) of 3",
+                "first goal, ACM sampled afresh",
+            ],
+            goal,
+        )
     )
     speed_table, (short, long) = speed_rows()
     speeds = markdown_table(
@@ -508,7 +537,7 @@ def report() -> str:
         "erobs_bt's sources; a process started with `PYTHONDONTWRITEBYTECODE` set on a source "
         "checkout (as this machine's shells are) compiles them on every start, about 0.1 s more.\n\n"
         f"{startup}\n\n"
-        f"{startup_reading()}\n\n"
+        f"{reading}\n\n"
         "Where the import time goes, by package (self time of each module, so a package's row "
         "does not include what it imports from another row; `-X importtime` adds its own "
         "overhead, so these sum to more than the imports cost without it):\n\n"
@@ -517,8 +546,8 @@ def report() -> str:
         "Building the collision model of a tool (URDF, hulls, scene and the ACM), median (min–max) of 3.\n\n"
         f"{acm_table}\n\n"
         f"{goal_table}\n\n"
-        f"{pipettor_reading()}\n\n"
-        "### The speed cap\n\n"
+        + ("" if isinstance(goal, str) else f"{pipettor_reading()}\n\n")
+        + "### The speed cap\n\n"
         "Simulated seconds per wall second that `SimController` delivers while a trajectory "
         f"(3 waypoints, `a → b → a`: {short:.1f} s at speed scaling 0.2, {long:.1f} s at 0.01) plays "
         "back to back for at least 0.5 s, median (min–max) of 3, the two loops interleaved; every run "

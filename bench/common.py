@@ -9,8 +9,30 @@ from __future__ import annotations
 import os
 import platform
 import statistics
+import sys
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
+
+#: EROBS's sample scripts and pose registry (``cms_poses.yaml``) that some figures measure. They
+#: are not part of the repository: ``../shared/samples/erobs/`` beside the checkout, or the folder
+#: named by the environment variable ``EROBS_BT_SAMPLES``.
+SAMPLES = Path(
+    os.environ.get("EROBS_BT_SAMPLES") or Path(__file__).resolve().parents[2] / "shared" / "samples" / "erobs"
+)
+#: Why a figure that needs :data:`SAMPLES` is skipped when they are absent.
+SAMPLES_REASON = "needs EROBS's sample scripts in ../shared/samples/erobs/, not part of the repository"
+
+
+def samples_skipped(what: str, names: Sequence[str]) -> str | None:
+    """``None`` when every file ``names`` (in :data:`SAMPLES`) exists; otherwise say on stderr
+    that ``what`` is skipped and why, and return the Markdown paragraph saying so."""
+    missing = [name for name in names if not (SAMPLES / name).is_file()]
+    if not missing:
+        return None
+    detail = f"{SAMPLES_REASON} (missing here: {', '.join(missing)} in {SAMPLES})"
+    print(f"[bench] skipped {what}: {detail}", file=sys.stderr, flush=True)
+    return f"*Skipped in this run: {what}; it {detail}.*"
 
 
 def measure(fn: Callable[[], object], *, repeats: int, inner: int = 1) -> list[float]:

@@ -6,13 +6,17 @@ its own ROS domain and ``start-re-manager`` with the profile (its 0MQ sockets on
 ran the script. Then a script with a ``pause`` step: while the robot waits at the step
 (deterministic), the queue gets a deferred pause; the operator resumes the step, the plan
 reaches its checkpoint at the next unit start, the RunEngine pauses and the robot stops at
-the unit boundary after that unit; a queue resume completes the same goal. Every process
+the unit boundary after that unit; a queue resume completes the same goal. The README's
+queueserver client (step 4 of its beamline set-up) is run as written against the same RE
+Manager, which runs from the repository's folder as the README's step 3 does. Every process
 is stopped by its PID.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import shlex
 import shutil
 import signal
 import socket
@@ -26,6 +30,7 @@ from typing import Any
 import pytest
 from bluesky_queueserver_api import BPlan
 from bluesky_queueserver_api.zmq import REManagerAPI
+from readme_snippets import readme_blocks
 from ros_fixtures import REPO, NodeProcess, RosEnvironment, ros_environment
 
 from erobs_bt.ros.client import ErobsBtClient
@@ -123,8 +128,19 @@ def redis(tmp_path: Path, ros_env: RosEnvironment) -> Iterator[int]:
 
 
 @pytest.fixture
-def manager(tmp_path: Path, ros_env: RosEnvironment, redis: int, node: NodeProcess) -> Iterator[REManagerAPI]:
-    control, info = f"tcp://127.0.0.1:{free_port()}", f"tcp://127.0.0.1:{free_port()}"
+def zmq_addresses() -> dict[str, str]:
+    """The RE Manager's private 0MQ addresses, under the environment variables its clients read."""
+    return {
+        "QSERVER_ZMQ_CONTROL_ADDRESS": f"tcp://127.0.0.1:{free_port()}",
+        "QSERVER_ZMQ_INFO_ADDRESS": f"tcp://127.0.0.1:{free_port()}",
+    }
+
+
+@pytest.fixture
+def manager(
+    tmp_path: Path, ros_env: RosEnvironment, redis: int, node: NodeProcess, zmq_addresses: dict[str, str]
+) -> Iterator[REManagerAPI]:
+    control, info = zmq_addresses["QSERVER_ZMQ_CONTROL_ADDRESS"], zmq_addresses["QSERVER_ZMQ_INFO_ADDRESS"]
     env = {**ros_env.env, "EROBS_BT_NODES": "/erobs_bt"}
     command = [
         str(Path(sys.executable).with_name("start-re-manager")),
@@ -143,7 +159,8 @@ def manager(tmp_path: Path, ros_env: RosEnvironment, redis: int, node: NodeProce
         "--zmq-info-addr",
         info,
     ]
-    process = Process(command, env, "Ready to accept connections", tmp_path)
+    # From the repository's folder, as the README starts it: relative script paths are read there.
+    process = Process(command, env, "Ready to accept connections", REPO)
     # Replies wait up to 30 s (default 2 s): on a loaded 2-core machine the manager can take
     # longer than 2 s to answer queue_start while its worker is busy, which is not a failure.
     api = REManagerAPI(zmq_control_addr=control, zmq_info_addr=info, timeout_recv=30.0, timeout_send=10.0)
@@ -217,3 +234,48 @@ def test_a_queued_run_script_runs_on_the_node_and_a_deferred_queue_pause_stops_a
         assert any("succeeded" in m.message for m in states), [(m.state, m.message) for m in states]
         history = manager.history_get()["items"]
         assert history[-1]["result"]["exit_status"] == "completed", history[-1]["result"]
+
+
+def test_the_readmes_queueserver_client_runs_as_written(
+    manager: REManagerAPI, node: NodeProcess, zmq_addresses: dict[str, str]
+) -> None:
+    """Step 4 of the README's beamline set-up, run by Python from the repository's folder.
+
+    Only the RE Manager's addresses differ from the README's defaults, and the client reads
+    them from ``QSERVER_ZMQ_CONTROL_ADDRESS``/``QSERVER_ZMQ_INFO_ADDRESS`` (bluesky-queueserver-api);
+    the script it queues must be one the repository has.
+    """
+    blocks = readme_blocks("Bluesky and the queueserver (a beamline set-up)", "bash")
+    block = next(b for b in blocks if "start-re-manager" in b)
+    # Step 3's files are the repository's (or written into its folders): nothing outside it.
+    command = re.search(r"^EROBS_BT_NODES=.*?start-re-manager.*?(?<!\\)$", block, re.M | re.S)
+    assert command, block
+    step3 = shlex.split(command.group(0).replace("\\\n", " "))
+    for option in ("--startup-dir", "--existing-plans-devices", "--user-group-permissions"):
+        path = Path(step3[step3.index(option) + 1])
+        inside = not path.is_absolute() and (REPO / path).parent.is_dir()
+        assert inside, f"{option} {path}: not in the repository"
+    heredoc = re.search(r"^python - <<'PY'\n(.*?)^PY$", block, re.MULTILINE | re.DOTALL)
+    assert heredoc, block
+    client = heredoc.group(1)
+    with ErobsBtClient(domain_id=node.environment.domain_id) as observer:
+        assert observer.wait_for_server(30.0), node.output
+        assert observer.states.wait_for(lambda m: True, 30.0) is not None
+        since = observer.states.count
+        done = subprocess.run(
+            [sys.executable, "-"],
+            input=client,
+            cwd=REPO,
+            env={**node.environment.env, **zmq_addresses},
+            capture_output=True,
+            text=True,
+            timeout=WAIT,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        manager.status(reload=True)  # not the status cached before the snippet's queue_start
+        manager.wait_for_idle(timeout=WAIT)
+        history = manager.history_get()["items"]
+        assert [item["name"] for item in history] == ["run_script"], history
+        assert history[-1]["result"]["exit_status"] == "completed", history[-1]["result"]
+        finished = observer.states.wait_for(lambda m: "succeeded" in m.message, 30.0, since=since)
+        assert finished is not None, [(m.state, m.message) for m in observer.states.items()[since:]]

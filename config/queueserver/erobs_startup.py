@@ -3,7 +3,7 @@
 Start an RE Manager with this directory as its startup directory::
 
     start-re-manager --startup-dir config/queueserver \
-        --existing-plans-devices /var/lib/qserver/existing_plans_and_devices.yaml \
+        --existing-plans-devices config/queueserver/existing_plans_and_devices.yaml \
         --user-group-permissions config/queueserver/user_group_permissions.yaml \
         --redis-addr 127.0.0.1:6379
 
@@ -17,9 +17,10 @@ pause stops the robot at a unit boundary) and ``mv`` available to the queue. The
 cells (``ROS_DOMAIN_ID``, discovery settings): start ``start-re-manager`` from a shell that
 has them (``scripts/env.sh`` sets the local defaults).
 
-Queue a robot script, e.g. with bluesky-queueserver-api::
+Queue a robot script, e.g. with bluesky-queueserver-api (a relative path is read from the
+RE Manager's working folder; here the repository's, as the README starts it)::
 
-    RM.item_add(BPlan("run_script", "robot", "/lab/scripts/load_sample.json"))
+    RM.item_add(BPlan("run_script", "robot", "trees/pick_and_place.json"))
 """
 
 # The queueserver loads startup files as IPython startup scripts: names defined here are the

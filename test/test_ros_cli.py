@@ -74,7 +74,8 @@ def test_send_dry_run_of_a_script_preview_refuses_exits_2_as_preview_does(
     assert preview.returncode == 2, preview.stdout + preview.stderr
     assert "Dry-run not supported for: step 2 (pause)" in preview.stderr, preview.stderr
     assert sent.returncode == preview.returncode, sent.stdout + sent.stderr
-    assert "NOT_PREVIEWABLE" in sent.stdout and "Dry-run not supported for: step 2 (pause)" in sent.stdout, sent.stdout
+    assert "NOT_PREVIEWABLE" in sent.stdout, sent.stdout
+    assert "Dry-run not supported for: step 2 (pause)" in sent.stdout, sent.stdout
     # A dry run that fails for another reason stays "the goal failed" (1); a good one 0.
     good = write_script(tmp_path / "good.json", [move("sample_scan_1")])
     ok = subprocess.run(

@@ -26,8 +26,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import SAMPLES_DIR, require_samples
 from hardware_fixtures import HardwareObserver, HardwareProcess, write_hardware_config
-from ros_fixtures import REPO, NodeProcess, RosEnvironment, ros_environment
+from ros_fixtures import NodeProcess, RosEnvironment, ros_environment
 
 from erobs_bt.backends.base import ArmSegment, ErrorCode, MotionError, Solution, ToolSegment, TrajectoryPoint
 from erobs_bt.backends.ros2_control import (
@@ -43,13 +44,20 @@ from erobs_bt.script.model import Step
 from erobs_bt.script.parse import parse_script
 from erobs_bt.script.poses import PoseRegistry
 
-SAMPLES = REPO.parent / "shared" / "samples" / "erobs"
+SAMPLES = SAMPLES_DIR
 POSES_FILE = SAMPLES / "cms_poses.yaml"
 FULL_EXPERIMENT = SAMPLES / "FULL_EXPERIMENT_RUN.json"
 SPEED = 30.0
 GOAL_TIMEOUT = 240.0
 #: Hardware processes that may be SIGKILLed use UDP only (no shared-memory files left behind).
 UDP_ONLY = {"FASTDDS_BUILTIN_TRANSPORTS": "UDPv4"}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _samples() -> None:
+    """Every test here plans with EROBS's pose registry (``cms_poses.yaml`` of ../shared):
+    skip without it, fail in CI (:func:`conftest.require_samples`)."""
+    require_samples()
 
 
 def move(target: str) -> dict[str, Any]:

@@ -42,13 +42,13 @@ import numpy as np
 from common import SAMPLES, fmt_ms, markdown_table, measure, median, p90, samples_skipped
 
 from erobs_bt.backends.base import ArmSegment, MotionError, Solution
-from erobs_bt.backends.sim import kinematics
 from erobs_bt.backends.sim.backend import SimBackend
-from erobs_bt.backends.sim.planner import MotionPlanner
-from erobs_bt.backends.sim.tools import planning_tip
 from erobs_bt.orchestrator import OrchestratorListener, Result, State
+from erobs_bt.planning.planner import MotionPlanner
 from erobs_bt.script.model import MoveTo, Script
 from erobs_bt.session import Engine, EngineConfig, build_engine
+from erobs_bt.world import kinematics
+from erobs_bt.world.tools import planning_tip
 
 REPO = Path(__file__).resolve().parents[1]
 POSES_FILE = SAMPLES / "cms_poses.yaml"

@@ -68,7 +68,7 @@ def measure(domain_id: int) -> dict[str, list[float]]:
         load_hardware_config,
         trajectory_goal,
     )
-    from erobs_bt.backends.sim.cell import load_cell
+    from erobs_bt.world.cell import load_cell
 
     hardware_cmd = [sys.executable, "-m", "erobs_bt.ros.sim_hardware", "--speed", "1000"]
     raw_cmd = [sys.executable, __file__, "--raw-server"]

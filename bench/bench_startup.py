@@ -258,8 +258,8 @@ def startup_rows() -> tuple[list[list[str]], list[list[str]] | str]:
 
 
 def acm_rows() -> tuple[list[list[str]], list[list[str]] | str]:
-    from erobs_bt.backends.sim import collision
-    from erobs_bt.backends.sim.cell import load_cell
+    from erobs_bt.world import collision
+    from erobs_bt.world.cell import load_cell
 
     cell = load_cell()
     rows = []
@@ -389,8 +389,8 @@ def speed_rows() -> tuple[list[list[str]], tuple[float, float]]:
     """
     from erobs_bt.backends.base import ArmSegment
     from erobs_bt.backends.sim.controller import SimController
-    from erobs_bt.backends.sim.kinematics import ACCELERATION_LIMITS, VELOCITY_LIMITS
-    from erobs_bt.backends.sim.timing import time_parameterize
+    from erobs_bt.planning.timing import time_parameterize
+    from erobs_bt.world.kinematics import ACCELERATION_LIMITS, VELOCITY_LIMITS
 
     a = (0.0, -1.57, 1.57, -1.57, -1.57, 0.0)
     b = (1.2, -0.9, 0.7, -0.6, -1.2, 1.5)

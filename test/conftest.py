@@ -19,9 +19,9 @@ import pytest
 from hypothesis import settings
 from interop import REQUIRE_SHARED_ENV, shared_required
 
-from erobs_bt.backends.sim.cell import CellConfig, load_cell
 from erobs_bt.script.model import Step
 from erobs_bt.script.parse import parse_script
+from erobs_bt.world.cell import CellConfig, load_cell
 
 settings.register_profile("deterministic", derandomize=True, database=None)
 settings.register_profile("explore", derandomize=False)

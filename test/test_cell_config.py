@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import yaml
 
-from erobs_bt.backends.sim.cell import DEFAULT_CELL_PATH, CellConfigError, load_cell
+from erobs_bt.world.cell import DEFAULT_CELL_PATH, CellConfigError, load_cell
 
 
 @pytest.fixture

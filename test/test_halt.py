@@ -19,14 +19,14 @@ from py_trees.common import Status
 from erobs_bt.backends.base import ErrorCode, MotionError
 from erobs_bt.backends.scripted import Outcome, ScriptedBackend
 from erobs_bt.backends.sim.backend import SimBackend
-from erobs_bt.backends.sim.cell import CellConfig
-from erobs_bt.backends.sim.kinematics import ACCELERATION_LIMITS
 from erobs_bt.batching import group_into_batches
 from erobs_bt.cache import PlanCache, is_eligible
 from erobs_bt.script.parse import parse_script
 from erobs_bt.tree.behaviours import ExecuteSolution, FutureBehaviour, RunSingleStep
 from erobs_bt.tree.compile import compile_tree
 from erobs_bt.tree.context import Controls, GoalContext, Mode
+from erobs_bt.world.cell import CellConfig
+from erobs_bt.world.kinematics import ACCELERATION_LIMITS
 
 from helpers import SUCK, error_of, move, script_json, show, vacuum
 

@@ -37,12 +37,12 @@ from erobs_bt.backends.ros2_control import (
     load_hardware_config,
     parse_hardware_config,
 )
-from erobs_bt.backends.sim.cell import load_cell
 from erobs_bt.ros.client import ErobsBtClient, GoalRun
 from erobs_bt.script.macros import VisionTargets
 from erobs_bt.script.model import Step
 from erobs_bt.script.parse import parse_script
 from erobs_bt.script.poses import PoseRegistry
+from erobs_bt.world.cell import load_cell
 
 SAMPLES = SAMPLES_DIR
 POSES_FILE = SAMPLES / "cms_poses.yaml"

@@ -11,10 +11,10 @@ import pytest
 
 from erobs_bt.backends.base import ArmSegment, ErrorCode, MotionBackend, Solution
 from erobs_bt.backends.sim.backend import SimBackend, mounted_at_start
-from erobs_bt.backends.sim.cell import CellConfig
-from erobs_bt.backends.sim.kinematics import fk
-from erobs_bt.backends.sim.tools import planning_tip
 from erobs_bt.script.model import EndEffector, MoveTo, Pause, Pipettor, Step, Vision
+from erobs_bt.world.cell import CellConfig
+from erobs_bt.world.kinematics import fk
+from erobs_bt.world.tools import planning_tip
 
 from helpers import error_of
 

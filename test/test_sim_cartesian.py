@@ -8,8 +8,8 @@ import math
 
 import numpy as np
 
-from erobs_bt.backends.sim import kinematics as kin
-from erobs_bt.backends.sim.cartesian import follow_line, interpolate_poses
+from erobs_bt.planning.cartesian import follow_line, interpolate_poses
+from erobs_bt.world import kinematics as kin
 
 TIP = kin.pose_from_xyz_rpy([0.0, 0.0, 0.15], [0.0, 0.0, 0.0], degrees=False)
 

@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 import yaml
 
-from erobs_bt.backends.sim import kinematics as kin
-from erobs_bt.backends.sim.cell import CellConfig, Obstacle, Pose, Shape
-from erobs_bt.backends.sim.collision import (
+from erobs_bt.world import kinematics as kin
+from erobs_bt.world.cell import CellConfig, Obstacle, Pose, Shape
+from erobs_bt.world.collision import (
     ADJACENT_LINKS,
     AcmStore,
     CollisionModel,

@@ -13,8 +13,8 @@ import pytest
 
 from erobs_bt.backends.base import ArmSegment, ErrorCode, MotionError, TrajectoryPoint
 from erobs_bt.backends.sim.controller import MAX_PERIODS_PER_STEP, Playback, SimController
-from erobs_bt.backends.sim.kinematics import ACCELERATION_LIMITS, VELOCITY_LIMITS
-from erobs_bt.backends.sim.timing import time_parameterize
+from erobs_bt.planning.timing import time_parameterize
+from erobs_bt.world.kinematics import ACCELERATION_LIMITS, VELOCITY_LIMITS
 
 Q_START = (0.0, -1.57, 1.57, -1.57, -1.57, 0.0)
 Q_GOAL = (0.6, -1.2, 1.1, -1.0, -1.57, 0.4)

@@ -11,10 +11,10 @@ import pytest
 
 from erobs_bt.backends.base import ErrorCode, Solution
 from erobs_bt.backends.sim.backend import SimBackend
-from erobs_bt.backends.sim.cell import CellConfig
 from erobs_bt.backends.sim.faults import FaultInjector, load_faults, parse_fault_section, parse_faults
 from erobs_bt.script.model import MoveTo, Pipettor, Step
 from erobs_bt.script.parse import parse_script
+from erobs_bt.world.cell import CellConfig
 
 from helpers import error_of
 

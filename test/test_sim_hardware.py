@@ -2,7 +2,7 @@
 
 One hardware node (speed 10) in this module's private domain. A raw FollowJointTrajectory
 client in this process sends goals built from the simulated cell's timing
-(:func:`~erobs_bt.backends.sim.timing.time_parameterize`), so everything here is what any
+(:func:`~erobs_bt.planning.timing.time_parameterize`), so everything here is what any
 ROS 2 client (a MoveIt controller manager, a script) would see.
 """
 
@@ -23,10 +23,10 @@ from ur_msgs.srv import SetIO
 
 from erobs_bt.backends.base import ArmSegment
 from erobs_bt.backends.ros2_control import HardwareConfig, trajectory_goal
-from erobs_bt.backends.sim.cell import load_cell
-from erobs_bt.backends.sim.kinematics import ACCELERATION_LIMITS, VELOCITY_LIMITS
-from erobs_bt.backends.sim.timing import time_parameterize
+from erobs_bt.planning.timing import time_parameterize
 from erobs_bt.ros.sim_hardware import parse_faults
+from erobs_bt.world.cell import load_cell
+from erobs_bt.world.kinematics import ACCELERATION_LIMITS, VELOCITY_LIMITS
 
 SPEED = 10.0
 HW = HardwareConfig()

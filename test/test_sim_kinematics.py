@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pytest
 
-from erobs_bt.backends.sim import kinematics as kin
+from erobs_bt.world import kinematics as kin
 
 HOME_UR = np.array([0.0, -math.pi / 2, math.pi / 2, -math.pi / 2, -math.pi / 2, 0.0])
 

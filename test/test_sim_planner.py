@@ -1,6 +1,6 @@
 """Motion planning of the simulated cell: every moveto mode and planning type.
 
-The arm is the real UR5e kinematics (:mod:`erobs_bt.backends.sim.kinematics`). Most
+The arm is the real UR5e kinematics (:mod:`erobs_bt.world.kinematics`). Most
 scenarios use analytic obstacles with known geometry (a forbidden box in joint space, a
 table plane under the tool tip), so each can say exactly where a path must go or stop;
 the last ones plan in the packaged cell (``config/cell.yaml``) with the real collision
@@ -17,12 +17,12 @@ import numpy as np
 import pytest
 
 from erobs_bt.backends.base import ArmSegment, ErrorCode, MotionError
-from erobs_bt.backends.sim import kinematics
-from erobs_bt.backends.sim.cell import CellConfig
-from erobs_bt.backends.sim.collision import CollisionModel
-from erobs_bt.backends.sim.planner import MotionPlanner, PlannerConfig
+from erobs_bt.planning.planner import MotionPlanner, PlannerConfig
 from erobs_bt.script.model import Constraints, JointConstraint, MoveTo, OrientationConstraint
 from erobs_bt.script.parse import parse_script
+from erobs_bt.world import kinematics
+from erobs_bt.world.cell import CellConfig
+from erobs_bt.world.collision import CollisionModel
 
 #: EROBS home [0, -90, -90, -90, 90, 0] deg: the flange x axis (EROBS "forward") points down.
 HOME = np.radians([0.0, -90.0, -90.0, -90.0, 90.0, 0.0])

@@ -11,7 +11,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from erobs_bt.backends.base import TrajectoryPoint
-from erobs_bt.backends.sim.timing import time_parameterize, time_parameterize_path
+from erobs_bt.planning.timing import time_parameterize, time_parameterize_path
 
 V_MAX = np.full(6, math.pi)  # UR5e [rad/s] (erobs-semantics.md §2)
 A_MAX = np.full(6, 5.0)  # [rad/s²]
@@ -225,7 +225,7 @@ def test_a_path_parameter_that_does_not_increase_is_rejected() -> None:
 
 def test_the_numpy_spline_is_scipys_not_a_knot_spline() -> None:
     scipy_interpolate = pytest.importorskip("scipy.interpolate")
-    from erobs_bt.backends.sim.timing import CubicSpline
+    from erobs_bt.planning.timing import CubicSpline
 
     rng = np.random.default_rng(41)
     for n in (2, 3, 4, 5, 17, 600):

@@ -12,9 +12,10 @@ import pytest
 
 from erobs_bt.backends.base import ErrorCode, MotionError, ToolSegment
 from erobs_bt.backends.sim.backend import SimBackend
-from erobs_bt.backends.sim.cell import CellConfig, load_cell
-from erobs_bt.backends.sim.kinematics import fk
-from erobs_bt.backends.sim.tools import (
+from erobs_bt.script.model import EndEffector, MoveTo, ToolExchange
+from erobs_bt.world.cell import CellConfig, load_cell
+from erobs_bt.world.kinematics import fk
+from erobs_bt.world.tools import (
     PipettorState,
     RobotModel,
     gripper_command,
@@ -24,7 +25,6 @@ from erobs_bt.backends.sim.tools import (
     resolve_end_effector,
     tcp_pose,
 )
-from erobs_bt.script.model import EndEffector, MoveTo, ToolExchange
 
 from helpers import pipettor
 

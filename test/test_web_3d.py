@@ -17,13 +17,13 @@ import numpy as np
 import pytest
 
 from erobs_bt.backends.base import ArmSegment, Solution, ToolSegment, TrajectoryPoint
-from erobs_bt.backends.sim.cell import load_cell
-from erobs_bt.backends.sim.kinematics import fk, quat_matrix
 from erobs_bt.script.model import JOINT_NAMES
 from erobs_bt.viz.history import RunIndex, history_routes
 from erobs_bt.viz.model import trajectory_json
 from erobs_bt.viz.scene import VENDOR_FILES, build_scene, rewrite_bare_imports, scene_routes
 from erobs_bt.viz.web import build_app
+from erobs_bt.world.cell import load_cell
+from erobs_bt.world.kinematics import fk, quat_matrix
 
 from browser import needs_chromium
 from web3d_fixtures import CANVAS_STATS, LOAD_TIMEOUT_MS, canvas_png, chromium_page, serve

@@ -99,11 +99,11 @@ from erobs_bt.backends.base import (
     as_motion_error,
 )
 from erobs_bt.backends.sim.backend import SimBackend, _Dispatch
-from erobs_bt.backends.sim.cell import CellConfig
-from erobs_bt.backends.sim.planner import PlannerConfig
-from erobs_bt.backends.sim.tools import ToolState, pipettor_command
+from erobs_bt.planning.planner import PlannerConfig
 from erobs_bt.script.model import JOINT_NAMES, JointPositions, Pipettor, Step, ToolExchange
 from erobs_bt.timeouts import ACCEPTANCE_TIMEOUT, DEFAULT_TIMEOUTS
+from erobs_bt.world.cell import CellConfig
+from erobs_bt.world.tools import ToolState, pipettor_command
 
 _LOG = logging.getLogger(__name__)
 

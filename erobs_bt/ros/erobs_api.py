@@ -27,9 +27,9 @@ name                               type                                         
 ``object_detection_status`` is the Robotiq ePick driver's topic (absolute there:
 ``/object_detection_status``, which this is in the root namespace), which EROBS's vacuum
 monitor and its MCP ``get_vacuum_status`` read. With the sim backend the node publishes it
-from the simulated ePick's state (:func:`erobs_bt.backends.sim.tools.epick_object_status`)
+from the simulated ePick's state (:func:`erobs_bt.world.tools.epick_object_status`)
 as the driver's status controller does: reliable, volatile, depth 10, at
-:data:`~erobs_bt.backends.sim.tools.EPICK_STATUS_RATE`, only while the ePick is attached.
+:data:`~erobs_bt.world.tools.EPICK_STATUS_RATE`, only while the ePick is attached.
 With real hardware the driver publishes it (and ``erobs_bt_sim_hardware`` in its place).
 
 A goal of either API is the same orchestrator goal: one at a time across both, the same
@@ -61,9 +61,9 @@ from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
 from erobs_bt.backends.base import Solution
-from erobs_bt.backends.sim.tools import EPICK_STATUS_RATE
 from erobs_bt.orchestrator import Feedback, Orchestrator, Reply, Result, State
 from erobs_bt.ros import convert
+from erobs_bt.world.tools import EPICK_STATUS_RATE
 
 #: Name of the EROBS action (relative: the node's namespace applies).
 ACTION_NAME = "beambot_execution"

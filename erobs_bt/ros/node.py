@@ -685,7 +685,7 @@ class ErobsBtNode(Node):
         tool_state = getattr(self.backend, "tool_state", None)
         if self.settings.backend != "sim" or tool_state is None:
             return None
-        from erobs_bt.backends.sim.tools import epick_object_status
+        from erobs_bt.world.tools import epick_object_status
 
         return lambda: epick_object_status(tool_state())
 

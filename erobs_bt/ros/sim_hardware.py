@@ -2,7 +2,7 @@
 
 It is to erobs_bt what ros2_control's mock hardware or URSim is to a real cell: the
 simulated UR5e (:class:`~erobs_bt.backends.sim.controller.SimController`), its tools
-(:mod:`erobs_bt.backends.sim.tools`: ePick, Hand-E, 2FG7, pipettor, the tool changer
+(:mod:`erobs_bt.world.tools`: ePick, Hand-E, 2FG7, pipettor, the tool changer
 and its docks, the loose parts) served through the interfaces that ``ur_robot_driver``
 and the grippers' drivers offer, with the names of a hardware YAML
 (``config/ur5e_ros2_control.yaml``, the one the ``ros2_control`` backend reads):
@@ -30,7 +30,7 @@ and the grippers' drivers offer, with the names of a hardware YAML
 * ``epick_msgs/msg/ObjectDetectionStatus`` on ``/object_detection_status`` (the ePick
   driver's absolute name and QoS: reliable, volatile, depth 10) at 30 Hz while the ePick is
   attached: a held part, nothing held, or unknown before its first command
-  (:func:`~erobs_bt.backends.sim.tools.epick_object_status`).
+  (:func:`~erobs_bt.world.tools.epick_object_status`).
 * ``~/events`` (``std_msgs/String``, JSON, transient local): one line per goal, result,
   cancel and IO call, for operators and tests ("what the hardware saw").
 
@@ -95,10 +95,11 @@ from erobs_bt.backends.ros2_control import (
     load_hardware_config,
 )
 from erobs_bt.backends.sim.backend import mounted_at_start
-from erobs_bt.backends.sim.cell import CellConfig, load_cell
 from erobs_bt.backends.sim.controller import SimController
-from erobs_bt.backends.sim.kinematics import fk
-from erobs_bt.backends.sim.tools import (
+from erobs_bt.script.model import JOINT_NAMES
+from erobs_bt.world.cell import CellConfig, load_cell
+from erobs_bt.world.kinematics import fk
+from erobs_bt.world.tools import (
     EPICK_STATUS_RATE,
     ToolState,
     after_motion,
@@ -107,7 +108,6 @@ from erobs_bt.backends.sim.tools import (
     initial_tool_state,
     pipettor_command,
 )
-from erobs_bt.script.model import JOINT_NAMES
 
 #: ``FollowJointTrajectory.Result.SUCCESSFUL`` (also the code of a cancelled trajectory).
 _SUCCESSFUL = FollowJointTrajectory.Result.SUCCESSFUL

@@ -6,7 +6,7 @@ use for them (``grasp``, ``release``), named robot states (``moveto.target:
 moveit_home``) and tool-changer docks (``dock_number``). All of them are properties of
 the cell, so they live in one place, the cell configuration (``config/cell.yaml``), and
 :class:`CellVocabulary` is the one reader of them. The parser checks scripts against
-it; the simulated cell (:mod:`erobs_bt.backends.sim.cell`) takes its gripper states,
+it; the simulated cell (:mod:`erobs_bt.world.cell`) takes its gripper states,
 roles and named states from it; the JSON Schema (:mod:`erobs_bt.script.schema`) lists
 them.
 

@@ -399,7 +399,7 @@ def unit_steps(script: Script, units: Sequence[Unit]) -> dict[int, list[dict[str
 
 #: Shortest time between two points of a trajectory sent to a viewer [s]: samples in
 #: between are dropped (every segment's first and last point is kept). The planner samples
-#: at about 16 ms (erobs_bt/backends/sim/timing.py); 50 ms is smooth at 20 frames/s.
+#: at about 16 ms (erobs_bt/planning/timing.py); 50 ms is smooth at 20 frames/s.
 VIEW_SAMPLE_PERIOD = 0.05
 
 

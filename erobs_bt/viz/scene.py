@@ -6,11 +6,11 @@ includes:
 
 * ``GET /api/scene`` — the scene (:func:`build_scene`): the UR5e URDF's URL, the obstacles,
   docks, tools, markers and parts of the simulated cell's description
-  (:class:`~erobs_bt.backends.sim.cell.CellConfig`, loaded from ``config/cell.yaml``; the
+  (:class:`~erobs_bt.world.cell.CellConfig`, loaded from ``config/cell.yaml``; the
   one source the collision model, the tool exchange and the vision simulation read too),
   and the live tool state and joint positions when the app knows them;
 * ``GET /meshes/ur5e/ur5e.urdf`` — airo-models' UR5e URDF, made loadable by a browser's XML
-  parser (:func:`erobs_bt.backends.sim.collision.ur5e_urdf_text` drops its undeclared
+  parser (:func:`erobs_bt.world.collision.ur5e_urdf_text` drops its undeclared
   ``drake:`` attributes), and ``GET /meshes/ur5e/visual/...`` — its OBJ/MTL/PNG visual meshes,
   served from the installed ``airo_models`` package;
 * ``GET /vendor/...`` — three.js and urdf-loader (npm, pinned by ``package-lock.json``),
@@ -52,9 +52,9 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from erobs_bt.backends.sim.cell import CellConfig, Pose, Shape, ToolShape, load_cell
-from erobs_bt.backends.sim.kinematics import xyz_quat_from_pose
 from erobs_bt.script.model import JOINT_NAMES
+from erobs_bt.world.cell import CellConfig, Pose, Shape, ToolShape, load_cell
+from erobs_bt.world.kinematics import xyz_quat_from_pose
 
 if TYPE_CHECKING:
     from starlette.routing import BaseRoute
@@ -246,7 +246,7 @@ def build_scene(
     Raises:
         ValueError: an unknown gripper, or ``joint_positions`` is not six numbers.
     """
-    from erobs_bt.backends.sim.tools import parse_parts
+    from erobs_bt.world.tools import parse_parts
 
     attached = gripper or "none"
     cell.gripper(attached)
@@ -322,7 +322,7 @@ def scene_routes(cell: CellConfig | None = None, *, state: SceneState | None = N
 
     async def urdf(request: Request) -> Response:
         if not urdf_body:
-            from erobs_bt.backends.sim.collision import ur5e_urdf_text
+            from erobs_bt.world.collision import ur5e_urdf_text
 
             urdf_body.append(ur5e_urdf_text(base_mesh=False).encode("utf-8"))
         return Response(urdf_body[0], media_type="application/xml")

@@ -1234,7 +1234,7 @@ def console_pages(
 
     Args:
         orchestrator: whose backend gives the live tool state and docks for the scene.
-        cell: the :class:`~erobs_bt.backends.sim.cell.CellConfig` to draw (``None``: the
+        cell: the :class:`~erobs_bt.world.cell.CellConfig` to draw (``None``: the
             simulated backend's own, else ``config/cell.yaml``).
         log_files: run logs the history lists besides its folders (this run's).
         log_folders: the folders of run logs the history lists (``None``: the default run-log

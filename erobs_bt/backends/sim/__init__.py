@@ -1,14 +1,7 @@
-"""The embedded simulated UR5e cell: kinematics, cell configuration and collision checking.
+"""What is simulated of the embedded UR5e cell: the arm's controller, the tools' effects,
+the marker detector and fault injection.
 
-Modules:
-
-* :mod:`~erobs_bt.backends.sim.kinematics`: UR5e FK and analytic 8-branch IK from the DH
-  parameters, joint limits, and pose helpers (numpy only).
-* :mod:`~erobs_bt.backends.sim.cell`: the cell description (``config/cell.yaml``) loaded into
-  frozen dataclasses.
-* :mod:`~erobs_bt.backends.sim.collision`: the pinocchio + coal collision model of the arm,
-  the attached tool and the cell's obstacles.
-
-Submodules are imported explicitly (``from erobs_bt.backends.sim import kinematics``) so that
-importing the package does not load pinocchio.
+The cell's model (kinematics, collision, geometry, tools' bookkeeping) is in
+:mod:`erobs_bt.world`; planning is in :mod:`erobs_bt.planning`. Nothing outside this
+package and the simulated hardware node imports it.
 """

@@ -56,12 +56,23 @@ from erobs_bt.backends.base import (
     ToolSegment,
     as_motion_error,
 )
-from erobs_bt.backends.sim.cell import CellConfig
 from erobs_bt.backends.sim.controller import DEFAULT_CONTROL_RATE, JointStateListener, SimController
 from erobs_bt.backends.sim.faults import FaultInjector, FaultSpec, parse_fault_section
-from erobs_bt.backends.sim.kinematics import T_BASE_LINK_BASE
-from erobs_bt.backends.sim.planner import MotionPlanner, PlannerConfig
-from erobs_bt.backends.sim.tools import (
+from erobs_bt.backends.sim.vision import camera_from_cell, detector_markers, run_vision
+from erobs_bt.planning.planner import MotionPlanner, PlannerConfig
+from erobs_bt.script.model import (
+    EndEffector,
+    JointPositions,
+    MoveTo,
+    Pause,
+    Pipettor,
+    Step,
+    ToolExchange,
+    Vision,
+)
+from erobs_bt.world.cell import CellConfig
+from erobs_bt.world.kinematics import T_BASE_LINK_BASE
+from erobs_bt.world.tools import (
     DEFAULT_CONTACT_TOLERANCE,
     PipettorState,
     RobotModel,
@@ -74,17 +85,6 @@ from erobs_bt.backends.sim.tools import (
     planning_tip,
     resolve_end_effector,
     run_tool_exchange,
-)
-from erobs_bt.backends.sim.vision import camera_from_cell, detector_markers, run_vision
-from erobs_bt.script.model import (
-    EndEffector,
-    JointPositions,
-    MoveTo,
-    Pause,
-    Pipettor,
-    Step,
-    ToolExchange,
-    Vision,
 )
 
 _LOG = logging.getLogger(__name__)
@@ -175,7 +175,7 @@ class SimBackend:
     """The simulated UR5e cell behind the :class:`~erobs_bt.backends.base.MotionBackend` protocol.
 
     Args:
-        cell: the cell description (:func:`erobs_bt.backends.sim.cell.load_cell`).
+        cell: the cell description (:func:`erobs_bt.world.cell.load_cell`).
         speed: simulated seconds per wall second of the controller (1.0 = real time,
             e.g. 10.0 in tests; ``math.inf`` = no waiting).
         faults: fault injection: an injector, fault specs, or ``None`` for the
@@ -347,7 +347,7 @@ class SimBackend:
         """The tool state that executing ``solution`` from ``state`` leaves (nothing moves).
 
         The effects :meth:`execute` applies, in order: an arm segment's end
-        (:func:`~erobs_bt.backends.sim.tools.after_motion`: a pipettor picks up a tip it
+        (:func:`~erobs_bt.world.tools.after_motion`: a pipettor picks up a tip it
         touches) and a tool segment's command (a ``vacuum_on`` picks up the part under
         the cup). The same functions as planning and execution, so the three agree.
 

@@ -8,7 +8,7 @@ evaluates the trajectory at ``τ``. Between two samples it uses the cubic Hermit
 through their positions and velocities, as ``joint_trajectory_controller`` does when
 velocities are given (ROS 2 ``ros2_controllers``, "Trajectory Representation"). Samples
 that lie on one straight joint segment (every sample of
-:func:`~erobs_bt.backends.sim.timing.time_parameterize`) have velocities parallel to
+:func:`~erobs_bt.planning.timing.time_parameterize`) have velocities parallel to
 that segment, so the spline between them stays on it too.
 
 Time: ``speed`` is simulated seconds per wall second (1.0 = real time, 10.0 for tests,
@@ -65,8 +65,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from erobs_bt.backends.base import ArmSegment, ErrorCode, JointStateListener, MotionError
-from erobs_bt.backends.sim.kinematics import ACCELERATION_LIMITS
 from erobs_bt.script.model import JOINT_NAMES, JointPositions
+from erobs_bt.world.kinematics import ACCELERATION_LIMITS
 
 _LOG = logging.getLogger(__name__)
 
@@ -226,7 +226,7 @@ class SimController:
         speed: simulated seconds per wall second (> 0; ``math.inf`` = no waiting).
         control_rate: control-loop rate [Hz of simulated time].
         acceleration_limits: per-joint limits for the stop ramp [rad/s²]
-            (default :data:`~erobs_bt.backends.sim.kinematics.ACCELERATION_LIMITS`).
+            (default :data:`~erobs_bt.world.kinematics.ACCELERATION_LIMITS`).
         start_tolerance: largest allowed distance [rad] (any joint) between the live
             state and a trajectory's first point.
         state_rate: default joint-state notifications per wall second at the nominal

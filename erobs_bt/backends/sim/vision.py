@@ -22,7 +22,7 @@ engine, ``compute_approach_pose`` and ``snap_j6``):
   rotated into the marker frame, plus ``z_offset`` along ``base_link`` z (``z_offset``
   0 means the gripper's default ``z_offset`` from the cell config), pointing straight
   down (roll π, pitch 0) with the marker's yaw turned by π. The tool point is the IK
-  frame of the tool (:func:`~erobs_bt.backends.sim.tools.planning_tip`). An
+  frame of the tool (:func:`~erobs_bt.world.tools.planning_tip`). An
   ``offset_direction``/``offset_distance`` then shifts it along that direction of the
   goal's flange frame.
 * ``j6_snap`` (spin-coater detectors): the target pose's joints with joint 6 turned by
@@ -60,8 +60,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from erobs_bt.backends.base import DetectedPose, ErrorCode, MotionError, StepReport
-from erobs_bt.backends.sim.cell import CellConfig, Marker, read_pose
-from erobs_bt.backends.sim.kinematics import (
+from erobs_bt.script.model import EndEffector, JointPositions, MoveTo, Step, Vision
+from erobs_bt.world.cell import CellConfig, Marker, read_pose
+from erobs_bt.world.kinematics import (
     fk,
     pose_from_xyz_rpy,
     quat_from_matrix,
@@ -69,8 +70,7 @@ from erobs_bt.backends.sim.kinematics import (
     rpy_matrix,
     xyz_rpy_from_pose,
 )
-from erobs_bt.backends.sim.tools import ToolState, gripper_roles
-from erobs_bt.script.model import EndEffector, JointPositions, MoveTo, Step, Vision
+from erobs_bt.world.tools import ToolState, gripper_roles
 
 #: EROBS's vision servers' prefix of a detection that found nothing.
 DETECTION_FAILED = "DETECTION_FAILED"

@@ -62,8 +62,8 @@ import numpy as np
 import pinocchio as pin
 from numpy.typing import ArrayLike, NDArray
 
-from erobs_bt.backends.sim.cell import ROBOT_LINKS, CellConfig, Shape, ToolShape
-from erobs_bt.backends.sim.kinematics import JOINT_LIMITS
+from erobs_bt.world.cell import ROBOT_LINKS, CellConfig, Shape, ToolShape
+from erobs_bt.world.kinematics import JOINT_LIMITS
 
 _LOG = logging.getLogger(__name__)
 
@@ -657,7 +657,7 @@ class CollisionModel:
         return out
 
     def is_valid(self, q: ArrayLike) -> bool:
-        """True when ``q`` is within :data:`~erobs_bt.backends.sim.kinematics.JOINT_LIMITS` and free."""
+        """True when ``q`` is within :data:`~erobs_bt.world.kinematics.JOINT_LIMITS` and free."""
         qa = _as_q(q)
         if np.any(qa < JOINT_LIMITS[:, 0]) or np.any(qa > JOINT_LIMITS[:, 1]):
             return False

@@ -59,10 +59,10 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from erobs_bt.backends.base import ErrorCode, MotionError, ToolSegment
-from erobs_bt.backends.sim.cell import CellConfig, Shape, ShapeKind, read_pose
-from erobs_bt.backends.sim.collision import CollisionModel
-from erobs_bt.backends.sim.kinematics import fk, invert_pose, pose_distance, xyz_rpy_from_pose
 from erobs_bt.script.model import EndEffector, MoveTo, Step, ToolExchange
+from erobs_bt.world.cell import CellConfig, Shape, ShapeKind, read_pose
+from erobs_bt.world.collision import CollisionModel
+from erobs_bt.world.kinematics import fk, invert_pose, pose_distance, xyz_rpy_from_pose
 
 _LOG = logging.getLogger(__name__)
 

@@ -60,21 +60,21 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from erobs_bt.backends.base import ArmSegment, ErrorCode, MotionError, TrajectoryPoint
-from erobs_bt.backends.sim import kinematics
-from erobs_bt.backends.sim.cartesian import (
+from erobs_bt.planning.cartesian import (
     CartesianPath,
     IkBranchesFunction,
     distance_from_segment,
     follow_line,
     interpolate_poses,
 )
-from erobs_bt.backends.sim.timing import (
+from erobs_bt.planning.timing import (
     DEFAULT_SAMPLE_PERIOD,
     DEFAULT_SPEED_SCALING,
     time_parameterize,
     time_parameterize_path,
 )
 from erobs_bt.script.model import JOINT_NAMES, Constraints, MoveTo
+from erobs_bt.world import kinematics
 
 if TYPE_CHECKING:
     from ompl import base as ob
@@ -94,7 +94,7 @@ _RATE_SLACK = 1e-6
 class CollisionChecker(Protocol):
     """What the planner needs from the cell's collision model.
 
-    :class:`erobs_bt.backends.sim.collision.CollisionModel` implements it; tests may use
+    :class:`erobs_bt.world.collision.CollisionModel` implements it; tests may use
     analytic stand-ins. Both methods take joint positions [rad] in
     :data:`~erobs_bt.script.model.JOINT_NAMES` order. When the model also has
     ``first_contact(q) -> (body_a, body_b) | None``, failure reasons name the pair.
@@ -361,13 +361,13 @@ class MotionPlanner:
         collision: the cell's collision model (see :class:`CollisionChecker`); called
             from the planning thread.
         fk: ``fk(q) -> (4, 4)`` pose of the ``flange`` in ``base_link`` [m]
-            (default :func:`erobs_bt.backends.sim.kinematics.fk`).
+            (default :func:`erobs_bt.world.kinematics.fk`).
         ik: ``ik(T_base_link_flange, seed=q) -> [q, ...]`` all solutions within the joint
             limits, unwrapped towards and sorted by distance to the seed
-            (default :func:`erobs_bt.backends.sim.kinematics.ik`).
+            (default :func:`erobs_bt.world.kinematics.ik`).
         ik_branches: the vectorised form of ``ik`` for straight tip lines
-            (:data:`~erobs_bt.backends.sim.cartesian.IkBranchesFunction`); default
-            :func:`~erobs_bt.backends.sim.kinematics.ik_branches` when ``ik`` is the default,
+            (:data:`~erobs_bt.planning.cartesian.IkBranchesFunction`); default
+            :func:`~erobs_bt.world.kinematics.ik_branches` when ``ik`` is the default,
             else ``None`` (lines are then solved pose by pose with ``ik``).
         joint_limits: (6, 2) position limits [rad] (default UR5e: ±2π, elbow ±π).
         velocity_limits: (6,) unscaled [rad/s] (default π).

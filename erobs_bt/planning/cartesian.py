@@ -9,12 +9,12 @@ which keeps the arm on one branch and each joint continuous (the IK unwraps to t
 *jump threshold* from the previous one means the line crosses a singularity or leaves
 the branch; the path stops there, and the caller decides from the *fraction* achieved
 whether that is good enough (EROBS accepts ≥ 90 %). Collision and path-constraint
-checks of the joint path are the caller's (:mod:`~erobs_bt.backends.sim.planner`).
+checks of the joint path are the caller's (:mod:`~erobs_bt.planning.planner`).
 
 The interpolation parameter ``u`` ∈ [0, 1] is returned with the joint path: both the
 tip position and its orientation are linear in ``u``, so it is the natural path
 parameter for the 1-DOF time parameterisation
-(:func:`~erobs_bt.backends.sim.timing.time_parameterize_path`).
+(:func:`~erobs_bt.planning.timing.time_parameterize_path`).
 """
 
 from __future__ import annotations
@@ -26,15 +26,15 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from erobs_bt.backends.sim.kinematics import JOINT_LIMITS, rotation_angle, slerp_matrices
 from erobs_bt.script.model import JOINT_NAMES
+from erobs_bt.world.kinematics import JOINT_LIMITS, rotation_angle, slerp_matrices
 
 #: ``ik(T_base_link_flange, seed=q) -> solutions`` sorted nearest-to-seed first (the
-#: contract of :func:`erobs_bt.backends.sim.kinematics.ik`).
+#: contract of :func:`erobs_bt.world.kinematics.ik`).
 IkFunction = Callable[..., Sequence[np.ndarray]]
 #: ``ik_branches(T (N, 4, 4)) -> (q (N, 8, 6), singular (N,))``: every branch of many poses
 #: at once, in a fixed branch order (the contract of
-#: :func:`erobs_bt.backends.sim.kinematics.ik_branches`).
+#: :func:`erobs_bt.world.kinematics.ik_branches`).
 IkBranchesFunction = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
 
 _TWO_PI = 2.0 * math.pi
@@ -130,8 +130,8 @@ def follow_line(
         jump_threshold: largest change of any joint between consecutive poses [rad];
             a larger change stops the path ("joint jump").
         ik_branches: the vectorised IK that matches ``ik`` (e.g.
-            :func:`~erobs_bt.backends.sim.kinematics.ik_branches` for
-            :func:`~erobs_bt.backends.sim.kinematics.ik`), or ``None`` to solve pose by pose.
+            :func:`~erobs_bt.world.kinematics.ik_branches` for
+            :func:`~erobs_bt.world.kinematics.ik`), or ``None`` to solve pose by pose.
         joint_limits: (6, 2) limits [rad] that ``ik`` keeps solutions within.
 
     Returns:

@@ -76,11 +76,11 @@ import numpy as np
 import yaml
 from numpy.typing import NDArray
 
-from erobs_bt.backends.sim.kinematics import T_BASE_LINK_BASE, pose_from_xyz_rpy
 from erobs_bt.script._values import safe_load_yaml
 from erobs_bt.script.errors import ScriptError
 from erobs_bt.script.vocabulary import DEFAULT_CELL_PATH as _VOCABULARY_CELL_PATH
 from erobs_bt.script.vocabulary import CellVocabulary
+from erobs_bt.world.kinematics import T_BASE_LINK_BASE, pose_from_xyz_rpy
 
 #: The packaged cell description of this repository.
 DEFAULT_CELL_PATH: Path = _VOCABULARY_CELL_PATH
@@ -564,7 +564,7 @@ def read_pose(value: Any, key: str, *, file: str) -> Pose:
     """Parse a ``{xyz: [3] m, rpy: [3] rad | rpy_deg: [3] deg}`` pose of a cell file.
 
     The one parser of this pose format: the cell's obstacles, tools, docks and markers, and
-    the ``parts`` and ``camera`` sections read by :mod:`erobs_bt.backends.sim.tools` and
+    the ``parts`` and ``camera`` sections read by :mod:`erobs_bt.world.tools` and
     :mod:`erobs_bt.backends.sim.vision`.
 
     Args:

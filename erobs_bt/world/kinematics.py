@@ -372,7 +372,7 @@ def ik_branches(T_base_link_flange: ArrayLike) -> tuple[NDArray[np.float64], NDA
     then the sign of θ3), evaluated with numpy over the whole batch: a straight tip line
     of a thousand poses is solved in about a millisecond instead of half a second. No
     unwrapping, limits or sorting: the caller picks branches (e.g.
-    :func:`erobs_bt.backends.sim.cartesian.follow_line`).
+    :func:`erobs_bt.planning.cartesian.follow_line`).
 
     Args:
         T_base_link_flange: (N, 4, 4) flange poses in ``base_link`` [m].

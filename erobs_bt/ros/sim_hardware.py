@@ -807,7 +807,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--speed", type=float, default=1.0, help="simulated seconds per wall second (default 1.0)"
     )
     parser.add_argument(
-        "--faults", default="", help="fault injection: a YAML file or YAML text (see the module docs)"
+        "--faults", default="", help="fault injection: a YAML file or YAML text (docs/fault-injection.md)"
     )
     parser.add_argument(
         "--gripper", default=None, help="tool mounted at start (default: the cell's loose tool)"

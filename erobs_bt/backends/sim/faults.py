@@ -69,11 +69,6 @@ OUTCOME_ALIASES: Mapping[str, str] = MappingProxyType(
 #: Outcomes that play part of the motion before failing.
 MOTION_OUTCOMES: frozenset[str] = frozenset({"execution_error", "execution_timeout"})
 
-#: EROBS waits this long for a goal to be accepted before ``TIMEOUT:`` [s] (the timeout table).
-DEFAULT_ACCEPTANCE_TIMEOUT = ACCEPTANCE_TIMEOUT
-#: EROBS's execution timeout of a motion goal [s] (the timeout table's ``moveto``).
-DEFAULT_EXECUTION_TIMEOUT = DEFAULT_TIMEOUTS["moveto"]
-
 #: Keys of an entry (``interface`` is another spelling of ``call``).
 _KEYS = (
     "call",
@@ -154,8 +149,8 @@ class FaultSpec:
         *,
         replay: bool,
         server: str,
-        acceptance_timeout: float = DEFAULT_ACCEPTANCE_TIMEOUT,
-        execution_timeout: float = DEFAULT_EXECUTION_TIMEOUT,
+        acceptance_timeout: float = ACCEPTANCE_TIMEOUT,
+        execution_timeout: float = DEFAULT_TIMEOUTS["moveto"],
     ) -> MotionError:
         """The error this fault produces.
 
@@ -214,8 +209,8 @@ class FaultInjector:
         self,
         specs: Iterable[FaultSpec] = (),
         *,
-        acceptance_timeout: float = DEFAULT_ACCEPTANCE_TIMEOUT,
-        execution_timeout: float = DEFAULT_EXECUTION_TIMEOUT,
+        acceptance_timeout: float = ACCEPTANCE_TIMEOUT,
+        execution_timeout: float = DEFAULT_TIMEOUTS["moveto"],
     ) -> None:
         self.acceptance_timeout = float(acceptance_timeout)
         self.execution_timeout = float(execution_timeout)
@@ -409,8 +404,8 @@ def parse_fault_section(value: Any, *, source: str) -> FaultInjector:
     timeouts = {
         key: check.number(section.get(key, default), f"faults.{key}", unit="s", positive=True)
         for key, default in (
-            ("acceptance_timeout", DEFAULT_ACCEPTANCE_TIMEOUT),
-            ("execution_timeout", DEFAULT_EXECUTION_TIMEOUT),
+            ("acceptance_timeout", ACCEPTANCE_TIMEOUT),
+            ("execution_timeout", DEFAULT_TIMEOUTS["moveto"]),
         )
     }
     specs = parse_faults(section.get("inject"), source=source, key="faults.inject")

@@ -280,10 +280,6 @@ class FaultInjector:
         )
 
 
-def _fault_error(file: str, path: str, reason: str) -> ConfigError:
-    return ConfigError(path, reason, file=file)
-
-
 def parse_faults(
     data: Any, *, source: str, key: str = "faults", targets: Sequence[str] = FAULT_CALLS
 ) -> tuple[FaultSpec, ...]:
@@ -304,7 +300,7 @@ def parse_faults(
         ConfigError: invalid entry; the message names the file and key, e.g.
             ``faults.yaml: faults[1].outcome: unknown outcome 'oops' (expected one of: …)``.
     """
-    check = Checker(file=source, error=_fault_error, string_keys=True)
+    check = Checker(file=source, string_keys=True)
     if data is None:
         return ()
     specs = []
@@ -398,7 +394,7 @@ def parse_fault_section(value: Any, *, source: str) -> FaultInjector:
     """
     if value is None or isinstance(value, list):
         return FaultInjector(parse_faults(value, source=source))
-    check = Checker(file=source, error=_fault_error, string_keys=True)
+    check = Checker(file=source, string_keys=True)
     section = check.mapping(value, "faults")
     check.only_keys(section, "faults", ("acceptance_timeout", "execution_timeout", "inject"))
     timeouts = {
@@ -454,5 +450,5 @@ def load_faults(path: str | Path) -> FaultInjector:
             file and key).
     """
     source = str(path)
-    value = fault_value(read_yaml(source, error=_fault_error), source=source)
+    value = fault_value(read_yaml(source), source=source)
     return parse_fault_section(value, source=source)

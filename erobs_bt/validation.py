@@ -2,8 +2,8 @@
 
 Every file erobs_bt reads from a user (the JSON script, the pose registry, the vision-target
 file, ``config/cell.yaml``, the fault-injection files, the ros2_control hardware YAML) is an
-untrusted tree of dicts, lists, strings and numbers. Each value of it is read through a
-:class:`Checker`, so the rules and the wording are the same everywhere:
+untrusted tree of dicts, lists, strings and numbers. A reader of such a file reads each value
+through a :class:`Checker`, so the rules and the wording are the same everywhere:
 
 * booleans are never numbers (``True`` is an ``int`` in Python, not in a configuration file);
   NaN and infinities are never numbers; integers too large for a float are rejected instead

@@ -238,28 +238,28 @@ class Orchestrator:
             handle._finish(Result(GoalStatus.ABORTED, str(exc), "NOT_PREVIEWABLE", 0, exc.total_steps))
             self._emit(handle.goal_id, "rejected_script", error=str(exc))
             return handle
-        script, units = plan.script, list(plan.units)
+        script = plan.script
         controls = Controls(on_change=self._wake.set)
         if paused:
             controls.request_pause()  # before the goal thread starts: seen at the first boundary
-        context = GoalContext(
-            script=script,
-            units=units,
+        context = GoalContext.for_plan(
+            plan,
             mode=Mode.PREVIEW if dry_run else Mode.EXECUTE,
             backend=self.backend,
             cache=self.cache,
-            eligible=plan.eligible,
             controls=controls,
             timeouts=self.timeouts,
             wake=self._wake.set,
-            plan_ahead_enabled=self.plan_ahead and not dry_run,
+            plan_ahead=self.plan_ahead,
         )
         root = compile_tree(context)
-        handle.script, handle.units, handle.root, handle.context = script, units, root, context
+        handle.script, handle.units, handle.root, handle.context = script, context.units, root, context
         context.events = _GoalEventsAdapter(self, handle)
         self._goal = handle
         self._controls = controls
-        self._transition(State.RUNNING, f"{handle.goal_id}: {len(script.steps)} steps, {len(units)} units")
+        self._transition(
+            State.RUNNING, f"{handle.goal_id}: {len(script.steps)} steps, {len(handle.units)} units"
+        )
         for warning in script.warnings:  # valid but suspicious (radians for degrees): say so, run it
             self._emit(handle.goal_id, "script_warning", message=warning)
         self._thread = threading.Thread(target=self._run, args=(handle,), name=handle.goal_id, daemon=True)

@@ -429,6 +429,26 @@ def test_a_fault_reset_in_this_process_is_logged_too(
     assert reset_record(node, goal_id)["by"] == "in-process call"
 
 
+def test_a_goal_refused_by_a_faulted_node_is_logged_in_the_orchestrators_words(
+    node: ErobsBtNode, client: ErobsBtClient, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The node does not decide admission itself: it asks the orchestrator and logs its answer."""
+    faulted_goal(node, client)
+    capfd.readouterr()
+    try:
+        run = client.send(SCRIPT, timeout=WAIT)
+        err = capfd.readouterr().err
+    finally:
+        assert node.orchestrator.reset_fault().success
+    assert not run.accepted
+    refusal = node.orchestrator.admission()
+    assert refusal is None, refusal
+    assert (
+        "goal rejected: orchestrator is FAULTED (TIMEOUT: execution over 120 s); check the cell, "
+        "then reset the fault (~/reset_fault, `erobs-bt reset-fault`) or restart"
+    ) in err, err
+
+
 def test_many_goals_leave_the_nodes_bookkeeping_bounded(node: ErobsBtNode, client: ErobsBtClient) -> None:
     """Goals with cancels in every place (running, after the end) leave nothing per goal
     but the run logs' latest names (bounded by KEPT_GOALS, test_runlog checks the bound)."""

@@ -7,6 +7,13 @@ does (a unit started, the goal is parked at a boundary or a ``pause`` step) and 
 orchestrator decides the state after each tick. Listeners hear of every change, in
 order, outside the orchestrator's lock.
 
+Admission is decided here and nowhere else (:meth:`Orchestrator.admission`): one goal at a
+time, none while FAULTED, none once the process shuts down (:meth:`Orchestrator.stop_admitting`).
+A front end that accepts a goal before it can submit it (the node's action server: a goal
+callback, then an execute callback) holds its place with :meth:`Orchestrator.reserve`, so the
+web console or a second action goal cannot start in between; every front end reports the
+refusal it is given (:class:`~erobs_bt.goal.GoalRejected`).
+
 A goal is parsed, grouped and compiled when it is submitted (so a bad script is
 answered at once, moves nothing and reports ``completed_steps = 0``), then run on a
 goal thread that ticks the root of the compiled tree. Ticking is event-driven: the

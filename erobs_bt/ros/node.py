@@ -148,7 +148,10 @@ except the py_trees_ros ``default_snapshot_*`` ones and rclpy's ``use_sim_time``
 by every rclpy node; true takes the node's clock from ``/clock``).
 
 The engine (backend, pose registry, parser, plan cache, orchestrator) is assembled by
-:func:`erobs_bt.session.build_engine`, exactly as for the CLI.
+:func:`erobs_bt.session.build_engine`, exactly as for the CLI. Around it, ``goal_server``
+(:class:`~erobs_bt.ros.goal_server.GoalServer`) serves the actions and the Trigger services,
+and ``bridge`` (:class:`~erobs_bt.ros.bridge.PublisherBridge`) publishes the topics; the
+node itself keeps the parameters, start-up and shutdown.
 
 Args:
     context: the rclpy context (default: the global one).

@@ -226,7 +226,8 @@ class ErobsBtNode(Node):
             if settings.run_logs
             else None
         )
-        self.engine = build_engine(engine_config(settings, namespace=self.get_namespace()))
+        config = engine_config(settings, namespace=self.get_namespace())
+        self.engine = build_engine(config)
         self.get_logger().info(
             describe_pose_registry(
                 settings.cell_config or None, settings.poses_file or None, option="the poses_file parameter"

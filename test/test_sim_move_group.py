@@ -18,7 +18,14 @@ import numpy as np
 import pinocchio as pin
 import pytest
 from geometry_msgs.msg import Pose
-from moveit_msgs.msg import CollisionObject, MoveItErrorCodes, PlanningScene
+from moveit_msgs.msg import (
+    AttachedCollisionObject,
+    CollisionObject,
+    Constraints,
+    JointConstraint,
+    MoveItErrorCodes,
+    PlanningScene,
+)
 from moveit_msgs.srv import GetMotionPlan, GetPlanningScene
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.executors import MultiThreadedExecutor
@@ -29,7 +36,7 @@ from shape_msgs.msg import SolidPrimitive
 
 from erobs_bt.ros.client import Recorder, latched_qos
 from erobs_bt.ros.domain import init_context
-from erobs_bt.ros.planning_scene import SceneError, SceneWorld, pose_message
+from erobs_bt.ros.planning_scene import SceneError, SceneWorld, pose_matrix, pose_message
 from erobs_bt.ros.sim_move_group import READY_PREFIX, read_faults
 from erobs_bt.script.model import JOINT_NAMES
 from erobs_bt.world import kinematics
@@ -108,8 +115,6 @@ class Client:
         plan = request.motion_plan_request
         plan.group_name = GROUP
         plan.start_state.is_diff = True
-        from moveit_msgs.msg import Constraints, JointConstraint
-
         plan.goal_constraints = [
             Constraints(
                 joint_constraints=[
@@ -250,6 +255,63 @@ def test_a_collision_object_makes_the_next_plan_fail_naming_it(client: Client) -
     moveit2.remove_collision_object("probe_box")
     assert client.scenes.wait_for(lambda scene: not holds_box(scene), TIMEOUT, since=seen) is not None
     assert client.raw_plan(goal).error_code.val == MoveItErrorCodes.SUCCESS
+
+
+def test_objects_attach_to_the_flange_and_a_start_state_carries_its_own(client: Client) -> None:
+    moveit2 = client.moveit2
+    here = client.live()
+    goal = here + np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.3])
+    # A start state holding a 1.2 m box on the flange: it reaches the cell's obstacles.
+    request = GetMotionPlan.Request()
+    plan = request.motion_plan_request
+    plan.group_name = GROUP
+    plan.start_state.is_diff = True
+    held = AttachedCollisionObject(link_name="flange", object=_box("big_box", (0.0, 0.0, 0.0)))
+    held.object.header.frame_id = "flange"
+    held.object.primitives = [SolidPrimitive(type=SolidPrimitive.BOX, dimensions=[1.2, 1.2, 1.2])]
+    plan.start_state.attached_collision_objects = [held]
+    plan.goal_constraints = [
+        Constraints(
+            joint_constraints=[
+                JointConstraint(joint_name=n, position=float(v), weight=1.0)
+                for n, v in zip(JOINT_NAMES, goal, strict=True)
+            ]
+        )
+    ]
+    refused = client.call(client.plan_service, request).motion_plan_response
+    assert refused.error_code.val == MoveItErrorCodes.START_STATE_IN_COLLISION, refused.error_code.message
+    assert "big_box" in refused.error_code.message
+    # The request's start state did not change the scene: the same goal plans without the box.
+    assert client.raw_plan(goal).error_code.val == MoveItErrorCodes.SUCCESS
+    # A world object attached by its id leaves the world and moves with the flange; detached, it returns.
+    T = kinematics.fk(here)
+    moveit2.add_collision_box(
+        id="held_part",
+        size=(0.02, 0.02, 0.02),
+        position=tuple(T[:3, 3]),
+        quat_xyzw=(0.0, 0.0, 0.0, 1.0),
+        frame_id="base_link",
+    )
+    moveit2.attach_collision_object("held_part", link_name="flange", touch_links=["wrist_3_link"])
+    scene = client.scenes.wait_for(
+        lambda s: any(a.object.id == "held_part" for a in s.robot_state.attached_collision_objects), TIMEOUT
+    )
+    assert scene is not None
+    assert all(o.id != "held_part" for o in scene.world.collision_objects)
+    seen = client.scenes.count
+    moveit2.detach_collision_object("held_part")
+    scene = client.scenes.wait_for(
+        lambda s: any(o.id == "held_part" for o in s.world.collision_objects), TIMEOUT, since=seen
+    )
+    assert scene is not None and not scene.robot_state.attached_collision_objects
+    (part,) = [o for o in scene.world.collision_objects if o.id == "held_part"]
+    placed = pose_matrix(part.primitive_poses[0])
+    np.testing.assert_allclose(placed[:3, 3], T[:3, 3], atol=1e-6)
+    seen = client.scenes.count
+    moveit2.remove_collision_object("held_part")
+    assert client.scenes.wait_for(
+        lambda s: all(o.id != "held_part" for o in s.world.collision_objects), TIMEOUT, since=seen
+    )
 
 
 @pytest.fixture(scope="module")

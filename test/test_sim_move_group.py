@@ -314,6 +314,70 @@ def test_objects_attach_to_the_flange_and_a_start_state_carries_its_own(client: 
     )
 
 
+def test_move_action_plans_and_executes_and_ik_fk_agree(client: Client) -> None:
+    from pymoveit2 import MoveIt2
+
+    moveit2 = MoveIt2(
+        node=client.node,
+        joint_names=list(JOINT_NAMES),
+        base_link_name="base_link",
+        end_effector_name="flange",
+        group_name=GROUP,
+        callback_group=ReentrantCallbackGroup(),
+        use_move_group_action=True,
+    )
+    try:
+        target = client.live() + np.array([0.1, -0.05, 0.05, 0.0, 0.1, 0.0])
+        moveit2.move_to_configuration(list(target))
+        assert moveit2.wait_until_executed(TIMEOUT), moveit2.last_failure()
+        np.testing.assert_allclose(client.live(), target, atol=1e-6)
+        pose = moveit2.compute_fk(list(target), fk_link_names=["flange"], timeout_sec=TIMEOUT)
+        assert pose is not None
+        T = pose_matrix(pose[0].pose if isinstance(pose, list) else pose.pose)
+        np.testing.assert_allclose(T, kinematics.fk(target), atol=1e-6)
+        x, y, z, w = kinematics.quat_from_matrix(T[:3, :3])
+        solution = moveit2.compute_ik(
+            position=tuple(T[:3, 3]),
+            quat_xyzw=(x, y, z, w),
+            start_joint_state=list(target),
+            timeout_sec=TIMEOUT,
+        )
+        assert solution is not None
+        found = np.array([solution.position[list(solution.name).index(n)] for n in JOINT_NAMES])
+        np.testing.assert_allclose(kinematics.fk(found), T, atol=1e-6)
+    finally:
+        moveit2.destroy()
+
+
+def test_a_cancelled_execution_stops_the_arm_part_way(client: Client) -> None:
+    moveit2 = client.moveit2
+    start = client.live()
+    goal = start + np.array([-0.6, 0.0, 0.0, 0.0, 0.0, 0.0])
+    trajectory = moveit2.plan(joint_positions=list(goal), timeout_sec=TIMEOUT)
+    assert trajectory is not None, moveit2.last_failure()
+    slow = 200.0  # stretched in time, so that the cancel surely comes while it plays
+    for point in trajectory.points:
+        t = point.time_from_start.sec + point.time_from_start.nanosec * 1e-9
+        t *= slow
+        point.time_from_start.sec, point.time_from_start.nanosec = int(t), int((t - int(t)) * 1e9)
+        point.velocities = [v / slow for v in point.velocities]
+        point.accelerations = [a / slow**2 for a in point.accelerations]
+    seen = client.joint_states.count
+    moveit2.execute(trajectory)
+
+    def moved(m: Any) -> bool:
+        q = np.array([m.position[list(m.name).index(n)] for n in JOINT_NAMES])
+        return float(np.max(np.abs(q - start))) > 1e-3
+
+    assert client.joint_states.wait_for(moved, TIMEOUT, since=seen) is not None
+    assert moveit2.cancel_execution()
+    assert not moveit2.wait_until_executed(TIMEOUT)
+    code = moveit2.get_last_execution_error_code()
+    assert code is not None and code.val == MoveItErrorCodes.PREEMPTED
+    here = client.live()
+    assert not np.allclose(here, start, atol=1e-3) and not np.allclose(here, goal, atol=1e-3)
+
+
 @pytest.fixture(scope="module")
 def faulty(ros_env: RosEnvironment) -> Iterator[Client]:
     faults = (

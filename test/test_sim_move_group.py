@@ -385,7 +385,7 @@ def faulty(ros_env: RosEnvironment) -> Iterator[Client]:
         "{call: execute, outcome: execution_error, after_fraction: 0.5, message: cable snagged}]"
     )
     process = MoveGroupProcess(
-        ros_env, ["--speed", str(SPEED), "--faults", faults, "--namespace", "faulty"]
+        ros_env, ["--speed", str(SPEED), "--faults", faults, "--namespace", "faulty", "--gripper", "hande"]
     ).start()
     made = Client(ros_env.domain_id, namespace="/faulty")
     yield made
@@ -408,6 +408,14 @@ def test_injected_faults_come_back_as_moveit_error_codes(faulty: Client) -> None
     # Stopped part-way: neither at the start nor at the goal.
     here = faulty.live()
     assert not np.allclose(here, START, atol=1e-3) and not np.allclose(here, GOAL, atol=1e-3)
+
+
+def test_a_tool_given_at_start_is_attached_to_the_flange_with_its_geometry(faulty: Client) -> None:
+    scene = faulty.call(faulty.scene_service, GetPlanningScene.Request()).scene
+    (tool,) = scene.robot_state.attached_collision_objects
+    assert (tool.object.id, tool.link_name, tool.object.header.frame_id) == ("hande", "flange", "flange")
+    assert len(tool.object.primitives) == len(CELL.gripper("hande").collision_shapes())
+    assert all(o.id != "hande" for o in scene.world.collision_objects)
 
 
 def test_faults_use_the_fault_language_and_refuse_engine_only_calls() -> None:

@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 from geometry_msgs.msg import Point, Pose, Quaternion
-from moveit_msgs.msg import CollisionObject
+from moveit_msgs.msg import AttachedCollisionObject, CollisionObject
 from numpy.typing import ArrayLike, NDArray
 from shape_msgs.msg import SolidPrimitive
 
@@ -212,9 +212,7 @@ def collision_object_from_obstacles(name: str, obstacles: Iterable[Obstacle]) ->
     message.header.frame_id = PLANNING_FRAME
     message.pose.orientation.w = 1.0
     for obstacle in obstacles:
-        message.primitives.append(
-            SolidPrimitive(type=_TYPES[obstacle.shape.kind], dimensions=list(obstacle.shape.size))
-        )
+        message.primitives.append(_primitive(obstacle.shape))
         message.primitive_poses.append(pose_message(obstacle.T_base_link_obstacle()))
     return message
 
@@ -264,6 +262,58 @@ def tool_shapes_from_attached(
     return tuple(
         ToolShape(name=name, shape=shape, pose=_world_pose(T))
         for name, (shape, T) in zip(_names(obj.id, len(shapes)), shapes, strict=True)
+    )
+
+
+def _primitive(shape: Shape) -> SolidPrimitive:
+    return SolidPrimitive(type=_TYPES[shape.kind], dimensions=list(shape.size))
+
+
+def attached_message(
+    link_name: str,
+    name: str,
+    shapes: Iterable[ToolShape],
+    T_flange_link: NDArray[np.float64],
+    touch_links: Iterable[str] = (),
+) -> AttachedCollisionObject:
+    """The ``AttachedCollisionObject`` (ADD) of tool shapes, in its link's frame as MoveIt
+    reports attached objects.
+
+    Args:
+        link_name: the link it is attached to.
+        name: the object id.
+        shapes: the primitives, placed in ``flange``.
+        T_flange_link: (4, 4) pose of ``link_name`` in ``flange``.
+        touch_links: links it may touch.
+    """
+    message = AttachedCollisionObject(link_name=link_name, touch_links=list(touch_links))
+    obj = message.object
+    obj.id, obj.operation = name, CollisionObject.ADD
+    obj.header.frame_id = link_name
+    obj.pose.orientation.w = 1.0
+    T_link_flange = np.linalg.inv(T_flange_link)
+    for shape in shapes:
+        obj.primitives.append(_primitive(shape.shape))
+        obj.primitive_poses.append(pose_message(T_link_flange @ shape.pose.matrix()))
+    return message
+
+
+def world_object(
+    name: str, shapes: Iterable[ToolShape], T_base_link_flange: NDArray[np.float64]
+) -> CollisionObject:
+    """The ``CollisionObject`` (ADD, ``base_link``) that tool shapes leave in the world when the
+    flange is at ``T_base_link_flange`` (MoveIt's detach: the object stays where it is)."""
+    return collision_object_from_obstacles(
+        name,
+        (
+            Obstacle(
+                name=s.name,
+                shape=s.shape,
+                frame=PLANNING_FRAME,
+                pose=_world_pose(T_base_link_flange @ s.pose.matrix()),
+            )
+            for s in shapes
+        ),
     )
 
 

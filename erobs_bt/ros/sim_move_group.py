@@ -114,7 +114,6 @@ from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
-from shape_msgs.msg import SolidPrimitive
 from std_msgs.msg import String
 from trajectory_msgs.msg import JointTrajectoryPoint
 
@@ -126,11 +125,13 @@ from erobs_bt.ros.planning_scene import (
     PLANNING_FRAME,
     SceneError,
     SceneWorld,
+    attached_message,
     frame_transform,
     operation_name,
     pose_matrix,
     pose_message,
     tool_shapes_from_attached,
+    world_object,
 )
 from erobs_bt.script._values import safe_load_yaml
 from erobs_bt.script.model import JOINT_NAMES
@@ -473,11 +474,11 @@ class SimMoveGroupNode(Node):
 
     # -- the scene -----------------------------------------------------------------------------
     def _attach_tool(self, gripper: str) -> None:
-        config = self.cell.gripper(gripper)
-        shapes = tuple(replace(s, name=f"{gripper}/{s.name}") for s in config.collision_shapes())
-        message = AttachedCollisionObject(link_name=TIP_LINK, touch_links=list(_FLANGE_LINKS))
-        message.object.id = gripper
-        message.object.header.frame_id = TIP_LINK
+        """Attach a cell tool's collision geometry to the flange as the object ``<gripper>``."""
+        shapes = tuple(
+            replace(s, name=f"{gripper}/{s.name}") for s in self.cell.gripper(gripper).collision_shapes()
+        )
+        message = attached_message(TIP_LINK, gripper, shapes, np.eye(4), _FLANGE_LINKS)
         self._attached[gripper] = _Attached(message, shapes)
 
     def _robot_state(self, q: Sequence[float], attached: Mapping[str, _Attached]) -> RobotState:
@@ -519,9 +520,8 @@ class SimMoveGroupNode(Node):
                 if key not in attached:
                     raise SceneError(f"{where}: REMOVE of an object that is not attached")
                 gone = attached.pop(key)
-                if gone.message.object.primitives:
-                    world_obj = self._world_object(gone, q)
-                    self._world = self._world.apply(world_obj)
+                if gone.shapes:
+                    self._world = self._world.apply(world_object(key, gone.shapes, kinematics.fk(q)))
                     self._world_version += 1
             return
         if operation not in ("ADD", "APPEND"):
@@ -538,25 +538,10 @@ class SimMoveGroupNode(Node):
         if operation == "APPEND" and obj.id in attached:
             old = attached[obj.id]
             shapes = old.shapes + tuple(replace(s, name=f"{s.name}+{len(old.shapes)}") for s in shapes)
-        attached[obj.id] = _Attached(message, shapes)
-
-    def _world_object(self, attached: _Attached, q: Sequence[float]) -> CollisionObject:
-        """A detached object placed in the world where the arm at ``q`` leaves it."""
-        obj = CollisionObject(id=attached.message.object.id, operation=CollisionObject.ADD)
-        obj.header.frame_id = PLANNING_FRAME
-        obj.pose.orientation.w = 1.0
-        T_flange = kinematics.fk(q)
-        kinds = {
-            "box": SolidPrimitive.BOX,
-            "sphere": SolidPrimitive.SPHERE,
-            "cylinder": SolidPrimitive.CYLINDER,
-        }
-        for shape in attached.shapes:
-            obj.primitives.append(
-                SolidPrimitive(type=kinds[shape.shape.kind], dimensions=list(shape.shape.size))
-            )
-            obj.primitive_poses.append(pose_message(T_flange @ shape.pose.matrix()))
-        return obj
+        normalised = attached_message(
+            message.link_name, obj.id, shapes, self._T_flange_link(message.link_name), message.touch_links
+        )
+        attached[obj.id] = _Attached(normalised, shapes)
 
     def _apply_scene(self, scene: Any) -> str:
         """Apply a ``PlanningScene`` (a diff, or the whole world and attached objects).

@@ -65,6 +65,23 @@ class MoveGroupProcess(RosProcess):
         )
 
 
+def plan_request(goal: np.ndarray, *attached: AttachedCollisionObject) -> Any:
+    """GetMotionPlan to joint goal ``goal`` from the live state, with extra attached objects."""
+    request = GetMotionPlan.Request()
+    plan = request.motion_plan_request
+    plan.group_name = GROUP
+    plan.start_state.is_diff = True
+    plan.start_state.attached_collision_objects = list(attached)
+    joints = [
+        JointConstraint(
+            joint_name=n, position=float(v), tolerance_above=1e-3, tolerance_below=1e-3, weight=1.0
+        )
+        for n, v in zip(JOINT_NAMES, goal, strict=True)
+    ]
+    plan.goal_constraints = [Constraints(joint_constraints=joints)]
+    return request
+
+
 class Client:
     """A node of this process with pymoveit2's ``MoveIt2`` and raw clients, spun in a thread."""
 
@@ -109,27 +126,9 @@ class Client:
         latest = self.joint_states.latest()
         return np.array([latest.position[list(latest.name).index(n)] for n in JOINT_NAMES])
 
-    def raw_plan(self, goal: np.ndarray) -> Any:
-        """A raw GetMotionPlan request to joint goal ``goal`` from the live state."""
-        request = GetMotionPlan.Request()
-        plan = request.motion_plan_request
-        plan.group_name = GROUP
-        plan.start_state.is_diff = True
-        plan.goal_constraints = [
-            Constraints(
-                joint_constraints=[
-                    JointConstraint(
-                        joint_name=n,
-                        position=float(v),
-                        tolerance_above=1e-3,
-                        tolerance_below=1e-3,
-                        weight=1.0,
-                    )
-                    for n, v in zip(JOINT_NAMES, goal, strict=True)
-                ]
-            )
-        ]
-        return self.call(self.plan_service, request).motion_plan_response
+    def raw_plan(self, goal: np.ndarray, *attached: AttachedCollisionObject) -> Any:
+        """A raw GetMotionPlan request to joint goal ``goal`` from the live state (plus ``attached``)."""
+        return self.call(self.plan_service, plan_request(goal, *attached)).motion_plan_response
 
     def call(self, client: Any, request: Any) -> Any:
         future = client.call_async(request)
@@ -262,23 +261,10 @@ def test_objects_attach_to_the_flange_and_a_start_state_carries_its_own(client: 
     here = client.live()
     goal = here + np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.3])
     # A start state holding a 1.2 m box on the flange: it reaches the cell's obstacles.
-    request = GetMotionPlan.Request()
-    plan = request.motion_plan_request
-    plan.group_name = GROUP
-    plan.start_state.is_diff = True
     held = AttachedCollisionObject(link_name="flange", object=_box("big_box", (0.0, 0.0, 0.0)))
     held.object.header.frame_id = "flange"
     held.object.primitives = [SolidPrimitive(type=SolidPrimitive.BOX, dimensions=[1.2, 1.2, 1.2])]
-    plan.start_state.attached_collision_objects = [held]
-    plan.goal_constraints = [
-        Constraints(
-            joint_constraints=[
-                JointConstraint(joint_name=n, position=float(v), weight=1.0)
-                for n, v in zip(JOINT_NAMES, goal, strict=True)
-            ]
-        )
-    ]
-    refused = client.call(client.plan_service, request).motion_plan_response
+    refused = client.raw_plan(goal, held)
     assert refused.error_code.val == MoveItErrorCodes.START_STATE_IN_COLLISION, refused.error_code.message
     assert "big_box" in refused.error_code.message
     # The request's start state did not change the scene: the same goal plans without the box.

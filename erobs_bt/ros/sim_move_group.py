@@ -112,7 +112,6 @@ from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.action.server import ServerGoalHandle
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 from trajectory_msgs.msg import JointTrajectoryPoint
@@ -121,6 +120,7 @@ from erobs_bt.backends.base import ArmSegment, ErrorCode, MotionError, Trajector
 from erobs_bt.backends.sim.controller import SimController
 from erobs_bt.backends.sim.faults import FaultInjector, FaultSpec, parse_fault_section
 from erobs_bt.planning.planner import MotionPlanner, PlannerConfig
+from erobs_bt.ros.client import latched_qos
 from erobs_bt.ros.planning_scene import (
     PLANNING_FRAME,
     SceneError,
@@ -160,15 +160,6 @@ _CODE_NAMES = ("GOAL_IN_COLLISION", "START_STATE_IN_COLLISION", "NO_IK_SOLUTION"
 _CODE_PATTERN = re.compile(r"\b(" + "|".join(_CODE_NAMES) + r")\b")
 #: Collision-model cache size (scenes differ by world and attached objects).
 _MODEL_CACHE = 8
-
-
-def _latched(depth: int = 1) -> QoSProfile:
-    return QoSProfile(
-        depth=depth,
-        history=HistoryPolicy.KEEP_LAST,
-        reliability=ReliabilityPolicy.RELIABLE,
-        durability=DurabilityPolicy.TRANSIENT_LOCAL,
-    )
 
 
 def _duration(seconds: float) -> Duration:
@@ -347,10 +338,10 @@ class SimMoveGroupNode(Node):
         read_only = ParameterDescriptor(read_only=True)
         self.declare_parameter("robot_description", self.urdf, read_only)
         self.declare_parameter("robot_description_semantic", self.srdf, read_only)
-        self._events = self.create_publisher(String, "~/events", _latched(10000))
+        self._events = self.create_publisher(String, "~/events", latched_qos(10000))
         for topic, text in (("robot_description", self.urdf), ("robot_description_semantic", self.srdf)):
-            self.create_publisher(String, topic, _latched()).publish(String(data=text))
-        self._scene_pub = self.create_publisher(PlanningScene, "monitored_planning_scene", _latched())
+            self.create_publisher(String, topic, latched_qos()).publish(String(data=text))
+        self._scene_pub = self.create_publisher(PlanningScene, "monitored_planning_scene", latched_qos())
         self._joint_pub = self.create_publisher(JointState, "joint_states", 10)
         self.controller = SimController(
             cell.initial_joint_state, speed=speed, start_tolerance=ALLOWED_START_TOLERANCE, state_rate=rate
@@ -389,27 +380,23 @@ class SimMoveGroupNode(Node):
         ):
             self.create_service(srv, name, handler, callback_group=self._group)
             self.servers.append(name)
-        self._actions = [
-            ActionServer(
-                self,
-                MoveGroup,
-                "move_action",
-                execute_callback=self._execute_move_group,
-                goal_callback=self._on_move_goal,
-                cancel_callback=lambda _goal: CancelResponse.ACCEPT,
-                callback_group=self._group,
-            ),
-            ActionServer(
-                self,
-                ExecuteTrajectory,
-                "execute_trajectory",
-                execute_callback=self._execute_trajectory,
-                goal_callback=self._on_trajectory_goal,
-                cancel_callback=lambda _goal: CancelResponse.ACCEPT,
-                callback_group=self._group,
-            ),
-        ]
-        self.servers += ["move_action", "execute_trajectory"]
+        self._actions = []
+        for action, name, execute, admit in (
+            (MoveGroup, "move_action", self._execute_move_group, self._on_move_goal),
+            (ExecuteTrajectory, "execute_trajectory", self._execute_trajectory, self._on_trajectory_goal),
+        ):
+            self._actions.append(
+                ActionServer(
+                    self,
+                    action,
+                    name,
+                    execute_callback=execute,
+                    goal_callback=admit,
+                    cancel_callback=lambda _goal: CancelResponse.ACCEPT,
+                    callback_group=self._group,
+                )
+            )
+            self.servers.append(name)
         self._publish_scene()
         self._event(
             "start", speed=speed, plan_latency=plan_latency, gripper=gripper or "none", servers=self.servers

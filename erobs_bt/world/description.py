@@ -36,7 +36,7 @@ import math
 from xml.sax.saxutils import quoteattr
 
 from erobs_bt.script.model import JOINT_NAMES
-from erobs_bt.world.cell import CellConfig
+from erobs_bt.world.cell import ROBOT_LINKS, CellConfig
 from erobs_bt.world.kinematics import (
     DH_A,
     DH_D,
@@ -77,20 +77,8 @@ _FIXED: tuple[tuple[str, str, tuple[float, float, float], tuple[float, float, fl
     ("wrist_3_link", "flange", (0.0, 0.0, 0.0), (0.0, -_PI / 2, -_PI / 2)),
     ("flange", "tool0", (0.0, 0.0, 0.0), (_PI / 2, 0.0, _PI / 2)),
 )
-#: Every link of the arm, base first.
-ARM_LINKS: tuple[str, ...] = (
-    "base_link",
-    "base_link_inertia",
-    "base",
-    "shoulder_link",
-    "upper_arm_link",
-    "forearm_link",
-    "wrist_1_link",
-    "wrist_2_link",
-    "wrist_3_link",
-    "flange",
-    "tool0",
-)
+#: Every link of the arm: the collision model's links, then the frames without geometry.
+ARM_LINKS: tuple[str, ...] = ("base_link", "base", *ROBOT_LINKS, "flange", "tool0")
 
 
 def _num(value: float) -> str:

@@ -472,3 +472,19 @@ def test_the_scene_conversion_follows_moveits_operations() -> None:
         atol=1e-9,
     )
     assert isinstance(pose_message(np.eye(4)), Pose)
+
+
+def test_the_verb_and_the_console_script_refuse_a_bad_configuration(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from click.testing import CliRunner
+
+    from erobs_bt.cli import main
+    from erobs_bt.ros.sim_move_group import run
+
+    assert run(["--plan-latency", "-1"]) == 2
+    assert "--plan-latency must be >= 0 s" in capsys.readouterr().err
+    assert run(["--faults", "[{call: run_step, outcome: planning_failure}]"]) == 2
+    assert "run_step is not a call a move_group sees" in capsys.readouterr().err
+    outcome = CliRunner().invoke(main, ["sim-move-group", "--speed", "0"])
+    assert outcome.exit_code == 2

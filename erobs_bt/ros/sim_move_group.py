@@ -190,6 +190,12 @@ def error_code_of(error: MotionError) -> int:
     return MoveItErrorCodes.PLANNING_FAILED
 
 
+def _check_group(name: str) -> None:
+    """Accept the planning group of a request (empty: the default group :data:`GROUP`)."""
+    if name not in ("", GROUP):
+        raise _Failure(MoveItErrorCodes.INVALID_GROUP_NAME, f"group {name!r} (this robot has {GROUP!r})")
+
+
 def trajectory_message(segment: ArmSegment) -> RobotTrajectory:
     """A ``moveit_msgs/RobotTrajectory`` (joint part, frame ``base_link``) of an arm segment."""
     message = RobotTrajectory()
@@ -314,12 +320,7 @@ class SimMoveGroupNode(Node):
         if not (speed > 0.0) or not (rate > 0.0) or not (math.isfinite(plan_latency) and plan_latency >= 0.0):
             raise ValueError("speed and rate must be > 0 and plan_latency >= 0 s")
         self._faults = faults if faults is not None else FaultInjector()
-        for spec in self._faults.specs:
-            if spec.call not in FAULT_CALLS:
-                raise ValueError(
-                    f"{spec.source}.call: {spec.call} is not a call a move_group sees "
-                    f"(use one of {', '.join(FAULT_CALLS)})"
-                )
+        check_fault_calls(self._faults)
         super().__init__(ROS_NODE_NAME, context=context)
         self.cell = cell
         self.speed = float(speed)
@@ -723,11 +724,7 @@ class SimMoveGroupNode(Node):
         start = request.start_state
         try:
             began = self._begin_plan(service)
-            if request.group_name not in ("", GROUP):
-                raise _Failure(
-                    MoveItErrorCodes.INVALID_GROUP_NAME,
-                    f"group {request.group_name!r} (this robot has {GROUP!r})",
-                )
+            _check_group(request.group_name)
             q, attached = self._start(request.start_state)
             start = self._robot_state(q, attached)
             planner = self._planner(attached, self._scaling(request))
@@ -859,11 +856,7 @@ class SimMoveGroupNode(Node):
         response.start_state = request.start_state
         try:
             began = self._begin_plan(service)
-            if request.group_name not in ("", GROUP):
-                raise _Failure(
-                    MoveItErrorCodes.INVALID_GROUP_NAME,
-                    f"group {request.group_name!r} (this robot has {GROUP!r})",
-                )
+            _check_group(request.group_name)
             link = self._link(request.link_name)
             try:
                 T_frame = frame_transform(request.header.frame_id, "compute_cartesian_path")
@@ -961,8 +954,7 @@ class SimMoveGroupNode(Node):
         ik = request.ik_request
         response.solution = ik.robot_state
         try:
-            if ik.group_name not in ("", GROUP):
-                raise _Failure(MoveItErrorCodes.INVALID_GROUP_NAME, f"group {ik.group_name!r}")
+            _check_group(ik.group_name)
             link = self._link(ik.ik_link_name)
             q_seed, attached = self._start(ik.robot_state)
             try:
@@ -1154,6 +1146,20 @@ class SimMoveGroupNode(Node):
         self.controller.shutdown()
 
 
+def check_fault_calls(faults: FaultInjector) -> None:
+    """Refuse faults on calls a move_group cannot see (``replay``, ``run_step``).
+
+    Raises:
+        ValueError: ``<source>.call: ...`` naming the entry.
+    """
+    for spec in faults.specs:
+        if spec.call not in FAULT_CALLS:
+            raise ValueError(
+                f"{spec.source}.call: {spec.call} is not a call a move_group sees "
+                f"(use one of {', '.join(FAULT_CALLS)})"
+            )
+
+
 def read_faults(text: str, *, source: str = "--faults") -> FaultInjector:
     """``--faults``: a YAML file or YAML text in the fault language of
     :mod:`erobs_bt.backends.sim.faults` (a list of entries, or a mapping with ``inject``, or a
@@ -1229,6 +1235,7 @@ def run(argv: Sequence[str]) -> int:
             raise ValueError("--plan-latency must be >= 0 s")
         cell = load_cell(args.cell if args.cell is not None else config_file("cell.yaml"))
         faults = read_faults(args.faults)
+        check_fault_calls(faults)
         if args.gripper is not None:
             cell.gripper(args.gripper)
     except (ValueError, OSError) as exc:

@@ -25,6 +25,7 @@ from moveit_msgs.msg import (
     JointConstraint,
     MoveItErrorCodes,
     PlanningScene,
+    PositionConstraint,
 )
 from moveit_msgs.srv import GetMotionPlan, GetPlanningScene
 from rclpy.callback_groups import ReentrantCallbackGroup
@@ -223,6 +224,32 @@ def test_the_plan_latency_is_in_every_planning_time(client: Client) -> None:
     response = client.raw_plan(client.live() + np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.2]))
     assert response.error_code.val == MoveItErrorCodes.SUCCESS, response.error_code.message
     assert response.planning_time >= LATENCY
+
+
+def test_joint_path_constraints_hold_and_position_ones_are_refused(client: Client) -> None:
+    here = client.live()
+    request = plan_request(here + np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.3]))
+    pan = JointConstraint(
+        joint_name=JOINT_NAMES[5],
+        position=float(here[5]),
+        tolerance_above=0.1,
+        tolerance_below=0.1,
+        weight=1.0,
+    )
+    request.motion_plan_request.path_constraints.joint_constraints = [pan]
+    response = client.call(client.plan_service, request).motion_plan_response
+    assert response.error_code.val == MoveItErrorCodes.PLANNING_FAILED
+    assert "constraints.joint[0] wrist_3_joint" in response.error_code.message
+    pan.tolerance_above = 0.5
+    response = client.call(client.plan_service, request).motion_plan_response
+    assert response.error_code.val == MoveItErrorCodes.SUCCESS, response.error_code.message
+    path = points(response.trajectory.joint_trajectory)
+    assert float(np.max(path[:, 5])) <= here[5] + 0.5 + 1e-9
+    request.motion_plan_request.path_constraints.position_constraints = [
+        PositionConstraint(link_name="flange")
+    ]
+    response = client.call(client.plan_service, request).motion_plan_response
+    assert response.error_code.val == MoveItErrorCodes.INVALID_GOAL_CONSTRAINTS
 
 
 def test_a_collision_object_makes_the_next_plan_fail_naming_it(client: Client) -> None:

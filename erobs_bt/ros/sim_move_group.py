@@ -33,9 +33,11 @@ constraint (the centre of its region) with an optional orientation constraint on
 (``flange``, ``tool0``, ``wrist_3_link`` or a tool tip frame). Planners: ``planner_id``
 ``PTP`` (or the pipeline ``pilz_industrial_motion_planner`` without a planner id) is the
 straight joint line, ``LIN`` the straight tip line; anything else (OMPL's ids) plans as the
-embedded ``auto`` (straight joint line, else RRTConnect). Path constraints and the allowed
-collision matrix of a scene are not simulated: a request with path constraints fails with
-``INVALID_GOAL_CONSTRAINTS`` rather than being planned without them. The velocity scaling of
+embedded ``auto`` (straight joint line, else RRTConnect). Joint and orientation path
+constraints hold along the whole motion (the embedded planner's); position and visibility path
+constraints and the allowed collision matrix of a scene are not simulated: a request with such
+path constraints fails with ``INVALID_GOAL_CONSTRAINTS`` rather than being planned without them.
+The velocity scaling of
 a request (the lower of its velocity and acceleration factors, when set) scales the timing;
 0 takes the planner's default (EROBS's 0.2). Errors come back as ``MoveItErrorCodes``
 (``GOAL_IN_COLLISION``, ``START_STATE_IN_COLLISION``, ``NO_IK_SOLUTION``, ``PLANNING_FAILED``,
@@ -134,7 +136,7 @@ from erobs_bt.ros.planning_scene import (
     world_object,
 )
 from erobs_bt.script._values import safe_load_yaml
-from erobs_bt.script.model import JOINT_NAMES
+from erobs_bt.script.model import JOINT_NAMES, Constraints, JointConstraint, OrientationConstraint
 from erobs_bt.world import kinematics
 from erobs_bt.world.cell import CellConfig, GripperConfig, ToolShape, load_cell
 from erobs_bt.world.cell import Pose as WorldPose
@@ -188,6 +190,39 @@ def error_code_of(error: MotionError) -> int:
     if error.code == ErrorCode.EXECUTION_FAILED:
         return MoveItErrorCodes.CONTROL_FAILED
     return MoveItErrorCodes.PLANNING_FAILED
+
+
+def path_constraints_of(message: Any) -> Constraints | None:
+    """The embedded planner's path constraints of a ``moveit_msgs/Constraints``: joint and
+    orientation constraints (a link fixed to the flange, in a scene frame; tolerances [rad]).
+
+    Raises:
+        _Failure: ``INVALID_GOAL_CONSTRAINTS`` for position or visibility path constraints,
+            which are not simulated (never planned without them).
+    """
+    if len(message.position_constraints) or len(message.visibility_constraints):
+        raise _Failure(
+            MoveItErrorCodes.INVALID_GOAL_CONSTRAINTS,
+            "position and visibility path constraints are not simulated (joint and orientation are)",
+        )
+    joints = tuple(
+        JointConstraint(c.joint_name, float(c.position), float(c.tolerance_above), float(c.tolerance_below))
+        for c in message.joint_constraints
+    )
+    orientations = tuple(
+        OrientationConstraint(
+            link_name=c.link_name or TIP_LINK,
+            frame_id=c.header.frame_id or PLANNING_FRAME,
+            orientation=(c.orientation.x, c.orientation.y, c.orientation.z, c.orientation.w),
+            absolute_tolerance=(
+                c.absolute_x_axis_tolerance,
+                c.absolute_y_axis_tolerance,
+                c.absolute_z_axis_tolerance,
+            ),
+        )
+        for c in message.orientation_constraints
+    )
+    return Constraints(joint=joints, orientation=orientations) if joints or orientations else None
 
 
 def _check_group(name: str) -> None:
@@ -681,7 +716,13 @@ class SimMoveGroupNode(Node):
         if 0.0 < scaling <= 1.0:
             settings = replace(settings, speed_scaling=scaling)
         collision: Any = self._model(attached) if avoid_collisions else _NoCollisions()
-        return MotionPlanner(collision=collision, named_states=self.cell.named_states, config=settings)
+        return MotionPlanner(
+            collision=collision,
+            named_states=self.cell.named_states,
+            config=settings,
+            resolve_frame=lambda frame: frame_transform(frame, "frame"),
+            link_frames=self._T_flange_links,
+        )
 
     @staticmethod
     def _scaling(request: Any) -> float:
@@ -761,13 +802,7 @@ class SimMoveGroupNode(Node):
     def _plan_goal(
         self, planner: MotionPlanner, request: Any, q: tuple[float, ...], planning_type: str
     ) -> ArmSegment:
-        if (
-            len(request.path_constraints.joint_constraints)
-            or len(request.path_constraints.position_constraints)
-            or len(request.path_constraints.orientation_constraints)
-            or len(request.path_constraints.visibility_constraints)
-        ):
-            raise _Failure(MoveItErrorCodes.INVALID_GOAL_CONSTRAINTS, "path constraints are not simulated")
+        constraints = path_constraints_of(request.path_constraints)
         if not request.goal_constraints:
             raise _Failure(MoveItErrorCodes.INVALID_GOAL_CONSTRAINTS, "the request has no goal constraints")
         goal = request.goal_constraints[0]
@@ -780,7 +815,9 @@ class SimMoveGroupNode(Node):
                         f"goal joint {constraint.joint_name!r} is not a joint of {GROUP}",
                     )
                 q_goal[JOINT_NAMES.index(constraint.joint_name)] = float(constraint.position)
-            return planner.plan_to_joints(q, q_goal, step_index=0, planning_type=planning_type)
+            return planner.plan_to_joints(
+                q, q_goal, step_index=0, planning_type=planning_type, constraints=constraints
+            )
         link, target = self._pose_goal(goal)
         return planner.plan_cartesian_target(
             q,
@@ -789,6 +826,7 @@ class SimMoveGroupNode(Node):
             planning_type=planning_type,
             T_flange_tip=self._T_flange_link(link),
             tip_link=link,
+            constraints=constraints,
         )
 
     def _link(self, link: str) -> str:
@@ -870,9 +908,9 @@ class SimMoveGroupNode(Node):
             planner = self._planner(
                 attached, self._scaling(request), bool(request.avoid_collisions), min_cartesian_fraction=1e-9
             )
-            segment, fraction, reason = self._follow(
-                planner, q, link, [T_frame @ pose_matrix(w) for w in request.waypoints]
-            )
+            waypoints = [T_frame @ pose_matrix(w) for w in request.waypoints]
+            constraints = path_constraints_of(request.path_constraints)
+            segment, fraction, reason = self._follow(planner, q, link, waypoints, constraints)
         except _Failure as failure:
             response.fraction = 0.0
             response.error_code = _error(failure.code, failure.message)
@@ -905,6 +943,7 @@ class SimMoveGroupNode(Node):
         q: tuple[float, ...],
         link: str,
         waypoints: Sequence[NDArray[np.float64]],
+        constraints: Constraints | None = None,
     ) -> tuple[ArmSegment, float, str]:
         """Straight tip lines through ``waypoints`` (poses of ``link`` in ``base_link``) from ``q``.
 
@@ -934,6 +973,7 @@ class SimMoveGroupNode(Node):
                     planning_type="cartesian",
                     T_flange_tip=T_flange_tip,
                     tip_link=link,
+                    constraints=constraints,
                 )
             except MotionError as exc:
                 reason = f"waypoint {i}: {exc.detail}"

@@ -515,3 +515,23 @@ def test_the_verb_and_the_console_script_refuse_a_bad_configuration(
     assert "run_step is not a call a move_group sees" in capsys.readouterr().err
     outcome = CliRunner().invoke(main, ["sim-move-group", "--speed", "0"])
     assert outcome.exit_code == 2
+
+
+def test_an_attached_object_is_placed_in_its_links_frame() -> None:
+    from erobs_bt.ros.planning_scene import attached_message, tool_shapes_from_attached
+
+    links = {"flange": np.eye(4), "tool0": np.linalg.inv(kinematics.T_TOOL0_FLANGE)}
+    held = AttachedCollisionObject(link_name="tool0", object=_box("probe", (0.0, 0.0, 0.1)))
+    held.object.header.frame_id = "tool0"
+    (shape,) = tool_shapes_from_attached(held, links.__getitem__, np.eye(4))
+    # 0.1 m along tool0's z is 0.1 m along the flange's x (ur_description: flange x = tool0 z).
+    np.testing.assert_allclose(shape.pose.matrix()[:3, 3], [0.1, 0.0, 0.0], atol=1e-12)
+    with pytest.raises(SceneError, match="link 'base_link' does not move with the flange"):
+        tool_shapes_from_attached(
+            AttachedCollisionObject(link_name="base_link", object=held.object), links.__getitem__, np.eye(4)
+        )
+    # Reported back in the link's frame, as it was given.
+    again = attached_message("tool0", "probe", (shape,), links["tool0"])
+    np.testing.assert_allclose(
+        pose_matrix(again.object.primitive_poses[0])[:3, 3], [0.0, 0.0, 0.1], atol=1e-12
+    )

@@ -131,6 +131,14 @@ class Client:
         """A raw GetMotionPlan request to joint goal ``goal`` from the live state (plus ``attached``)."""
         return self.call(self.plan_service, plan_request(goal, *attached)).motion_plan_response
 
+    def wait_at(self, q: np.ndarray) -> None:
+        """Wait for a joint state at ``q`` (the last state of a motion may follow its result)."""
+        message = self.joint_states.wait_for(
+            lambda m: np.allclose([m.position[list(m.name).index(n)] for n in JOINT_NAMES], q, atol=1e-6),
+            TIMEOUT,
+        )
+        assert message is not None, f"the arm did not arrive at {q.tolist()}"
+
     def call(self, client: Any, request: Any) -> Any:
         future = client.call_async(request)
         done = threading.Event()
@@ -343,7 +351,7 @@ def test_move_action_plans_and_executes_and_ik_fk_agree(client: Client) -> None:
         target = client.live() + np.array([0.1, -0.05, 0.05, 0.0, 0.1, 0.0])
         moveit2.move_to_configuration(list(target))
         assert moveit2.wait_until_executed(TIMEOUT), moveit2.last_failure()
-        np.testing.assert_allclose(client.live(), target, atol=1e-6)
+        client.wait_at(target)
         pose = moveit2.compute_fk(list(target), fk_link_names=["flange"], timeout_sec=TIMEOUT)
         assert pose is not None
         T = pose_matrix(pose[0].pose if isinstance(pose, list) else pose.pose)

@@ -225,6 +225,17 @@ def path_constraints_of(message: Any) -> Constraints | None:
     return Constraints(joint=joints, orientation=orientations) if joints or orientations else None
 
 
+def _relabel(detail: str, attached: Mapping[str, _Attached]) -> str:
+    """A planner message with the attached shapes' names (``attached/3`` → ``tool/body``)."""
+    names = [s.name for key in sorted(attached) for s in attached[key].shapes]
+
+    def name(match: re.Match[str]) -> str:
+        index = int(match.group(1))
+        return f"{ATTACHED_TOOL}/{names[index]}" if index < len(names) else match.group(0)
+
+    return re.sub(rf"\b{ATTACHED_TOOL}/(\d+)\b", name, detail)
+
+
 def _check_group(name: str) -> None:
     """Accept the planning group of a request (empty: the default group :data:`GROUP`)."""
     if name not in ("", GROUP):
@@ -333,6 +344,8 @@ class SimMoveGroupNode(Node):
             start (as the object ``<gripper>``), or ``None`` for a bare flange.
         rate: joint-state rate [Hz of wall time].
         planner_config: the embedded planner's settings.
+        warm_up: build the cell's tools' collision models in the background at start
+            (:meth:`warm_up`).
         context: the rclpy context, or ``None`` for the global one.
 
     Raises:
@@ -350,6 +363,7 @@ class SimMoveGroupNode(Node):
         gripper: str | None = None,
         rate: float = DEFAULT_RATE,
         planner_config: PlannerConfig | None = None,
+        warm_up: bool = True,
         context: Any = None,
     ) -> None:
         if not (speed > 0.0) or not (rate > 0.0) or not (math.isfinite(plan_latency) and plan_latency >= 0.0):
@@ -434,6 +448,8 @@ class SimMoveGroupNode(Node):
             )
             self.servers.append(name)
         self._publish_scene()
+        if warm_up:
+            threading.Thread(target=self.warm_up, name="sim-move-group-warm-up", daemon=True).start()
         self._event(
             "start", speed=speed, plan_latency=plan_latency, gripper=gripper or "none", servers=self.servers
         )
@@ -653,8 +669,17 @@ class SimMoveGroupNode(Node):
         return response
 
     def _model(self, attached: Mapping[str, _Attached]) -> CollisionModel:
-        """The collision model of the current world with ``attached`` as the arm's tool."""
-        shapes = tuple(s for key in sorted(attached) for s in attached[key].shapes)
+        """The collision model of the current world with ``attached`` as the arm's tool.
+
+        The attached shapes enter the model under their positions (``attached/0``, ...), not
+        their names, so that the self-collision matrix (computed once per tool geometry and
+        kept on disk) depends on the geometry alone: the same tool attached under another id
+        reuses it. :func:`_relabel` puts the names back into messages.
+        """
+        shapes = tuple(
+            replace(s, name=str(i))
+            for i, s in enumerate(s for key in sorted(attached) for s in attached[key].shapes)
+        )
         with self._lock:
             key = (self._world_version, shapes)
             model = self._models.get(key)
@@ -673,6 +698,19 @@ class SimMoveGroupNode(Node):
             while len(self._models) > _MODEL_CACHE:
                 self._models.popitem(last=False)
         return model
+
+    def warm_up(self) -> None:
+        """Build the collision model of every tool of the cell attached to the flange (its
+        default cup), so that a client's first tool exchange does not wait for the tool's
+        self-collision matrix (about 2 s each, once per machine: kept on disk)."""
+        for name in sorted(self.cell.grippers):
+            if self._closing.is_set():
+                return
+            shapes = self.cell.gripper(name).collision_shapes()
+            if shapes:
+                message = attached_message(TIP_LINK, name, shapes, np.eye(4))
+                self._model({name: _Attached(message, tuple(shapes))})
+        self._event("warm", tools=sorted(self.cell.grippers))
 
     # -- requests --------------------------------------------------------------------------------
     def _start(self, state: Any) -> tuple[tuple[float, ...], dict[str, _Attached]]:
@@ -763,6 +801,7 @@ class SimMoveGroupNode(Node):
         """Plan a ``MotionPlanRequest`` (module docstring)."""
         began = time.monotonic()
         start = request.start_state
+        attached: dict[str, _Attached] = {}
         try:
             began = self._begin_plan(service)
             _check_group(request.group_name)
@@ -772,16 +811,16 @@ class SimMoveGroupNode(Node):
             planning_type = self._planning_type(request)
             segment = self._plan_goal(planner, request, q, planning_type)
         except _Failure as failure:
-            return self._planned(
-                service, _Plan(start, None, failure.code, failure.message, time.monotonic() - began)
-            )
+            code, message = failure.code, failure.message
         except MotionError as exc:
+            code, message = error_code_of(exc), _relabel(exc.detail, attached)
+        except (ValueError, KeyError) as exc:  # a malformed request: answered, never fatal
+            code, message = MoveItErrorCodes.FAILURE, f"{type(exc).__name__}: {exc}"
+        else:
             return self._planned(
-                service, _Plan(start, None, error_code_of(exc), exc.detail, time.monotonic() - began)
+                service, _Plan(start, segment, MoveItErrorCodes.SUCCESS, "", time.monotonic() - began)
             )
-        return self._planned(
-            service, _Plan(start, segment, MoveItErrorCodes.SUCCESS, "", time.monotonic() - began)
-        )
+        return self._planned(service, _Plan(start, None, code, message, time.monotonic() - began))
 
     def _planned(self, service: str, plan: _Plan) -> _Plan:
         self._event(
@@ -911,6 +950,7 @@ class SimMoveGroupNode(Node):
             waypoints = [T_frame @ pose_matrix(w) for w in request.waypoints]
             constraints = path_constraints_of(request.path_constraints)
             segment, fraction, reason = self._follow(planner, q, link, waypoints, constraints)
+            reason = _relabel(reason, attached)
         except _Failure as failure:
             response.fraction = 0.0
             response.error_code = _error(failure.code, failure.message)
@@ -1251,6 +1291,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--namespace", default="", help="the namespace of the interfaces (default: the ROS arguments' or /)"
     )
     parser.add_argument(
+        "--no-warm-up",
+        action="store_true",
+        help="do not build the cell's tools' collision models at start (a first attach waits ~2 s)",
+    )
+    parser.add_argument(
         "--rate", type=float, default=DEFAULT_RATE, help=f"joint_states rate [Hz] (default {DEFAULT_RATE:g})"
     )
     return parser
@@ -1308,6 +1353,7 @@ def run(argv: Sequence[str]) -> int:
             faults=faults,
             gripper=args.gripper,
             rate=args.rate,
+            warm_up=not args.no_warm_up,
         ),
         threads=lambda node: 8,
         on_ready=ready,

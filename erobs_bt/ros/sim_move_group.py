@@ -708,8 +708,10 @@ class SimMoveGroupNode(Node):
                 return
             shapes = self.cell.gripper(name).collision_shapes()
             if shapes:
+                # Through the messages, as a client's attach comes (the same rounding).
                 message = attached_message(TIP_LINK, name, shapes, np.eye(4))
-                self._model({name: _Attached(message, tuple(shapes))})
+                placed = tool_shapes_from_attached(message, self._T_flange_link, np.eye(4))
+                self._model({name: _Attached(message, placed)})
         self._event("warm", tools=sorted(self.cell.grippers))
 
     # -- requests --------------------------------------------------------------------------------

@@ -228,6 +228,21 @@ def test_the_start_state_of_a_request_is_where_the_plan_starts(client: Client) -
     np.testing.assert_allclose(points(trajectory)[0], start, atol=1e-9)
 
 
+def test_the_descriptions_are_served_as_move_groups_parameters_and_topics(client: Client) -> None:
+    from rcl_interfaces.srv import GetParameters
+    from std_msgs.msg import String
+
+    service: Any = client.node.create_client(GetParameters, "/move_group/get_parameters")
+    assert service.wait_for_service(TIMEOUT)
+    names = ["robot_description", "robot_description_semantic"]
+    values = client.call(service, GetParameters.Request(names=names)).values
+    assert [v.string_value for v in values] == [urdf_text(CELL), srdf_text(CELL)]
+    texts: Recorder[Any] = Recorder()
+    client.node.create_subscription(String, "robot_description_semantic", texts.add, latched_qos())
+    message = texts.wait_for(lambda m: True, TIMEOUT)
+    assert message is not None and message.data == srdf_text(CELL)
+
+
 def test_the_plan_latency_is_in_every_planning_time(client: Client) -> None:
     response = client.raw_plan(client.live() + np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.2]))
     assert response.error_code.val == MoveItErrorCodes.SUCCESS, response.error_code.message

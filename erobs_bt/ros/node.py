@@ -117,6 +117,7 @@ from erobs_bt.ros.runlogs import NodeRunLogs
 from erobs_bt.ros.snapshots import SnapshotThrottle, TreeState
 from erobs_bt.script.model import JOINT_NAMES
 from erobs_bt.session import EngineConfig, build_engine
+from erobs_bt.world.beamline import resolve_cell_file
 
 __all__ = [
     "EXIT_CONFIG",
@@ -146,7 +147,7 @@ def engine_config(settings: NodeSettings, *, namespace: str | None = None) -> En
     """The :class:`~erobs_bt.session.EngineConfig` the node's parameters describe; a
     backend's own ROS node goes into ``namespace`` (the node's); an empty ``poses_file`` is
     the cell's default registry (:func:`~erobs_bt.plan.pose_registry_file`)."""
-    cell = Path(settings.cell_config) if settings.cell_config else None
+    cell = resolve_cell_file(settings.cell_config or None)  # erobs_bt's format or a beamline file
     return EngineConfig(
         ros_namespace=namespace,
         backend=settings.backend,
@@ -528,9 +529,7 @@ class ErobsBtNode(Node):
         config = engine_config(settings, namespace=self.get_namespace())
         self.engine = build_engine(config, listener=_Bridge(self))
         self.get_logger().info(
-            describe_pose_registry(
-                settings.cell_config or None, settings.poses_file or None, option="the poses_file parameter"
-            )
+            describe_pose_registry(config.cell, settings.poses_file or None, option="the poses_file parameter")
         )
         if self.run_logs is not None:
             self.engine.orchestrator.listener.add(self.run_logs)

@@ -802,7 +802,8 @@ def load_cell(path: str | Path = DEFAULT_CELL_PATH) -> CellConfig:
     """Load and validate a cell description.
 
     Args:
-        path: the YAML file (default: this repository's ``config/cell.yaml``).
+        path: the YAML file (default: this repository's ``config/cell.yaml``); an EROBS
+            beamline file (``cms_beamline.yaml``) is read by :mod:`erobs_bt.world.beamline`.
 
     Returns:
         The validated, immutable cell.
@@ -821,4 +822,8 @@ def load_cell(path: str | Path = DEFAULT_CELL_PATH) -> CellConfig:
         document = safe_load_yaml(text)
     except yaml.YAMLError as exc:
         raise CellConfigError(source, "", f"invalid YAML: {exc}") from exc
+    from erobs_bt.world import beamline  # the other format's reader (it imports this module)
+
+    if beamline.is_beamline_document(document):
+        return beamline.load_beamline(path)
     return parse_cell(document, source=source)

@@ -52,6 +52,7 @@ import json
 import logging
 import math
 import os
+import threading
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from pathlib import Path
@@ -63,6 +64,7 @@ from erobs_bt.script._values import safe_load_yaml
 from erobs_bt.world.cell import DEFAULT_CELL_PATH, CellConfig, CellConfigError, parse_cell
 
 _LOG = logging.getLogger(__name__)
+_XACRO_LOCK = threading.Lock()
 
 #: The environment variable EROBS reads the beamline file from.
 BEAMLINE_ENV_VAR = "BEAMBOT_BEAMLINE_CONFIG"
@@ -197,12 +199,18 @@ def expand_srdf(xacro_file: Path, gripper: str, workspace: Path, *, source: str)
         raise CellConfigError(source, "robot.moveit_config_package", f"xacrodoc is not installed: {exc}") from exc
     if not xacro_file.is_file():
         raise CellConfigError(source, "robot.moveit_config_package", f"cannot read {xacro_file}: no such file")
-    packages.look_in([str(workspace / "src")])
-    try:
-        text = XacroDoc.from_file(str(xacro_file), subargs={"gripper": gripper}, walk_up=False).to_urdf_string()
-        return ET.fromstring(text)
-    except Exception as exc:  # xacro raises many kinds; the file must be named either way
-        raise CellConfigError(str(xacro_file), "", f"cannot expand (gripper:={gripper}): {exc}") from exc
+    # xacrodoc's package finder is process-global: one expansion at a time, each looking in
+    # this workspace only (not in one that an earlier load looked in).
+    with _XACRO_LOCK:
+        packages.reset()
+        packages.look_in([str(workspace / "src")])
+        try:
+            doc = XacroDoc.from_file(str(xacro_file), subargs={"gripper": gripper}, walk_up=False)
+            return ET.fromstring(doc.to_urdf_string())
+        except Exception as exc:  # xacro raises many kinds; the file must be named either way
+            raise CellConfigError(str(xacro_file), "", f"cannot expand (gripper:={gripper}): {exc}") from exc
+        finally:
+            packages.reset()
 
 
 def compile_beamline(

@@ -261,7 +261,7 @@ _WORKSPACE_OPTION = click.option(
 )
 
 
-def _CELL_OPTION(command: Any) -> Any:  # noqa: N802 - a decorator, named like the options
+def _CELL_OPTION(command: Any) -> Any:
     """``--cell`` and ``--workspace`` (a beamline file's workspace root)."""
     return _WORKSPACE_OPTION(_CELL_FILE_OPTION(command))
 

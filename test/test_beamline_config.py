@@ -29,7 +29,8 @@ robot:
   velocity_scaling: 0.3
   acceleration_scaling: 0.25
   moveit_config_package: "testbl_moveit_config"
-  arm_joints: [shoulder_pan_joint, shoulder_lift_joint, elbow_joint, wrist_1_joint, wrist_2_joint, wrist_3_joint]
+  arm_joints:
+    [shoulder_pan_joint, shoulder_lift_joint, elbow_joint, wrist_1_joint, wrist_2_joint, wrist_3_joint]
 grippers:
   none:
     states: {}

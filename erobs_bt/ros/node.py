@@ -529,7 +529,9 @@ class ErobsBtNode(Node):
         config = engine_config(settings, namespace=self.get_namespace())
         self.engine = build_engine(config, listener=_Bridge(self))
         self.get_logger().info(
-            describe_pose_registry(config.cell, settings.poses_file or None, option="the poses_file parameter")
+            describe_pose_registry(
+                config.cell, settings.poses_file or None, option="the poses_file parameter"
+            )
         )
         if self.run_logs is not None:
             self.engine.orchestrator.listener.add(self.run_logs)

@@ -196,9 +196,13 @@ def expand_srdf(xacro_file: Path, gripper: str, workspace: Path, *, source: str)
     try:
         from xacrodoc import XacroDoc, packages
     except ImportError as exc:  # pragma: no cover - a pinned dependency
-        raise CellConfigError(source, "robot.moveit_config_package", f"xacrodoc is not installed: {exc}") from exc
+        raise CellConfigError(
+            source, "robot.moveit_config_package", f"xacrodoc is not installed: {exc}"
+        ) from exc
     if not xacro_file.is_file():
-        raise CellConfigError(source, "robot.moveit_config_package", f"cannot read {xacro_file}: no such file")
+        raise CellConfigError(
+            source, "robot.moveit_config_package", f"cannot read {xacro_file}: no such file"
+        )
     # xacrodoc's package finder is process-global: one expansion at a time, each looking in
     # this workspace only (not in one that an earlier load looked in).
     with _XACRO_LOCK:
@@ -268,7 +272,9 @@ def compile_beamline(
                 if state.get("group") == arm_group:
                     order = robot.get("arm_joints") or list(joints)
                     if all(j in joints for j in order) and len(order) == 6:
-                        named_states[str(state.get("name"))] = [round(math.degrees(joints[j]), 6) for j in order]
+                        named_states[str(state.get("name"))] = [
+                            round(math.degrees(joints[j]), 6) for j in order
+                        ]
                 elif group and state.get("group") == group:
                     gripper_states.setdefault(str(name), []).append(str(state.get("name")))
             for pair in srdf.iter("disable_collisions"):
@@ -313,7 +319,9 @@ def compile_beamline(
         if raw.get("dock_number") is not None:
             number = raw["dock_number"]
             if isinstance(number, bool) or not isinstance(number, int) or number < 1:
-                raise CellConfigError(source, f"{key}.dock_number", f"expected an integer >= 1, got {number!r}")
+                raise CellConfigError(
+                    source, f"{key}.dock_number", f"expected an integer >= 1, got {number!r}"
+                )
             if number in docks_by_number:
                 raise CellConfigError(
                     source, f"{key}.dock_number", f"dock {number} is also {docks_by_number[number]!r}'s"

@@ -634,12 +634,14 @@ def _read_grippers(r: _Reader, value: Any, vocabulary: CellVocabulary) -> Mappin
         collision = r.tool_shapes(raw.get("collision", []), f"{k}.collision")
         shape_names = {s.name for s in collision} | {s.name for c in cups.values() for s in c.collision}
         contact = tuple(
-            r.string(c, f"{k}.contact[{j}]") for j, c in enumerate(r.sequence(raw.get("contact", []), f"{k}.contact"))
+            r.string(c, f"{k}.contact[{j}]")
+            for j, c in enumerate(r.sequence(raw.get("contact", []), f"{k}.contact"))
         )
         for j, c in enumerate(contact):
             if c not in shape_names:
                 raise r.fail(
-                    f"{k}.contact[{j}]", f"{c!r} is not a shape of the tool (shapes: {', '.join(sorted(shape_names))})"
+                    f"{k}.contact[{j}]",
+                    f"{c!r} is not a shape of the tool (shapes: {', '.join(sorted(shape_names))})",
                 )
         grippers[name] = GripperConfig(
             name=name,

@@ -231,6 +231,16 @@ def test_an_invalid_value_names_the_beamline_file_and_key(tmp_path: Path) -> Non
         load_beamline(path)
 
 
+def test_a_tag_collision_object_is_checked(tmp_path: Path) -> None:
+    path = write_workspace(
+        tmp_path, beamline=BEAMLINE.replace("dimensions: [0.02, 0.01, 0.1]", "dimensions: [0.02]")
+    )
+    with pytest.raises(
+        CellConfigError, match=r"collision_objects\.7\.dimensions: expected 3 numbers for a box"
+    ):
+        load_beamline(path)
+
+
 def test_the_compiled_cell_carries_the_poses_and_grid_targets(tmp_path: Path) -> None:
     path = write_workspace(tmp_path / "ws")
     cell = compiled_cell_path(path, directory=tmp_path / "out")

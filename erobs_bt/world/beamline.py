@@ -362,6 +362,8 @@ def compile_beamline(
         raise CellConfigError(source, "vision_targets", "expected a mapping of targets")
     grid_targets = {k: v for k, v in targets_in.items() if isinstance(v, dict) and v.get("mode") == "grid"}
 
+    collision_objects = beamline.get("collision_objects") or {}
+    _check_collision_objects(collision_objects, source)
     info = {
         "beamline": str(beamline["beamline"]),
         "file": str(Path(path).resolve()),
@@ -376,7 +378,7 @@ def compile_beamline(
         "cameras": beamline.get("cameras") or {},
         "vision_targets": targets_in,
         "tool_exchange": beamline.get("tool_exchange") or {},
-        "collision_objects": beamline.get("collision_objects") or {},
+        "collision_objects": collision_objects,
         "disabled_collisions": sorted([list(p) for p in disabled]),
     }
     for key in ("velocity_scaling", "acceleration_scaling"):
@@ -400,6 +402,42 @@ def compile_beamline(
             document[key] = base[key]
     document["beamline"] = info
     return document, poses, grid_targets
+
+
+#: Dimensions of a tag's collision object, by shape (shape_msgs/SolidPrimitive order).
+_TAG_DIMENSIONS = {"box": 3, "cylinder": 2, "sphere": 1}
+
+
+def _check_collision_objects(objects: Any, source: str) -> None:
+    """``collision_objects``: ArUco tag id → ``{name, shape, dimensions, tag_offset}``."""
+    if not isinstance(objects, dict):
+        raise CellConfigError(source, "collision_objects", "expected a mapping of tag id to object")
+    for tag, raw in objects.items():
+        key = f"collision_objects.{tag}"
+        if isinstance(tag, bool) or not isinstance(tag, int) or tag < 0:
+            raise CellConfigError(source, key, f"expected an ArUco tag id (integer >= 0), got {tag!r}")
+        if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
+            raise CellConfigError(source, key, "expected {name, shape, dimensions, tag_offset}")
+        shape = raw.get("shape")
+        if shape not in _TAG_DIMENSIONS:
+            raise CellConfigError(source, f"{key}.shape", f"expected box, cylinder or sphere, got {shape!r}")
+        dims = raw.get("dimensions")
+        if not isinstance(dims, list) or len(dims) != _TAG_DIMENSIONS[shape]:
+            raise CellConfigError(
+                source,
+                f"{key}.dimensions",
+                f"expected {_TAG_DIMENSIONS[shape]} numbers for a {shape}, got {dims!r}",
+            )
+        for j, value in enumerate(dims):
+            if _number(value, source, f"{key}.dimensions[{j}]") <= 0:
+                raise CellConfigError(source, f"{key}.dimensions[{j}]", f"expected > 0, got {value!r}")
+        offset = raw.get("tag_offset", [0.0, 0.0, 0.0])
+        if not isinstance(offset, list) or len(offset) != 3:
+            raise CellConfigError(
+                source, f"{key}.tag_offset", f"expected [x, y, z] in metres, got {offset!r}"
+            )
+        for j, value in enumerate(offset):
+            _number(value, source, f"{key}.tag_offset[{j}]")
 
 
 def _mounted_at_start(base: Mapping[str, Any]) -> str | None:

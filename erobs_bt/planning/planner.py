@@ -13,6 +13,9 @@ stack recommended in ``docs/motion-planning.md`` (§7):
   ``cartesian`` and ``pilz``: a relative move is nearly always an approach or retreat
   whose straightness matters, so ``auto`` never swaps it for a sampled joint path.
   ``pilz_ptp`` moves on the straight joint line to the IK solution of the goal pose.
+  A straight relative move **along the tool axis** (approach, press, retreat) is the one
+  motion in which the tool's ``contact`` shapes may touch obstacles (a pipettor cone
+  pressed onto a tip, fingers on a part): :meth:`MotionPlanner._contact_allowed`.
 * **Cartesian targets** (tool-tip position, optionally orientation, in ``frame_id``):
   ``auto`` and ``pilz_ptp`` solve IK for all branches and plan in joint space
   (straight line, then for ``auto`` OMPL with every valid branch as a goal);

@@ -52,6 +52,7 @@ import json
 import logging
 import math
 import os
+import tempfile
 import threading
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping
@@ -491,12 +492,19 @@ def compiled_cell_path(
         directory = default_cache_dir() / "beamline" / f"{document['name']}-{digest}"
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "cell.yaml").write_text(cell_text, encoding="utf-8")
-    for name, text in (("poses.yaml", poses_text), ("vision_targets.yaml", targets_text)):
-        if text is not None:
-            (out / name).write_text(text, encoding="utf-8")
-        else:
+    for name, text in (
+        ("poses.yaml", poses_text),
+        ("vision_targets.yaml", targets_text),
+        ("cell.yaml", cell_text),
+    ):
+        if text is None:
             (out / name).unlink(missing_ok=True)
+            continue
+        # Atomic: another process compiling the same beamline never reads half a file.
+        fd, tmp = tempfile.mkstemp(dir=out, prefix=f".{name}.")
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(tmp, out / name)
     return out / "cell.yaml"
 
 

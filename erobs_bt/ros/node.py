@@ -75,6 +75,7 @@ from erobs_bt.ros.params import (
 from erobs_bt.ros.process import EXIT_CONFIG, EXIT_EXECUTOR_DIED, serve
 from erobs_bt.ros.runlogs import NodeRunLogs
 from erobs_bt.session import EngineConfig, build_engine
+from erobs_bt.world.beamline import resolve_cell_file
 
 __all__ = [
     "CANCELED_OUTSIDE_ROS",
@@ -99,7 +100,7 @@ def engine_config(settings: NodeSettings, *, namespace: str | None = None) -> En
     """The :class:`~erobs_bt.session.EngineConfig` the node's parameters describe; a
     backend's own ROS node goes into ``namespace`` (the node's); an empty ``poses_file`` is
     the cell's default registry (:func:`~erobs_bt.plan.pose_registry_file`)."""
-    cell = Path(settings.cell_config) if settings.cell_config else None
+    cell = resolve_cell_file(settings.cell_config or None)  # erobs_bt's format or a beamline file
     return EngineConfig(
         ros_namespace=namespace,
         backend=settings.backend,
@@ -230,7 +231,7 @@ class ErobsBtNode(Node):
         self.engine = build_engine(config)
         self.get_logger().info(
             describe_pose_registry(
-                settings.cell_config or None, settings.poses_file or None, option="the poses_file parameter"
+                config.cell, settings.poses_file or None, option="the poses_file parameter"
             )
         )
         self.backend: MotionBackend = self.engine.backend

@@ -28,6 +28,10 @@ roll-pitch-yaw about fixed x, y, z as in URDF)::
         actions: [<str>, ...]                   optional gripper states (end_effector_action)
         roles: {grasp: <state>, release: <state>}  optional role names of those states
         collision: [<shape>, ...]               tool geometry in ``flange``
+        contact: [<shape name>, ...]            optional; shapes (of collision or a cup profile)
+                                                that press onto or grasp parts: allowed to touch
+                                                obstacles in straight moves along the tool axis
+                                                only (erobs_bt.world.collision)
         cup_profiles:                           optional (vacuum grippers)
           <profile>: {length: <m>, collision: [<shape>, ...]}
         default_cup_profile: <profile>          required when cup_profiles is non-empty
@@ -216,6 +220,10 @@ class GripperConfig:
         collision: tool geometry in ``flange`` (without the cup).
         cup_profiles: profile name → cup (vacuum grippers only).
         default_cup_profile: the profile fitted at start, or ``None``.
+        contact: names of the shapes (of ``collision`` or a cup profile) that press onto or
+            grasp parts (the pipettor's cone, fingers, a cup): allowed to touch obstacles during
+            straight moves along the tool axis only
+            (:meth:`erobs_bt.world.collision.CollisionModel.allowing_tool_contact`).
     """
 
     name: str
@@ -227,6 +235,7 @@ class GripperConfig:
     collision: tuple[ToolShape, ...] = ()
     cup_profiles: Mapping[str, CupProfile] = field(default_factory=lambda: MappingProxyType({}))
     default_cup_profile: str | None = None
+    contact: tuple[str, ...] = ()
 
     @property
     def T_flange_tip(self) -> NDArray[np.float64]:
@@ -541,6 +550,7 @@ def _read_grippers(r: _Reader, value: Any, vocabulary: CellVocabulary) -> Mappin
                 "collision",
                 "cup_profiles",
                 "default_cup_profile",
+                "contact",
             ),
         )
         words = vocabulary.grippers[name]
@@ -564,6 +574,18 @@ def _read_grippers(r: _Reader, value: Any, vocabulary: CellVocabulary) -> Mappin
                     f"{k}.default_cup_profile",
                     f"{default_cup!r} is not a cup profile (available: {', '.join(sorted(cups)) or 'none'})",
                 )
+        collision = r.tool_shapes(raw.get("collision", []), f"{k}.collision")
+        shape_names = {s.name for s in collision} | {s.name for c in cups.values() for s in c.collision}
+        contact = tuple(
+            r.string(c, f"{k}.contact[{j}]")
+            for j, c in enumerate(r.array(raw.get("contact", []), f"{k}.contact"))
+        )
+        for j, c in enumerate(contact):
+            if c not in shape_names:
+                raise r.fail(
+                    f"{k}.contact[{j}]",
+                    f"{c!r} is not a shape of the tool (shapes: {', '.join(sorted(shape_names))})",
+                )
         grippers[name] = GripperConfig(
             name=name,
             tip_frame=r.string(r.required(raw, "tip_frame", k), f"{k}.tip_frame"),
@@ -571,9 +593,10 @@ def _read_grippers(r: _Reader, value: Any, vocabulary: CellVocabulary) -> Mappin
             z_offset=r.number(raw.get("z_offset", 0.0), f"{k}.z_offset", unit="m"),
             actions=words.states,
             roles=words.roles,
-            collision=r.tool_shapes(raw.get("collision", []), f"{k}.collision"),
+            collision=collision,
             cup_profiles=MappingProxyType(cups),
             default_cup_profile=default_cup,
+            contact=contact,
         )
     return MappingProxyType(grippers)
 
@@ -725,7 +748,8 @@ def load_cell(path: str | Path = DEFAULT_CELL_PATH) -> CellConfig:
     """Load and validate a cell description.
 
     Args:
-        path: the YAML file (default: this repository's ``config/cell.yaml``).
+        path: the YAML file (default: this repository's ``config/cell.yaml``); an EROBS
+            beamline file (``cms_beamline.yaml``) is read by :mod:`erobs_bt.world.beamline`.
 
     Returns:
         The validated, immutable cell.
@@ -736,4 +760,9 @@ def load_cell(path: str | Path = DEFAULT_CELL_PATH) -> CellConfig:
             numbers, got [1, 2]``).
     """
     source = str(path)
-    return parse_cell(read_yaml(source, error=_cell_error), source=source)
+    document = read_yaml(source, error=_cell_error)
+    from erobs_bt.world import beamline  # the other format's reader (it imports this module)
+
+    if beamline.is_beamline_document(document):
+        return beamline.load_beamline(path)
+    return parse_cell(document, source=source)

@@ -1,9 +1,10 @@
 """Vision-family steps (``vision_moveto``, ``pick_sample``, ``vision_scan``, …) on any motion stack.
 
 A step moves to its scan poses, asks the stack's :class:`~erobs_bt.backends.parts.Detector`
-for the fiducial marker (the simulated markers of :mod:`erobs_bt.backends.sim.vision`, or
-a camera pipeline), computes its goal over the detection with the cell's vision geometry
-(:mod:`erobs_bt.world.vision`: ``approach_pose``, ``j6_snap``) and moves relative to it;
+for the fiducial marker (the cell's calibrated markers as the camera sees them,
+:class:`~erobs_bt.world.vision.CalibratedMarkerDetector`, or a camera pipeline), computes
+its goal over the detection with the cell's vision geometry (:mod:`erobs_bt.world.vision`:
+``approach_pose``, ``j6_snap``) and moves relative to it;
 it fails with a clear reason when the marker is not seen.
 
 ``approach_pose``: the tool point is the IK frame of the tool

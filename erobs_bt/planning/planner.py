@@ -1153,7 +1153,7 @@ class CellPlanner:
             collision=self._model.collision,
             named_states=cell.named_states,
             config=config,
-            resolve_frame=self._resolve_frame,
+            resolve_frame=self.resolve_frame,
         )
 
     @property
@@ -1207,8 +1207,13 @@ class CellPlanner:
         finally:
             self._model.lock.release()
 
-    def _resolve_frame(self, frame_id: str) -> NDArray[np.float64]:
-        """``T_base_link_frame`` of a fixed frame: ``base``, an obstacle, or ``marker_<id>``."""
+    def resolve_frame(self, frame_id: str) -> NDArray[np.float64]:
+        """(4, 4) ``T_base_link_frame`` [m] of a fixed frame a ``cartesian_target`` may name:
+        ``base``, an obstacle, or ``marker_<id>``.
+
+        Raises:
+            ValueError: an unknown obstacle or marker.
+        """
         if frame_id == "base":
             return kinematics.T_BASE_LINK_BASE.copy()
         if frame_id.startswith("marker_") and frame_id[7:].isdigit():

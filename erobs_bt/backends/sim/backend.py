@@ -37,10 +37,6 @@ _SERVERS = {
     "pipettor": "pipettor",
     "vision": "vision_task",
 }
-#: Fault outcomes that fail before anything moves.
-_BEFORE_MOTION = frozenset(
-    {"goal_rejected", "acceptance_timeout", "server_unavailable", "replay_error", "planning_failure"}
-)
 
 
 class SimFaults:
@@ -95,8 +91,9 @@ class SimFaults:
             return None
         server = _SERVERS.get(kind if kind != "run_step" else _server_of(step_types), "execute_task_solution")
         error: MotionError = self._injector.error(spec, replay=replay, server=server)
-        moves = spec.outcome not in _BEFORE_MOTION
-        return InjectedFault(error, delay=spec.delay, after_fraction=spec.after_fraction if moves else None)
+        # A fault that plays part of the motion cuts it there; any other fails before it moves.
+        cut = spec.after_fraction if spec.moves else None
+        return InjectedFault(error, delay=spec.delay, after_fraction=cut)
 
 
 def SimBackend(

@@ -171,8 +171,9 @@ fi
 step "4/5 ROS interface packages (interfaces/)"
 # The build depends on the ROS wheels and build tooling, not on the test tools.
 build_deps_hash="$(hash_of "python ${py_version}" requirements.txt requirements-build.txt)"
-mapfile -t shared_cmake < <(find "${IFACE_ROOT}/cmake" -type f | LC_ALL=C sort)
-shared_hash="$(hash_of "shared" "${shared_cmake[@]}")"
+# Paths relative to interfaces/, so that the stamps do not depend on where the checkout is.
+mapfile -t shared_cmake < <(cd "${IFACE_ROOT}" && find cmake -type f | LC_ALL=C sort)
+shared_hash="$(cd "${IFACE_ROOT}" && hash_of "shared" "${shared_cmake[@]}")"
 iface_status() {
   "${VPY}" "${ROOT}/scripts/interface_packages.py" "${IFACE_ROOT}" ||
     die "scripts/interface_packages.py failed (is catkin_pkg installed? requirements-build.txt)"

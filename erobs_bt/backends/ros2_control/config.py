@@ -7,17 +7,15 @@ No ROS import: the simulated hardware node and the CLI read it too.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-import yaml
-
 from erobs_bt.script.model import JOINT_NAMES
-from erobs_bt.timeouts import ACCEPTANCE_TIMEOUT, DEFAULT_TIMEOUTS
+from erobs_bt.timeouts import ACCEPTANCE_TIMEOUT, DEFAULT_TIMEOUTS, SERVER_WAIT
+from erobs_bt.validation import Checker, join, read_yaml
 from erobs_bt.world.cell import CellConfig
 
 #: ur_msgs/srv/SetIO ``fun`` values (ur_msgs SetIO.srv constants; read from the type when built).
@@ -25,6 +23,24 @@ FUN_SET_DIGITAL_OUT = 1
 FUN_SET_TOOL_VOLTAGE = 4
 #: Grippers adapters by kind.
 ADAPTERS = ("set_io", "gripper_command")
+
+#: The hardware YAML's ``timeouts`` [s], each from the one timeout table
+#: (:mod:`erobs_bt.timeouts`, EROBS's names): ``server`` the wait for an action server or
+#: service to appear (``SERVER_WAIT``), ``acceptance`` for a goal response
+#: (``ACCEPTANCE_TIMEOUT``), ``motion`` for a trajectory's result beyond its duration
+#: (``moveto``), ``gripper`` for a gripper goal or a SetIO answer (``end_effector``),
+#: ``pipettor`` for a pipettor goal (``pipettor``).
+DEFAULT_HARDWARE_TIMEOUTS: Mapping[str, float] = MappingProxyType(
+    {
+        "server": SERVER_WAIT,
+        "acceptance": ACCEPTANCE_TIMEOUT,
+        "motion": DEFAULT_TIMEOUTS["moveto"],
+        "gripper": DEFAULT_TIMEOUTS["end_effector"],
+        "pipettor": DEFAULT_TIMEOUTS["pipettor"],
+    }
+)
+#: The keys of the hardware YAML's ``timeouts`` section.
+TIMEOUT_KEYS: tuple[str, ...] = tuple(DEFAULT_HARDWARE_TIMEOUTS)
 
 
 @dataclass(frozen=True)
@@ -96,17 +112,7 @@ class HardwareConfig:
     arm_action: str = "/scaled_joint_trajectory_controller/follow_joint_trajectory"
     goal_tolerance: float = 0.005
     goal_time_tolerance: float = 0.5
-    timeouts: Mapping[str, float] = field(
-        default_factory=lambda: MappingProxyType(
-            {
-                "server": 3.0,
-                "acceptance": ACCEPTANCE_TIMEOUT,
-                "motion": DEFAULT_TIMEOUTS["moveto"],
-                "gripper": DEFAULT_TIMEOUTS["end_effector"],
-                "pipettor": DEFAULT_TIMEOUTS["pipettor"],
-            }
-        )
-    )
+    timeouts: Mapping[str, float] = field(default_factory=lambda: DEFAULT_HARDWARE_TIMEOUTS)
     set_io: str = "/io_and_status_controller/set_io"
     tool_voltage: float = 24.0
     changer_pin: int = 0
@@ -139,118 +145,114 @@ def load_hardware_config(path: Path | str) -> HardwareConfig:
     """Read and check a hardware YAML (schema: ``config/ur5e_ros2_control.yaml``).
 
     Raises:
-        ValueError: ``<file>: <key>: <reason>`` for an unknown key or an invalid value.
-        OSError: the file cannot be read.
+        ConfigError: (a ``ValueError``) ``<file>: <key>: <reason>`` for an unknown key or an
+            invalid value, or ``<file>: cannot read: <why>`` (:func:`erobs_bt.validation.read_yaml`).
     """
     source = str(path)
-    data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-    return parse_hardware_config(data, source=source)
+    return parse_hardware_config(read_yaml(source) or {}, source=source)
 
 
 def parse_hardware_config(data: Any, *, source: str = "hardware") -> HardwareConfig:
-    """Check a hardware mapping (the YAML's content); see :func:`load_hardware_config`."""
+    """Check a hardware mapping (the YAML's content) with the validation toolkit
+    (:class:`erobs_bt.validation.Checker`); see :func:`load_hardware_config`.
 
-    def fail(key: str, reason: str) -> ValueError:
-        return ValueError(f"{source}: {key}: {reason}")
+    Every key is optional (its default is :class:`HardwareConfig`'s); ``timeouts`` takes the
+    names of :data:`TIMEOUT_KEYS`.
 
-    def mapping(value: Any, key: str, allowed: Iterable[str] | None = None) -> Mapping[str, Any]:
+    Raises:
+        ConfigError: ``<source>: <key>: <reason>``, e.g.
+            ``hw: arm.goal_tolerance: must be a finite number greater than zero (rad) (got 0)``.
+    """
+    check = Checker(file=source, string_keys=True)
+
+    def section(value: Any, path: str, allowed: Iterable[str] | None = None) -> Mapping[str, Any]:
         if value is None:
             return {}
-        if not isinstance(value, Mapping):
-            raise fail(key, f"expected a mapping, got {type(value).__name__}")
+        found = check.mapping(value, path)
         if allowed is not None:
-            unknown = sorted(set(value) - set(allowed))
-            if unknown:
-                raise fail(f"{key}.{unknown[0]}" if key else unknown[0], "unknown key")
-        return value
+            check.only_keys(found, path, tuple(allowed))
+        return found
 
-    def number(value: Any, key: str, *, low: float = 0.0, strict: bool = True) -> float:
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-            raise fail(key, f"expected a finite number, got {value!r}")
-        if value < low or (strict and value == low):
-            raise fail(key, f"must be {'>' if strict else '>='} {low:g} (got {value!r})")
-        return float(value)
+    def name(value: Any, path: str) -> str:
+        return check.string(value, path)
 
-    def name(value: Any, key: str) -> str:
-        if not isinstance(value, str) or not value.strip():
-            raise fail(key, f"expected a non-empty ROS name, got {value!r}")
-        return value
-
-    def integer(value: Any, key: str) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise fail(key, f"expected an integer >= 0, got {value!r}")
-        return value
-
-    top = mapping(data, "", _TOP_KEYS)
     defaults = HardwareConfig()
-    prefix = top.get("joint_prefix", "")
-    if not isinstance(prefix, str):
-        raise fail("joint_prefix", f"expected a string, got {prefix!r}")
-    arm = mapping(top.get("arm"), "arm", ("action", "goal_tolerance", "goal_time_tolerance"))
+    top = section(data, "", _TOP_KEYS)
+    prefix = check.string(top.get("joint_prefix", ""), "joint_prefix", allow_empty=True)
+    arm = section(top.get("arm"), "arm", ("action", "goal_tolerance", "goal_time_tolerance"))
     timeouts = dict(defaults.timeouts)
-    for key, value in mapping(top.get("timeouts"), "timeouts", tuple(timeouts)).items():
-        timeouts[key] = number(value, f"timeouts.{key}")
-    io = mapping(top.get("io"), "io", ("set_io", "tool_voltage"))
-    changer = mapping(top.get("tool_changer"), "tool_changer", ("pin", "locked_state"))
+    for key, value in section(top.get("timeouts"), "timeouts", TIMEOUT_KEYS).items():
+        timeouts[key] = check.number(value, join("timeouts", key), unit="s", positive=True)
+    io = section(top.get("io"), "io", ("set_io", "tool_voltage"))
+    changer = section(top.get("tool_changer"), "tool_changer", ("pin", "locked_state"))
     grippers: dict[str, GripperAdapter] = {}
-    for gripper, raw in mapping(top.get("grippers"), "grippers").items():
-        key = f"grippers.{gripper}"
-        entry = mapping(raw, key, ("adapter", "pin", "action", "states"))
-        adapter = entry.get("adapter")
-        if adapter not in ADAPTERS:
-            raise fail(f"{key}.adapter", f"must be one of {', '.join(ADAPTERS)} (got {adapter!r})")
+    for gripper, raw in section(top.get("grippers"), "grippers").items():
+        key = join("grippers", gripper)
+        entry = section(raw, key, ("adapter", "pin", "action", "states"))
+        adapter = check.choice(
+            check.required(entry, "adapter", key), join(key, "adapter"), ADAPTERS, what="adapter"
+        )
         states: dict[str, GripperState] = {}
-        for state, value in mapping(entry.get("states"), f"{key}.states").items():
-            where = f"{key}.states.{state}"
+        for state, value in section(entry.get("states"), join(key, "states")).items():
+            where = join(join(key, "states"), state)
             if adapter == "set_io":
-                states[str(state)] = GripperState(io_state=number(value, where, strict=False))
+                states[state] = GripperState(io_state=check.number(value, where, minimum=0.0))
             else:
-                command = mapping(value, where, ("position", "max_effort"))
-                if "position" not in command:
-                    raise fail(where, "needs position")
-                position = command["position"]
-                if isinstance(position, bool) or not isinstance(position, int | float):
-                    raise fail(f"{where}.position", f"expected a number, got {position!r}")
-                states[str(state)] = GripperState(
-                    position=float(position),
-                    max_effort=number(command.get("max_effort", 0.0), f"{where}.max_effort", strict=False),
+                command = section(value, where, ("position", "max_effort"))
+                states[state] = GripperState(
+                    position=check.number(
+                        check.required(command, "position", where), join(where, "position")
+                    ),
+                    max_effort=check.number(
+                        command.get("max_effort", 0.0), join(where, "max_effort"), unit="N", minimum=0.0
+                    ),
                 )
         if not states:
-            raise fail(f"{key}.states", "must name at least one state")
-        if adapter == "set_io" and "pin" not in entry:
-            raise fail(f"{key}.pin", "required for the set_io adapter")
-        if adapter == "gripper_command" and "action" not in entry:
-            raise fail(f"{key}.action", "required for the gripper_command adapter")
-        grippers[str(gripper)] = GripperAdapter(
-            gripper=str(gripper),
-            adapter=str(adapter),
+            raise check.fail(join(key, "states"), "must name at least one state")
+        if adapter == "set_io":
+            check.required(entry, "pin", key)
+        if adapter == "gripper_command":
+            check.required(entry, "action", key)
+        grippers[gripper] = GripperAdapter(
+            gripper=gripper,
+            adapter=adapter,
             states=MappingProxyType(states),
-            pin=integer(entry.get("pin", 0), f"{key}.pin"),
-            action=name(entry["action"], f"{key}.action") if "action" in entry else "",
+            pin=check.integer(entry.get("pin", 0), join(key, "pin"), minimum=0),
+            action=name(entry["action"], join(key, "action")) if "action" in entry else "",
         )
-    pipettor = mapping(top.get("pipettor"), "pipettor", ("action",))
+    pipettor = section(top.get("pipettor"), "pipettor", ("action",))
     return HardwareConfig(
         joint_prefix=prefix,
         joint_states=name(top.get("joint_states", defaults.joint_states), "joint_states"),
-        state_timeout=number(top.get("state_timeout", defaults.state_timeout), "state_timeout"),
-        start_tolerance=number(
-            top.get("start_tolerance", defaults.start_tolerance), "start_tolerance", strict=False
+        state_timeout=check.number(
+            top.get("state_timeout", defaults.state_timeout), "state_timeout", unit="s", positive=True
+        ),
+        start_tolerance=check.number(
+            top.get("start_tolerance", defaults.start_tolerance), "start_tolerance", unit="rad", minimum=0.0
         ),
         arm_action=name(arm.get("action", defaults.arm_action), "arm.action"),
-        goal_tolerance=number(arm.get("goal_tolerance", defaults.goal_tolerance), "arm.goal_tolerance"),
-        goal_time_tolerance=number(
+        goal_tolerance=check.number(
+            arm.get("goal_tolerance", defaults.goal_tolerance),
+            "arm.goal_tolerance",
+            unit="rad",
+            positive=True,
+        ),
+        goal_time_tolerance=check.number(
             arm.get("goal_time_tolerance", defaults.goal_time_tolerance),
             "arm.goal_time_tolerance",
-            strict=False,
+            unit="s",
+            minimum=0.0,
         ),
         timeouts=MappingProxyType(timeouts),
         set_io=name(io.get("set_io", defaults.set_io), "io.set_io"),
-        tool_voltage=number(io.get("tool_voltage", defaults.tool_voltage), "io.tool_voltage", strict=False),
-        changer_pin=integer(changer.get("pin", defaults.changer_pin), "tool_changer.pin"),
-        changer_locked_state=number(
+        tool_voltage=check.number(
+            io.get("tool_voltage", defaults.tool_voltage), "io.tool_voltage", unit="V", minimum=0.0
+        ),
+        changer_pin=check.integer(changer.get("pin", defaults.changer_pin), "tool_changer.pin", minimum=0),
+        changer_locked_state=check.number(
             changer.get("locked_state", defaults.changer_locked_state),
             "tool_changer.locked_state",
-            strict=False,
+            minimum=0.0,
         ),
         grippers=MappingProxyType(grippers),
         pipettor_action=name(pipettor.get("action", defaults.pipettor_action), "pipettor.action"),

@@ -714,31 +714,27 @@ class MotionStack:
         """Check the command against the bookkeeping, send it to the tool, record its effect."""
         what = f"step {segment.step_index}"
         q = self._arm.joint_positions()
+
+        def effect(state: ToolState) -> tuple[ToolState, str]:
+            return gripper_command(
+                self._cell,
+                state,
+                segment.gripper,
+                segment.command,
+                q,
+                contact_tolerance=self._contact_tolerance,
+                where=what,
+            )
+
         with self._state_lock:
             before = self._tools
-        new, message = gripper_command(
-            self._cell,
-            before,
-            segment.gripper,
-            segment.command,
-            q,
-            contact_tolerance=self._contact_tolerance,
-            where=what,
-        )
+        new, message = effect(before)  # refused by the bookkeeping: nothing is sent
         sent = self._tool_driver(segment.gripper, what).command(segment.command, what=what)
         if sent is not None:
             _LOG.info("%s: %s", what, sent)
         with self._state_lock:
             if self._tools is not before:  # changed meanwhile (a goal's start): apply to the new state
-                new, message = gripper_command(
-                    self._cell,
-                    self._tools,
-                    segment.gripper,
-                    segment.command,
-                    q,
-                    contact_tolerance=self._contact_tolerance,
-                    where=what,
-                )
+                new, message = effect(self._tools)
             self._tools = new
         self._planner.follow(new)
         _LOG.info("%s: %s", what, message)

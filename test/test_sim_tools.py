@@ -10,8 +10,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from erobs_bt.backends.base import ErrorCode, MotionError, ToolSegment
+from erobs_bt.backends.base import ErrorCode, MotionBackend, MotionError, Solution, ToolSegment
 from erobs_bt.backends.sim.backend import SimBackend
+from erobs_bt.backends.sim.controller import SimController
+from erobs_bt.backends.sim.tools import SimulatedTool
+from erobs_bt.backends.stack import MotionStack
+from erobs_bt.planning.planner import CellPlanner
 from erobs_bt.script.model import EndEffector, MoveTo, ToolExchange
 from erobs_bt.world.cell import CellConfig, load_cell
 from erobs_bt.world.kinematics import fk
@@ -20,11 +24,13 @@ from erobs_bt.world.tools import (
     RobotModel,
     gripper_command,
     initial_tool_state,
+    mounted_at_start,
     parse_parts,
     pipettor_command,
     resolve_end_effector,
     tcp_pose,
 )
+from erobs_bt.world.vision import CalibratedMarkerDetector
 
 from helpers import pipettor
 
@@ -342,3 +348,81 @@ def test_a_tool_mounted_by_hand_is_loaded_into_the_model_only_when_a_plan_needs_
         backend.prepare_goal("epick")
         backend.prepare_goal("pipettor")
         assert backend.model_reloads == 1, "mounted and swapped back with nothing planned: no reload"
+
+
+# -- the tools' drivers and the tool changer as parts of the motion stack ------------------------
+
+
+class RecordingChanger:
+    """A tool changer (the stack's ToolChanger part) that records each switch with the arm's
+    joint positions at that moment."""
+
+    def __init__(self, arm: SimController) -> None:
+        self._arm = arm
+        self.calls: list[tuple[str, bool, tuple[float, ...]]] = []
+
+    def set_power(self, on: bool, *, what: str) -> None:
+        self.calls.append(("power", on, self._arm.joint_positions()))
+
+    def set_locked(self, locked: bool, *, what: str) -> None:
+        self.calls.append(("locked", locked, self._arm.joint_positions()))
+
+
+def stack_of(cell: CellConfig) -> tuple[MotionStack, RecordingChanger, dict[str, SimulatedTool]]:
+    """The simulated cell's parts, with a changer that records what a tool exchange switches."""
+    tools = initial_tool_state(cell, mounted_at_start(cell))
+    arm = SimController(cell.initial_joint_state, speed=math.inf)
+    changer = RecordingChanger(arm)
+    drivers = {name: SimulatedTool(name) for name in cell.grippers}
+    stack = MotionStack(
+        cell,
+        planner=CellPlanner(cell, tools),
+        arm=arm,
+        tool_drivers=drivers,
+        changer=changer,
+        detector=CalibratedMarkerDetector(cell),
+        tool_state=tools,
+    )
+    return stack, changer, drivers
+
+
+def test_sim_backend_is_an_assembly_of_the_one_motion_stack(packaged_cell: CellConfig) -> None:
+    with SimBackend(packaged_cell, speed=math.inf) as backend:
+        assert type(backend) is MotionStack and MotionStack.__mro__ == (MotionStack, object)
+        assert isinstance(backend, MotionBackend)
+        assert isinstance(backend.planner, CellPlanner) and isinstance(backend.arm, SimController)
+
+
+def test_a_tool_exchange_switches_the_changer_in_erobs_order(packaged_cell: CellConfig) -> None:
+    stack, changer, _ = stack_of(packaged_cell)
+    with stack:
+        to_exchange = stack.plan([moveto(0, rad(SAFE_TOOL_EXCHANGE))]).result(timeout=60)
+        stack.execute(to_exchange, replay=False).result(60)
+        before = stack.arm.joint_positions()
+        stack.run_step(exchange(1, "dock", "epick", 4, DOCK_APPROACH)).result(timeout=60)
+        after = stack.arm.joint_positions()
+        assert [(kind, value) for kind, value, _ in changer.calls] == [("power", False), ("locked", False)]
+        assert changer.calls[0][2] == before, "the tool voltage goes off before the first docking motion"
+        assert before != changer.calls[1][2] != after, "the changer unlocks in the dock, between the motions"
+
+        changer.calls.clear()
+        stack.run_step(exchange(2, "load", "pipettor", 3, LOAD_APPROACH)).result(timeout=60)
+        assert [(kind, value) for kind, value, _ in changer.calls] == [("locked", True), ("power", True)]
+        assert changer.calls[0][2] == changer.calls[1][2] != stack.arm.joint_positions(), (
+            "locked and powered in the dock, before the arm leaves it"
+        )
+
+
+def test_a_command_the_bookkeeping_refuses_is_not_sent_to_the_tool(packaged_cell: CellConfig) -> None:
+    stack, _, drivers = stack_of(packaged_cell)
+    with stack:
+        wrong = Solution((ToolSegment(0, "hande", "open"),), stack.model_revision())
+        refused = stack.execute(wrong, replay=False).exception(timeout=60)
+        assert isinstance(refused, MotionError) and refused.code is ErrorCode.EXECUTION_FAILED
+        assert drivers["hande"].state is None, "nothing was sent to the hande"
+
+        stack.execute(stack.plan([end_effector(1, "vacuum_on")]).result(timeout=60), replay=False).result(60)
+        assert drivers["epick"].state == "vacuum_on"
+        not_attached = stack.run_step(pipettor(2)).exception(timeout=60)
+        assert isinstance(not_attached, MotionError) and "the pipettor is not attached" in str(not_attached)
+        assert drivers["pipettor"].operation is None

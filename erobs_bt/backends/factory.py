@@ -58,12 +58,11 @@ def create_backend(
         return ScriptedBackend()
     if kind == "sim":
         from erobs_bt.backends.sim.backend import SimBackend
-        from erobs_bt.backends.sim.faults import load_faults
         from erobs_bt.paths import config_file
         from erobs_bt.world.cell import load_cell
 
         cell_config = load_cell(cell if cell is not None else config_file("cell.yaml"))
-        return SimBackend(cell_config, speed=speed, faults=load_faults(faults) if faults else None)
+        return SimBackend(cell_config, speed=speed, faults=faults)
     if kind == "ros2_control":
         from erobs_bt.backends.ros2_control.backend import Ros2ControlBackend
         from erobs_bt.backends.ros2_control.config import load_hardware_config

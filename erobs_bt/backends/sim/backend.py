@@ -14,11 +14,18 @@ in no dock (``epick`` in the packaged cell), or ``none``
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 
 from erobs_bt.backends.base import MotionError
 from erobs_bt.backends.parts import ArmDriver, InjectedFault
 from erobs_bt.backends.sim.controller import DEFAULT_CONTROL_RATE, SimController
-from erobs_bt.backends.sim.faults import FaultInjector, FaultSpec, FiredFault, parse_fault_section
+from erobs_bt.backends.sim.faults import (
+    FaultInjector,
+    FaultSpec,
+    FiredFault,
+    load_faults,
+    parse_fault_section,
+)
 from erobs_bt.backends.sim.tools import SimulatedChanger, SimulatedTool
 from erobs_bt.backends.stack import MotionStack
 from erobs_bt.planning.planner import CellPlanner, PlannerConfig
@@ -100,7 +107,7 @@ def SimBackend(
     cell: CellConfig,
     *,
     speed: float = 1.0,
-    faults: FaultInjector | Iterable[FaultSpec] | None = None,
+    faults: FaultInjector | Iterable[FaultSpec] | str | Path | None = None,
     seed: int | None = None,
     gripper: str | None = None,
     planner_config: PlannerConfig | None = None,
@@ -114,8 +121,9 @@ def SimBackend(
         cell: the cell description (:func:`erobs_bt.world.cell.load_cell`).
         speed: simulated seconds per wall second of the controller (1.0 = real time,
             e.g. 10.0 in tests; ``math.inf`` = no waiting).
-        faults: fault injection: an injector, fault specs, or ``None`` for the
-            ``faults`` section of the cell YAML (none when it is absent or empty).
+        faults: fault injection: an injector, fault specs, a fault-injection YAML
+            (:func:`~erobs_bt.backends.sim.faults.load_faults`), or ``None`` for the ``faults``
+            section of the cell YAML (none when it is absent or empty).
         seed: seed of the sampling planner (OMPL's process-wide RNG; only the first
             seed of a process takes effect). ``None`` keeps the planner's default.
         gripper: the tool mounted at start (default :func:`mounted_at_start`).
@@ -160,9 +168,13 @@ def _server_of(step_types: Sequence[str]) -> str:
     return "vision"
 
 
-def _injector(cell: CellConfig, faults: FaultInjector | Iterable[FaultSpec] | None) -> FaultInjector:
+def _injector(
+    cell: CellConfig, faults: FaultInjector | Iterable[FaultSpec] | str | Path | None
+) -> FaultInjector:
     if isinstance(faults, FaultInjector):
         return faults
+    if isinstance(faults, str | Path):
+        return load_faults(faults)
     if faults is not None:
         return FaultInjector(faults)
     return parse_fault_section(cell.extra.get("faults"), source=cell.source or "cell")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from erobs_bt.backends.ros2_control.arm import FollowJointTrajectoryArm
 from erobs_bt.backends.ros2_control.config import HardwareConfig, check_against_cell
-from erobs_bt.backends.ros2_control.link import Goals, RosLink
+from erobs_bt.backends.ros2_control.link import RosLink
 from erobs_bt.backends.ros2_control.tools import RosTool, SetIOChanger, SetIOService
 from erobs_bt.backends.stack import MotionStack
 from erobs_bt.planning.planner import CellPlanner, PlannerConfig
@@ -62,8 +62,7 @@ def Ros2ControlBackend(
     own = link if link is not None else RosLink(domain_id=domain_id, namespace=namespace, start=False)
     arm = FollowJointTrajectoryArm(own, hardware)
     io = SetIOService(own, hardware)
-    goals = Goals()
-    tool_drivers = {name: RosTool(name, own, hardware, io, goals) for name in cell.grippers}
+    tool_drivers = {name: RosTool(name, own, hardware, io) for name in cell.grippers}
     own.start()  # after the action clients exist (RosLink.start)
     stack = MotionStack(
         cell,

@@ -70,16 +70,13 @@ class RosTool:
         link: the ROS node to use.
         hardware: adapters, action names and timeouts.
         io: the SetIO service (``set_io`` adapters).
-        goals: the goal registry a stop cancels through (shared by the cell's tools).
     """
 
-    def __init__(
-        self, name: str, link: RosLink, hardware: HardwareConfig, io: SetIOService, goals: Goals
-    ) -> None:
+    def __init__(self, name: str, link: RosLink, hardware: HardwareConfig, io: SetIOService) -> None:
         self.name = name
         self._hw = hardware
         self._io = io
-        self._goals = goals
+        self._goals = Goals()  # the tool's goals in flight, for stop()
         self._adapter = hardware.grippers.get(name)
         self._gripper: ActionClient[Any, Any, Any] | None = None
         if self._adapter is not None and self._adapter.adapter == "gripper_command":
@@ -166,7 +163,7 @@ class RosTool:
         return str(result.message)
 
     def stop(self) -> None:
-        """Cancel every gripper and pipettor goal in flight (the registry is the cell's)."""
+        """Cancel the tool's GripperCommand or PipettorCommand goal in flight, if any."""
         self._goals.stop()
 
 

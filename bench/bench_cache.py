@@ -38,8 +38,8 @@ from bench_planning import POSES_FILE, sim_backend, sim_engine
 from common import SAMPLES, fmt_ms, fmt_us, markdown_table, measure, median, p90, samples_skipped
 
 from erobs_bt.backends.base import Solution
-from erobs_bt.backends.sim.backend import SimBackend
 from erobs_bt.backends.sim.controller import SimController
+from erobs_bt.backends.stack import MotionStack
 from erobs_bt.batching import Unit, group_into_batches
 from erobs_bt.cache import CacheKey, KeyDocument, PlanCache, is_eligible, make_key, solution_nbytes
 from erobs_bt.script.errors import ScriptError
@@ -54,7 +54,7 @@ BRANCH_INNER = 15
 
 
 def _replay_branch(
-    backend: SimBackend, context: GoalContext, unit: Unit, start: tuple[float, ...], samples: int
+    backend: MotionStack, context: GoalContext, unit: Unit, start: tuple[float, ...], samples: int
 ) -> list[float]:
     """Seconds of each of ``samples`` replay branches, from the unit's start to the dispatch.
 

@@ -22,8 +22,8 @@ Then ``FULL_EXPERIMENT_RUN.json`` (37 steps, 18 units) runs through the engine
 move the engine plans is timed where the planner plans it: the batches' moves (planned
 unit by unit from the live state, ``PlanUnit``) and the moves inside tool exchanges and
 vision steps. The timing wraps ``MotionPlanner.plan_move`` of the backend's planner
-instance (``SimBackend._planner``): a bench-only instrument, the one private attribute
-the benchmarks touch, because the backend reports planning time per unit only. The
+instance (``CellPlanner.motion_planner`` of the stack's planner): a bench-only
+instrument, because the backend reports planning time per unit only. The
 per-unit figure comes from the engine's own run log (``plan_finished`` records).
 """
 
@@ -42,9 +42,9 @@ import numpy as np
 from common import SAMPLES, fmt_ms, markdown_table, measure, median, p90, samples_skipped
 
 from erobs_bt.backends.base import ArmSegment, MotionError, Solution
-from erobs_bt.backends.sim.backend import SimBackend
+from erobs_bt.backends.stack import MotionStack
 from erobs_bt.orchestrator import OrchestratorListener, Result, State
-from erobs_bt.planning.planner import MotionPlanner
+from erobs_bt.planning.planner import CellPlanner, MotionPlanner
 from erobs_bt.script.model import MoveTo, Script
 from erobs_bt.session import Engine, EngineConfig, build_engine
 from erobs_bt.world import kinematics
@@ -113,11 +113,18 @@ def sim_engine(*, listener: OrchestratorListener | None = None) -> Engine:
     return build_engine(config, listener=listener)
 
 
-def sim_backend(engine: Engine) -> SimBackend:
-    """The engine's backend, which :func:`sim_engine` makes a :class:`SimBackend`."""
+def sim_backend(engine: Engine) -> MotionStack:
+    """The engine's backend, which :func:`sim_engine` makes the simulated cell's stack."""
     backend = engine.backend
-    assert isinstance(backend, SimBackend), type(backend)
+    assert isinstance(backend, MotionStack), type(backend)
     return backend
+
+
+def cell_planner(backend: MotionStack) -> CellPlanner:
+    """The stack's planner: the embedded one on the simulated cell."""
+    planner = backend.planner
+    assert isinstance(planner, CellPlanner), type(planner)
+    return planner
 
 
 def one_step(engine: Engine, task: Mapping[str, Any]) -> Script:
@@ -125,12 +132,12 @@ def one_step(engine: Engine, task: Mapping[str, Any]) -> Script:
     return engine.parse(json.dumps({"start_gripper": "epick", "tasks": [dict(task)]}))
 
 
-def plan_timer(backend: SimBackend, script: Script, start: Sequence[float]) -> Callable[[], Solution]:
+def plan_timer(backend: MotionStack, script: Script, start: Sequence[float]) -> Callable[[], Solution]:
     """A call that plans ``script`` from ``start`` [rad] and waits for the solution."""
     return lambda: backend.plan(script.steps, start=start).result()
 
 
-def tip_travel(backend: SimBackend, solution: Solution) -> float:
+def tip_travel(backend: MotionStack, solution: Solution) -> float:
     """Straight-line distance [m] between the planning tip's start and end positions."""
     tip = planning_tip(backend.cell, backend.tool_state())
     ends = [solution.start_positions, solution.final_positions()]
@@ -283,13 +290,13 @@ def line_rows(engine: Engine) -> list[list[str]]:
     registry = engine.registry
     assert registry is not None
     q0 = tuple(math.radians(a) for a in registry.get("safe_sample_transport") or ())
-    now = backend._planner
+    now = cell_planner(backend).motion_planner
     before = _LinePlannerBefore(
-        collision=now._collision,
+        collision=cell_planner(backend).model.collision,
         ik=lambda T, seed=None: kinematics.ik(T, seed=seed),
         config=now.config,
         named_states=backend.cell.named_states,
-        resolve_frame=backend._resolve_frame,
+        resolve_frame=cell_planner(backend).resolve_frame,
     )
     state = backend.tool_state()
     tip = planning_tip(backend.cell, state)
@@ -492,7 +499,7 @@ def run_full_experiment(engine: Engine | None = None) -> FullRun:
     else:
         engine.orchestrator.listener.add(recorder)
     moves: list[MoveRecord] = []
-    planner = sim_backend(engine)._planner
+    planner = cell_planner(sim_backend(engine)).motion_planner
     plan_move = planner.plan_move
 
     def timed(step: MoveTo, start: Sequence[float], **kwargs: Any) -> ArmSegment:

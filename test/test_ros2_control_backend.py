@@ -444,13 +444,16 @@ def test_a_killed_driver_fails_the_trajectory_instead_of_hanging(
 
 
 def test_the_hardware_config_names_the_key_of_every_error() -> None:
-    with pytest.raises(ValueError, match=r"hw: arm\.goal_tolerance: must be > 0"):
+    positive = r"must be a finite number greater than zero \(rad\) \(got 0\)"
+    with pytest.raises(ValueError, match=r"hw: arm\.goal_tolerance: " + positive):
         parse_hardware_config({"arm": {"goal_tolerance": 0}}, source="hw")
     with pytest.raises(
-        ValueError, match=r"hw: grippers\.hande\.adapter: must be one of set_io, gripper_command"
+        ValueError,
+        match=r"hw: grippers\.hande\.adapter: unknown adapter 'modbus' "
+        r"\(expected one of: set_io, gripper_command\)",
     ):
         parse_hardware_config({"grippers": {"hande": {"adapter": "modbus", "states": {"a": 1}}}}, source="hw")
-    with pytest.raises(ValueError, match=r"hw: timeouts\.motoin: unknown key"):
+    with pytest.raises(ValueError, match=r"hw: timeouts\.motoin: unknown key; did you mean 'motion'\?"):
         parse_hardware_config({"timeouts": {"motoin": 3}}, source="hw")
     with pytest.raises(ValueError, match=r"grippers\.(epick|hande|2fg7): missing"):
         check_against_cell(parse_hardware_config({}, source="hw"), load_cell())

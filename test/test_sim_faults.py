@@ -326,3 +326,17 @@ def test_a_server_unavailable_interface_is_down_from_the_start_and_never_counted
     assert injector.check("pipettor") is None
     fired = injector.check("pipettor")
     assert fired is not None and fired.outcome == "execution_timeout" and fired.source == "--faults[1]"
+
+
+def test_the_sim_assembly_reads_a_fault_file_by_path(tmp_path: Path) -> None:
+    """``backend: sim`` with ``--faults``: the factory hands the file to the sim assembly."""
+    from erobs_bt.backends.factory import create_backend
+
+    path = tmp_path / "faults.yaml"
+    path.write_text("- {call: plan, outcome: planning_failure, message: from the file}\n")
+    backend = create_backend("sim", speed=math.inf, faults=path)
+    try:
+        step = MoveTo(index=0, path="tasks[0]", spec={}, target="moveit_home")
+        assert str(error_of(backend.plan([step], start=None))) == "PLANNING_FAILED: from the file"
+    finally:
+        backend.close()

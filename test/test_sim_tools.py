@@ -10,8 +10,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from erobs_bt.backends.base import ErrorCode, MotionError, ToolSegment
+from erobs_bt.backends.base import ErrorCode, MotionBackend, MotionError, Solution, ToolSegment
 from erobs_bt.backends.sim.backend import SimBackend
+from erobs_bt.backends.sim.controller import SimController
+from erobs_bt.backends.sim.tools import SimulatedTool
+from erobs_bt.backends.stack import MotionStack
+from erobs_bt.planning.planner import CellPlanner
 from erobs_bt.script.model import EndEffector, MoveTo, ToolExchange
 from erobs_bt.world.cell import CellConfig, load_cell
 from erobs_bt.world.kinematics import fk
@@ -20,11 +24,13 @@ from erobs_bt.world.tools import (
     RobotModel,
     gripper_command,
     initial_tool_state,
+    mounted_at_start,
     parse_parts,
     pipettor_command,
     resolve_end_effector,
     tcp_pose,
 )
+from erobs_bt.world.vision import CalibratedMarkerDetector
 
 from helpers import pipettor
 
@@ -101,11 +107,12 @@ def test_vacuum_on_picks_up_the_part_the_cup_touches_and_vacuum_off_leaves_it_wh
         held = backend.tool_state().held
         assert held is not None and held.part.name == "wafer", "the cup touched the wafer: it is held"
         assert "wafer" not in backend.tool_state().parts
-        assert backend._model.collision.attached_object is not None, "the held part is a collision object"
+        model = backend.planner.model
+        assert model.collision.attached_object is not None, "the held part is a collision object"
 
         backend.execute(replace(solution, segments=solution.segments[2:]), replay=False).result(timeout=60)
         state = backend.tool_state()
-        assert state.held is None and backend._model.collision.attached_object is None
+        assert state.held is None and model.collision.attached_object is None
         lifted = state.parts["wafer"].matrix()
         original = parse_parts(cell)[0].matrix()
         # The wafer moved rigidly with the tool centre point, 5 cm back along the tool axis.
@@ -315,8 +322,8 @@ def test_operator_mount_changes_the_tool_unless_a_part_is_held(packaged_cell: Ce
         assert backend.tool_state().docks[3] is None, "the pipettor left its dock"
         assert backend.tool_state().docks[4] == "epick", "the ePick went back to its home dock"
         assert backend.model_reloads == 0, "nothing planned with the pipettor yet: no reload"
-        backend.plan([end_effector(1, "vacuum_off")]).result(timeout=60)
-        assert backend.model_reloads == 1, "the first plan with the pipettor reloads the model"
+        backend.plan([moveto(1, (*q[:5], q[5] + 0.1))]).result(timeout=60)
+        assert backend.model_reloads == 1, "the first motion planned with the pipettor reloads the model"
         np.testing.assert_allclose(
             tcp_pose(cell, backend.tool_state(), q)[:3, 3],
             (fk(q) @ cell.gripper("pipettor").T_flange_tcp())[:3, 3],
@@ -332,12 +339,90 @@ def test_a_tool_mounted_by_hand_is_loaded_into_the_model_only_when_a_plan_needs_
         assert backend.model_revision() == "robot_models__pipettor", "the live revision follows at once"
         assert "pipettor SUCK" in backend.run_step(pipettor(0)).result(timeout=60)
         assert backend.model_reloads == 0, "a pipettor step plans nothing: the model is not reloaded"
-        assert backend._model.revision != "robot_models__pipettor"
+        assert backend.planner.model.revision != "robot_models__pipettor"
 
         q = packaged_cell.initial_joint_state
         solution = backend.plan([moveto(1, (*q[:5], q[5] + 0.1))]).result(timeout=60)
         assert solution.model_revision == "robot_models__pipettor"
-        assert backend.model_reloads == 1 and backend._model.revision == "robot_models__pipettor"
+        assert backend.model_reloads == 1 and backend.planner.model.revision == "robot_models__pipettor"
         backend.prepare_goal("epick")
         backend.prepare_goal("pipettor")
         assert backend.model_reloads == 1, "mounted and swapped back with nothing planned: no reload"
+
+
+# -- the tools' drivers and the tool changer as parts of the motion stack ------------------------
+
+
+class RecordingChanger:
+    """A tool changer (the stack's ToolChanger part) that records each switch with the arm's
+    joint positions at that moment."""
+
+    def __init__(self, arm: SimController) -> None:
+        self._arm = arm
+        self.calls: list[tuple[str, bool, tuple[float, ...]]] = []
+
+    def set_power(self, on: bool, *, what: str) -> None:
+        self.calls.append(("power", on, self._arm.joint_positions()))
+
+    def set_locked(self, locked: bool, *, what: str) -> None:
+        self.calls.append(("locked", locked, self._arm.joint_positions()))
+
+
+def stack_of(cell: CellConfig) -> tuple[MotionStack, RecordingChanger, dict[str, SimulatedTool]]:
+    """The simulated cell's parts, with a changer that records what a tool exchange switches."""
+    tools = initial_tool_state(cell, mounted_at_start(cell))
+    arm = SimController(cell.initial_joint_state, speed=math.inf)
+    changer = RecordingChanger(arm)
+    drivers = {name: SimulatedTool(name) for name in cell.grippers}
+    stack = MotionStack(
+        cell,
+        planner=CellPlanner(cell, tools),
+        arm=arm,
+        tool_drivers=drivers,
+        changer=changer,
+        detector=CalibratedMarkerDetector(cell),
+        tool_state=tools,
+    )
+    return stack, changer, drivers
+
+
+def test_sim_backend_is_an_assembly_of_the_one_motion_stack(packaged_cell: CellConfig) -> None:
+    with SimBackend(packaged_cell, speed=math.inf) as backend:
+        assert type(backend) is MotionStack and MotionStack.__mro__ == (MotionStack, object)
+        assert isinstance(backend, MotionBackend)
+        assert isinstance(backend.planner, CellPlanner) and isinstance(backend.arm, SimController)
+
+
+def test_a_tool_exchange_switches_the_changer_in_erobs_order(packaged_cell: CellConfig) -> None:
+    stack, changer, _ = stack_of(packaged_cell)
+    with stack:
+        to_exchange = stack.plan([moveto(0, rad(SAFE_TOOL_EXCHANGE))]).result(timeout=60)
+        stack.execute(to_exchange, replay=False).result(60)
+        before = stack.arm.joint_positions()
+        stack.run_step(exchange(1, "dock", "epick", 4, DOCK_APPROACH)).result(timeout=60)
+        after = stack.arm.joint_positions()
+        assert [(kind, value) for kind, value, _ in changer.calls] == [("power", False), ("locked", False)]
+        assert changer.calls[0][2] == before, "the tool voltage goes off before the first docking motion"
+        assert before != changer.calls[1][2] != after, "the changer unlocks in the dock, between the motions"
+
+        changer.calls.clear()
+        stack.run_step(exchange(2, "load", "pipettor", 3, LOAD_APPROACH)).result(timeout=60)
+        assert [(kind, value) for kind, value, _ in changer.calls] == [("locked", True), ("power", True)]
+        assert changer.calls[0][2] == changer.calls[1][2] != stack.arm.joint_positions(), (
+            "locked and powered in the dock, before the arm leaves it"
+        )
+
+
+def test_a_command_the_bookkeeping_refuses_is_not_sent_to_the_tool(packaged_cell: CellConfig) -> None:
+    stack, _, drivers = stack_of(packaged_cell)
+    with stack:
+        wrong = Solution((ToolSegment(0, "hande", "open"),), stack.model_revision())
+        refused = stack.execute(wrong, replay=False).exception(timeout=60)
+        assert isinstance(refused, MotionError) and refused.code is ErrorCode.EXECUTION_FAILED
+        assert drivers["hande"].state is None, "nothing was sent to the hande"
+
+        stack.execute(stack.plan([end_effector(1, "vacuum_on")]).result(timeout=60), replay=False).result(60)
+        assert drivers["epick"].state == "vacuum_on"
+        not_attached = stack.run_step(pipettor(2)).exception(timeout=60)
+        assert isinstance(not_attached, MotionError) and "the pipettor is not attached" in str(not_attached)
+        assert drivers["pipettor"].operation is None

@@ -92,7 +92,6 @@ from erobs_bt.backends.ros2_control import (
     fjt_error_name,
     load_hardware_config,
 )
-from erobs_bt.backends.sim.backend import mounted_at_start
 from erobs_bt.backends.sim.controller import SimController
 from erobs_bt.backends.sim.faults import FAULT_INTERFACES, FaultInjector, FaultSpec, fault_value
 from erobs_bt.backends.sim.faults import parse_faults as parse_faults_of
@@ -107,6 +106,7 @@ from erobs_bt.world.tools import (
     epick_object_status,
     gripper_command,
     initial_tool_state,
+    mounted_at_start,
     pipettor_command,
 )
 

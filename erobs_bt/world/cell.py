@@ -517,7 +517,7 @@ def read_pose(value: Any, key: str, *, file: str) -> Pose:
 
     The one parser of this pose format: the cell's obstacles, tools, docks and markers, and
     the ``parts`` and ``camera`` sections read by :mod:`erobs_bt.world.tools` and
-    :mod:`erobs_bt.backends.sim.vision`.
+    :mod:`erobs_bt.world.vision`.
 
     Args:
         value: the decoded YAML value.

@@ -1,0 +1,287 @@
+"""The ``ros2_control`` hardware config: the cell's ROS interfaces, tolerances and timeouts.
+
+Read from a hardware YAML (``config/ur5e_ros2_control.yaml``) by
+:func:`load_hardware_config` and checked against the cell (:func:`check_against_cell`).
+No ROS import: the simulated hardware node and the CLI read it too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from erobs_bt.script.model import JOINT_NAMES
+from erobs_bt.timeouts import ACCEPTANCE_TIMEOUT, DEFAULT_TIMEOUTS, SERVER_WAIT
+from erobs_bt.validation import Checker, join, read_yaml
+from erobs_bt.world.cell import CellConfig
+
+#: ur_msgs/srv/SetIO ``fun`` values (ur_msgs SetIO.srv constants; read from the type when built).
+FUN_SET_DIGITAL_OUT = 1
+FUN_SET_TOOL_VOLTAGE = 4
+#: Grippers adapters by kind.
+ADAPTERS = ("set_io", "gripper_command")
+
+#: The hardware YAML's ``timeouts`` [s], each from the one timeout table
+#: (:mod:`erobs_bt.timeouts`, EROBS's names): ``server`` the wait for an action server or
+#: service to appear (``SERVER_WAIT``), ``acceptance`` for a goal response
+#: (``ACCEPTANCE_TIMEOUT``), ``motion`` for a trajectory's result beyond its duration
+#: (``moveto``), ``gripper`` for a gripper goal or a SetIO answer (``end_effector``),
+#: ``pipettor`` for a pipettor goal (``pipettor``).
+DEFAULT_HARDWARE_TIMEOUTS: Mapping[str, float] = MappingProxyType(
+    {
+        "server": SERVER_WAIT,
+        "acceptance": ACCEPTANCE_TIMEOUT,
+        "motion": DEFAULT_TIMEOUTS["moveto"],
+        "gripper": DEFAULT_TIMEOUTS["end_effector"],
+        "pipettor": DEFAULT_TIMEOUTS["pipettor"],
+    }
+)
+#: The keys of the hardware YAML's ``timeouts`` section.
+TIMEOUT_KEYS: tuple[str, ...] = tuple(DEFAULT_HARDWARE_TIMEOUTS)
+
+
+@dataclass(frozen=True)
+class GripperState:
+    """How one gripper state is commanded: a SetIO output value or a GripperCommand goal.
+
+    Attributes:
+        io_state: the digital output value (``set_io`` adapter), else ``None``.
+        position: GripperCommand ``command.position`` (the controller's joint unit).
+        max_effort: GripperCommand ``command.max_effort`` [N].
+    """
+
+    io_state: float | None = None
+    position: float = 0.0
+    max_effort: float = 0.0
+
+
+@dataclass(frozen=True)
+class GripperAdapter:
+    """The interface of one gripper.
+
+    Attributes:
+        gripper: the cell's gripper name (``epick``, ``hande``, …).
+        adapter: ``set_io`` (a tool digital output) or ``gripper_command``.
+        pin: the SetIO pin (``set_io``); ur_msgs numbers the tool outputs 16 and 17.
+        action: the GripperCommand action (``gripper_command``).
+        states: ``end_effector_action -> GripperState``.
+    """
+
+    gripper: str
+    adapter: str
+    states: Mapping[str, GripperState]
+    pin: int = 0
+    action: str = ""
+
+    def state_for_position(self, position: float) -> str | None:
+        """The named state whose GripperCommand position is nearest to ``position``."""
+        if not self.states:
+            return None
+        return min(self.states, key=lambda name: abs(self.states[name].position - position))
+
+
+@dataclass(frozen=True)
+class HardwareConfig:
+    """The cell's ROS interfaces and limits (``config/ur5e_ros2_control.yaml``).
+
+    Attributes:
+        joint_prefix: prefix of the UR joint names on the wire (``tf_prefix``).
+        joint_states: the JointState topic.
+        state_timeout: [s] joint states older than this are unknown.
+        start_tolerance: [rad] largest first-point deviation of a trajectory.
+        arm_action: the FollowJointTrajectory action.
+        goal_tolerance: [rad] per joint at the trajectory's end.
+        goal_time_tolerance: [s] after the trajectory's end.
+        timeouts: ``server``, ``acceptance``, ``motion``, ``gripper``, ``pipettor`` [s].
+        set_io: the SetIO service.
+        tool_voltage: [V] while a tool is attached.
+        changer_pin: the tool changer lock's digital output.
+        changer_locked_state: its value when locked.
+        grippers: adapters by gripper name.
+        pipettor_action: the PipettorCommand action.
+        source: the file it was read from.
+    """
+
+    joint_prefix: str = ""
+    joint_states: str = "/joint_states"
+    state_timeout: float = 1.0
+    start_tolerance: float = 0.01
+    arm_action: str = "/scaled_joint_trajectory_controller/follow_joint_trajectory"
+    goal_tolerance: float = 0.005
+    goal_time_tolerance: float = 0.5
+    timeouts: Mapping[str, float] = field(default_factory=lambda: DEFAULT_HARDWARE_TIMEOUTS)
+    set_io: str = "/io_and_status_controller/set_io"
+    tool_voltage: float = 24.0
+    changer_pin: int = 0
+    changer_locked_state: float = 1.0
+    grippers: Mapping[str, GripperAdapter] = field(default_factory=lambda: MappingProxyType({}))
+    pipettor_action: str = "/pipettor/command"
+    source: str = "hardware"
+
+    @property
+    def joint_names(self) -> tuple[str, ...]:
+        """The UR joint names on the wire (prefixed), :data:`JOINT_NAMES` order."""
+        return tuple(self.joint_prefix + name for name in JOINT_NAMES)
+
+
+_TOP_KEYS = (
+    "joint_prefix",
+    "joint_states",
+    "state_timeout",
+    "start_tolerance",
+    "arm",
+    "timeouts",
+    "io",
+    "tool_changer",
+    "grippers",
+    "pipettor",
+)
+
+
+def load_hardware_config(path: Path | str) -> HardwareConfig:
+    """Read and check a hardware YAML (schema: ``config/ur5e_ros2_control.yaml``).
+
+    Raises:
+        ConfigError: (a ``ValueError``) ``<file>: <key>: <reason>`` for an unknown key or an
+            invalid value, or ``<file>: cannot read: <why>`` (:func:`erobs_bt.validation.read_yaml`).
+    """
+    source = str(path)
+    return parse_hardware_config(read_yaml(source) or {}, source=source)
+
+
+def parse_hardware_config(data: Any, *, source: str = "hardware") -> HardwareConfig:
+    """Check a hardware mapping (the YAML's content) with the validation toolkit
+    (:class:`erobs_bt.validation.Checker`); see :func:`load_hardware_config`.
+
+    Every key is optional (its default is :class:`HardwareConfig`'s); ``timeouts`` takes the
+    names of :data:`TIMEOUT_KEYS`.
+
+    Raises:
+        ConfigError: ``<source>: <key>: <reason>``, e.g.
+            ``hw: arm.goal_tolerance: must be a finite number greater than zero (rad) (got 0)``.
+    """
+    check = Checker(file=source, string_keys=True)
+
+    def section(value: Any, path: str, allowed: Iterable[str] | None = None) -> Mapping[str, Any]:
+        if value is None:
+            return {}
+        found = check.mapping(value, path)
+        if allowed is not None:
+            check.only_keys(found, path, tuple(allowed))
+        return found
+
+    def name(value: Any, path: str) -> str:
+        return check.string(value, path)
+
+    defaults = HardwareConfig()
+    top = section(data, "", _TOP_KEYS)
+    prefix = check.string(top.get("joint_prefix", ""), "joint_prefix", allow_empty=True)
+    arm = section(top.get("arm"), "arm", ("action", "goal_tolerance", "goal_time_tolerance"))
+    timeouts = dict(defaults.timeouts)
+    for key, value in section(top.get("timeouts"), "timeouts", TIMEOUT_KEYS).items():
+        timeouts[key] = check.number(value, join("timeouts", key), unit="s", positive=True)
+    io = section(top.get("io"), "io", ("set_io", "tool_voltage"))
+    changer = section(top.get("tool_changer"), "tool_changer", ("pin", "locked_state"))
+    grippers: dict[str, GripperAdapter] = {}
+    for gripper, raw in section(top.get("grippers"), "grippers").items():
+        key = join("grippers", gripper)
+        entry = section(raw, key, ("adapter", "pin", "action", "states"))
+        adapter = check.choice(
+            check.required(entry, "adapter", key), join(key, "adapter"), ADAPTERS, what="adapter"
+        )
+        states: dict[str, GripperState] = {}
+        for state, value in section(entry.get("states"), join(key, "states")).items():
+            where = join(join(key, "states"), state)
+            if adapter == "set_io":
+                states[state] = GripperState(io_state=check.number(value, where, minimum=0.0))
+            else:
+                command = section(value, where, ("position", "max_effort"))
+                states[state] = GripperState(
+                    position=check.number(
+                        check.required(command, "position", where), join(where, "position")
+                    ),
+                    max_effort=check.number(
+                        command.get("max_effort", 0.0), join(where, "max_effort"), unit="N", minimum=0.0
+                    ),
+                )
+        if not states:
+            raise check.fail(join(key, "states"), "must name at least one state")
+        if adapter == "set_io":
+            check.required(entry, "pin", key)
+        if adapter == "gripper_command":
+            check.required(entry, "action", key)
+        grippers[gripper] = GripperAdapter(
+            gripper=gripper,
+            adapter=adapter,
+            states=MappingProxyType(states),
+            pin=check.integer(entry.get("pin", 0), join(key, "pin"), minimum=0),
+            action=name(entry["action"], join(key, "action")) if "action" in entry else "",
+        )
+    pipettor = section(top.get("pipettor"), "pipettor", ("action",))
+    return HardwareConfig(
+        joint_prefix=prefix,
+        joint_states=name(top.get("joint_states", defaults.joint_states), "joint_states"),
+        state_timeout=check.number(
+            top.get("state_timeout", defaults.state_timeout), "state_timeout", unit="s", positive=True
+        ),
+        start_tolerance=check.number(
+            top.get("start_tolerance", defaults.start_tolerance), "start_tolerance", unit="rad", minimum=0.0
+        ),
+        arm_action=name(arm.get("action", defaults.arm_action), "arm.action"),
+        goal_tolerance=check.number(
+            arm.get("goal_tolerance", defaults.goal_tolerance),
+            "arm.goal_tolerance",
+            unit="rad",
+            positive=True,
+        ),
+        goal_time_tolerance=check.number(
+            arm.get("goal_time_tolerance", defaults.goal_time_tolerance),
+            "arm.goal_time_tolerance",
+            unit="s",
+            minimum=0.0,
+        ),
+        timeouts=MappingProxyType(timeouts),
+        set_io=name(io.get("set_io", defaults.set_io), "io.set_io"),
+        tool_voltage=check.number(
+            io.get("tool_voltage", defaults.tool_voltage), "io.tool_voltage", unit="V", minimum=0.0
+        ),
+        changer_pin=check.integer(changer.get("pin", defaults.changer_pin), "tool_changer.pin", minimum=0),
+        changer_locked_state=check.number(
+            changer.get("locked_state", defaults.changer_locked_state),
+            "tool_changer.locked_state",
+            minimum=0.0,
+        ),
+        grippers=MappingProxyType(grippers),
+        pipettor_action=name(pipettor.get("action", defaults.pipettor_action), "pipettor.action"),
+        source=source,
+    )
+
+
+def check_against_cell(hardware: HardwareConfig, cell: CellConfig) -> None:
+    """Every gripper state a script can command on the cell must have an adapter.
+
+    Raises:
+        ValueError: ``<file>: grippers.<name>...: <reason>``.
+    """
+    for gripper in cell.grippers:
+        actions = cell.gripper(gripper).actions
+        if not actions:
+            continue
+        adapter = hardware.grippers.get(gripper)
+        if adapter is None:
+            raise ValueError(
+                f"{hardware.source}: grippers.{gripper}: missing (the cell's {gripper} has the states "
+                f"{', '.join(actions)})"
+            )
+        missing = [a for a in actions if a not in adapter.states]
+        if missing:
+            raise ValueError(f"{hardware.source}: grippers.{gripper}.states: missing {', '.join(missing)}")
+    for gripper in hardware.grippers:
+        if gripper not in cell.grippers:
+            raise ValueError(
+                f"{hardware.source}: grippers.{gripper}: not a gripper of the cell "
+                f"(grippers: {', '.join(cell.grippers)})"
+            )

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from erobs_bt.ros.client import ErobsBtClient
     from erobs_bt.ros.node import ErobsBtNode
 
-from erobs_bt.cli import EXIT_FAILED, EXIT_INVALID
+from erobs_bt.commandline import EXIT_FAILED, EXIT_INVALID
 
 #: No node answered (distinct from a failed goal and from an invalid script).
 EXIT_UNREACHABLE = 3
@@ -275,9 +275,9 @@ class _LateSignals:
         program and the node has served, ignore the signals until the process has exited."""
         import signal
 
-        from erobs_bt.cli import _is_the_program
+        from erobs_bt.commandline import is_the_program
 
-        exiting = self.serving and _is_the_program()
+        exiting = self.serving and is_the_program()
         for number, handler in self._previous.items():
             signal.signal(number, signal.SIG_IGN if exiting else handler)
 

@@ -15,10 +15,7 @@ from typing import Any, NoReturn
 
 import click
 
-from erobs_bt.cli import POSES_HELP
-
-EXIT_FAILED = 1
-EXIT_INVALID = 2
+from erobs_bt.commandline import EXIT_FAILED, EXIT_INVALID, POSES_HELP
 
 _SCRIPT = click.argument("script", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 _POSES = click.option(
@@ -38,7 +35,7 @@ _PREVIEW = click.option(
 
 
 def _fail(message: str, code: int) -> NoReturn:
-    from erobs_bt.cli import labelled
+    from erobs_bt.commandline import labelled
 
     _console(stderr=True).print(labelled("error", message), highlight=False, soft_wrap=True)
     sys.exit(code)
@@ -46,7 +43,7 @@ def _fail(message: str, code: int) -> NoReturn:
 
 def _compile(script: Path, poses: Path | None, cell: Path | None, no_batching: bool, preview: bool) -> Any:
     """Make the goal plan of ``script`` and compile it for display; exits 2 on an invalid script."""
-    from erobs_bt.cli import ConfigurationError, fail_configuration, fail_invalid, load_plan
+    from erobs_bt.commandline import ConfigurationError, fail_configuration, fail_invalid, load_plan
     from erobs_bt.plan import NotPreviewableError
     from erobs_bt.script.errors import ScriptError
     from erobs_bt.tree.context import Mode

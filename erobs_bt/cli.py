@@ -23,7 +23,7 @@ Start-up: ``validate`` is what editors and pre-commit hooks call, so it imports 
 parser and click (its report and its rejection lines are printed with click, not rich, which
 alone costs about a fifth of its start-up); ``run`` imports rich, the engine and the
 simulated cell, and opens its MCAP bag only once the arm moves
-(:class:`~erobs_bt.viz.mcap_deferred.DeferredRecorder`). The ROS and viewer verbs' modules
+(:class:`~erobs_bt.ros.mcap_deferred.DeferredRecorder`). The ROS and viewer verbs' modules
 are imported only when one of them runs or the verbs are listed (:class:`_Verbs`).
 """
 
@@ -538,7 +538,7 @@ def _run_goals(
         run_log.close()
         console.print(f"run log: {log_path}  (erobs-bt log {log_path})", highlight=False)
         if bag is not None and bag.close() is not None:
-            from erobs_bt.viz.mcap_record import how_to_open
+            from erobs_bt.viz.bag import how_to_open
 
             console.print(f"ROS 2 bag: {bag.path}  ({how_to_open(bag.path)})", highlight=False)
 
@@ -595,9 +595,9 @@ def delivered_speed(backend: Any, asked: float) -> str | None:
 
 def _start_bag(engine: Any, path: Path | None, log_path: Path, errors: Console) -> Any:
     """Record the run to ``path`` (default: beside the run log) as an MCAP bag opened when
-    the arm first moves (:class:`~erobs_bt.viz.mcap_deferred.DeferredRecorder`); a warning
+    the arm first moves (:class:`~erobs_bt.ros.mcap_deferred.DeferredRecorder`); a warning
     when it cannot be opened."""
-    from erobs_bt.viz.mcap_deferred import DeferredRecorder
+    from erobs_bt.ros.mcap_deferred import DeferredRecorder
 
     def warn(reason: str) -> None:
         errors.print(f"[yellow]not recording the MCAP bag[/]: {reason}", highlight=False)

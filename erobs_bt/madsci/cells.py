@@ -401,7 +401,7 @@ class RosCell(Cell):
         and the ``.mcap`` beside it, erobs_bt.ros.runlogs), when both exist."""
         if self.run_log_dir is None or not goal_id:
             return None, None
-        from erobs_bt.viz.mcap_record import mcap_path_for
+        from erobs_bt.viz.bag import mcap_path_for
 
         logs = sorted(self.run_log_dir.glob(f"*_{goal_id}_*.jsonl"))
         if not logs:

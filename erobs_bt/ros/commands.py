@@ -14,6 +14,8 @@
   status CANCELED at the next unit boundary (at once while paused). A goal that has
   already finished is not listed in the answer: "nothing cancelled", exit 1.
 * ``state`` — print the latched execution state, gripper and last tree snapshot.
+* ``watch`` — draw the node's tree in the terminal as it runs (:mod:`erobs_bt.ros.watch`), or
+  a live web view's (``--url``: no ROS).
 * ``sim-hardware`` — run the simulated cell as a hardware node behind ros2_control's
   interfaces (:mod:`erobs_bt.ros.sim_hardware`), for the ``ros2_control`` backend.
 
@@ -476,6 +478,34 @@ def state(node: str, timeout: float) -> None:
     console.print(table)
 
 
+@click.command()
+@click.option("--url", help="Watch a live web view (erobs-bt run --view) instead of the ROS node.")
+@click.option("--node", default="/erobs_bt", show_default=True, help="The erobs_bt node to watch over ROS.")
+@click.option(
+    "--token",
+    envvar="EROBS_BT_TOKEN",
+    help="With --url: the view's access token (printed by `run --view --host ...`; or in the URL "
+    "as ?token=, or $EROBS_BT_TOKEN).",
+)
+@click.option("--once", is_flag=True, help="Print one picture and exit.")
+@click.option("--timeout", default=10.0, show_default=True, help="With --once over ROS: seconds to wait [s].")
+def watch(url: str | None, node: str, token: str | None, once: bool, timeout: float) -> None:
+    """Watch a running tree in the terminal (ROS ~/tree_snapshot, or a live view's URL)."""
+
+    from erobs_bt.ros.watch import watch_ros
+    from erobs_bt.viz.watch import watch_url
+
+    console = _console()
+    try:
+        if url:
+            code = watch_url(url, console=console, once=once, token=token)
+        else:
+            code = watch_ros(node, console=console, once=once, timeout=timeout)
+    except KeyboardInterrupt:
+        code = 0
+    sys.exit(code)
+
+
 #: The ROS verbs, for ``main.add_command`` in :mod:`erobs_bt.cli`.
 @click.command(
     "sim-hardware",
@@ -505,5 +535,6 @@ COMMANDS: tuple[click.Command, ...] = (
     reset_fault,
     clear_cache,
     state,
+    watch,
     sim_hardware,
 )

@@ -79,7 +79,7 @@ from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy_i
 from rclpy.logging import LoggingSeverity
 from rclpy.node import Node
 from rclpy.parameter import Parameter
-from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.qos import QoSProfile
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
@@ -113,6 +113,7 @@ from erobs_bt.ros.params import (
     parameters_doc,
 )
 from erobs_bt.ros.process import EXIT_CONFIG, EXIT_EXECUTOR_DIED, serve
+from erobs_bt.ros.qos import latched_qos as _latched
 from erobs_bt.ros.runlogs import NodeRunLogs
 from erobs_bt.ros.snapshots import SnapshotThrottle, TreeState
 from erobs_bt.script.model import JOINT_NAMES
@@ -160,15 +161,6 @@ def engine_config(settings: NodeSettings, *, namespace: str | None = None) -> En
         cache_max_bytes=settings.cache_max_bytes,
         timeouts=dict(settings.timeouts),
         plan_ahead=settings.plan_ahead,
-    )
-
-
-def _latched(depth: int = 1) -> QoSProfile:
-    return QoSProfile(
-        depth=depth,
-        history=HistoryPolicy.KEEP_LAST,
-        reliability=ReliabilityPolicy.RELIABLE,
-        durability=DurabilityPolicy.TRANSIENT_LOCAL,
     )
 
 

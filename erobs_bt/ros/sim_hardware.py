@@ -79,7 +79,6 @@ from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.action.server import ServerGoalHandle
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 from ur_msgs.srv import SetIO
@@ -96,6 +95,7 @@ from erobs_bt.backends.ros2_control import (
 )
 from erobs_bt.backends.sim.backend import mounted_at_start
 from erobs_bt.backends.sim.controller import SimController
+from erobs_bt.ros.qos import latched_qos as _latched
 from erobs_bt.script.model import JOINT_NAMES
 from erobs_bt.world.cell import CellConfig, load_cell
 from erobs_bt.world.kinematics import fk
@@ -233,15 +233,6 @@ class _FaultBook:
             if fault.occurrences is None or n in fault.occurrences:
                 return fault
         return None
-
-
-def _latched(depth: int) -> QoSProfile:
-    return QoSProfile(
-        depth=depth,
-        history=HistoryPolicy.KEEP_LAST,
-        reliability=ReliabilityPolicy.RELIABLE,
-        durability=DurabilityPolicy.TRANSIENT_LOCAL,
-    )
 
 
 def _seconds(duration: Any) -> float:

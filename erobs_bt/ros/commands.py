@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 from rich.table import Table
+from rich.text import Text
 
 if TYPE_CHECKING:
     from erobs_bt.ros.client import ErobsBtClient
@@ -466,8 +467,9 @@ def state(node: str, timeout: float) -> None:
         tree = client.trees.wait_for(lambda t: shows_state(t, message), 2.0)
         tree = tree if tree is not None else client.trees.latest()
     table = Table(title=f"{node}", show_header=False)
-    colour = {"FAULTED": "red", "IDLE": "green"}.get(message.state, "yellow")
-    table.add_row("state", f"[{colour}]{message.state}[/]")
+    from erobs_bt.terminal import state_style
+
+    table.add_row("state", Text(message.state, style=state_style(message.state)))
     table.add_row("message", message.message)
     table.add_row("goal", message.goal_id or "none yet")
     if message.unit_index:

@@ -25,18 +25,11 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
+from erobs_bt.terminal import state_style
 from erobs_bt.viz.model import fold_tree, nest
 
 _ICON = {"RUNNING": "●", "SUCCESS": "✓", "FAILURE": "✗", "INVALID": "·"}
 _STYLE = {"RUNNING": "bold yellow", "SUCCESS": "green", "FAILURE": "bold red", "INVALID": "dim"}
-_STATE_STYLE = {
-    "IDLE": "green",
-    "RUNNING": "bold blue",
-    "COMPLETING_TASK": "yellow",
-    "PAUSED": "bold yellow",
-    "CANCELING": "yellow",
-    "FAULTED": "bold red",
-}
 
 
 def _status_text(status: str, text: str, *, bold: bool = False) -> Text:
@@ -114,7 +107,7 @@ def render_picture(picture: Mapping[str, Any], *, source: str) -> RenderableType
     header.add_column()
     state = str(picture.get("state", ""))
     header.add_row("watching", source)
-    state_text = Text(state or "?", style=_STATE_STYLE.get(state, ""))
+    state_text = Text(state or "?", style=state_style(state))
     if picture.get("state_message"):
         state_text.append(f"  {picture['state_message']}", style="dim")
     header.add_row("state", state_text)

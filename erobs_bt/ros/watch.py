@@ -93,8 +93,9 @@ def watch_ros(
     from rclpy.node import Node
     from rich.live import Live
 
-    from erobs_bt.ros.client import default_names, latched_qos
+    from erobs_bt.ros.client import default_names
     from erobs_bt.ros.domain import init_context
+    from erobs_bt.ros.qos import latched_qos
 
     names = default_names(node)
     stop = stop or threading.Event()

@@ -6,6 +6,7 @@
 #   make test    setup, then pytest                         PYTEST_ARGS="-k cache -x" to narrow
 #   make run     setup, then run SCRIPT with POSES on the simulated cell (--auto-resume)
 #   make lint    ruff (check + format --check), mypy and lint-imports (the layers, pyproject.toml)
+#   make lint-imports-pending   the import contracts that wait for the motion stack (.ci/)
 #   make bench   setup, then bench/run_all.py
 #   make clean   remove build trees and caches (keeps .venv);  make distclean  also .venv
 

@@ -1,10 +1,10 @@
 """The ROS 2 face of erobs_bt: the ``erobs_bt`` node, its client and CLI verbs.
 
-Only this package and the ROS-side drivers of :mod:`erobs_bt.backends` import rclpy and the
-message packages (the import contracts in pyproject.toml, ``lint-imports``); the engine and the
-viewers never do. :mod:`erobs_bt.ros.commands` imports rclpy inside its functions and
-:mod:`erobs_bt.ros.snapshots` not at all, so the ``erobs-bt`` command starts fast when no ROS
-verb runs. The latched topics' QoS is :func:`erobs_bt.ros.qos.latched_qos`, the one profile.
+rclpy is imported at module level only by :mod:`erobs_bt.ros.node`,
+:mod:`erobs_bt.ros.client` and :mod:`erobs_bt.ros.convert` (docs/design.md §1: the engine never
+imports it); :mod:`erobs_bt.ros.commands` imports them inside its functions and
+:mod:`erobs_bt.ros.snapshots` not at all, so the ``erobs-bt`` command starts fast when no
+ROS verb runs.
 
 Safe by default (docs/design.md §4): every process that joins ROS through this package calls
 :func:`ensure_localhost_discovery` before ``rclpy.init()``, so a node is not discoverable

@@ -5,7 +5,8 @@
 #   make setup   system packages, .venv, pinned requirements, ROS interfaces, erobs_bt (-e)
 #   make test    setup, then pytest                         PYTEST_ARGS="-k cache -x" to narrow
 #   make run     setup, then run SCRIPT with POSES on the simulated cell (--auto-resume)
-#   make lint    ruff (check + format --check) and mypy
+#   make lint    ruff (check + format --check), mypy and lint-imports (the layers, pyproject.toml)
+#   make lint-imports-pending   the import contracts that wait for the motion stack (.ci/)
 #   make bench   setup, then bench/run_all.py
 #   make clean   remove build trees and caches (keeps .venv);  make distclean  also .venv
 
@@ -22,7 +23,7 @@ LINT_PATHS ?= erobs_bt test bench setup.py
 
 ENV := scripts/env.sh
 
-.PHONY: help setup test run lint bench clean distclean
+.PHONY: help setup test run lint lint-imports-pending bench clean distclean
 
 help:
 	@sed -n 's/^#   make /  make /p' Makefile
@@ -45,6 +46,12 @@ lint: setup
 	$(VENV)/bin/ruff check $(LINT_PATHS)
 	$(VENV)/bin/ruff format --check $(LINT_PATHS)
 	$(VENV)/bin/mypy erobs_bt
+	$(VENV)/bin/lint-imports --no-logo
+
+# The import contracts that wait for the motion stack (.ci/import-contracts-pending.toml says when
+# they move into pyproject.toml); not part of `make lint` until then.
+lint-imports-pending: setup
+	$(VENV)/bin/lint-imports --no-logo .ci/import-contracts-pending.toml
 
 bench: setup
 	@if [ -f bench/run_all.py ]; then \
@@ -54,7 +61,7 @@ bench: setup
 	fi
 
 clean:
-	rm -rf interfaces/*/build build *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf interfaces/*/build build *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis .import_linter_cache
 	find erobs_bt test bench -name __pycache__ -type d -prune -exec rm -rf {} +
 
 distclean: clean

@@ -304,14 +304,10 @@ class ErobsRobot(Device):
     # -- the node going away ----------------------------------------------------------------
     def _watch_node(self) -> None:
         """Fail a running goal when the node's latched state publisher disappears."""
-        from erobs_bt_interfaces.msg import ExecutionState
-        from rclpy.event_handler import SubscriptionEventCallbacks
 
-        from erobs_bt.ros.client import latched_qos
-
-        def matched(info: Any) -> None:
+        def matched(count: int) -> None:
             goal = self._goal
-            if info.current_count == 0 and goal is not None and not goal.status.done:
+            if count == 0 and goal is not None and not goal.status.done:
                 self._fail(
                     goal,
                     NodeUnavailable(
@@ -321,13 +317,7 @@ class ErobsRobot(Device):
                     status="NODE_LOST",
                 )
 
-        self._client.node.create_subscription(
-            ExecutionState,
-            self._client.names["execution_state"],
-            lambda _message: None,
-            latched_qos(),
-            event_callbacks=SubscriptionEventCallbacks(matched=matched),
-        )
+        self._client.follow_presence(matched)
 
     # -- RunEngine hooks -------------------------------------------------------------------
     def stop(self, *, success: bool = False) -> None:

@@ -23,7 +23,7 @@ Start-up: ``validate`` is what editors and pre-commit hooks call, so it imports 
 parser and click (its report and its rejection lines are printed with click, not rich, which
 alone costs about a fifth of its start-up); ``run`` imports rich, the engine and the
 simulated cell, and opens its MCAP bag only once the arm moves
-(:class:`~erobs_bt.viz.mcap_deferred.DeferredRecorder`). The ROS and viewer verbs' modules
+(:class:`~erobs_bt.ros.mcap_deferred.DeferredRecorder`). The ROS and viewer verbs' modules
 are imported only when one of them runs or the verbs are listed (:class:`_Verbs`).
 """
 
@@ -35,125 +35,33 @@ import os
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from erobs_bt.backends.factory import BACKEND_KINDS
-from erobs_bt.plan import (
-    GoalPlan,
-    NotPreviewableError,
-    ScriptParser,
-    describe_pose_registry,
-    plan_goal,
-    pose_registry_file,
+from erobs_bt.commandline import (
+    EXIT_FAILED,
+    EXIT_INVALID,
+    POSES_HELP,
+    ConfigurationError,
+    echo_labelled,
+    fail_configuration,
+    fail_invalid,
+    is_the_program,
+    load_plan,
+    print_configuration_error,
+    print_invalid,
+    print_warnings,
+    use_color,
 )
+from erobs_bt.plan import NotPreviewableError, describe_pose_registry, pose_registry_file
 from erobs_bt.script.errors import ScriptError
 
 if TYPE_CHECKING:
     from rich.console import Console
-    from rich.text import Text
 
     from erobs_bt.keyboard import TerminalPauses
-
-EXIT_FAILED = 1
-EXIT_INVALID = 2
-
-
-def load_plan(
-    path: Path,
-    *,
-    poses: Path | None,
-    cell: Path | None = None,
-    enable_batching: bool = True,
-    preview: bool = False,
-) -> GoalPlan:
-    """Read a script file and make its goal plan with the cell's parser.
-
-    Args:
-        path: the script (read as bytes: UTF-8, a byte-order mark is ignored).
-        poses: the pose registry, or ``None`` for the cell's default
-            (:func:`~erobs_bt.plan.pose_registry_file`).
-        cell: the cell configuration (``None``: the packaged ``config/cell.yaml``).
-        enable_batching: group consecutive moveto/end_effector steps.
-        preview: refuse a script that cannot be previewed.
-
-    Raises:
-        ConfigurationError: the cell, the registry or the vision targets are invalid, or a
-            configuration file cannot be read.
-        ScriptError: the script is invalid (message names the path).
-        NotPreviewableError: ``preview`` and the script has steps other than
-            moveto/end_effector.
-        OSError: the script cannot be read.
-    """
-    parser = load_parser(cell=cell, poses=poses)
-    return plan_goal(path.read_bytes(), parser=parser, enable_batching=enable_batching, preview=preview)
-
-
-class ConfigurationError(Exception):
-    """A configuration file (cell, pose registry, vision targets) is invalid or unreadable."""
-
-
-def load_parser(*, cell: Path | None, poses: Path | None) -> ScriptParser:
-    """The parser for the ``--cell`` and ``--poses`` files (no ``--poses``: the cell's default
-    registry, :func:`~erobs_bt.plan.pose_registry_file`).
-
-    Raises:
-        ConfigurationError: with the file and key of the problem.
-    """
-    try:
-        return ScriptParser.from_files(cell=cell, poses=pose_registry_file(cell, poses))
-    except (ScriptError, OSError) as exc:
-        raise ConfigurationError(str(exc)) from None
-
-
-def labelled(label: str, text: str) -> Text:
-    """``<label> <text>`` for a rich console, with the label in bold red and ``text``
-    verbatim (no rich markup or emoji codes are read from it: messages quote what the user
-    wrote)."""
-    from rich.text import Text
-
-    return Text.assemble((label, "bold red"), " ", text)
-
-
-def _color() -> bool | None:
-    """click's ``color`` argument: never with ``NO_COLOR`` set (https://no-color.org, as rich
-    does), else on a terminal only (click's default)."""
-    return False if os.environ.get("NO_COLOR") else None
-
-
-def _echo_labelled(label: str, text: str, *, err: bool, fg: str) -> None:
-    """``<label> <text>`` with the label in bold ``fg`` on a terminal, ``text`` verbatim."""
-    click.echo(f"{click.style(label, fg=fg, bold=True)} {text}", err=err, color=_color())
-
-
-def print_invalid(script: Path, error: Exception) -> None:
-    """``invalid <script>: <error>`` on stderr: the one rejection line of every verb."""
-    _echo_labelled("invalid", f"{script}: {error}", err=True, fg="red")
-
-
-def print_configuration_error(error: Exception) -> None:
-    """``configuration error: <error>`` on stderr."""
-    _echo_labelled("configuration error:", str(error), err=True, fg="red")
-
-
-def print_warnings(plan: GoalPlan) -> None:
-    """``warning <text>`` on stderr for each of the script's warnings (valid, but a pose
-    that looks like radians…)."""
-    for warning in plan.script.warnings:
-        _echo_labelled("warning", warning, err=True, fg="yellow")
-
-
-def fail_invalid(script: Path, error: Exception) -> NoReturn:
-    """Print ``invalid <script>: <error>`` on stderr and exit 2."""
-    print_invalid(script, error)
-    sys.exit(EXIT_INVALID)
-
-
-def fail_configuration(error: Exception) -> NoReturn:
-    """Print ``configuration error: <error>`` on stderr and exit 2."""
-    print_configuration_error(error)
-    sys.exit(EXIT_INVALID)
 
 
 def _count(n: int, noun: str) -> str:
@@ -210,12 +118,6 @@ LAZY_VERB_MODULES: tuple[str, ...] = (
     "erobs_bt.madsci.commands",
 )
 
-
-#: ``--poses``'s help, for every verb that reads a script.
-POSES_HELP = (
-    "Pose registry YAML (degrees). Default: the packaged config/poses.yaml with the packaged "
-    "cell, the poses.yaml beside a --cell file."
-)
 
 #: ``--cell``'s help, for every verb that reads a cell.
 CELL_HELP = (
@@ -302,7 +204,7 @@ def _interruptible() -> None:
     import signal
     import threading
 
-    if threading.current_thread() is not threading.main_thread() or not _is_the_program():
+    if threading.current_thread() is not threading.main_thread() or not is_the_program():
         return
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -351,7 +253,7 @@ def validate(script: Path, poses: Path | None, cell: Path | None, no_batching: b
             )
         )
         return
-    _echo_labelled(
+    echo_labelled(
         "valid",
         f"{script}: {_count(report['tasks'], 'task')} → {_count(report['total_steps'], 'step')}, "
         f"{_count(len(plan.units), 'unit')} (batching {'off' if no_batching else 'on'})",
@@ -371,7 +273,7 @@ def validate(script: Path, poses: Path | None, cell: Path | None, no_batching: b
         f"key sha256:     {report['key_sha256']}",
         describe_pose_registry(cell, poses),
     ]
-    click.echo("\n".join(lines), color=_color())
+    click.echo("\n".join(lines), color=use_color())
 
 
 @main.command()
@@ -676,7 +578,7 @@ def _run_goals(
         run_log.close()
         console.print(f"run log: {log_path}  (erobs-bt log {log_path})", highlight=False)
         if bag is not None and bag.close() is not None:
-            from erobs_bt.viz.mcap_record import how_to_open
+            from erobs_bt.viz.bag import how_to_open
 
             console.print(f"ROS 2 bag: {bag.path}  ({how_to_open(bag.path)})", highlight=False)
 
@@ -704,17 +606,9 @@ def _collector_paused() -> Iterator[None]:
     try:
         yield
     finally:
-        if _is_the_program():
+        if is_the_program():
             gc.freeze()
         gc.enable()
-
-
-def _is_the_program() -> bool:
-    """True when this process was started as ``erobs-bt``, ``python -m erobs_bt`` or
-    ``python -m erobs_bt.cli``."""
-    entry = Path(sys.argv[0]) if sys.argv and sys.argv[0] else Path()
-    as_module = entry.name in ("__main__.py", "cli.py") and entry.parent.name == "erobs_bt"
-    return entry.name == "erobs-bt" or as_module
 
 
 def delivered_speed(backend: Any, asked: float) -> str | None:
@@ -741,9 +635,9 @@ def delivered_speed(backend: Any, asked: float) -> str | None:
 
 def _start_bag(engine: Any, path: Path | None, log_path: Path, errors: Console) -> Any:
     """Record the run to ``path`` (default: beside the run log) as an MCAP bag opened when
-    the arm first moves (:class:`~erobs_bt.viz.mcap_deferred.DeferredRecorder`); a warning
+    the arm first moves (:class:`~erobs_bt.ros.mcap_deferred.DeferredRecorder`); a warning
     when it cannot be opened."""
-    from erobs_bt.viz.mcap_deferred import DeferredRecorder
+    from erobs_bt.ros.mcap_deferred import DeferredRecorder
 
     def warn(reason: str) -> None:
         errors.print(f"[yellow]not recording the MCAP bag[/]: {reason}", highlight=False)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 
 from erobs_bt.orchestrator import OrchestratorListener, Result, State
-from erobs_bt.terminal import make_console
+from erobs_bt.terminal import make_console, state_style
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -68,7 +68,7 @@ class ConsoleProgress(OrchestratorListener):
     def state_changed(self, state: State, message: str) -> None:
         self.state = state
         if state in (State.PAUSED, State.COMPLETING_TASK, State.CANCELING, State.FAULTED):
-            style = "red" if state is State.FAULTED else "yellow"
+            style = state_style(state.value)
             self.console.print(f"  [{style}]{state.value}[/] {message}", highlight=False)
 
     def event(self, goal_id: str, record: Mapping[str, Any]) -> None:

@@ -10,6 +10,25 @@ from typing import Any
 
 from rich.console import Console
 
+#: The rich style of each execution state (:class:`erobs_bt.goal.State` values, the
+#: ``ExecutionState.state`` strings) wherever a terminal shows one: ``erobs-bt run``'s
+#: progress, ``erobs-bt state``, ``erobs-bt watch``. One table, so a state looks the same in
+#: each; an unknown state has no style (:func:`state_style`).
+STATE_STYLES: dict[str, str] = {
+    "IDLE": "green",
+    "RUNNING": "bold blue",
+    "COMPLETING_TASK": "yellow",
+    "PAUSED": "bold yellow",
+    "CANCELING": "yellow",
+    "FAULTED": "bold red",
+}
+
+
+def state_style(state: str) -> str:
+    """The rich style of the execution state named ``state`` (:data:`STATE_STYLES`; ``""``
+    for a name it does not know)."""
+    return STATE_STYLES.get(state, "")
+
 
 def make_console(*, stderr: bool = False, closed_note: str | None = None) -> Console:
     """A rich console for the CLI.

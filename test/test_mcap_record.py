@@ -18,14 +18,14 @@ from ros_fixtures import idle_after_goal
 
 from erobs_bt.backends.scripted import Outcome, ScriptedBackend
 from erobs_bt.cli import main
-from erobs_bt.script.model import JOINT_NAMES
-from erobs_bt.viz.mcap_record import (
+from erobs_bt.ros.mcap_record import (
     TOPIC_TYPES,
     McapRecorder,
     message_definition,
     read_recording,
     topic_names,
 )
+from erobs_bt.script.model import JOINT_NAMES
 from erobs_bt.viz.runlog import read_run_log
 
 from helpers import SUCK, make_orchestrator, move, script_json, vacuum, wait_for

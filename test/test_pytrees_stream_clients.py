@@ -325,7 +325,7 @@ def test_state_and_watch_once_show_the_paused_tree_and_then_the_final_one(client
     from rich.console import Console
 
     from erobs_bt.ros import commands
-    from erobs_bt.viz.watch import watch_ros
+    from erobs_bt.ros.watch import watch_ros
 
     def last_snapshot() -> str:
         shown = CliRunner().invoke(commands.state, ["--node", NODE, "--timeout", "20"], terminal_width=400)

@@ -19,9 +19,9 @@ from click.testing import CliRunner
 
 from erobs_bt.cli import main
 from erobs_bt.goal import OrchestratorListener
+from erobs_bt.ros.mcap_deferred import DeferredRecorder
+from erobs_bt.ros.mcap_record import read_recording
 from erobs_bt.session import EngineConfig, build_engine
-from erobs_bt.viz.mcap_deferred import DeferredRecorder
-from erobs_bt.viz.mcap_record import read_recording
 
 #: Modules ``validate`` has no use for: the engine's numerics, the collision model, the tree,
 #: the terminal library, ROS, the bag writer.

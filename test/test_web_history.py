@@ -27,8 +27,9 @@ from erobs_bt.backends.scripted import Outcome, ScriptedBackend
 from erobs_bt.cli import main
 from erobs_bt.orchestrator import ListenerGroup
 from erobs_bt.script.model import JOINT_NAMES
-from erobs_bt.viz.history import RunIndex, history_app
+from erobs_bt.viz.history import RunIndex
 from erobs_bt.viz.runlog import REPLAY_EVENTS, RunLogWriter, read_run_log
+from erobs_bt.viz.web import history_app
 from erobs_bt.world.kinematics import fk, quat_matrix
 
 from browser import needs_chromium

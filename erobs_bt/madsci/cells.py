@@ -244,10 +244,7 @@ class RosCell(Cell):
         client_name: str | None = None,
     ) -> None:
         super().__init__()
-        from erobs_bt_interfaces.msg import ExecutionState
-        from rclpy.event_handler import SubscriptionEventCallbacks
-
-        from erobs_bt.ros.client import ErobsBtClient, latched_qos
+        from erobs_bt.ros.client import ErobsBtClient
 
         self.name = "/" + node.strip("/")
         self.timeout = timeout
@@ -259,18 +256,12 @@ class RosCell(Cell):
         self._losses = 0  # how often the node went away (a running goal compares it)
         self._active: _Track | None = None  # the goal whose feedback the view follows
         # Presence: the node's latched state publisher matched or unmatched (as ErobsRobot does).
-        self._client.node.create_subscription(
-            ExecutionState,
-            self._client.names["execution_state"],
-            lambda _message: self._changed(),
-            latched_qos(),
-            event_callbacks=SubscriptionEventCallbacks(matched=self._on_matched),
-        )
+        self._client.follow_presence(self._on_matched, on_state=lambda _message: self._changed())
 
     # -- what the node reports (client spin thread) --------------------------------------
-    def _on_matched(self, info: Any) -> None:
+    def _on_matched(self, count: int) -> None:
         with self._lock:
-            present = info.current_count > 0
+            present = count > 0
             if self._present and not present:
                 self._losses += 1
             self._present = present
@@ -401,7 +392,7 @@ class RosCell(Cell):
         and the ``.mcap`` beside it, erobs_bt.ros.runlogs), when both exist."""
         if self.run_log_dir is None or not goal_id:
             return None, None
-        from erobs_bt.viz.mcap_record import mcap_path_for
+        from erobs_bt.viz.bag import mcap_path_for
 
         logs = sorted(self.run_log_dir.glob(f"*_{goal_id}_*.jsonl"))
         if not logs:

@@ -29,7 +29,6 @@ from rclpy.callback_groups import CallbackGroup, MutuallyExclusiveCallbackGroup
 from rclpy.duration import Duration
 from rclpy.event_handler import PublisherEventCallbacks
 from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.timer import Timer
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
@@ -40,22 +39,12 @@ from erobs_bt.orchestrator import Feedback, Orchestrator, OrchestratorListener, 
 from erobs_bt.ros import convert
 from erobs_bt.ros.nodelog import NodeLog
 from erobs_bt.ros.params import SNAPSHOT_DEPTH, NodeSettings
+from erobs_bt.ros.qos import latched_qos
 from erobs_bt.ros.runlogs import NodeRunLogs
 from erobs_bt.ros.snapshots import SnapshotThrottle, TreeState
 from erobs_bt.script.model import JOINT_NAMES
 
-__all__ = ["PublisherBridge", "latched"]
-
-
-def latched(depth: int = 1) -> QoSProfile:
-    """The latched profile of the node's state topics: reliable, transient local, the last
-    ``depth`` messages kept for a subscriber that joins later."""
-    return QoSProfile(
-        depth=depth,
-        history=HistoryPolicy.KEEP_LAST,
-        reliability=ReliabilityPolicy.RELIABLE,
-        durability=DurabilityPolicy.TRANSIENT_LOCAL,
-    )
+__all__ = ["PublisherBridge"]
 
 
 class PublisherBridge(OrchestratorListener):
@@ -105,17 +94,19 @@ class PublisherBridge(OrchestratorListener):
 
         native = settings.native_api
         self._state_pub = (
-            node.create_publisher(ExecutionState, "~/execution_state", latched()) if native else None
+            node.create_publisher(ExecutionState, "~/execution_state", latched_qos()) if native else None
         )
-        self._gripper_pub = node.create_publisher(String, "~/current_gripper", latched()) if native else None
+        self._gripper_pub = (
+            node.create_publisher(String, "~/current_gripper", latched_qos()) if native else None
+        )
         self._preview_pub = (
-            node.create_publisher(JointTrajectory, "~/preview_trajectory", latched()) if native else None
+            node.create_publisher(JointTrajectory, "~/preview_trajectory", latched_qos()) if native else None
         )
         self._joint_pub = node.create_publisher(JointState, "joint_states", 10)
         self._snapshot_pub = node.create_publisher(
             TreeSnapshot,
             "~/tree_snapshot",
-            latched(SNAPSHOT_DEPTH),
+            latched_qos(SNAPSHOT_DEPTH),
             event_callbacks=PublisherEventCallbacks(matched=self._snapshot_subscriber_matched),
         )
         self._snapshot_serializer = convert.SnapshotSerializer()

@@ -53,7 +53,7 @@ from rclpy.action import ActionClient
 from rclpy.event_handler import SubscriptionEventCallbacks
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.qos import QoSProfile
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
@@ -61,6 +61,7 @@ from trajectory_msgs.msg import JointTrajectory
 
 from erobs_bt.ros.domain import init_context
 from erobs_bt.ros.params import ENDPOINTS, FEEDBACK_DEPTH, SNAPSHOT_DEPTH
+from erobs_bt.ros.qos import latched_qos
 from erobs_bt.ros.snapshots import SnapshotAssembler, TreeState
 
 _LOG = logging.getLogger(__name__)
@@ -149,16 +150,6 @@ def unreachable(what: str, timeout: float, domain_id: int | None = None) -> Node
         f"{what} not available within {timeout:g} s: is the node running, under this name, in "
         f"ROS_DOMAIN_ID={domain} with discovery range {scope}? (set ROS_DOMAIN_ID and "
         "ROS_AUTOMATIC_DISCOVERY_RANGE as the node's shell has them; `erobs-bt serve` prints both)"
-    )
-
-
-def latched_qos(depth: int = 1) -> QoSProfile:
-    """Reliable, transient-local QoS: receives the last message a latched publisher sent."""
-    return QoSProfile(
-        depth=depth,
-        history=HistoryPolicy.KEEP_LAST,
-        reliability=ReliabilityPolicy.RELIABLE,
-        durability=DurabilityPolicy.TRANSIENT_LOCAL,
     )
 
 
@@ -624,6 +615,27 @@ class ErobsBtClient:
             The message, or ``None`` on timeout.
         """
         return self.states.wait_for(lambda m: m.state == state, timeout, since=since)
+
+    def follow_presence(
+        self, matched: Callable[[int], None], *, on_state: Callable[[Any], None] | None = None
+    ) -> None:
+        """Follow whether the node is there: its latched ``~/execution_state`` publisher
+        matching this client or going away (ErobsRobot's rule for a node that died).
+
+        A subscription of its own, so the callbacks run on the client's spin thread.
+
+        Args:
+            matched: called with the number of matched publishers (0: the node went away)
+                each time it changes.
+            on_state: called with each ``ExecutionState`` message, if given.
+        """
+        self.node.create_subscription(
+            ExecutionState,
+            self.names["execution_state"],
+            on_state if on_state is not None else (lambda _message: None),
+            latched_qos(),
+            event_callbacks=SubscriptionEventCallbacks(matched=lambda info: matched(int(info.current_count))),
+        )
 
 
 #: Clients not closed yet, closed by :func:`_close_at_exit` (weak: a closed or collected

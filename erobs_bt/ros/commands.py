@@ -14,6 +14,8 @@
   status CANCELED at the next unit boundary (at once while paused). A goal that has
   already finished is not listed in the answer: "nothing cancelled", exit 1.
 * ``state`` — print the latched execution state, gripper and last tree snapshot.
+* ``watch`` — draw the node's tree in the terminal as it runs (:mod:`erobs_bt.ros.watch`), or
+  a live web view's (``--url``: no ROS).
 * ``sim-hardware`` — run the simulated cell as a hardware node behind ros2_control's
   interfaces (:mod:`erobs_bt.ros.sim_hardware`), for the ``ros2_control`` backend.
 * ``sim-move-group`` — run the simulated cell behind move_group's interfaces
@@ -40,12 +42,13 @@ from typing import TYPE_CHECKING, Any
 
 import click
 from rich.table import Table
+from rich.text import Text
 
 if TYPE_CHECKING:
     from erobs_bt.ros.client import ErobsBtClient
     from erobs_bt.ros.node import ErobsBtNode
 
-from erobs_bt.cli import EXIT_FAILED, EXIT_INVALID
+from erobs_bt.commandline import EXIT_FAILED, EXIT_INVALID
 
 #: No node answered (distinct from a failed goal and from an invalid script).
 EXIT_UNREACHABLE = 3
@@ -277,9 +280,9 @@ class _LateSignals:
         program and the node has served, ignore the signals until the process has exited."""
         import signal
 
-        from erobs_bt.cli import _is_the_program
+        from erobs_bt.commandline import is_the_program
 
-        exiting = self.serving and _is_the_program()
+        exiting = self.serving and is_the_program()
         for number, handler in self._previous.items():
             signal.signal(number, signal.SIG_IGN if exiting else handler)
 
@@ -466,8 +469,9 @@ def state(node: str, timeout: float) -> None:
         tree = client.trees.wait_for(lambda t: shows_state(t, message), 2.0)
         tree = tree if tree is not None else client.trees.latest()
     table = Table(title=f"{node}", show_header=False)
-    colour = {"FAULTED": "red", "IDLE": "green"}.get(message.state, "yellow")
-    table.add_row("state", f"[{colour}]{message.state}[/]")
+    from erobs_bt.terminal import state_style
+
+    table.add_row("state", Text(message.state, style=state_style(message.state)))
     table.add_row("message", message.message)
     table.add_row("goal", message.goal_id or "none yet")
     if message.unit_index:
@@ -476,6 +480,34 @@ def state(node: str, timeout: float) -> None:
     table.add_row("gripper", gripper if gripper is not None else "?")
     table.add_row("last snapshot", tree.summary() if tree is not None else "none")
     console.print(table)
+
+
+@click.command()
+@click.option("--url", help="Watch a live web view (erobs-bt run --view) instead of the ROS node.")
+@click.option("--node", default="/erobs_bt", show_default=True, help="The erobs_bt node to watch over ROS.")
+@click.option(
+    "--token",
+    envvar="EROBS_BT_TOKEN",
+    help="With --url: the view's access token (printed by `run --view --host ...`; or in the URL "
+    "as ?token=, or $EROBS_BT_TOKEN).",
+)
+@click.option("--once", is_flag=True, help="Print one picture and exit.")
+@click.option("--timeout", default=10.0, show_default=True, help="With --once over ROS: seconds to wait [s].")
+def watch(url: str | None, node: str, token: str | None, once: bool, timeout: float) -> None:
+    """Watch a running tree in the terminal (ROS ~/tree_snapshot, or a live view's URL)."""
+
+    from erobs_bt.ros.watch import watch_ros
+    from erobs_bt.viz.watch import watch_url
+
+    console = _console()
+    try:
+        if url:
+            code = watch_url(url, console=console, once=once, token=token)
+        else:
+            code = watch_ros(node, console=console, once=once, timeout=timeout)
+    except KeyboardInterrupt:
+        code = 0
+    sys.exit(code)
 
 
 #: The ROS verbs, for ``main.add_command`` in :mod:`erobs_bt.cli`.
@@ -525,6 +557,7 @@ COMMANDS: tuple[click.Command, ...] = (
     reset_fault,
     clear_cache,
     state,
+    watch,
     sim_hardware,
     sim_move_group,
 )

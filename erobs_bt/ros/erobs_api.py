@@ -56,13 +56,14 @@ from typing import Any
 from beambot_interfaces.action import MTCExecution
 from rclpy.callback_groups import CallbackGroup, MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.qos import QoSProfile, ReliabilityPolicy
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
 from erobs_bt.backends.base import Solution
 from erobs_bt.orchestrator import Feedback, Orchestrator, Reply, Result, State
 from erobs_bt.ros import convert
+from erobs_bt.ros.qos import latched_qos as _latched
 from erobs_bt.world.tools import EPICK_STATUS_RATE
 
 #: Name of the EROBS action (relative: the node's namespace applies).
@@ -81,15 +82,6 @@ try:  # moveit_msgs comes from a ROS installation or from interfaces/moveit_msgs
 except ImportError:  # pragma: no cover - depends on the installation
     DisplayTrajectory = None
     RobotTrajectory = None
-
-
-def _latched() -> QoSProfile:
-    return QoSProfile(
-        depth=1,
-        history=HistoryPolicy.KEEP_LAST,
-        reliability=ReliabilityPolicy.RELIABLE,
-        durability=DurabilityPolicy.TRANSIENT_LOCAL,
-    )
 
 
 def feedback_to_msg(feedback: Feedback) -> MTCExecution.Feedback:

@@ -75,11 +75,11 @@ from rclpy.callback_groups import CallbackGroup
 from rclpy.event_handler import PublisherEventCallbacks
 from rclpy.expand_topic_name import expand_topic_name
 from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.time import Time
 from unique_identifier_msgs.msg import UUID
 
 from erobs_bt.goal import TickTimes
+from erobs_bt.ros.qos import latched_qos
 from erobs_bt.ros.snapshots import BehaviourState, TreeTracker
 from erobs_bt.tree.compile import collector_paused
 from erobs_bt.viz.render import drawable_name
@@ -91,16 +91,6 @@ _STATUS = {"INVALID": 1, "RUNNING": 2, "SUCCESS": 3, "FAILURE": 4}
 _ZERO = UUID()
 _BIG_PICTURE = int(BehaviourMsg.BLACKBOX_LEVEL_BIG_PICTURE)
 _NOT_A_BLACKBOX = int(BehaviourMsg.BLACKBOX_LEVEL_NOT_A_BLACKBOX)
-
-
-def latched() -> QoSProfile:
-    """py_trees_ros's "latched" QoS: reliable, transient local, keep last 1."""
-    return QoSProfile(
-        depth=1,
-        history=HistoryPolicy.KEEP_LAST,
-        reliability=ReliabilityPolicy.RELIABLE,
-        durability=DurabilityPolicy.TRANSIENT_LOCAL,
-    )
 
 
 @dataclass
@@ -400,7 +390,7 @@ class SnapshotStreams:
             publisher = self.node.create_publisher(
                 BehaviourTree,
                 topic,
-                latched(),
+                latched_qos(),
                 event_callbacks=PublisherEventCallbacks(use_default_callbacks=False),
             )
             stream = self._streams[topic] = _Stream(topic, publisher, parameters)

@@ -77,7 +77,6 @@ from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.action.server import ServerGoalHandle
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 from ur_msgs.srv import SetIO
@@ -95,6 +94,7 @@ from erobs_bt.backends.ros2_control import (
 from erobs_bt.backends.sim.controller import SimController
 from erobs_bt.backends.sim.faults import FAULT_INTERFACES, FaultInjector, FaultSpec, fault_value
 from erobs_bt.backends.sim.faults import parse_faults as parse_faults_of
+from erobs_bt.ros.qos import latched_qos as _latched
 from erobs_bt.script.model import JOINT_NAMES
 from erobs_bt.validation import ConfigError, read_yaml, safe_load_yaml
 from erobs_bt.world.cell import CellConfig, load_cell
@@ -150,15 +150,6 @@ def parse_faults(text: str, *, source: str = "--faults") -> tuple[FaultSpec, ...
             raise ConfigError(source, f"invalid YAML: {exc}") from exc
     value = fault_value(document, source=file, key=source)
     return parse_faults_of(value, source=file, key="faults" if file else source, targets=FAULT_INTERFACES)
-
-
-def _latched(depth: int) -> QoSProfile:
-    return QoSProfile(
-        depth=depth,
-        history=HistoryPolicy.KEEP_LAST,
-        reliability=ReliabilityPolicy.RELIABLE,
-        durability=DurabilityPolicy.TRANSIENT_LOCAL,
-    )
 
 
 def _seconds(duration: Any) -> float:

@@ -122,7 +122,6 @@ from erobs_bt.backends.base import ArmSegment, ErrorCode, MotionError, Trajector
 from erobs_bt.backends.sim.controller import SimController
 from erobs_bt.backends.sim.faults import FaultInjector, FaultSpec, parse_fault_section
 from erobs_bt.planning.planner import MotionPlanner, PlannerConfig
-from erobs_bt.ros.client import latched_qos
 from erobs_bt.ros.planning_scene import (
     PLANNING_FRAME,
     SceneError,
@@ -135,6 +134,7 @@ from erobs_bt.ros.planning_scene import (
     tool_shapes_from_attached,
     world_object,
 )
+from erobs_bt.ros.qos import latched_qos
 from erobs_bt.script._values import safe_load_yaml
 from erobs_bt.script.model import JOINT_NAMES, Constraints, JointConstraint, OrientationConstraint
 from erobs_bt.world import kinematics

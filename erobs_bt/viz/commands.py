@@ -1,4 +1,5 @@
-"""The ``erobs-bt`` verbs for seeing a tree: ``render``, ``export``, ``log``, ``watch``.
+"""The ``erobs-bt`` verbs for seeing a tree: ``render``, ``export``, ``log`` (``watch``, whose
+source is the node's topics by default, is a verb of :mod:`erobs_bt.ros.commands`).
 
 :data:`COMMANDS` is what :mod:`erobs_bt.cli` adds to its group. This module imports
 only click at import time; each command imports what it needs when it runs, so
@@ -15,10 +16,7 @@ from typing import Any, NoReturn
 
 import click
 
-from erobs_bt.cli import POSES_HELP
-
-EXIT_FAILED = 1
-EXIT_INVALID = 2
+from erobs_bt.commandline import EXIT_FAILED, EXIT_INVALID, POSES_HELP
 
 _SCRIPT = click.argument("script", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 _POSES = click.option(
@@ -38,7 +36,7 @@ _PREVIEW = click.option(
 
 
 def _fail(message: str, code: int) -> NoReturn:
-    from erobs_bt.cli import labelled
+    from erobs_bt.commandline import labelled
 
     _console(stderr=True).print(labelled("error", message), highlight=False, soft_wrap=True)
     sys.exit(code)
@@ -46,7 +44,7 @@ def _fail(message: str, code: int) -> NoReturn:
 
 def _compile(script: Path, poses: Path | None, cell: Path | None, no_batching: bool, preview: bool) -> Any:
     """Make the goal plan of ``script`` and compile it for display; exits 2 on an invalid script."""
-    from erobs_bt.cli import ConfigurationError, fail_configuration, fail_invalid, load_plan
+    from erobs_bt.commandline import ConfigurationError, fail_configuration, fail_invalid, load_plan
     from erobs_bt.plan import NotPreviewableError
     from erobs_bt.script.errors import ScriptError
     from erobs_bt.tree.context import Mode
@@ -248,7 +246,7 @@ def log_command(file: Path, goal_id: str | None, view: bool, view_port: int) -> 
     console.print(timeline(records, goal_id=goal_id))
     if not view:
         return
-    from erobs_bt.viz.history import serve_log
+    from erobs_bt.viz.web import serve_log
 
     def ready(url: str) -> None:
         if goal_id:
@@ -264,7 +262,7 @@ def log_command(file: Path, goal_id: str | None, view: bool, view_port: int) -> 
 
 
 def _is_bag(file: Path) -> bool:
-    from erobs_bt.viz.mcap_record import is_mcap
+    from erobs_bt.viz.bag import is_mcap
 
     try:
         return is_mcap(file)
@@ -277,7 +275,7 @@ def _show_bag(bag: Path, console: Any) -> Path:
     beside it (exits 2 when there is none: the timeline and the replay read the run log)."""
     from rich.table import Table
 
-    from erobs_bt.viz.mcap_record import bag_summary, how_to_open, run_log_for
+    from erobs_bt.viz.bag import bag_summary, how_to_open, run_log_for
 
     try:
         topics, duration = bag_summary(bag)
@@ -296,32 +294,5 @@ def _show_bag(bag: Path, console: Any) -> Path:
     return log
 
 
-@click.command()
-@click.option("--url", help="Watch a live web view (erobs-bt run --view) instead of the ROS node.")
-@click.option("--node", default="/erobs_bt", show_default=True, help="The erobs_bt node to watch over ROS.")
-@click.option(
-    "--token",
-    envvar="EROBS_BT_TOKEN",
-    help="With --url: the view's access token (printed by `run --view --host ...`; or in the URL "
-    "as ?token=, or $EROBS_BT_TOKEN).",
-)
-@click.option("--once", is_flag=True, help="Print one picture and exit.")
-@click.option("--timeout", default=10.0, show_default=True, help="With --once over ROS: seconds to wait [s].")
-def watch(url: str | None, node: str, token: str | None, once: bool, timeout: float) -> None:
-    """Watch a running tree in the terminal (ROS ~/tree_snapshot, or a live view's URL)."""
-
-    from erobs_bt.viz.watch import watch_ros, watch_url
-
-    console = _console()
-    try:
-        if url:
-            code = watch_url(url, console=console, once=once, token=token)
-        else:
-            code = watch_ros(node, console=console, once=once, timeout=timeout)
-    except KeyboardInterrupt:
-        code = 0
-    sys.exit(code)
-
-
 #: The commands :mod:`erobs_bt.cli` registers (``main.add_command`` for each).
-COMMANDS: list[click.Command] = [render, export, log_command, watch]
+COMMANDS: list[click.Command] = [render, export, log_command]

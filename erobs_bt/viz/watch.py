@@ -2,10 +2,9 @@
 
 Two sources, one picture (:func:`erobs_bt.viz.model.fold_tree`), drawn with rich:
 
-* ROS (:func:`watch_ros`): subscribes to the node's latched ``~/tree_snapshot``
-  (``erobs_bt_interfaces/msg/TreeSnapshot``) and ``~/execution_state`` topics. rclpy is
-  imported only here, when a ROS watch starts; discovery stays on localhost unless the
-  user chose otherwise (:func:`erobs_bt.ros.ensure_localhost_discovery`).
+* ROS (:func:`erobs_bt.ros.watch.watch_ros`): the node's latched ``~/tree_snapshot`` and
+  ``~/execution_state`` topics, made a picture here by :func:`picture_from_ros` (this module
+  imports nothing of ROS: the subscriptions are in :mod:`erobs_bt.ros.watch`).
 * the live web view (:func:`watch_url`): long-polls its ``/api/state`` JSON, so the
   watcher works without ROS (``erobs-bt run --view`` in one terminal, ``erobs-bt watch
   --url …`` in another).
@@ -15,11 +14,10 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from rich.console import Console, Group, RenderableType
@@ -27,18 +25,11 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
+from erobs_bt.terminal import state_style
 from erobs_bt.viz.model import fold_tree, nest
 
 _ICON = {"RUNNING": "●", "SUCCESS": "✓", "FAILURE": "✗", "INVALID": "·"}
 _STYLE = {"RUNNING": "bold yellow", "SUCCESS": "green", "FAILURE": "bold red", "INVALID": "dim"}
-_STATE_STYLE = {
-    "IDLE": "green",
-    "RUNNING": "bold blue",
-    "COMPLETING_TASK": "yellow",
-    "PAUSED": "bold yellow",
-    "CANCELING": "yellow",
-    "FAULTED": "bold red",
-}
 
 
 def _status_text(status: str, text: str, *, bold: bool = False) -> Text:
@@ -116,7 +107,7 @@ def render_picture(picture: Mapping[str, Any], *, source: str) -> RenderableType
     header.add_column()
     state = str(picture.get("state", ""))
     header.add_row("watching", source)
-    state_text = Text(state or "?", style=_STATE_STYLE.get(state, ""))
+    state_text = Text(state or "?", style=state_style(state))
     if picture.get("state_message"):
         state_text.append(f"  {picture['state_message']}", style="dim")
     header.add_row("state", state_text)
@@ -301,167 +292,3 @@ def picture_from_ros(snapshot: Any, state: Any | None) -> dict[str, Any]:
         )
         picture["tree"] = fold_tree(root, notes={}) if root is not None else None
     return picture
-
-
-#: [s] how long ``watch --once`` waits for the other latched topic after the first arrived.
-DEFAULT_GRACE = 3.0
-
-
-def _await_latched(
-    latest: dict[str, Any],
-    changed: threading.Condition,
-    stop: threading.Event,
-    *,
-    timeout: float,
-    grace: float,
-) -> tuple[Any, Any]:
-    """Wait for the latched snapshot and state (see :func:`watch_ros`); returns both, either
-    may be ``None``. A snapshot that does not show the state (another goal's, or an older
-    tree of the same goal from the latched history:
-    :func:`erobs_bt.ros.client.shows_state`) is waited past until ``timeout`` (then the
-    newest one is returned). ``latest`` is read only under ``changed``'s lock: ``tree`` is the
-    :class:`~erobs_bt.ros.snapshots.TreeState` of ``snapshot``."""
-    from erobs_bt.ros.client import shows_state
-
-    start = time.monotonic()
-    deadline = start + timeout
-    first_at: float | None = None
-    with changed:
-        while not stop.is_set():
-            snapshot, state = latest["snapshot"], latest["state"]
-            if snapshot is not None and state is not None and shows_state(latest["tree"], state):
-                break
-            now = time.monotonic()
-            if first_at is None and (snapshot is not None or state is not None):
-                first_at = now
-            limit = deadline if first_at is None else min(deadline, first_at + grace)
-            if first_at is not None and (snapshot is None or state is not None):
-                # the snapshot (of the state's goal) is what is drawn: wait for it the full timeout
-                limit = deadline
-            if now >= limit:
-                break
-            changed.wait(min(0.25, limit - now))
-        return latest["snapshot"], latest["state"]
-
-
-def watch_ros(
-    node: str,
-    *,
-    console: Console,
-    once: bool,
-    timeout: float = 10.0,
-    stop: threading.Event | None = None,
-    grace: float = DEFAULT_GRACE,
-) -> int:
-    """Draw the tree snapshots of the ``erobs_bt`` node ``node`` until interrupted.
-
-    With ``once``, both latched topics are awaited: the snapshot (within ``timeout``) and
-    the execution state. The two arrive independently (one subscription each), so drawing
-    on the first would show ``state ?``; after the first of them has arrived, the other is
-    awaited for at most ``grace`` more seconds (never past ``timeout``). A node that has
-    published no state within that time is drawn with ``state ?`` and a note.
-
-    Args:
-        node: the node's fully qualified name (``/erobs_bt``).
-        console: where to draw.
-        once: print the latched snapshot and state (the last ones published) and return.
-        timeout: with ``once``, how long to wait for the snapshot [s].
-        stop: set it to end the watch.
-        grace: [s] with ``once``, the longest wait for the second latched topic.
-
-    Returns:
-        0, or 1 when ``once`` and no snapshot arrived in time.
-    """
-    from erobs_bt_interfaces.msg import ExecutionState, TreeSnapshot
-    from rclpy.executors import SingleThreadedExecutor
-    from rclpy.node import Node
-    from rich.live import Live
-
-    from erobs_bt.ros.client import default_names, latched_qos
-    from erobs_bt.ros.domain import init_context
-
-    names = default_names(node)
-    stop = stop or threading.Event()
-    # The spin thread writes, this thread reads: every access under the condition's lock.
-    changed = threading.Condition()
-    latest: dict[str, Any] = {"snapshot": None, "tree": None, "state": None, "count": 0}
-
-    def keep(key: str) -> Callable[[Any], None]:
-        def callback(message: Any) -> None:
-            with changed:
-                latest[key] = message
-                latest["count"] += 1
-                changed.notify_all()
-
-        return callback
-
-    # ~/tree_snapshot sends a full tree, then deltas: rebuild the full tree from them.
-    from erobs_bt.ros.convert import snapshot_from_msg, snapshot_to_msg
-    from erobs_bt.ros.params import SNAPSHOT_DEPTH
-    from erobs_bt.ros.snapshots import SnapshotAssembler
-
-    assembler = SnapshotAssembler()
-    keep_snapshot = keep("snapshot")
-
-    def on_snapshot(message: Any) -> None:
-        tree = assembler.add(snapshot_from_msg(message))
-        if tree is not None:
-            msg = snapshot_to_msg(tree, with_json=False)
-            with changed:  # an RLock: the tree and its message change together
-                latest["tree"] = tree
-                keep_snapshot(msg)
-
-    context = init_context()
-    ros_node = Node("erobs_bt_watch", context=context, start_parameter_services=False)
-    ros_node.create_subscription(
-        TreeSnapshot, names["tree_snapshot"], on_snapshot, latched_qos(SNAPSHOT_DEPTH)
-    )
-    ros_node.create_subscription(ExecutionState, names["execution_state"], keep("state"), latched_qos())
-    executor = SingleThreadedExecutor(context=context)
-    executor.add_node(ros_node)
-    spinning = threading.Event()
-    spinning.set()
-
-    def spin() -> None:
-        # spin_once in a loop, so the loop (not executor.shutdown) ends the spinning and
-        # no callback is in flight when the executor is shut down.
-        while spinning.is_set() and context.ok():
-            executor.spin_once(timeout_sec=0.1)
-
-    spinner = threading.Thread(target=spin, name="erobs_bt-watch", daemon=True)
-    spinner.start()
-
-    def current() -> dict[str, Any]:
-        with changed:
-            return picture_from_ros(latest["snapshot"], latest["state"])
-
-    try:
-        if once:
-            snapshot, state = _await_latched(latest, changed, stop, timeout=timeout, grace=grace)
-            if snapshot is None:
-                console.print(
-                    f"[bold red]no tree snapshot from {names['tree_snapshot']} within {timeout:g} s[/]"
-                )
-                return 1
-            console.print(render_picture(picture_from_ros(snapshot, state), source=names["tree_snapshot"]))
-            if state is None:
-                console.print(f"[yellow]no execution state from {names['execution_state']} yet[/]")
-            return 0
-        with Live(
-            Text(f"waiting for {names['tree_snapshot']} …"), console=console, refresh_per_second=8
-        ) as live:
-            seen = 0
-            while not stop.is_set():
-                with changed:
-                    if latest["count"] == seen:
-                        changed.wait(0.25)
-                    fresh, seen = latest["count"] != seen, latest["count"]
-                if fresh:
-                    live.update(render_picture(current(), source=names["tree_snapshot"]))
-        return 0
-    finally:
-        spinning.clear()
-        spinner.join(5.0)
-        executor.shutdown()
-        ros_node.destroy_node()
-        context.try_shutdown()

@@ -1333,3 +1333,49 @@ def start_live_view(
     view.url = server.url
     view.base_url = server.base_url
     return view
+
+
+def history_app(index: Any) -> Any:
+    """A Starlette app of the history (of ``index``, a :class:`~erobs_bt.viz.history.RunIndex`)
+    and the 3D view without a live view (``log --view``).
+
+    Built with the console's :func:`build_app`, so the same access check
+    applies (loopback ``Host`` names only, on any port); ``/`` redirects to ``/history``.
+    """
+    from starlette.responses import RedirectResponse
+    from starlette.routing import Route
+
+    from erobs_bt.viz.history import history_routes
+    from erobs_bt.viz.scene import scene_routes
+
+    async def home(request: Any) -> Any:
+        return RedirectResponse("/history")
+
+    return build_app(routes=[Route("/", home), *history_routes(index), *scene_routes()])
+
+
+def serve_log(path: Path, *, port: int = 0, ready: Any = None) -> None:
+    """Serve the history page on ``127.0.0.1`` opened on the run log ``path``, until Ctrl-C.
+
+    Args:
+        path: the run log.
+        port: TCP port (0: a free one).
+        ready: called with the page's URL once the server listens.
+
+    Raises:
+        OSError: the port cannot be bound.
+    """
+    from erobs_bt.viz.history import RunIndex
+
+    index = RunIndex([path.parent], files=[path])
+    run_id = index.id_of(path.resolve())
+    app = history_app(index)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", port))
+    sock.listen(128)
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}/history#run={run_id}"
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    if ready is not None:
+        ready(url)
+    server.run(sockets=[sock])

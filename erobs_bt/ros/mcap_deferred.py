@@ -1,6 +1,6 @@
 """A run's MCAP bag opened once the arm first moves, with everything that came before it.
 
-Opening a :class:`~erobs_bt.viz.mcap_record.McapRecorder` costs about 0.2–0.3 s of CPU
+Opening a :class:`~erobs_bt.ros.mcap_record.McapRecorder` costs about 0.2–0.3 s of CPU
 (``rclpy``, ``mcap``, the message definitions and their encoders), which ``erobs-bt run``
 would otherwise pay between the user's Enter and the first motion. :class:`DeferredRecorder`
 takes the recorder's place from the start: until the first ``execute_started`` or
@@ -27,7 +27,7 @@ from erobs_bt.goal import Feedback, OrchestratorListener, Result, State
 if TYPE_CHECKING:
     import py_trees
 
-    from erobs_bt.viz.mcap_record import McapRecorder
+    from erobs_bt.ros.mcap_record import McapRecorder
 
 #: Run-log events at which the arm starts moving (a trajectory is handed to the controller).
 MOTION_EVENTS = frozenset({"execute_started", "replay_started"})
@@ -36,12 +36,12 @@ MOTION_EVENTS = frozenset({"execute_started", "replay_started"})
 class DeferredRecorder(OrchestratorListener):
     """An orchestrator listener that records to an MCAP bag opened at the first motion.
 
-    Thread-safe like :class:`~erobs_bt.viz.mcap_record.McapRecorder`. Call :meth:`close` at
+    Thread-safe like :class:`~erobs_bt.ros.mcap_record.McapRecorder`. Call :meth:`close` at
     the end (it opens the bag first if no motion came).
 
     Args:
         path: the ``.mcap`` file, or ``None`` for the one beside ``log_path``
-            (:func:`~erobs_bt.viz.mcap_record.mcap_path_for`, resolved when the bag opens).
+            (:func:`~erobs_bt.viz.bag.mcap_path_for`, resolved when the bag opens).
         backend: the motion backend whose joint states are recorded.
         log_path: the run log the bag goes beside when ``path`` is ``None``.
         on_error: called with the reason (on the opening thread) when the bag cannot be
@@ -77,7 +77,7 @@ class DeferredRecorder(OrchestratorListener):
     def path(self) -> Path:
         """The bag's file."""
         if self._path is None:
-            from erobs_bt.viz.mcap_record import mcap_path_for
+            from erobs_bt.viz.bag import mcap_path_for
 
             assert self._log_path is not None  # checked in __init__
             self._path = mcap_path_for(self._log_path)
@@ -162,7 +162,7 @@ class DeferredRecorder(OrchestratorListener):
             self._opener.start()
 
     def _open(self) -> None:
-        from erobs_bt.viz.mcap_record import McapRecorder
+        from erobs_bt.ros.mcap_record import McapRecorder
 
         try:
             recorder = McapRecorder(self.path)

@@ -4,6 +4,7 @@
 #
 #   make setup   system packages, .venv, pinned requirements, ROS interfaces, erobs_bt (-e)
 #   make test    setup, then pytest                         PYTEST_ARGS="-k cache -x" to narrow
+#   make test-fast  setup, then the tests without ROS, a browser or a long run (-m "not ros and not browser and not slow")
 #   make run     setup, then run SCRIPT with POSES on the simulated cell (--auto-resume)
 #   make lint    ruff (check + format --check) and mypy
 #   make bench   setup, then bench/run_all.py
@@ -22,7 +23,7 @@ LINT_PATHS ?= erobs_bt test bench setup.py
 
 ENV := scripts/env.sh
 
-.PHONY: help setup test run lint bench clean distclean
+.PHONY: help setup test test-fast run lint bench clean distclean
 
 help:
 	@sed -n 's/^#   make /  make /p' Makefile
@@ -37,6 +38,11 @@ test: setup
 	@status=0; EROBS_VENV="$(abspath $(VENV))" $(ENV) $(VENV)/bin/python -m pytest $(PYTEST_ARGS) || status=$$?; \
 	if [ $$status -eq 5 ]; then echo "make test: pytest collected no tests (exit 5); treating it as a failure" >&2; fi; \
 	exit $$status
+
+# The quick tier for a change: the same as `make test` without the markers ros, browser and slow
+# (pyproject.toml). CI runs `make test`, every tier.
+test-fast: setup
+	@$(MAKE) --no-print-directory test PYTEST_ARGS='-m "not ros and not browser and not slow" $(PYTEST_ARGS)'
 
 run: setup
 	EROBS_VENV="$(abspath $(VENV))" $(ENV) $(VENV)/bin/erobs-bt run "$(SCRIPT)" --poses "$(POSES)" $(RUN_ARGS)

@@ -24,6 +24,8 @@ from erobs_bt.ros.client import ErobsBtClient
 
 from helpers import SUCK, move, script_json
 
+pytestmark = pytest.mark.ros
+
 WATCHER = (
     "import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler);"
     "from py_trees_ros.programs.tree_watcher import main; sys.argv[0] = 'py-trees-tree-watcher'; main()"

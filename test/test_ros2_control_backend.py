@@ -44,6 +44,10 @@ from erobs_bt.script.parse import parse_script
 from erobs_bt.script.poses import PoseRegistry
 from erobs_bt.world.cell import load_cell
 
+from helpers import move
+
+pytestmark = pytest.mark.ros
+
 SAMPLES = SAMPLES_DIR
 POSES_FILE = SAMPLES / "cms_poses.yaml"
 FULL_EXPERIMENT = SAMPLES / "FULL_EXPERIMENT_RUN.json"
@@ -58,10 +62,6 @@ def _samples() -> None:
     """Every test here plans with EROBS's pose registry (``cms_poses.yaml`` of ../shared):
     skip without it, fail in CI (:func:`conftest.require_samples`)."""
     require_samples()
-
-
-def move(target: str) -> dict[str, Any]:
-    return {"task_type": "moveto", "target": target, "planning_type": "joint"}
 
 
 def script(tasks: list[dict[str, Any]], gripper: str = "epick") -> str:
@@ -90,12 +90,6 @@ def finish(client: ErobsBtClient, run: GoalRun, *, resume: bool = True) -> Any:
 # ---------------------------------------------------------------------------------------------
 # End to end: two processes
 # ---------------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def ros_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RosEnvironment]:
-    with ros_environment(tmp_path_factory.mktemp("ros_log")) as environment:
-        yield environment
 
 
 @pytest.fixture(scope="module")

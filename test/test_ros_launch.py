@@ -238,6 +238,7 @@ def launched(
             reader.join(5.0)
 
 
+@pytest.mark.ros
 def test_the_launched_node_runs_under_its_namespace_with_the_params_file_in_effect(
     launched: tuple[Any, NodeSpec, subprocess.Popen[str], list[str]],
 ) -> None:

@@ -18,7 +18,7 @@ import pytest
 from action_msgs.msg import GoalStatus
 from control_msgs.action import FollowJointTrajectory
 from hardware_fixtures import HardwareObserver, HardwareProcess
-from ros_fixtures import RosEnvironment, ros_environment
+from ros_fixtures import RosEnvironment
 from ur_msgs.srv import SetIO
 
 from erobs_bt.backends.base import ArmSegment
@@ -31,12 +31,6 @@ from erobs_bt.world.kinematics import ACCELERATION_LIMITS, VELOCITY_LIMITS
 SPEED = 10.0
 HW = HardwareConfig()
 TIMEOUT = 60.0
-
-
-@pytest.fixture(scope="module")
-def ros_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RosEnvironment]:
-    with ros_environment(tmp_path_factory.mktemp("ros_log")) as environment:
-        yield environment
 
 
 @pytest.fixture(scope="module")

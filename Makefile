@@ -34,15 +34,19 @@ setup:
 # pytest exit statuses: 0 passed, 1 failures, 2 interrupted, 3 internal error, 4 usage error,
 # 5 no tests collected. 5 is a failure here: the suite exists, so collecting nothing means a
 # broken selection or collection, never success.
-test: setup
-	@status=0; EROBS_VENV="$(abspath $(VENV))" $(ENV) $(VENV)/bin/python -m pytest $(PYTEST_ARGS) || status=$$?; \
+define run_pytest
+	@status=0; EROBS_VENV="$(abspath $(VENV))" $(ENV) $(VENV)/bin/python -m pytest $(1) || status=$$?; \
 	if [ $$status -eq 5 ]; then echo "make test: pytest collected no tests (exit 5); treating it as a failure" >&2; fi; \
 	exit $$status
+endef
+
+test: setup
+	$(call run_pytest,$(PYTEST_ARGS))
 
 # The quick tier for a change: the same as `make test` without the markers ros, browser and slow
 # (pyproject.toml). CI runs `make test`, every tier.
 test-fast: setup
-	@$(MAKE) --no-print-directory test PYTEST_ARGS='-m "not ros and not browser and not slow" $(PYTEST_ARGS)'
+	$(call run_pytest,-m "not ros and not browser and not slow" $(PYTEST_ARGS))
 
 run: setup
 	EROBS_VENV="$(abspath $(VENV))" $(ENV) $(VENV)/bin/erobs-bt run "$(SCRIPT)" --poses "$(POSES)" $(RUN_ARGS)

@@ -6,7 +6,7 @@ fault scenario gets a second node in another domain, because a FAULTED node reje
 every later goal. Both are stopped with SIGINT by PID and must exit 0 and leave no
 Fast DDS shared memory behind.
 
-Scenarios follow erobs-semantics.md §3: feedback and result fields, replay from the
+Scenarios follow docs/behaviour.md §3: feedback and result fields, replay from the
 plan cache, pause/resume/cancel only at unit boundaries (a cancel during the last unit
 ends CANCELED; a cancel while paused ends the goal), one goal at a time, FAULTED after
 a fatal replay error, and path-specific validation errors.

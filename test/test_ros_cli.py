@@ -25,6 +25,8 @@ from ros_fixtures import NodeProcess, RosEnvironment, RosProcess, ros_environmen
 
 from helpers import POSES, move
 
+pytestmark = pytest.mark.ros
+
 GOAL_TIMEOUT = 120.0
 
 

@@ -44,6 +44,8 @@ from erobs_bt.script.model import JOINT_NAMES
 
 from helpers import LED, PAUSE, move, script
 
+pytestmark = pytest.mark.ros
+
 SPEED = 20.0
 GOAL_TIMEOUT = 120.0
 

@@ -88,7 +88,8 @@ class RosProcess:
     :meth:`stop` SIGINTs it by its PID.
 
     Args:
-        environment: the reserved domain's environment.
+        environment: the reserved domain's environment; ``None``: this process's environment
+            as it is (bench/, whose ``ros_domain`` has set the ROS variables in it).
         command: the command line.
         ready_prefix: the start of the line it prints once it serves; ``None``: a client
             program with no such line (:meth:`start` returns once it is started).
@@ -98,7 +99,7 @@ class RosProcess:
 
     def __init__(
         self,
-        environment: RosEnvironment,
+        environment: RosEnvironment | None,
         command: Sequence[str],
         ready_prefix: str | None,
         *,
@@ -108,7 +109,7 @@ class RosProcess:
         self.environment = environment
         self.command = list(command)
         self.ready_prefix = ready_prefix
-        self.env = {**environment.env, **(env or {})}
+        self.env = {**(environment.env if environment is not None else os.environ), **(env or {})}
         self.cwd = cwd
         self.process: subprocess.Popen[str] | None = None
         self.lines: list[str] = []

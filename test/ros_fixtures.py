@@ -48,6 +48,7 @@ __all__ = [
     "fastdds_segments",
     "orphaned_segments",
     "participant_ports",
+    "ready_client",
     "ros_environment",
     "ros_value",
 ]
@@ -228,6 +229,24 @@ class NodeProcess(RosProcess):
         for name, value in parameters.items():
             command += ["-p", f"{name}:={ros_value(value)}"]
         super().__init__(environment, [*command, *ros_arguments], READY_PREFIX)
+
+
+@contextmanager
+def ready_client(node: RosProcess, **options: Any) -> Iterator[Any]:
+    """An :class:`~erobs_bt.ros.client.ErobsBtClient` in ``node``'s domain (``options`` go to
+    it), yielded once it has discovered the node's action server and received the latched
+    execution state (topics match separately from the action server).
+
+    Raises:
+        AssertionError: either does not arrive within 30 s (with the node's output).
+    """
+    from erobs_bt.ros.client import ErobsBtClient
+
+    assert node.environment is not None
+    with ErobsBtClient(domain_id=node.environment.domain_id, **options) as client:
+        assert client.wait_for_server(30.0), node.output
+        assert client.states.wait_for(lambda m: True, 30.0) is not None, node.output
+        yield client
 
 
 def fastdds_segments() -> set[str]:

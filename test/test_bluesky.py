@@ -29,6 +29,7 @@ from ros_fixtures import (
     RosEnvironment,
     fastdds_segments,
     orphaned_segments,
+    ready_client,
     ros_environment,
 )
 
@@ -61,9 +62,7 @@ def node(ros_env: RosEnvironment) -> Iterator[NodeProcess]:
 @pytest.fixture(scope="module")
 def observer(node: NodeProcess) -> Iterator[ErobsBtClient]:
     """A second client that watches the node's latched state (as an operator's GUI would)."""
-    with ErobsBtClient(domain_id=node.environment.domain_id) as client:
-        assert client.wait_for_server(30.0), node.output
-        assert client.states.wait_for(lambda m: True, 30.0) is not None, node.output
+    with ready_client(node) as client:
         yield client
 
 

@@ -28,7 +28,7 @@ import numpy as np
 import pytest
 from conftest import SAMPLES_DIR, require_samples
 from hardware_fixtures import HardwareObserver, HardwareProcess, write_hardware_config
-from ros_fixtures import NodeProcess, RosEnvironment, ros_environment
+from ros_fixtures import NodeProcess, RosEnvironment, ready_client, ros_environment
 
 from erobs_bt.backends.base import ArmSegment, ErrorCode, MotionError, Solution, ToolSegment, TrajectoryPoint
 from erobs_bt.backends.ros2_control import (
@@ -118,9 +118,7 @@ def node(ros_env: RosEnvironment, observer: HardwareObserver) -> Iterator[NodePr
 
 @pytest.fixture(scope="module")
 def client(node: NodeProcess) -> Iterator[ErobsBtClient]:
-    with ErobsBtClient(domain_id=node.environment.domain_id) as ros_client:
-        assert ros_client.wait_for_server(30.0), node.output
-        assert ros_client.states.wait_for(lambda m: True, 30.0) is not None, node.output
+    with ready_client(node) as ros_client:
         yield ros_client
 
 

@@ -33,6 +33,7 @@ from ros_fixtures import (
     fastdds_segments,
     orphaned_segments,
     participant_ports,
+    ready_client,
     ros_environment,
 )
 
@@ -89,11 +90,8 @@ def node(ros_env: RosEnvironment) -> Iterator[NodeProcess]:
 
 @pytest.fixture(scope="module")
 def client(node: NodeProcess) -> Iterator[ErobsBtClient]:
-    with ErobsBtClient(joint_states=True, domain_id=node.environment.domain_id) as ros_client:
-        assert ros_client.wait_for_server(30.0), node.output
-        # Topics are matched separately from the action server: wait for the latched state
-        # and the joint-state stream so no scenario starts before its subscriptions work.
-        assert ros_client.states.wait_for(lambda m: True, 30.0) is not None, node.output
+    with ready_client(node, joint_states=True) as ros_client:
+        # and the joint-state stream, so no scenario starts before its subscriptions work
         assert ros_client.joint_states.wait_for(lambda m: True, 30.0) is not None, node.output
         yield ros_client
 

@@ -38,6 +38,8 @@ from erobs_bt.ros.client import ErobsBtClient
 
 from helpers import LED, move, script
 
+pytestmark = pytest.mark.ros
+
 SPEED = 5.0
 WAIT = 120.0
 

@@ -53,6 +53,8 @@ from erobs_bt.viz.runlog import read_run_log
 
 from helpers import POSES, wait_for
 
+pytestmark = pytest.mark.ros
+
 WAIT = 30.0
 #: The services of an action (``<action>/_action/<name>``).
 ACTION_SERVICES = ("send_goal", "cancel_goal", "get_result")

@@ -24,6 +24,8 @@ from erobs_bt.ros.domain import init_context
 from erobs_bt.ros.node import ErobsBtNode
 from erobs_bt.ros.process import EXIT_CONFIG
 
+pytestmark = pytest.mark.ros
+
 #: Threads the node starts while it is built (feedback pump, run-log writer).
 NODE_THREADS = ("erobs_bt-feedback", "erobs_bt-run-logs")
 

@@ -34,6 +34,8 @@ from erobs_bt.ros.client import ErobsBtClient
 
 from helpers import LED, free_port, move, script
 
+pytestmark = pytest.mark.ros
+
 SPEED = 5.0
 WAIT = 180.0
 PROFILE = REPO / "config" / "queueserver"

@@ -18,6 +18,8 @@ import subprocess
 from readme_snippets import readme_blocks
 from ros_fixtures import REPO, RosEnvironment
 
+pytestmark = pytest.mark.ros
+
 SECTION = "Driving a real arm (ros2_control)"
 
 

@@ -28,6 +28,8 @@ from erobs_bt.ros.sim_hardware import parse_faults
 from erobs_bt.world.cell import load_cell
 from erobs_bt.world.kinematics import ACCELERATION_LIMITS, VELOCITY_LIMITS
 
+pytestmark = pytest.mark.ros
+
 SPEED = 10.0
 HW = HardwareConfig()
 TIMEOUT = 60.0

@@ -15,6 +15,7 @@ import re
 import signal
 import subprocess
 
+import pytest
 from readme_snippets import readme_blocks
 from ros_fixtures import REPO, RosEnvironment
 

@@ -26,7 +26,7 @@ project's name first, e.g. ``Universal_Robots_ROS2_Description/config/ur5e/joint
 
 from __future__ import annotations
 
-import ast
+import functools
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -67,14 +67,18 @@ def python_files() -> list[Path]:
     return files
 
 
+#: A module docstring: the first statement, after comments and blank lines (read without
+#: parsing the whole module, which would cost seconds over the ~200 files).
+_DOCSTRING = re.compile(r"\A(?:\s|#[^\n]*\n)*[rRuU]?(\"\"\"|\'\'\')(.*?)\1", re.DOTALL)
+
+
 def module_docstring(path: Path) -> tuple[str, int]:
     """The module docstring and the line it starts on (``("", 1)`` without one)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    if tree.body and isinstance(tree.body[0], ast.Expr) and isinstance(tree.body[0].value, ast.Constant):
-        value = tree.body[0].value.value
-        if isinstance(value, str):
-            return value, tree.body[0].lineno
-    return "", 1
+    text = path.read_text(encoding="utf-8")
+    match = _DOCSTRING.match(text)
+    if match is None:
+        return "", 1
+    return match.group(2), text.count("\n", 0, match.start(2)) + 1
 
 
 def sources() -> list[tuple[Path, str, int]]:
@@ -88,16 +92,19 @@ def sources() -> list[tuple[Path, str, int]]:
     return found
 
 
+@functools.cache
 def _top_level() -> frozenset[str]:
     names = {p.name for p in REPO.iterdir() if p.is_dir() and p.name not in IGNORED}
     names |= {p.name for p in PACKAGE.iterdir() if p.is_dir() and p.name not in IGNORED}
     return frozenset(names)
 
 
+@functools.cache
 def _file_names() -> frozenset[str]:
     return frozenset(path.name for path in _walk(REPO))
 
 
+@functools.cache
 def _ignored_files() -> frozenset[str]:
     """The anchored file entries of ``.gitignore`` (``/config/x.yaml`` → ``config/x.yaml``)."""
     ignore = REPO / ".gitignore"

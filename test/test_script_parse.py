@@ -865,6 +865,7 @@ def test_random_json_never_raises_anything_but_script_error(value: Any) -> None:
     only_script_errors(json.dumps(value))
 
 
+@pytest.mark.slow
 @given(
     st.lists(
         st.builds(

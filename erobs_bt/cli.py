@@ -217,11 +217,53 @@ POSES_HELP = (
     "cell, the poses.yaml beside a --cell file."
 )
 
-_CELL_OPTION = click.option(
+#: ``--cell``'s help, for every verb that reads a cell.
+CELL_HELP = (
+    "Cell configuration YAML: erobs_bt's cell format or an EROBS beamline file "
+    "(cms_beamline.yaml, with its scene, poses and SRDF). Default: $BEAMBOT_BEAMLINE_CONFIG "
+    "when set, else the packaged config/cell.yaml."
+)
+
+
+def _workspace_callback(ctx: click.Context, _param: click.Parameter, value: Path | None) -> Path | None:
+    ctx.meta["erobs_bt.workspace"] = value
+    return value
+
+
+def _cell_callback(ctx: click.Context, _param: click.Parameter, value: Path | None) -> Path | None:
+    """``--cell`` as a file in erobs_bt's cell format (a beamline file is compiled; see
+    :func:`erobs_bt.world.beamline.resolve_cell_file`)."""
+    if value is None and not os.environ.get("BEAMBOT_BEAMLINE_CONFIG", "").strip():
+        return None  # the packaged cell: nothing to import
+    from erobs_bt.world.beamline import resolve_cell_file
+    from erobs_bt.world.cell import CellConfigError
+
+    try:
+        return resolve_cell_file(value, workspace=ctx.meta.get("erobs_bt.workspace"))
+    except CellConfigError as exc:
+        raise click.BadParameter(str(exc), ctx=ctx, param=_param) from None
+
+
+_CELL_FILE_OPTION = click.option(
     "--cell",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="Cell configuration YAML (default: the packaged config/cell.yaml).",
+    callback=_cell_callback,
+    help=CELL_HELP,
 )
+_WORKSPACE_OPTION = click.option(
+    "--workspace",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    is_eager=True,
+    expose_value=False,
+    callback=_workspace_callback,
+    help="Workspace root that the relative paths of a beamline file are under "
+    "(default: the nearest folder above it with a src/ folder, as EROBS resolves them).",
+)
+
+
+def _CELL_OPTION(command: Any) -> Any:
+    """``--cell`` and ``--workspace`` (a beamline file's workspace root)."""
+    return _WORKSPACE_OPTION(_CELL_FILE_OPTION(command))
 
 
 @click.group(cls=_Verbs, context_settings={"help_option_names": ["-h", "--help"]})
@@ -369,11 +411,8 @@ def _engine_options(command: Any) -> Any:
             type=click.Path(exists=True, dir_okay=False, path_type=Path),
             help=POSES_HELP,
         ),
-        click.option(
-            "--cell",
-            type=click.Path(exists=True, dir_okay=False, path_type=Path),
-            help="Cell configuration YAML (default: the packaged config/cell.yaml).",
-        ),
+        _CELL_FILE_OPTION,
+        _WORKSPACE_OPTION,
         click.option(
             "--faults",
             type=click.Path(exists=True, dir_okay=False, path_type=Path),

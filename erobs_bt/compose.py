@@ -161,21 +161,19 @@ class ScriptSubtree:
     ) -> None:
         self.plan = plan
         self.script = plan.script
-        self.units = list(plan.units)
         self._work = work
         self._progress = _Progress()
-        self.context = GoalContext(
-            script=self.script,
-            units=self.units,
+        self.context = GoalContext.for_plan(
+            plan,
             mode=mode,
             backend=backend,
             cache=cache,
-            eligible=plan.eligible,
             controls=Controls(on_change=self._work.set),
             events=self._progress,
-            timeouts={**DEFAULT_TIMEOUTS, **timeouts},
+            timeouts=timeouts,
             wake=self._work.set,
         )
+        self.units = self.context.units
         self.root = RunScript(name, compile_tree(self.context), self)
         self._starts = 0
 

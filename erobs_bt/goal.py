@@ -125,7 +125,19 @@ class GoalStatus(enum.Enum):
 
 
 class GoalRejected(RuntimeError):
-    """A goal was refused: another goal is running or the orchestrator is FAULTED."""
+    """A goal was refused before it existed (:meth:`erobs_bt.orchestrator.Orchestrator.admission`
+    states the rule): another goal is running or starting, the orchestrator is FAULTED, or
+    it no longer admits goals (the node is shutting down).
+
+    Args:
+        message: the refusal, for people (``busy: goal-3 is RUNNING``).
+        error_code: the result code a goal refused this way reports: ``REJECTED``, or
+            ``SHUTDOWN`` when the orchestrator no longer admits goals.
+    """
+
+    def __init__(self, message: str, *, error_code: str = "REJECTED") -> None:
+        super().__init__(message)
+        self.error_code = error_code
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,13 @@ does (a unit started, the goal is parked at a boundary or a ``pause`` step) and 
 orchestrator decides the state after each tick. Listeners hear of every change, in
 order, outside the orchestrator's lock.
 
+Admission is decided here and nowhere else (:meth:`Orchestrator.admission`): one goal at a
+time, none while FAULTED, none once the process shuts down (:meth:`Orchestrator.stop_admitting`).
+A front end that accepts a goal before it can submit it (the node's action server: a goal
+callback, then an execute callback) holds its place with :meth:`Orchestrator.reserve`, so the
+web console or a second action goal cannot start in between; every front end reports the
+refusal it is given (:class:`~erobs_bt.goal.GoalRejected`).
+
 A goal is parsed, grouped and compiled when it is submitted (so a bad script is
 answered at once, moves nothing and reports ``completed_steps = 0``), then run on a
 goal thread that ticks the root of the compiled tree. Ticking is event-driven: the
@@ -88,6 +95,7 @@ __all__ = [
     "Orchestrator",
     "OrchestratorListener",
     "Reply",
+    "Reservation",
     "Result",
     "State",
     "TickStatistics",
@@ -153,6 +161,8 @@ class Orchestrator:
         self._fault_reason = ""
         self._fault_goal_id = ""  # the goal that faulted the orchestrator (while FAULTED)
         self._goal: GoalHandle | None = None
+        self._reservation: Reservation | None = None  # a goal admitted, not yet submitted
+        self._closed = ""  # why no goal is admitted any more (stop_admitting); "" admits
         self._controls: Controls | None = None
         self._thread: threading.Thread | None = None
         self._ids = itertools.count(1)
@@ -182,7 +192,77 @@ class Orchestrator:
         return self._goal
 
     # -- goals ---------------------------------------------------------------------
-    def submit(self, full_json: str, *, dry_run: bool, paused: bool = False) -> GoalHandle:
+    def admission(self, reservation: Reservation | None = None) -> GoalRejected | None:
+        """The admission rule, the one place it is decided: why a goal would be refused
+        now, or ``None`` when it would be admitted.
+
+        In this order: the orchestrator no longer admits goals (:meth:`stop_admitting`:
+        ``SHUTDOWN: <reason>``); it is FAULTED (``orchestrator is FAULTED (<fault>); check
+        the cell, then reset the fault ...``); another goal runs (``busy: goal-3 is
+        RUNNING``); another caller holds a :class:`Reservation` (``busy: a goal is
+        starting``).
+
+        Args:
+            reservation: the caller's own reservation (it does not count against it).
+        """
+        with self._lock:
+            if self._closed:
+                return GoalRejected(f"SHUTDOWN: {self._closed}", error_code="SHUTDOWN")
+            if self._state is State.FAULTED:
+                return GoalRejected(
+                    f"orchestrator is FAULTED ({self._fault_reason}); check the cell, then reset the fault "
+                    "(~/reset_fault, `erobs-bt reset-fault`) or restart"
+                )
+            if self._goal is not None:
+                return GoalRejected(f"busy: {self._goal.goal_id} is {self._state.value}")
+            if self._reservation is not None and self._reservation is not reservation:
+                return GoalRejected("busy: a goal is starting")
+            return None
+
+    def reserve(self) -> Reservation:
+        """Admit a goal now and hold its place until it is submitted (a ROS action server
+        accepts a goal in one callback and submits it in another; nothing else may start
+        in between). Pass the reservation to :meth:`submit`; :meth:`Reservation.release`
+        gives the place up without submitting.
+
+        Returns:
+            The reservation.
+
+        Raises:
+            GoalRejected: :meth:`admission` refuses a goal now.
+        """
+        with self._lock:
+            refusal = self.admission()
+            if refusal is None:
+                self._reservation = Reservation(self)
+                return self._reservation
+        self._refused(refusal)
+        raise refusal
+
+    def stop_admitting(self, reason: str) -> None:
+        """Refuse every later goal, and every reservation not yet submitted, with
+        ``SHUTDOWN: <reason>`` (error code ``SHUTDOWN``): the process is about to exit.
+        The running goal is not touched (:meth:`shutdown` halts it). Idempotent."""
+        with self._lock:
+            self._closed = self._closed or reason
+
+    def _release(self, reservation: Reservation) -> None:
+        with self._lock:
+            if self._reservation is reservation:
+                self._reservation = None
+
+    def _refused(self, refusal: GoalRejected) -> None:
+        # No goal id: the goal never existed. Listeners (the console) still see the refusal.
+        self._emit("", "goal_rejected", error=str(refusal), state=self._state.value)
+
+    def submit(
+        self,
+        full_json: str,
+        *,
+        dry_run: bool,
+        paused: bool = False,
+        reservation: Reservation | None = None,
+    ) -> GoalHandle:
         """Accept a goal and start it.
 
         A script that fails validation (or a preview of a non-previewable script) is
@@ -194,37 +274,37 @@ class Orchestrator:
             paused: start with a pause pending, so the goal parks ``PAUSED`` at the
                 boundary before its first unit (nothing moves) until :meth:`resume`
                 (``erobs-bt run --start-paused``).
+            reservation: the place :meth:`reserve` holds for this goal; it is used up
+                (released) whatever the outcome.
 
         Returns:
             The goal's handle.
 
         Raises:
-            GoalRejected: a goal is running, or the orchestrator is FAULTED.
+            GoalRejected: :meth:`admission` refuses the goal (a goal is running or
+                starting, the orchestrator is FAULTED or no longer admits goals).
         """
+        refusal: GoalRejected | None = None
+        thread: threading.Thread | None = None
         try:
             with self._lock:
-                handle = self._submit(full_json, dry_run=dry_run, paused=paused)
-                thread = self._thread if self._goal is handle else None
+                refusal = self.admission(reservation)
+                if reservation is not None:
+                    self._release(reservation)
+                if refusal is None:
+                    handle = self._submit(full_json, dry_run=dry_run, paused=paused)
+                    thread = self._thread if self._goal is handle else None
         finally:
             self._deliver()
+        if refusal is not None:
+            self._refused(refusal)
+            raise refusal
         # Started once RUNNING has reached the listeners, so it comes before the goal's events.
         if thread is not None:
             thread.start()
         return handle
 
     def _submit(self, full_json: str, *, dry_run: bool, paused: bool = False) -> GoalHandle:
-        refusal = ""
-        if self._state is State.FAULTED:
-            refusal = (
-                f"orchestrator is FAULTED ({self._fault_reason}); check the cell, then reset the fault "
-                "(~/reset_fault, `erobs-bt reset-fault`) or restart"
-            )
-        elif self._goal is not None:
-            refusal = f"busy: {self._goal.goal_id} is {self._state.value}"
-        if refusal:
-            # No goal id: the goal never existed. Listeners (the console) still see the refusal.
-            self._emit("", "goal_rejected", error=refusal, state=self._state.value)
-            raise GoalRejected(refusal)
         handle = GoalHandle(f"goal-{next(self._ids)}", dry_run=dry_run)
         try:
             plan = plan_goal(
@@ -238,28 +318,28 @@ class Orchestrator:
             handle._finish(Result(GoalStatus.ABORTED, str(exc), "NOT_PREVIEWABLE", 0, exc.total_steps))
             self._emit(handle.goal_id, "rejected_script", error=str(exc))
             return handle
-        script, units = plan.script, list(plan.units)
+        script = plan.script
         controls = Controls(on_change=self._wake.set)
         if paused:
             controls.request_pause()  # before the goal thread starts: seen at the first boundary
-        context = GoalContext(
-            script=script,
-            units=units,
+        context = GoalContext.for_plan(
+            plan,
             mode=Mode.PREVIEW if dry_run else Mode.EXECUTE,
             backend=self.backend,
             cache=self.cache,
-            eligible=plan.eligible,
             controls=controls,
             timeouts=self.timeouts,
             wake=self._wake.set,
-            plan_ahead_enabled=self.plan_ahead and not dry_run,
+            plan_ahead=self.plan_ahead,
         )
         root = compile_tree(context)
-        handle.script, handle.units, handle.root, handle.context = script, units, root, context
+        handle.script, handle.units, handle.root, handle.context = script, context.units, root, context
         context.events = _GoalEventsAdapter(self, handle)
         self._goal = handle
         self._controls = controls
-        self._transition(State.RUNNING, f"{handle.goal_id}: {len(script.steps)} steps, {len(units)} units")
+        self._transition(
+            State.RUNNING, f"{handle.goal_id}: {len(script.steps)} steps, {len(handle.units)} units"
+        )
         for warning in script.warnings:  # valid but suspicious (radians for degrees): say so, run it
             self._emit(handle.goal_id, "script_warning", message=warning)
         self._thread = threading.Thread(target=self._run, args=(handle,), name=handle.goal_id, daemon=True)
@@ -564,6 +644,20 @@ class Orchestrator:
 
     def _emit(self, goal_id: str, event: str, **fields: Any) -> None:
         self.listener.event(goal_id, {"t": time.time(), "event": event, **fields})
+
+
+class Reservation:
+    """A goal's place, held from its admission (:meth:`Orchestrator.reserve`) until it is
+    submitted (:meth:`Orchestrator.submit` with ``reservation=``) or released; while it is
+    held, no other goal is admitted (``busy: a goal is starting``)."""
+
+    def __init__(self, orchestrator: Orchestrator) -> None:
+        self._orchestrator = orchestrator
+
+    def release(self) -> None:
+        """Give the place up without submitting (the goal was cancelled before it started).
+        Idempotent; a no-op once submitted."""
+        self._orchestrator._release(self)
 
 
 class _GoalEventsAdapter(GoalEvents):

@@ -274,7 +274,8 @@ class ScriptParser:
         """The parser for a cell configuration file and a pose registry file.
 
         Args:
-            cell: the cell YAML (``None``: the packaged ``config/cell.yaml``).
+            cell: the cell YAML (``None``: the packaged ``config/cell.yaml``); a
+                ``vision_targets.yaml`` beside it replaces the packaged vision targets.
             poses: the pose-registry YAML (degrees), or ``None`` for none.
             limits: size limits.
 
@@ -285,6 +286,10 @@ class ScriptParser:
         """
         vocabulary = CellVocabulary.default() if cell is None else CellVocabulary.load(cell, limits=limits)
         registry = PoseRegistry.load(poses, limits=limits) if poses is not None else None
+        # A cell directory may carry its own vision targets (a compiled beamline does).
+        beside = Path(cell).parent / "vision_targets.yaml" if cell is not None else None
+        if beside is not None and beside.is_file():
+            return cls(vocabulary, registry, VisionTargets.load(beside, limits=limits), limits)
         return cls(vocabulary, registry, VisionTargets.default(limits=limits), limits)
 
     @classmethod

@@ -91,8 +91,9 @@ class Engine:
         )
 
     def close(self, reason: str = SHUTDOWN_REASON) -> None:
-        """Halt the running goal (it aborts with ``SHUTDOWN: <reason>``), then stop the goal
-        thread and the backend."""
+        """Admit no more goals (:meth:`Orchestrator.stop_admitting`), halt the running goal
+        (it aborts with ``SHUTDOWN: <reason>``), then stop the goal thread and the backend."""
+        self.orchestrator.stop_admitting(reason)
         self.orchestrator.shutdown(reason=reason)
         self.backend.close()
 

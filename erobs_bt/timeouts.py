@@ -1,10 +1,10 @@
 """The one table of timeouts: EROBS's per-type execution timeouts, its goal-acceptance wait,
 and erobs_bt's planning timeout.
 
-Everything that times a step reads it: the compiled tree (:meth:`GoalContext.timeout_for`
-enforces the per-type values, the ``timeout.<type>`` node parameters override them), the
-ros2_control backend's defaults (``timeouts:`` of the hardware YAML) and the simulated
-faults' reported values (:mod:`erobs_bt.backends.sim.faults`).
+Everything that times a step reads it (nothing else writes a timeout default): the compiled
+tree (:meth:`GoalContext.timeout_for` enforces the per-type values, the ``timeout.<type>``
+node parameters override them), the ros2_control backend's defaults (``timeouts:`` of the
+hardware YAML) and the simulated faults' reported values (:mod:`erobs_bt.backends.sim.faults`).
 
 The names and values are EROBS's (``MTCOrchestratorServer.DEFAULT_TIMEOUTS`` in
 bondada-a/erobs, declared there as the ROS parameters ``timeout.<type>``), so a
@@ -45,6 +45,11 @@ PLANNING_STEPS_PER_TIMEOUT = 100
 
 #: EROBS waits this long for an action server to accept a goal before ``TIMEOUT:`` [s].
 ACCEPTANCE_TIMEOUT = 10.0
+
+#: How long a ROS-side driver waits for an action server or service to appear before it
+#: counts as unavailable [s] (the ``timeouts.server`` default of the hardware YAML). EROBS
+#: waits 3 s for the SetIO service and 5 s for an action server; erobs_bt uses the shorter.
+SERVER_WAIT = 3.0
 
 #: What each key means, for the parameter descriptions and the docs.
 TIMEOUT_USES: Mapping[str, str] = MappingProxyType(

@@ -136,9 +136,10 @@ def held_goal(node: ErobsBtNode, client: ErobsBtClient, at_end: Callable[[GoalRu
 
 def assert_nothing_kept(node: ErobsBtNode) -> None:
     """The node keeps no cancel bookkeeping of a goal that has ended (it grew per goal)."""
-    with node._goal_lock:
-        assert node._ros_cancels == set() and node._early_cancels == set()
-        assert node._ros_goal is None and node._handle is None
+    server = node.goal_server
+    with server._goal_lock:
+        assert server._ros_cancels == set() and server._early_cancels == set()
+        assert server._ros_goal is None and server._handle is None
 
 
 # -- §2: the last lost cancel -----------------------------------------------------------------
@@ -164,7 +165,7 @@ def test_a_cancel_taken_before_the_goal_ended_and_decided_after_it_is_refused(
 ) -> None:
     """The other order: rcl lists the goal as cancelable (it is still executing), then the
     terminal status is set, then the node's cancel callback runs."""
-    server = node._action_servers[0]
+    server = node.goal_server.action_servers[0]
     callback_entered = threading.Event()
     decisions: list[Any] = []
     futures: list[Any] = []
@@ -173,7 +174,7 @@ def test_a_cancel_taken_before_the_goal_ended_and_decided_after_it_is_refused(
         callback_entered.set()
         run = pending[0]
         run.wait(WAIT)  # the goal's result has been sent: its terminal status is set
-        decision = node._on_cancel(goal_handle)
+        decision = node.goal_server._on_cancel(goal_handle)
         decisions.append(decision)
         return decision
 
@@ -191,7 +192,7 @@ def test_a_cancel_taken_before_the_goal_ended_and_decided_after_it_is_refused(
         futures[0].add_done_callback(lambda _future: done.set())
         assert done.wait(WAIT), "the cancel was answered"
     finally:
-        server.register_cancel_callback(node._on_cancel)
+        server.register_cancel_callback(node.goal_server._on_cancel)
 
     answer = futures[0].result()
     assert [d.name for d in decisions] == ["REJECT"]
@@ -421,6 +422,26 @@ def test_a_fault_reset_in_this_process_is_logged_too(
     err = capfd.readouterr().err
     assert "fault reset by in-process call: cleared 'TIMEOUT: execution over 120 s'" in err, err
     assert reset_record(node, goal_id)["by"] == "in-process call"
+
+
+def test_a_goal_refused_by_a_faulted_node_is_logged_in_the_orchestrators_words(
+    node: ErobsBtNode, client: ErobsBtClient, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The node does not decide admission itself: it asks the orchestrator and logs its answer."""
+    faulted_goal(node, client)
+    capfd.readouterr()
+    try:
+        run = client.send(SCRIPT, timeout=WAIT)
+        err = capfd.readouterr().err
+    finally:
+        assert node.orchestrator.reset_fault().success
+    assert not run.accepted
+    refusal = node.orchestrator.admission()
+    assert refusal is None, refusal
+    assert (
+        "goal rejected: orchestrator is FAULTED (TIMEOUT: execution over 120 s); check the cell, "
+        "then reset the fault (~/reset_fault, `erobs-bt reset-fault`) or restart"
+    ) in err, err
 
 
 def test_many_goals_leave_the_nodes_bookkeeping_bounded(node: ErobsBtNode, client: ErobsBtClient) -> None:

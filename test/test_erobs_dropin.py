@@ -49,6 +49,8 @@ class Beambot:
     states: Recorder[str]
     epick: Recorder[int]
     params: Any  # AsyncParameterClient of /beambot_orchestrator
+    #: (goal id, feedback) as published on ``/beambot_execution/_action/feedback``
+    feedback: Recorder[tuple[bytes, Any]]
 
 
 @pytest.fixture(scope="module")
@@ -81,11 +83,20 @@ def beambot(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Beambot]:
                 client.node.create_subscription(
                     ObjectDetectionStatus, "/object_detection_status", lambda m: epick.add(m.status), 10
                 )
+                # The action's own feedback topic (reliable, volatile, as the server publishes it):
+                # rclpy's ActionClient drops a goal's feedback that arrives after its result.
+                feedback: Recorder[tuple[bytes, Any]] = Recorder()
+                client.node.create_subscription(
+                    MTCExecution.Impl.FeedbackMessage,
+                    "/beambot_execution/_action/feedback",
+                    lambda m: feedback.add((bytes(m.goal_id.uuid), m.feedback)),
+                    100,
+                )
                 mtc = ActionClient(client.node, MTCExecution, "/beambot_execution")
                 params = AsyncParameterClient(client.node, NODE)
                 assert mtc.wait_for_server(timeout_sec=30.0) and params.wait_for_services(30.0)
                 assert states.wait_for(lambda s: True, 30.0) is not None, "no latched execution_state"
-                yield Beambot(process, client, mtc, states, epick, params)
+                yield Beambot(process, client, mtc, states, epick, params, feedback)
                 mtc.destroy()
         finally:
             process.stop()
@@ -103,6 +114,7 @@ class MtcRun:
     status: int
     result: Any
     feedback: list[Any]
+    goal_id: bytes = b""
 
 
 def run_mtc(beambot: Beambot, full_json: str, *, dry_run: bool = False) -> MtcRun:
@@ -118,7 +130,7 @@ def run_mtc(beambot: Beambot, full_json: str, *, dry_run: bool = False) -> MtcRu
     )
     assert goal.accepted
     response = reply(goal.get_result_async(), 180.0)
-    return MtcRun(response.status, response.result, feedback)
+    return MtcRun(response.status, response.result, feedback, bytes(goal.goal_id.uuid))
 
 
 DETECT = script(
@@ -159,10 +171,18 @@ def test_a_successful_goal_ends_with_erobs_final_feedback(beambot: Beambot) -> N
     """EROBS's last feedback: "Task completed" at current_step = total_steps, 100 %."""
     detect = run_mtc(beambot, DETECT)
     assert detect.status == 4, detect.result.error_message
-    last = detect.feedback[-1]
+    # From the feedback topic, not the goal handle's callback: the final feedback is sent before
+    # the result, but may reach the client after it (another channel), and rclpy's ActionClient
+    # drops a goal's feedback once its result has come.
+    ours = beambot.feedback.wait_for(
+        lambda item: item[0] == detect.goal_id and item[1].status_message == "Task completed", 30.0
+    )
+    assert ours is not None, "no final feedback on /beambot_execution/_action/feedback"
+    feedback = [message for goal_id, message in beambot.feedback.items() if goal_id == detect.goal_id]
+    last = feedback[-1]
     assert (last.current_step, last.status_message, last.current_action) == (2, "Task completed", "")
     assert last.progress_percentage == 100.0 and last.current_gripper == "epick"
-    assert [f.status_message for f in detect.feedback].count("Task completed") == 1
+    assert [f.status_message for f in feedback].count("Task completed") == 1
 
 
 @pytest.mark.ros

@@ -812,7 +812,7 @@ def test_the_feedback_pump_publishes_every_units_last_feedback_and_the_goals_las
     import threading
 
     from erobs_bt.orchestrator import Feedback
-    from erobs_bt.ros.node import _NATIVE, _FeedbackPump
+    from erobs_bt.ros.goal_server import _NATIVE, _FeedbackPump
 
     published: list[Feedback] = []
     started = threading.Event()

@@ -11,7 +11,13 @@ import pytest
 
 from erobs_bt.backends.base import ErrorCode, Solution
 from erobs_bt.backends.sim.backend import SimBackend
-from erobs_bt.backends.sim.faults import FaultInjector, load_faults, parse_fault_section, parse_faults
+from erobs_bt.backends.sim.faults import (
+    FAULT_INTERFACES,
+    FaultInjector,
+    load_faults,
+    parse_fault_section,
+    parse_faults,
+)
 from erobs_bt.script.model import MoveTo, Pipettor, Step
 from erobs_bt.script.parse import parse_script
 from erobs_bt.world.cell import CellConfig
@@ -185,7 +191,7 @@ def test_injector_counts_each_entry_on_its_own_matching_calls() -> None:
     [
         (
             [{"call": "teleport", "outcome": "goal_rejected"}],
-            r"faults.yaml: faults\[0\].call: must be one of",
+            r"faults.yaml: faults\[0\].call: unknown call 'teleport' \(expected one of: plan, ",
         ),
         (
             [{"call": "plan", "outcome": "replay_error"}],
@@ -197,7 +203,7 @@ def test_injector_counts_each_entry_on_its_own_matching_calls() -> None:
         ),
         (
             [{"call": "execute", "outcome": "goal_rejected", "colour": 1}],
-            r"faults\[0\]: unknown key\(s\) colour",
+            r"faults\[0\]\.colour: unknown key \(allowed: ",
         ),
         (
             [{"call": "plan", "outcome": "planning_failure", "occurrence": 0}],
@@ -205,14 +211,17 @@ def test_injector_counts_each_entry_on_its_own_matching_calls() -> None:
         ),
         (
             [{"call": "replay", "outcome": "replay_error", "prefix": "OOPS"}],
-            r"faults\[0\].prefix: must be one of",
+            r"faults\[0\].prefix: unknown prefix 'OOPS' \(expected one of: ",
         ),
         (
             [{"call": "execute", "outcome": "goal_rejected", "after_fraction": 0.5}],
             r"after_fraction: only valid",
         ),
-        ({"inject": [{"call": "plan"}]}, r"faults.yaml: faults.inject\[0\].outcome: required"),
-        ({"acceptance_timeout": -1}, r"faults.yaml: faults.acceptance_timeout: expected a number > 0"),
+        ({"inject": [{"call": "plan"}]}, r"faults.yaml: faults.inject\[0\].outcome: missing"),
+        (
+            {"acceptance_timeout": -1},
+            r"faults.yaml: faults.acceptance_timeout: must be a finite number greater than zero \(s\)",
+        ),
         ({"injections": []}, r"faults.yaml: faults.injections: unknown key"),
     ],
 )
@@ -239,7 +248,9 @@ def test_faults_load_from_a_separate_file_or_the_cell_file(tmp_path: Path, cell:
     assert load_faults(cell.source).specs == (), "the packaged cell injects nothing"
     broken = tmp_path / "broken.yaml"
     broken.write_text("faults: [{call: plan, outcome: planning_failure, delay: -1}]\n")
-    with pytest.raises(ValueError, match=rf"{broken}: faults\[0\].delay: must be in \[0, inf\]"):
+    with pytest.raises(
+        ValueError, match=rf"{broken}: faults\[0\].delay: must be a finite number >= 0 \(s\) \(got -1\)"
+    ):
         load_faults(broken)
 
 
@@ -282,3 +293,36 @@ def test_server_unavailable_during_a_replay_plans_afresh_once_and_does_not_fault
         assert orchestrator.state is State.IDLE
         assert [f.call for f in backend.faults.fired()] == ["replay"], "one replay, then one fresh attempt"
         assert backend.joint_positions() != start, "the fresh attempt moved the arm"
+
+
+def test_the_cell_reads_the_one_fault_language_and_refuses_the_hardware_interfaces() -> None:
+    """One language (docs/fault-injection.md): the hardware node's outcome names are accepted on
+    the cell's calls; its interfaces are not the cell's calls."""
+    (spec,) = parse_faults([{"call": "execute", "outcome": "reject", "occurrence": [1, 2]}], source="f.yaml")
+    assert (spec.call, spec.outcome, spec.occurrences) == ("execute", "goal_rejected", frozenset({1, 2}))
+    assert spec.source == "f.yaml: faults[0]"
+    with pytest.raises(ValueError, match=r"^f.yaml: faults\[0\]\.interface: unknown call 'set_io'"):
+        parse_faults([{"interface": "set_io", "outcome": "goal_rejected"}], source="f.yaml")
+    with pytest.raises(ValueError, match=r"faults\[0\]\.error_code: only valid for the hardware node"):
+        parse_faults([{"call": "execute", "outcome": "execution_error", "error_code": -4}], source="f")
+    with pytest.raises(ValueError, match=r"faults\[0\]: give call or interface"):
+        parse_faults([{"call": "plan", "interface": "plan", "outcome": "planning_failure"}], source="f")
+
+
+def test_a_server_unavailable_interface_is_down_from_the_start_and_never_counted_as_a_call() -> None:
+    injector = FaultInjector(
+        parse_faults(
+            [
+                {"interface": "set_io", "outcome": "server_down"},
+                {"interface": "pipettor", "outcome": "hang", "occurrence": 2},
+            ],
+            source="",
+            key="--faults",
+            targets=FAULT_INTERFACES,
+        )
+    )
+    assert injector.down("set_io") and not injector.down("pipettor")
+    assert injector.check("set_io") is None
+    assert injector.check("pipettor") is None
+    fired = injector.check("pipettor")
+    assert fired is not None and fired.outcome == "execution_timeout" and fired.source == "--faults[1]"

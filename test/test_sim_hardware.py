@@ -206,10 +206,68 @@ def test_set_io_switches_the_vacuum_and_the_changer_refuses_to_drop_a_powered_to
 def test_fault_entries_are_checked_with_their_path() -> None:
     faults = parse_faults("[{interface: follow_joint_trajectory, outcome: error_code, error_code: -5}]")
     assert faults[0].error_code == -5 and faults[0].occurrences == frozenset({1})
-    with pytest.raises(ValueError, match=r"--faults\[0\]\.outcome: must be one of"):
+    with pytest.raises(
+        ValueError,
+        match=r"--faults\[0\]\.outcome: unknown outcome 'hang_up' \(expected one of: goal_rejected, ",
+    ):
         parse_faults("[{interface: set_io, outcome: hang_up}]")
     with pytest.raises(ValueError, match=r"--faults\[0\]\.interface"):
         parse_faults("{interface: camera, outcome: hang}")
+
+
+def test_one_fault_language_the_old_spellings_read_as_the_new_ones(tmp_path: Any) -> None:
+    old = parse_faults(
+        "[{interface: follow_joint_trajectory, outcome: reject},"
+        " {interface: set_io, outcome: refuse, occurrence: all},"
+        " {interface: pipettor, outcome: hang, occurrence: [2, 3]},"
+        " {interface: gripper_command, outcome: server_down},"
+        " {interface: follow_joint_trajectory, outcome: error_code, error_code: -4, after_fraction: 0.3}]"
+    )
+    new = parse_faults(
+        "[{call: follow_joint_trajectory, outcome: goal_rejected},"
+        " {call: set_io, outcome: goal_rejected, occurrence: all},"
+        " {call: pipettor, outcome: execution_timeout, occurrence: [2, 3]},"
+        " {call: gripper_command, outcome: server_unavailable},"
+        " {call: follow_joint_trajectory, outcome: execution_error, error_code: -4, after_fraction: 0.3}]"
+    )
+    assert old == new
+    assert [f.outcome for f in new] == [
+        "goal_rejected",
+        "goal_rejected",
+        "execution_timeout",
+        "server_unavailable",
+        "execution_error",
+    ]
+    assert new[1].occurrences is None and new[2].occurrences == frozenset({2, 3})
+    assert new[4].error_code == -4 and new[4].after_fraction == 0.3
+    # A file in the cell's shape (a faults key) works too, and its errors name the file.
+    file = tmp_path / "hardware_faults.yaml"
+    file.write_text("faults:\n  - {call: set_io, outcome: goal_rejected, message: relay stuck}\n")
+    assert parse_faults(str(file))[0].detail == "relay stuck"
+    file.write_text("faults:\n  - {call: plan, outcome: planning_failure}\n")
+    with pytest.raises(ValueError, match=rf"^{file}: faults\[0\]\.call: unknown interface 'plan'"):
+        parse_faults(str(file))
+    with pytest.raises(ValueError, match=r"--faults\[0\]\.delay: only valid for the cell's calls"):
+        parse_faults("{interface: set_io, outcome: refuse, delay: 1}")
+
+
+def test_an_injected_set_io_rejection_in_the_new_spelling_refuses_the_call(tmp_path: Any) -> None:
+    fault = "[{call: set_io, outcome: goal_rejected, occurrence: 2, message: relay stuck}]"
+    with ros_environment(tmp_path / "ros_log") as private:
+        process = HardwareProcess(private, ["--speed", str(SPEED), "--faults", fault]).start()
+        watcher = HardwareObserver(private.domain_id)
+        try:
+            assert watcher.set_io.wait_for_service(30.0), process.output
+            since = watcher.events.count
+            first = wait(watcher.set_io.call_async(SetIO.Request(fun=1, pin=16, state=0.0)))
+            second = wait(watcher.set_io.call_async(SetIO.Request(fun=1, pin=16, state=0.0)))
+            third = wait(watcher.set_io.call_async(SetIO.Request(fun=1, pin=16, state=0.0)))
+            assert (first.success, second.success, third.success) == (True, False, True)
+            calls = watcher.wait_count("set_io", 3, since)
+            assert [e.get("reason") for e in calls] == [None, "relay stuck", None]
+        finally:
+            watcher.close()
+            assert process.stop() == 0, process.output
 
 
 def test_the_hardware_config_fits_the_packaged_cell() -> None:

@@ -13,6 +13,9 @@ stack recommended in ``docs/motion-planning.md`` (§7):
   ``cartesian`` and ``pilz``: a relative move is nearly always an approach or retreat
   whose straightness matters, so ``auto`` never swaps it for a sampled joint path.
   ``pilz_ptp`` moves on the straight joint line to the IK solution of the goal pose.
+  A straight relative move **along the tool axis** (approach, press, retreat) is the one
+  motion in which the tool's ``contact`` shapes may touch obstacles (a pipettor cone
+  pressed onto a tip, fingers on a part): :meth:`MotionPlanner._contact_allowed`.
 * **Cartesian targets** (tool-tip position, optionally orientation, in ``frame_id``):
   ``auto`` and ``pilz_ptp`` solve IK for all branches and plan in joint space
   (straight line, then for ``auto`` OMPL with every valid branch as a goal);
@@ -49,6 +52,7 @@ EROBS propagates it (its MCP agent's error table matches them): ``GOAL_IN_COLLIS
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import threading
@@ -612,14 +616,35 @@ class MotionPlanner:
             raise _planning_failed(where, f"direction must be a unit 3-vector, got {vector.tolist()}")
         if not (math.isfinite(distance) and distance > 0.0):
             raise _planning_failed(where, f"distance must be finite and > 0 m, got {distance}")
-        request = self._request(start, planning_type, constraints, T_flange_tip, tip_link, where)
-        T_start_flange = self._fk(request.start)
-        T_goal_flange = T_start_flange.copy()
-        T_goal_flange[:3, 3] += T_start_flange[:3, :3] @ (vector * distance)
-        T_goal_tip = T_goal_flange @ request.T_flange_tip
-        if planning_type == "pilz_ptp":
-            return self._plan_pose_in_joint_space(request, T_goal_tip, step_index)
-        return self._plan_line(request, T_goal_tip, step_index)
+        with self._contact_allowed(vector, planning_type, T_flange_tip):
+            request = self._request(start, planning_type, constraints, T_flange_tip, tip_link, where)
+            T_start_flange = self._fk(request.start)
+            T_goal_flange = T_start_flange.copy()
+            T_goal_flange[:3, 3] += T_start_flange[:3, :3] @ (vector * distance)
+            T_goal_tip = T_goal_flange @ request.T_flange_tip
+            if planning_type == "pilz_ptp":
+                return self._plan_pose_in_joint_space(request, T_goal_tip, step_index)
+            return self._plan_line(request, T_goal_tip, step_index)
+
+    def _contact_allowed(
+        self, direction: np.ndarray, planning_type: str, T_flange_tip: ArrayLike | None
+    ) -> contextlib.AbstractContextManager[None]:
+        """The allowed-contact rule of one relative move (the one place it is decided).
+
+        A straight line (not ``pilz_ptp``) along the tool axis (the tip frame's z, the
+        approach direction, either way: a press or a retreat) may bring the tool's ``contact``
+        shapes onto obstacles: the collision model's
+        :meth:`~erobs_bt.world.collision.CollisionModel.allowing_tool_contact` for this
+        motion only. Any other move, or a checker without that method, checks everything.
+        """
+        allowing = getattr(self._collision, "allowing_tool_contact", None)
+        if planning_type == "pilz_ptp" or not callable(allowing):
+            return contextlib.nullcontext()
+        T = np.eye(4) if T_flange_tip is None else np.asarray(T_flange_tip, dtype=float)
+        if abs(float(np.dot(direction, T[:3, 2]))) < 1.0 - 1e-6:
+            return contextlib.nullcontext()
+        context: contextlib.AbstractContextManager[None] = allowing()
+        return context
 
     def plan_cartesian_target(
         self,

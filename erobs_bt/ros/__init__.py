@@ -1,6 +1,7 @@
 """The ROS 2 face of erobs_bt: the ``erobs_bt`` node, its client and CLI verbs.
 
-rclpy is imported at module level only by :mod:`erobs_bt.ros.node`,
+rclpy is imported at module level only by :mod:`erobs_bt.ros.node` and the parts it is made
+of (:mod:`erobs_bt.ros.goal_server`, :mod:`erobs_bt.ros.bridge`, :mod:`erobs_bt.ros.nodelog`),
 :mod:`erobs_bt.ros.client` and :mod:`erobs_bt.ros.convert` (docs/design.md §1: the engine never
 imports it); :mod:`erobs_bt.ros.commands` imports them inside its functions and
 :mod:`erobs_bt.ros.snapshots` not at all, so the ``erobs-bt`` command starts fast when no

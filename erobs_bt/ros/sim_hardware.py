@@ -34,20 +34,18 @@ and the grippers' drivers offer, with the names of a hardware YAML
 * ``~/events`` (``std_msgs/String``, JSON, transient local): one line per goal, result,
   cancel and IO call, for operators and tests ("what the hardware saw").
 
-``--faults`` (a YAML file, or YAML text) injects failures, one mapping per entry::
+``--faults`` (a YAML file, or YAML text) injects failures in the one fault-injection language
+of erobs_bt (docs/fault-injection.md), targeting the interfaces ``follow_joint_trajectory``,
+``gripper_command``, ``set_io`` and ``pipettor``::
 
-    - {interface: follow_joint_trajectory, outcome: reject, occurrence: 2}
-    - {interface: follow_joint_trajectory, outcome: error_code, error_code: -4, after_fraction: 0.5}
-    - {interface: follow_joint_trajectory, outcome: hang}   # accepted, moves, never reports
-    - {interface: follow_joint_trajectory, outcome: server_down}   # never served
-    - {interface: set_io, outcome: refuse}                   # success: false
+    - {call: follow_joint_trajectory, outcome: goal_rejected, occurrence: 2}
+    - {call: follow_joint_trajectory, outcome: execution_error, error_code: -4, after_fraction: 0.5}
+    - {call: follow_joint_trajectory, outcome: execution_timeout}   # accepted, moves, never reports
+    - {call: follow_joint_trajectory, outcome: server_unavailable}  # never served
+    - {call: set_io, outcome: goal_rejected}                        # success: false
 
-``interface``: ``follow_joint_trajectory``, ``gripper_command``, ``set_io``, ``pipettor``;
-``outcome``: ``server_down`` (any), ``reject`` (actions), ``error_code`` (actions:
-aborted, FollowJointTrajectory with ``error_code``, default ``PATH_TOLERANCE_VIOLATED``,
-after ``after_fraction`` of the motion), ``hang`` (actions: no result until cancelled;
-``set_io``: no response), ``refuse`` (``set_io``); ``occurrence``: 1-based call number(s)
-or ``all`` (default 1; ``server_down`` always applies).
+(the former spellings, ``interface:`` and the outcomes ``reject``, ``error_code``, ``hang``,
+``server_down``, ``refuse``, still read).
 
 Time: ``--speed`` is simulated seconds per wall second (tests use 10–50); gripper and
 pipettor commands take 0.3 s of simulated time.
@@ -64,8 +62,8 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -96,7 +94,10 @@ from erobs_bt.backends.ros2_control import (
 )
 from erobs_bt.backends.sim.backend import mounted_at_start
 from erobs_bt.backends.sim.controller import SimController
+from erobs_bt.backends.sim.faults import FAULT_INTERFACES, FaultInjector, FaultSpec, fault_value
+from erobs_bt.backends.sim.faults import parse_faults as parse_faults_of
 from erobs_bt.script.model import JOINT_NAMES
+from erobs_bt.validation import ConfigError, read_yaml, safe_load_yaml
 from erobs_bt.world.cell import CellConfig, load_cell
 from erobs_bt.world.kinematics import fk
 from erobs_bt.world.tools import (
@@ -114,17 +115,6 @@ _SUCCESSFUL = FollowJointTrajectory.Result.SUCCESSFUL
 
 NODE_NAME = "erobs_bt_sim_hardware"
 READY_PREFIX = f"{NODE_NAME} ready"
-#: Interfaces and outcomes of ``--faults``.
-FAULT_INTERFACES = ("follow_joint_trajectory", "gripper_command", "set_io", "pipettor")
-FAULT_OUTCOMES: Mapping[str, tuple[str, ...]] = MappingProxyType(
-    {
-        "server_down": FAULT_INTERFACES,
-        "reject": ("follow_joint_trajectory", "gripper_command", "pipettor"),
-        "error_code": ("follow_joint_trajectory", "gripper_command", "pipettor"),
-        "hang": FAULT_INTERFACES,
-        "refuse": ("set_io",),
-    }
-)
 #: Simulated duration of a gripper or pipettor command [s].
 TOOL_COMMAND_TIME = 0.3
 #: A flange within this of a dock's seated pose is in the dock [m, rad].
@@ -133,106 +123,33 @@ DOCK_TOLERANCE = (0.005, math.radians(3.0))
 DEFAULT_RATE = 125.0
 
 
-@dataclass(frozen=True)
-class HardwareFault:
-    """One ``--faults`` entry (module docstring)."""
-
-    interface: str
-    outcome: str
-    occurrences: frozenset[int] | None = frozenset({1})
-    error_code: int | None = None
-    after_fraction: float = 0.5
-    message: str = "injected fault"
+#: One ``--faults`` entry: an entry of the one fault-injection language (docs/fault-injection.md).
+HardwareFault = FaultSpec
 
 
-def parse_faults(text: str, *, source: str = "--faults") -> tuple[HardwareFault, ...]:
-    """Read ``--faults``: a path to a YAML file, or YAML text.
+def parse_faults(text: str, *, source: str = "--faults") -> tuple[FaultSpec, ...]:
+    """Read ``--faults``: a path to a YAML file, or YAML text, in the fault-injection language
+    (docs/fault-injection.md) on the hardware node's interfaces (:data:`FAULT_INTERFACES`).
 
     Raises:
-        ValueError: ``<source>[i].<key>: <reason>``.
+        ConfigError: ``<file>: faults[i].<key>: <reason>`` for a file,
+            ``<source>[i].<key>: <reason>`` for text.
     """
-    path = Path(text)
-    if text and path.is_file():
-        source, text = str(path), path.read_text(encoding="utf-8")
-    data = yaml.safe_load(text) if text.strip() else []
-    if data is None:
-        data = []
-    if isinstance(data, Mapping):
-        data = [data]
-    if not isinstance(data, list):
-        raise ValueError(f"{source}: expected a list of faults, got {type(data).__name__}")
-    faults = []
-    for i, entry in enumerate(data):
-        where = f"{source}[{i}]"
-        if not isinstance(entry, Mapping):
-            raise ValueError(f"{where}: expected a mapping")
-        unknown = sorted(
-            set(entry) - {"interface", "outcome", "occurrence", "error_code", "after_fraction", "message"}
-        )
-        if unknown:
-            raise ValueError(f"{where}.{unknown[0]}: unknown key")
-        interface, outcome = str(entry.get("interface")), str(entry.get("outcome"))
-        if interface not in FAULT_INTERFACES:
-            raise ValueError(
-                f"{where}.interface: must be one of {', '.join(FAULT_INTERFACES)} (got {interface!r})"
-            )
-        if outcome not in FAULT_OUTCOMES or interface not in FAULT_OUTCOMES[outcome]:
-            allowed = [o for o, targets in FAULT_OUTCOMES.items() if interface in targets]
-            raise ValueError(
-                f"{where}.outcome: must be one of {', '.join(allowed)} for {interface} (got {outcome!r})"
-            )
-        occurrence = entry.get("occurrence", 1)
-        occurrences: frozenset[int] | None
-        if occurrence == "all":
-            occurrences = None
-        elif isinstance(occurrence, int) and not isinstance(occurrence, bool) and occurrence >= 1:
-            occurrences = frozenset({occurrence})
-        elif isinstance(occurrence, list) and all(
-            isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in occurrence
-        ):
-            occurrences = frozenset(occurrence)
-        else:
-            raise ValueError(f"{where}.occurrence: expected an integer >= 1, a list of them, or 'all'")
-        fraction = entry.get("after_fraction", 0.5)
-        if isinstance(fraction, bool) or not isinstance(fraction, int | float) or not 0.0 <= fraction <= 1.0:
-            raise ValueError(f"{where}.after_fraction: expected a number in [0, 1], got {fraction!r}")
-        code = entry.get("error_code")
-        if code is not None and (isinstance(code, bool) or not isinstance(code, int)):
-            raise ValueError(f"{where}.error_code: expected an integer, got {code!r}")
-        faults.append(
-            HardwareFault(
-                interface=str(interface),
-                outcome=str(outcome),
-                occurrences=occurrences,
-                error_code=code,
-                after_fraction=float(fraction),
-                message=str(entry.get("message", f"injected {outcome}")),
-            )
-        )
-    return tuple(faults)
-
-
-class _FaultBook:
-    """Counts calls per interface and answers which fault (if any) fires on this one."""
-
-    def __init__(self, faults: Sequence[HardwareFault]) -> None:
-        self._faults = tuple(faults)
-        self._lock = threading.Lock()
-        self._calls: dict[str, int] = {}
-
-    def down(self, interface: str) -> bool:
-        return any(f.interface == interface and f.outcome == "server_down" for f in self._faults)
-
-    def next(self, interface: str) -> HardwareFault | None:
-        with self._lock:
-            n = self._calls.get(interface, 0) + 1
-            self._calls[interface] = n
-        for fault in self._faults:
-            if fault.interface != interface or fault.outcome == "server_down":
-                continue
-            if fault.occurrences is None or n in fault.occurrences:
-                return fault
-        return None
+    file = ""
+    try:
+        is_file = bool(text) and "\n" not in text and Path(text).is_file()
+    except OSError:  # YAML text too long for a file name
+        is_file = False
+    if is_file:
+        file = text
+        document = read_yaml(file)
+    else:
+        try:
+            document = safe_load_yaml(text) if text.strip() else None
+        except yaml.YAMLError as exc:
+            raise ConfigError(source, f"invalid YAML: {exc}") from exc
+    value = fault_value(document, source=file, key=source)
+    return parse_faults_of(value, source=file, key="faults" if file else source, targets=FAULT_INTERFACES)
 
 
 def _latched(depth: int) -> QoSProfile:
@@ -274,7 +191,7 @@ class SimHardwareNode(Node):
         hardware: HardwareConfig,
         *,
         speed: float = 1.0,
-        faults: Sequence[HardwareFault] = (),
+        faults: Sequence[FaultSpec] = (),
         gripper: str | None = None,
         rate: float = DEFAULT_RATE,
         context: Any = None,
@@ -284,7 +201,7 @@ class SimHardwareNode(Node):
         self.cell = cell
         self.hardware = hardware
         self.speed = float(speed)
-        self._faults = _FaultBook(faults)
+        self._faults = FaultInjector(faults)
         self._lock = threading.RLock()
         mounted = gripper if gripper is not None else mounted_at_start(cell)
         self._tools: ToolState = initial_tool_state(cell, mounted)
@@ -295,7 +212,7 @@ class SimHardwareNode(Node):
         self._goal_count = 0
         self._active: ServerGoalHandle[Any, Any, Any] | None = None
         self._preempted: set[int] = set()
-        self._pending: dict[int, tuple[int, HardwareFault | None]] = {}
+        self._pending: dict[int, tuple[int, FaultSpec | None]] = {}
         self._group = ReentrantCallbackGroup()
         self._events = self.create_publisher(String, "~/events", _latched(10000))
         self._joint_pub = self.create_publisher(JointState, hardware.joint_states, 10)
@@ -413,9 +330,9 @@ class SimHardwareNode(Node):
                 reason = "INVALID_GOAL: time_from_start must not decrease"
             elif not all(math.isfinite(x) for p in trajectory.points for x in p.positions):
                 reason = "INVALID_GOAL: NaN or infinity in positions"
-        fault = self._faults.next("follow_joint_trajectory") if not reason else None
-        if fault is not None and fault.outcome == "reject":
-            reason = f"{fault.message} (fault injection)"
+        fault = self._faults.check("follow_joint_trajectory") if not reason else None
+        if fault is not None and fault.outcome == "goal_rejected":
+            reason = f"{fault.detail} (fault injection)"
         first = trajectory.points[0].positions if trajectory.points else []
         last = trajectory.points[-1].positions if trajectory.points else []
         self._event(
@@ -490,10 +407,10 @@ class SimHardwareNode(Node):
                 FollowJointTrajectory.Result.PATH_TOLERANCE_VIOLATED,
             )
         cut = None
-        if fault is not None and fault.outcome == "error_code":
+        if fault is not None and fault.outcome == "execution_error":
             cut = (
                 fault.after_fraction * segment.duration,
-                MotionError(ErrorCode.EXECUTION_FAILED, fault.message),
+                MotionError(ErrorCode.EXECUTION_FAILED, fault.detail),
             )
         motion = self.controller.execute(segment, fault=cut)
         cancelled = preempted = False
@@ -534,11 +451,11 @@ class SimHardwareNode(Node):
                 else FollowJointTrajectory.Result.PATH_TOLERANCE_VIOLATED
             )
             return self._abort(
-                goal_handle, result, number, f"{fault.message if fault else ''} (fault injection)", code
+                goal_handle, result, number, f"{fault.detail if fault else ''} (fault injection)", code
             )
         if error is not None:
             return self._abort(goal_handle, result, number, str(error))
-        if fault is not None and fault.outcome == "hang":
+        if fault is not None and fault.outcome == "execution_timeout":
             self._event("trajectory_hang", n=number)
             while not goal_handle.is_cancel_requested and not self._closing.is_set():
                 time.sleep(0.02)
@@ -560,7 +477,7 @@ class SimHardwareNode(Node):
                     )
         return self._finish(goal_handle, result, number, "succeeded", _SUCCESSFUL, "")
 
-    def _take_pending(self, request: Any) -> tuple[int, HardwareFault | None]:
+    def _take_pending(self, request: Any) -> tuple[int, FaultSpec | None]:
         with self._lock:
             return self._pending.pop(id(request), (0, None))
 
@@ -609,9 +526,9 @@ class SimHardwareNode(Node):
     # -- grippers, pipettor -------------------------------------------------------------------
     def _tool_goal(self, interface: str) -> Any:
         def on_goal(goal: Any) -> GoalResponse:
-            fault = self._faults.next(interface)
-            if fault is not None and fault.outcome == "reject":
-                self._event(f"{interface}_goal", accepted=False, reason=fault.message)
+            fault = self._faults.check(interface)
+            if fault is not None and fault.outcome == "goal_rejected":
+                self._event(f"{interface}_goal", accepted=False, reason=fault.detail)
                 return GoalResponse.REJECT
             with self._lock:
                 self._pending[id(goal)] = (0, fault)
@@ -628,13 +545,11 @@ class SimHardwareNode(Node):
             time.sleep(0.01)
         return True
 
-    def _hang_or_fail(
-        self, goal_handle: ServerGoalHandle[Any, Any, Any], fault: HardwareFault | None
-    ) -> bool:
+    def _hang_or_fail(self, goal_handle: ServerGoalHandle[Any, Any, Any], fault: FaultSpec | None) -> bool:
         """Apply a ``hang`` (wait for a cancel) or ``error_code`` fault; True when one applied."""
         if fault is None:
             return False
-        if fault.outcome == "hang":
+        if fault.outcome == "execution_timeout":
             while not goal_handle.is_cancel_requested and not self._closing.is_set():
                 time.sleep(0.02)
             if goal_handle.is_cancel_requested:
@@ -642,7 +557,7 @@ class SimHardwareNode(Node):
             else:
                 goal_handle.abort()
             return True
-        if fault.outcome == "error_code":
+        if fault.outcome == "execution_error":
             goal_handle.abort()
             return True
         return False
@@ -742,15 +657,15 @@ class SimHardwareNode(Node):
 
     # -- SetIO --------------------------------------------------------------------------------
     def _on_set_io(self, request: Any, response: Any) -> Any:
-        fault = self._faults.next("set_io")
+        fault = self._faults.check("set_io")
         fields = {"fun": int(request.fun), "pin": int(request.pin), "state": float(request.state)}
-        if fault is not None and fault.outcome == "hang":
+        if fault is not None and fault.outcome == "execution_timeout":
             self._event("set_io", **fields, outcome="hang")
             while not self._closing.is_set():
                 time.sleep(0.05)
-        if fault is not None and fault.outcome == "refuse":
+        if fault is not None and fault.outcome == "goal_rejected":
             response.success = False
-            self._event("set_io", **fields, success=False, reason=fault.message)
+            self._event("set_io", **fields, success=False, reason=fault.detail)
             return response
         ok, message = self._apply_io(int(request.fun), int(request.pin), float(request.state))
         response.success = ok
@@ -892,7 +807,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--speed", type=float, default=1.0, help="simulated seconds per wall second (default 1.0)"
     )
     parser.add_argument(
-        "--faults", default="", help="fault injection: a YAML file or YAML text (see the module docs)"
+        "--faults", default="", help="fault injection: a YAML file or YAML text (docs/fault-injection.md)"
     )
     parser.add_argument(
         "--gripper", default=None, help="tool mounted at start (default: the cell's loose tool)"

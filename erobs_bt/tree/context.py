@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from erobs_bt.backends.base import DetectedPose, MotionBackend, MotionError, Solution
 from erobs_bt.batching import Unit
 from erobs_bt.cache import CacheKey, KeyDocument, PlanCache, round_start
+from erobs_bt.plan import GoalPlan
 from erobs_bt.script.model import JointPositions, Script
 from erobs_bt.timeouts import DEFAULT_TIMEOUTS, PLANNING_STEPS_PER_TIMEOUT, timeout_key
 
@@ -293,6 +294,54 @@ class GoalContext:
         if self.eligible and self.key_document is None:
             self.key_document = KeyDocument.of(self.script)
 
+    @classmethod
+    def for_plan(
+        cls,
+        plan: GoalPlan,
+        *,
+        mode: Mode,
+        backend: MotionBackend,
+        cache: PlanCache,
+        controls: Controls,
+        events: GoalEvents | None = None,
+        timeouts: Mapping[str, float] = DEFAULT_TIMEOUTS,
+        wake: Callable[[], None] | None = None,
+        plan_ahead: bool = False,
+    ) -> GoalContext:
+        """The context of a goal made from its plan: the one way a goal's context is built
+        (the orchestrator's goals, :mod:`erobs_bt.compose` subtrees, the ``render`` command).
+
+        Args:
+            plan: the goal plan (:func:`erobs_bt.plan.plan_goal`): its script, units and cache
+                eligibility.
+            mode: execute or preview.
+            backend: the motion backend the behaviours call.
+            cache: the plan cache shared across goals.
+            controls: the pause/resume/cancel/halt requests of the goal.
+            events: progress receiver (default: bare :class:`GoalEvents`, which does nothing).
+            timeouts: per-type timeouts [s] overriding :data:`DEFAULT_TIMEOUTS` (a partial
+                table is completed from it).
+            wake: called when a backend future completes, to tick again (default: nothing).
+            plan_ahead: plan the next motion unit while one executes; taken only in execute
+                mode (a preview plans every unit from the live state).
+
+        Returns:
+            The goal's context, its :attr:`key_document` built for an eligible goal.
+        """
+        return cls(
+            script=plan.script,
+            units=list(plan.units),
+            mode=mode,
+            backend=backend,
+            cache=cache,
+            eligible=plan.eligible,
+            controls=controls,
+            events=events if events is not None else GoalEvents(),
+            timeouts={**DEFAULT_TIMEOUTS, **timeouts},
+            wake=wake if wake is not None else _nothing,
+            plan_ahead_enabled=plan_ahead and mode is Mode.EXECUTE,
+        )
+
     def cache_key(self, *, model_revision: str, start: Sequence[float] | None) -> CacheKey:
         """The goal's cache key for a model revision and an arm state [rad]: the same key
         as :func:`erobs_bt.cache.make_key` of :attr:`script`, from :attr:`key_document`."""
@@ -480,6 +529,10 @@ class GoalContext:
         for step in unit.steps:
             total += self.timeouts.get(timeout_key(step), self.timeouts["moveto"])
         return total
+
+
+def _nothing() -> None:
+    """A wake-up that wakes nobody (a context no orchestrator ticks)."""
 
 
 def _next_motion_units(units: Sequence[Unit]) -> list[Unit | None]:

@@ -90,14 +90,8 @@ def compile_for_display(plan: GoalPlan | Script, *, mode: Mode, enable_batching:
     """
     if isinstance(plan, Script):
         plan = plan_script(plan, enable_batching=enable_batching)
-    context = GoalContext(
-        script=plan.script,
-        units=list(plan.units),
-        mode=mode,
-        backend=ScriptedBackend(),
-        cache=PlanCache(),
-        eligible=plan.eligible,
-        controls=Controls(),
+    context = GoalContext.for_plan(
+        plan, mode=mode, backend=ScriptedBackend(), cache=PlanCache(), controls=Controls()
     )
     return compile_tree(context)
 

@@ -10,6 +10,8 @@ Modules:
 * :mod:`~erobs_bt.world.cell`: the cell description (``config/cell.yaml``) loaded into
   frozen dataclasses: obstacles, grippers and their tip frames, named states, docks,
   markers and vision targets.
+* :mod:`~erobs_bt.world.beamline`: an EROBS beamline file (``cms_beamline.yaml`` with its
+  scene, pose registry and SRDF xacro) read into the same cell model.
 * :mod:`~erobs_bt.world.collision`: the pinocchio + coal collision model of the arm,
   the attached tool and the cell's obstacles.
 * :mod:`~erobs_bt.world.tools`: the tools as the model knows them: which one is mounted,

@@ -21,6 +21,14 @@ The model, in ``base_link`` (the URDF root, pinocchio's universe):
   centre point.
 * **Obstacles**: the boxes, cylinders and spheres of the cell config.
 
+**Allowed contact, for one motion only** (:meth:`CollisionModel.allowing_tool_contact`): a
+tool's ``contact`` shapes (the pipettor's cone pressed onto a disposable tip, a gripper's
+fingers or cup on the part it grasps) may touch obstacles during the motions the planner runs
+inside that context, and nowhere else: the planner opens it only for a straight move along
+the tool axis (an approach, a press, a retreat), as MoveIt Task Constructor's allow-collision
+stages do around a grasp. Every other pair (arm links, the tool's body, held objects) stays
+checked in those motions too, and every other motion checks the contact shapes as usual.
+
 Self-collision pairs follow the MoveIt Setup Assistant recipe: all pairs of bodies that are
 not adjacent in the chain, minus the pairs that collided in every or in none of
 ``collision.self_collision_samples`` random configurations (seeded, so deterministic). The
@@ -51,7 +59,7 @@ import os
 import re
 import tempfile
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
@@ -444,6 +452,7 @@ class _Scene:
     cup_profile: str | None
     attached: AttachedObject | None
     disabled_pairs: frozenset[tuple[str, str]]
+    contact_variant: bool = False
 
 
 @dataclass
@@ -483,6 +492,7 @@ class CollisionModel:
         self._acm_store = acm_store if acm_store is not None else DEFAULT_ACM_STORE
         self._lock = threading.Lock()
         self._local = threading.local()
+        self._contact_cache: tuple[_Scene, _Scene] | None = None
         link_geometry: LinkGeometry = cell.collision.link_geometry
         if link_geometry == "convex":
             # The kinematic model from the URDF text (about 1 ms); the hulls from the store, so
@@ -608,6 +618,22 @@ class CollisionModel:
             if scene.attached is not None:
                 self._scene = self._build_scene(scene.gripper, scene.cup_profile, None)
 
+    @contextlib.contextmanager
+    def allowing_tool_contact(self) -> Iterator[None]:
+        """Within this context (on this thread only), the current tool's ``contact`` shapes
+        (:attr:`~erobs_bt.world.cell.GripperConfig.contact`) are not checked against obstacles.
+
+        The planner opens it for one motion: a straight move along the tool axis (pressing a
+        pipettor cone onto a tip, closing in on a part to grasp, and the retreat after). All
+        other pairs stay checked. The previous setting is restored on exit (it nests).
+        """
+        previous = getattr(self._local, "contact", False)
+        self._local.contact = True
+        try:
+            yield
+        finally:
+            self._local.contact = previous
+
     # -- queries ---------------------------------------------------------------------------
 
     def in_collision(self, q: ArrayLike) -> bool:
@@ -732,6 +758,8 @@ class CollisionModel:
 
     def _thread_state(self) -> _ThreadState:
         scene = self._scene
+        if getattr(self._local, "contact", False) and self._cell.gripper(scene.gripper).contact:
+            scene = self._contact_scene(scene)
         state: _ThreadState | None = getattr(self._local, "state", None)
         if state is None or state.scene is not scene:
             data = scene.model.createData()
@@ -742,6 +770,16 @@ class CollisionModel:
             state = _ThreadState(scene=scene, data=data, geometry_data=geometry_data)
             self._local.state = state
         return state
+
+    def _contact_scene(self, scene: _Scene) -> _Scene:
+        """``scene`` without the pairs (tool contact shape, obstacle); built once per scene."""
+        with self._lock:
+            cached = self._contact_cache
+            if cached is not None and cached[0] is scene:
+                return cached[1]
+            variant = self._build_scene(scene.gripper, scene.cup_profile, scene.attached, allow_contact=True)
+            self._contact_cache = (scene, variant)
+            return variant
 
     def _tool_objects(self, gripper: str, cup_profile: str | None) -> list[tuple[str, ToolShape]]:
         shapes = self._cell.gripper(gripper).collision_shapes(cup_profile)
@@ -807,8 +845,18 @@ class CollisionModel:
         every = {_pair_key(names[i], names[j]) for i in range(len(names)) for j in range(i + 1, len(names))}
         return frozenset(every - enabled)
 
-    def _build_scene(self, gripper: str, cup_profile: str | None, attached: AttachedObject | None) -> _Scene:
+    def _build_scene(
+        self,
+        gripper: str,
+        cup_profile: str | None,
+        attached: AttachedObject | None,
+        *,
+        allow_contact: bool = False,
+    ) -> _Scene:
         disabled = self._acm(gripper, cup_profile)
+        contact_bodies = (
+            {f"{gripper}/{name}" for name in self._cell.gripper(gripper).contact} if allow_contact else set()
+        )
         geometry, names = self._base_geometry(gripper, cup_profile)
         margins: list[float] = []
         n_robot = len(names)
@@ -833,7 +881,7 @@ class CollisionModel:
             names.append(obstacle.name)
             obstacle_index[obstacle.name] = index
             for i in range(n_robot):
-                if names[i] in obstacle.touch_links:
+                if names[i] in obstacle.touch_links or names[i] in contact_bodies:
                     continue
                 geometry.addCollisionPair(pin.CollisionPair(i, index))
                 margins.append(padding if names[i] in ROBOT_LINKS else 0.0)
@@ -871,6 +919,7 @@ class CollisionModel:
             cup_profile=cup_profile,
             attached=attached,
             disabled_pairs=disabled,
+            contact_variant=allow_contact,
         )
 
 

@@ -7,93 +7,72 @@ same backend that runs the happy path, not only against a scripted double. The f
 are data: a ``faults:`` list in the cell YAML or in a separate file, so a CLI run, a
 launch file or a test can all select them.
 
-Schema (one mapping per entry; unknown keys are errors). ``faults`` is a list of
-entries, or a mapping with the reported timeouts and an ``inject`` list
-(:func:`parse_fault_section`)::
+The language (targets, outcomes, keys, counting, the former spellings) is documented once,
+in docs/fault-injection.md; this module is its one parser (:func:`parse_faults`), read by
+both consumers: the in-process cell (:class:`SimBackend`, its calls :data:`FAULT_CALLS`) and
+the simulated hardware node (``erobs_bt_sim_hardware --faults``, its ROS interfaces
+:data:`FAULT_INTERFACES`). :class:`FaultInjector` counts the calls and says which fault
+fires; :meth:`FaultSpec.error` is the error the in-process cell reports (``T`` is
+``REPLAY_TIMEOUT`` for a replay, else ``TIMEOUT``, per docs/behaviour.md §3)::
 
     faults:
-      - call: execute          # plan | execute | replay | run_step | acceptance
-        outcome: execution_error
-        occurrence: 1          # which matching call(s), 1-based: an int, a list of ints,
-                               # or "all" (default 1)
-        step_type: tool_exchange  # plan/run_step only: the call involves a step of this type
-        step_index: 3          # the call involves the step with this expanded index
-        message: "gripper cable snagged"   # optional detail text
-        prefix: REPLAY_TIMEOUT # replay_error only: PLANNING_FAILED | EXECUTION_FAILED |
-                               # TIMEOUT | REPLAY_TIMEOUT (default EXECUTION_FAILED)
-        delay: 0.0             # wall seconds before the failure is reported (>= 0)
-        after_fraction: 0.5    # execution_error / execution_timeout: share of the motion
-                               # played before the arm is stopped, in [0, 1] (default 0.5)
-
-Calls: ``plan`` (:meth:`SimBackend.plan`), ``execute`` (a fresh execution),
-``replay`` (an execution with ``replay=True``), ``run_step`` (tool exchange, pipettor,
-vision) and ``acceptance`` (goal acceptance of any dispatch: ``execute``, ``replay`` and
-``run_step`` calls count as acceptance calls, in order).
-
-Outcomes and the error each produces (``T`` is ``REPLAY_TIMEOUT`` for a replay, else
-``TIMEOUT``, per docs/behaviour.md §3):
-
-* ``planning_failure`` (plan, run_step): ``PLANNING_FAILED: <message>``;
-* ``goal_rejected`` (dispatches): ``EXECUTION_FAILED: goal rejected by <server>: <message>``;
-* ``execution_error`` (dispatches): ``EXECUTION_FAILED: <message>``, after part of the motion;
-* ``acceptance_timeout`` (dispatches): ``T: goal acceptance over <acceptance_timeout> s (<server>)``;
-* ``execution_timeout`` (dispatches): ``T: execution over <execution_timeout> s (<server>)``,
-  after part of the motion;
-* ``server_unavailable`` (dispatches): ``EXECUTION_FAILED: <server> action server unavailable``
-  (not fatal: a replay is followed by one fresh attempt, docs/behaviour.md §3);
-* ``replay_error`` (replay): ``<prefix>: <message>``.
-
-"Dispatches" are ``execute``, ``replay``, ``run_step`` and ``acceptance``. Timeouts are
-simulated: the reported duration is the configured one (10 s for goal acceptance, as in
-EROBS), while the wall-clock wait is ``delay``, so tests stay fast. Nothing is moved
-for an acceptance or rejection fault; execution faults stop the arm part-way along its
-path (``after_fraction``), as a real controller aborting would.
-
-Each entry counts its own matching calls; when several entries match a call, the first
-in file order whose occurrence is due fires. A dispatch counts as one ``acceptance`` call
-and one call of its own kind. An execution fault on ``run_step`` cuts the step's first
-motion (a step without motion reports it after the command ran).
+      - {call: execute, outcome: execution_error, occurrence: 2, after_fraction: 0.3}
+      - {call: replay, outcome: replay_error, prefix: REPLAY_TIMEOUT}
 """
 
 from __future__ import annotations
 
-import math
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
-import yaml
-
 from erobs_bt.backends.base import ErrorCode, MotionError
-from erobs_bt.script._values import safe_load_yaml
 from erobs_bt.timeouts import ACCEPTANCE_TIMEOUT, DEFAULT_TIMEOUTS
+from erobs_bt.validation import Checker, ConfigError, join, read_yaml, shown
 
-#: Call kinds an entry can target.
+#: Calls of the in-process simulated cell's backend an entry can target.
 FAULT_CALLS: tuple[str, ...] = ("plan", "execute", "replay", "run_step", "acceptance")
 #: Calls that send a goal to a (simulated) action server.
 DISPATCH_CALLS: tuple[str, ...] = ("execute", "replay", "run_step", "acceptance")
-#: Outcome -> the calls it may be attached to.
-FAULT_OUTCOMES: Mapping[str, tuple[str, ...]] = {
-    "planning_failure": ("plan", "run_step"),
-    "goal_rejected": DISPATCH_CALLS,
-    "execution_error": DISPATCH_CALLS,
-    "acceptance_timeout": DISPATCH_CALLS,
-    "execution_timeout": DISPATCH_CALLS,
-    "server_unavailable": DISPATCH_CALLS,
-    "replay_error": ("replay",),
-}
+#: ROS interfaces of the simulated hardware node (``erobs_bt_sim_hardware --faults``) an
+#: entry can target.
+FAULT_INTERFACES: tuple[str, ...] = ("follow_joint_trajectory", "gripper_command", "set_io", "pipettor")
+#: The interfaces that are action servers (the others: the SetIO service).
+ACTION_INTERFACES: tuple[str, ...] = ("follow_joint_trajectory", "gripper_command", "pipettor")
+#: Every target of the language: the cell's calls, then the hardware node's interfaces.
+FAULT_TARGETS: tuple[str, ...] = FAULT_CALLS + FAULT_INTERFACES
+#: Outcome -> the targets it may be attached to.
+FAULT_OUTCOMES: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {
+        "planning_failure": ("plan", "run_step"),
+        "goal_rejected": DISPATCH_CALLS + FAULT_INTERFACES,
+        "execution_error": DISPATCH_CALLS + ACTION_INTERFACES,
+        "acceptance_timeout": DISPATCH_CALLS,
+        "execution_timeout": DISPATCH_CALLS + FAULT_INTERFACES,
+        "server_unavailable": DISPATCH_CALLS + FAULT_INTERFACES,
+        "replay_error": ("replay",),
+    }
+)
+#: The hardware node's former outcome names, still accepted: old name -> outcome.
+OUTCOME_ALIASES: Mapping[str, str] = MappingProxyType(
+    {
+        "reject": "goal_rejected",
+        "refuse": "goal_rejected",
+        "error_code": "execution_error",
+        "hang": "execution_timeout",
+        "server_down": "server_unavailable",
+    }
+)
 #: Outcomes that play part of the motion before failing.
 MOTION_OUTCOMES: frozenset[str] = frozenset({"execution_error", "execution_timeout"})
 
-#: EROBS waits this long for a goal to be accepted before ``TIMEOUT:`` [s] (the timeout table).
-DEFAULT_ACCEPTANCE_TIMEOUT = ACCEPTANCE_TIMEOUT
-#: EROBS's execution timeout of a motion goal [s] (the timeout table's ``moveto``).
-DEFAULT_EXECUTION_TIMEOUT = DEFAULT_TIMEOUTS["moveto"]
-
+#: Keys of an entry (``interface`` is another spelling of ``call``).
 _KEYS = (
     "call",
+    "interface",
     "outcome",
     "occurrence",
     "step_type",
@@ -102,13 +81,21 @@ _KEYS = (
     "prefix",
     "delay",
     "after_fraction",
+    "error_code",
 )
-_DEFAULT_MESSAGES: Mapping[str, str] = {
-    "planning_failure": "injected planning failure",
-    "goal_rejected": "injected rejection",
-    "execution_error": "injected execution error",
-    "replay_error": "injected replay error",
-}
+#: Keys only an entry on one of the cell's calls takes.
+_CALL_KEYS = ("step_type", "step_index", "prefix", "delay")
+_DEFAULT_MESSAGES: Mapping[str, str] = MappingProxyType(
+    {
+        "planning_failure": "injected planning failure",
+        "goal_rejected": "injected rejection",
+        "execution_error": "injected execution error",
+        "acceptance_timeout": "injected acceptance timeout",
+        "execution_timeout": "injected execution timeout",
+        "server_unavailable": "injected server unavailability",
+        "replay_error": "injected replay error",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -116,7 +103,7 @@ class FaultSpec:
     """One configured fault.
 
     Attributes:
-        call: the call kind it applies to (:data:`FAULT_CALLS`).
+        call: the call or interface it applies to (:data:`FAULT_TARGETS`).
         outcome: what happens (:data:`FAULT_OUTCOMES`).
         occurrences: the 1-based matching calls it fires on; ``None`` for every one.
         step_type: only calls involving a step of this task type count.
@@ -125,6 +112,8 @@ class FaultSpec:
         prefix: the error code of a ``replay_error``.
         delay: wall seconds before the failure is reported.
         after_fraction: share of the motion played before an execution fault, [0, 1].
+        error_code: the ``FollowJointTrajectory`` result code of an ``execution_error`` on
+            the hardware node (``None``: ``PATH_TOLERANCE_VIOLATED``).
         source: where the entry was read (``faults.yaml: faults[2]``).
     """
 
@@ -137,7 +126,18 @@ class FaultSpec:
     prefix: ErrorCode = ErrorCode.EXECUTION_FAILED
     delay: float = 0.0
     after_fraction: float = 0.5
+    error_code: int | None = None
     source: str = "faults"
+
+    @property
+    def interface(self) -> str:
+        """The target (:attr:`call`), under the hardware node's name for it."""
+        return self.call
+
+    @property
+    def detail(self) -> str:
+        """The error's detail text: :attr:`message`, else the outcome's default."""
+        return self.message if self.message is not None else _DEFAULT_MESSAGES[self.outcome]
 
     @property
     def moves(self) -> bool:
@@ -149,8 +149,8 @@ class FaultSpec:
         *,
         replay: bool,
         server: str,
-        acceptance_timeout: float = DEFAULT_ACCEPTANCE_TIMEOUT,
-        execution_timeout: float = DEFAULT_EXECUTION_TIMEOUT,
+        acceptance_timeout: float = ACCEPTANCE_TIMEOUT,
+        execution_timeout: float = DEFAULT_TIMEOUTS["moveto"],
     ) -> MotionError:
         """The error this fault produces.
 
@@ -209,8 +209,8 @@ class FaultInjector:
         self,
         specs: Iterable[FaultSpec] = (),
         *,
-        acceptance_timeout: float = DEFAULT_ACCEPTANCE_TIMEOUT,
-        execution_timeout: float = DEFAULT_EXECUTION_TIMEOUT,
+        acceptance_timeout: float = ACCEPTANCE_TIMEOUT,
+        execution_timeout: float = DEFAULT_TIMEOUTS["moveto"],
     ) -> None:
         self.acceptance_timeout = float(acceptance_timeout)
         self.execution_timeout = float(execution_timeout)
@@ -239,19 +239,20 @@ class FaultInjector:
         """Count a call and return the fault that fires on it, if any.
 
         Args:
-            call: ``plan``, ``execute``, ``replay``, ``run_step`` or ``acceptance``.
+            call: a cell call (``plan``, ``execute``, ``replay``, ``run_step``,
+                ``acceptance``) or a hardware-node interface (:data:`FAULT_INTERFACES`).
             step_types: task types of the steps the call involves.
             step_indices: indices of the steps the call involves.
 
         Raises:
             ValueError: unknown call kind.
         """
-        if call not in FAULT_CALLS:
-            raise ValueError(f"unknown fault call {call!r} (expected one of {', '.join(FAULT_CALLS)})")
+        if call not in FAULT_TARGETS:
+            raise ValueError(f"unknown fault call {call!r} (expected one of {', '.join(FAULT_TARGETS)})")
         with self._lock:
             chosen: FaultSpec | None = None
             for i, spec in enumerate(self._specs):
-                if spec.call != call:
+                if spec.call != call or (call in FAULT_INTERFACES and spec.outcome == "server_unavailable"):
                     continue
                 if spec.step_type is not None and spec.step_type not in step_types:
                     continue
@@ -264,6 +265,11 @@ class FaultInjector:
                     self._fired.append(FiredFault(spec, call, self._counts[i]))
             return chosen
 
+    def down(self, interface: str) -> bool:
+        """True when a hardware-node ``interface`` is not served at all (a
+        ``server_unavailable`` entry on it: it applies from the start, whatever its occurrence)."""
+        return any(s.call == interface and s.outcome == "server_unavailable" for s in self._specs)
+
     def error(self, spec: FaultSpec, *, replay: bool, server: str) -> MotionError:
         """The error ``spec`` produces with this injector's timeouts (:meth:`FaultSpec.error`)."""
         return spec.error(
@@ -274,90 +280,107 @@ class FaultInjector:
         )
 
 
-def parse_faults(data: Any, *, source: str, key: str = "faults") -> tuple[FaultSpec, ...]:
-    """Validate a list of fault entries.
+def parse_faults(
+    data: Any, *, source: str, key: str = "faults", targets: Sequence[str] = FAULT_CALLS
+) -> tuple[FaultSpec, ...]:
+    """Validate a list of fault entries (the language: docs/fault-injection.md).
 
     Args:
         data: the YAML list of mappings, or ``None``.
-        source: where it came from, for error messages (``cell.yaml``).
-        key: the list's key path, for error messages (``faults`` or ``faults.inject``).
+        source: the file it came from, for error messages (``cell.yaml``; ``""`` for none).
+        key: the list's key path, for error messages (``faults``, ``faults.inject``,
+            ``--faults``).
+        targets: the calls or interfaces the consumer serves: :data:`FAULT_CALLS` for the
+            in-process cell, :data:`FAULT_INTERFACES` for the hardware node.
 
     Returns:
-        The fault specs in order.
+        The fault specs in order (outcomes under their names, aliases resolved).
 
     Raises:
-        ValueError: invalid entry; the message names the file and key, e.g.
-            ``faults.yaml: faults[1].outcome: must be one of …``.
+        ConfigError: invalid entry; the message names the file and key, e.g.
+            ``faults.yaml: faults[1].outcome: unknown outcome 'oops' (expected one of: …)``.
     """
+    check = Checker(file=source, string_keys=True)
     if data is None:
         return ()
-    if not isinstance(data, list):
-        raise ValueError(f"{source}: {key}: must be a list of mappings, got {type(data).__name__}")
     specs = []
-    for i, entry in enumerate(data):
-        where = f"{source}: {key}[{i}]"
-        if not isinstance(entry, Mapping):
-            raise ValueError(f"{where}: must be a mapping, got {type(entry).__name__}")
-        unknown = sorted(str(k) for k in entry if k not in _KEYS)
-        if unknown:
-            raise ValueError(f"{where}: unknown key(s) {', '.join(unknown)} (allowed: {', '.join(_KEYS)})")
-        call = _choice(entry, "call", FAULT_CALLS, where, required=True)
-        outcome = _choice(entry, "outcome", tuple(FAULT_OUTCOMES), where, required=True)
-        assert call is not None and outcome is not None
-        if call not in FAULT_OUTCOMES[outcome]:
-            raise ValueError(
-                f"{where}.outcome: {outcome} cannot happen on call {call} "
-                f"(allowed calls: {', '.join(FAULT_OUTCOMES[outcome])})"
-            )
-        step_type = entry.get("step_type")
-        if step_type is not None:
-            if not isinstance(step_type, str) or not step_type:
-                raise ValueError(f"{where}.step_type: must be a non-empty string")
-            if call not in ("plan", "run_step"):
-                raise ValueError(f"{where}.step_type: only valid for call plan or run_step (got {call})")
-        step_index = entry.get("step_index")
-        if step_index is not None and (
-            isinstance(step_index, bool) or not isinstance(step_index, int) or step_index < 0
-        ):
-            raise ValueError(f"{where}.step_index: must be an integer >= 0, got {step_index!r}")
-        message = entry.get("message")
-        if message is not None and not isinstance(message, str):
-            raise ValueError(f"{where}.message: must be a string")
-        prefix_name = entry.get("prefix")
-        if prefix_name is not None and outcome != "replay_error":
-            raise ValueError(f"{where}.prefix: only valid for outcome replay_error")
-        prefix = ErrorCode.EXECUTION_FAILED
-        if prefix_name is not None:
-            names = tuple(code.value for code in ErrorCode)
-            text = str(prefix_name).rstrip(":")
-            if text not in names:
-                raise ValueError(f"{where}.prefix: must be one of {', '.join(names)}, got {prefix_name!r}")
-            prefix = ErrorCode(text)
-        delay = _number(entry, "delay", where, default=0.0, low=0.0, high=math.inf)
-        after = _number(entry, "after_fraction", where, default=0.5, low=0.0, high=1.0)
-        if "after_fraction" in entry and outcome not in MOTION_OUTCOMES:
-            raise ValueError(
-                f"{where}.after_fraction: only valid for {' and '.join(sorted(MOTION_OUTCOMES))}"
-            )
-        specs.append(
-            FaultSpec(
-                call=call,
-                outcome=outcome,
-                occurrences=_occurrences(entry.get("occurrence", 1), f"{where}.occurrence"),
-                step_type=step_type,
-                step_index=step_index,
-                message=message,
-                prefix=prefix,
-                delay=delay,
-                after_fraction=after,
-                source=where,
-            )
-        )
+    for i, item in enumerate(check.array(data, key)):
+        where = join(key, i)
+        entry = check.mapping(item, where)
+        check.only_keys(entry, where, _KEYS)
+        specs.append(_parse_entry(check, entry, where, targets))
     return tuple(specs)
 
 
+def _parse_entry(check: Checker, entry: Mapping[str, Any], where: str, targets: Sequence[str]) -> FaultSpec:
+    if "call" in entry and "interface" in entry:
+        raise check.fail(where, "give call or interface (the same key), not both")
+    target_key = "interface" if "interface" in entry else "call"
+    what = "interface" if targets == FAULT_INTERFACES else "call"
+    call = check.choice(check.required(entry, target_key, where), join(where, target_key), targets, what=what)
+    outcomes = [o for o, allowed in FAULT_OUTCOMES.items() if call in allowed]
+    named = check.required(entry, "outcome", where)
+    outcome = OUTCOME_ALIASES.get(named, named) if isinstance(named, str) else named
+    if outcome in FAULT_OUTCOMES and outcome not in outcomes:
+        raise check.fail(
+            join(where, "outcome"),
+            f"{outcome} cannot happen on call {call} (allowed calls: {', '.join(FAULT_OUTCOMES[outcome])})",
+        )
+    check.choice(outcome, join(where, "outcome"), outcomes, what="outcome")
+    on_interface = call in FAULT_INTERFACES
+    for name in _CALL_KEYS if on_interface else ("error_code",):
+        if name in entry:
+            kind = "the cell's calls" if on_interface else "the hardware node's interfaces"
+            raise check.fail(join(where, name), f"only valid for {kind}")
+    step_type = entry.get("step_type")
+    if step_type is not None:
+        step_type = check.string(step_type, join(where, "step_type"))
+        if call not in ("plan", "run_step"):
+            raise check.fail(join(where, "step_type"), f"only valid for call plan or run_step (got {call})")
+    step_index = entry.get("step_index")
+    if step_index is not None:
+        step_index = check.integer(step_index, join(where, "step_index"), minimum=0)
+    message = entry.get("message")
+    if message is not None:
+        message = check.string(message, join(where, "message"), allow_empty=True)
+    prefix = ErrorCode.EXECUTION_FAILED
+    if entry.get("prefix") is not None:
+        if outcome != "replay_error":
+            raise check.fail(join(where, "prefix"), "only valid for outcome replay_error")
+        named_prefix = entry["prefix"].rstrip(":") if isinstance(entry["prefix"], str) else entry["prefix"]
+        codes = tuple(code.value for code in ErrorCode)
+        prefix = ErrorCode(check.choice(named_prefix, join(where, "prefix"), codes, what="prefix"))
+    if "after_fraction" in entry and (
+        outcome not in MOTION_OUTCOMES or (on_interface and outcome != "execution_error")
+    ):
+        raise check.fail(
+            join(where, "after_fraction"),
+            "only valid for execution_error" + ("" if on_interface else " and execution_timeout"),
+        )
+    error_code = entry.get("error_code")
+    if error_code is not None:
+        if outcome != "execution_error":
+            raise check.fail(join(where, "error_code"), "only valid for outcome execution_error")
+        error_code = check.integer(error_code, join(where, "error_code"), minimum=-(2**31))
+    return FaultSpec(
+        call=call,
+        outcome=outcome,
+        occurrences=check.occurrences(entry.get("occurrence", 1), join(where, "occurrence")),
+        step_type=step_type,
+        step_index=step_index,
+        message=message,
+        prefix=prefix,
+        delay=check.number(entry.get("delay", 0.0), join(where, "delay"), unit="s", minimum=0.0),
+        after_fraction=check.number(
+            entry.get("after_fraction", 0.5), join(where, "after_fraction"), minimum=0.0, maximum=1.0
+        ),
+        error_code=error_code,
+        source=f"{check.file}: {where}" if check.file else where,
+    )
+
+
 def parse_fault_section(value: Any, *, source: str) -> FaultInjector:
-    """Validate the value of a ``faults`` key.
+    """Validate the value of a ``faults`` key of the in-process cell.
 
     The value is ``null``/``{}``/``[]`` (no faults), a list of fault entries, or a mapping::
 
@@ -367,91 +390,65 @@ def parse_fault_section(value: Any, *, source: str) -> FaultInjector:
           inject: [<entry>, ...]      # the fault entries
 
     Raises:
-        ValueError: ``<source>: faults.<key>: <reason>`` / ``<source>: faults[<i>]...``.
+        ConfigError: ``<source>: faults.<key>: <reason>`` / ``<source>: faults[<i>]...``.
     """
     if value is None or isinstance(value, list):
         return FaultInjector(parse_faults(value, source=source))
-    if not isinstance(value, Mapping):
-        raise ValueError(f"{source}: faults: expected a list or a mapping, got {type(value).__name__}")
-    allowed = ("acceptance_timeout", "execution_timeout", "inject")
-    unknown = sorted(str(k) for k in value if k not in allowed)
-    if unknown:
-        raise ValueError(f"{source}: faults.{unknown[0]}: unknown key (allowed: {', '.join(allowed)})")
-    timeouts = {}
-    for key, default in (
-        ("acceptance_timeout", DEFAULT_ACCEPTANCE_TIMEOUT),
-        ("execution_timeout", DEFAULT_EXECUTION_TIMEOUT),
-    ):
-        number = value.get(key, default)
-        if (
-            isinstance(number, bool)
-            or not isinstance(number, int | float)
-            or not (math.isfinite(number) and number > 0)
-        ):
-            raise ValueError(f"{source}: faults.{key}: expected a number > 0 [s], got {number!r}")
-        timeouts[key] = float(number)
-    specs = parse_faults(value.get("inject"), source=source, key="faults.inject")
+    check = Checker(file=source, string_keys=True)
+    section = check.mapping(value, "faults")
+    check.only_keys(section, "faults", ("acceptance_timeout", "execution_timeout", "inject"))
+    timeouts = {
+        key: check.number(section.get(key, default), f"faults.{key}", unit="s", positive=True)
+        for key, default in (
+            ("acceptance_timeout", ACCEPTANCE_TIMEOUT),
+            ("execution_timeout", DEFAULT_TIMEOUTS["moveto"]),
+        )
+    }
+    specs = parse_faults(section.get("inject"), source=source, key="faults.inject")
     return FaultInjector(specs, **timeouts)
 
 
-def load_faults(path: str | Path) -> FaultInjector:
-    """Read the fault injection of a YAML file (a cell file or a separate faults file).
+def fault_value(document: Any, *, source: str, key: str = "faults") -> Any:
+    """The fault entries of a decoded fault document (a file, or ``--faults`` text).
 
-    The file is either a mapping with a ``faults`` key (other keys are ignored, so the
-    cell YAML can carry its faults; see :func:`parse_fault_section` for the value) or a
-    bare list of fault entries.
+    The document is a list of entries, one entry (a mapping with entry keys such as
+    ``call``/``interface``), or a mapping with a ``faults`` key; any other mapping has no
+    faults (a cell YAML without a ``faults`` section).
+
+    Args:
+        document: the decoded YAML.
+        source: the file, for messages (``""`` for inline text).
+        key: the document's key path in messages when there is no file (``--faults``).
+
+    Returns:
+        The ``faults`` value (for :func:`parse_fault_section` / :func:`parse_faults`), or
+        ``None`` for none.
 
     Raises:
-        ValueError: unreadable file, invalid YAML or invalid entries (message names the
+        ConfigError: a document of another shape (a number, a string).
+    """
+    if isinstance(document, Mapping):
+        if "faults" in document:
+            return document["faults"]
+        return [document] if any(k in _KEYS for k in document) else None
+    if document is not None and not isinstance(document, list):
+        raise ConfigError(
+            "" if source else key,
+            f"must be a list of faults, one fault or a mapping with a faults key (got {shown(document)})",
+            file=source,
+        )
+    return document
+
+
+def load_faults(path: str | Path) -> FaultInjector:
+    """Read the fault injection of the in-process cell from a YAML file (a cell file or a
+    separate faults file; :func:`fault_value` for its shapes, :func:`parse_fault_section` for
+    the ``faults`` value).
+
+    Raises:
+        ConfigError: unreadable file, invalid YAML or invalid entries (message names the
             file and key).
     """
-    file = Path(path)
-    try:
-        data = safe_load_yaml(file.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ValueError(f"{file}: cannot read fault configuration: {exc.strerror or exc}") from exc
-    except yaml.YAMLError as exc:
-        raise ValueError(f"{file}: invalid YAML: {exc}") from exc
-    if isinstance(data, Mapping):
-        data = data.get("faults")
-    elif data is not None and not isinstance(data, list):
-        raise ValueError(f"{file}: expected a mapping with a faults key or a list, got {type(data).__name__}")
-    return parse_fault_section(data, source=str(file))
-
-
-def _choice(
-    entry: Mapping[str, Any], key: str, allowed: Sequence[str], where: str, *, required: bool
-) -> str | None:
-    value = entry.get(key)
-    if value is None:
-        if required:
-            raise ValueError(f"{where}.{key}: required (one of {', '.join(allowed)})")
-        return None
-    if value not in allowed:
-        raise ValueError(f"{where}.{key}: must be one of {', '.join(allowed)}, got {value!r}")
-    return str(value)
-
-
-def _number(
-    entry: Mapping[str, Any], key: str, where: str, *, default: float, low: float, high: float
-) -> float:
-    value = entry.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(float(value)):
-        raise ValueError(f"{where}.{key}: must be a number, got {value!r}")
-    if not low <= float(value) <= high or math.isinf(float(value)):
-        raise ValueError(f"{where}.{key}: must be in [{low:g}, {high:g}], got {value!r}")
-    return float(value)
-
-
-def _occurrences(value: Any, where: str) -> frozenset[int] | None:
-    if value == "all":
-        return None
-    items = value if isinstance(value, list) else [value]
-    if not items:
-        raise ValueError(f"{where}: must not be empty")
-    out = set()
-    for item in items:
-        if isinstance(item, bool) or not isinstance(item, int) or item < 1:
-            raise ValueError(f"{where}: must be 'all', an integer >= 1 or a list of them, got {value!r}")
-        out.add(item)
-    return frozenset(out)
+    source = str(path)
+    value = fault_value(read_yaml(source), source=source)
+    return parse_fault_section(value, source=source)

@@ -18,7 +18,7 @@ import pytest
 from action_msgs.msg import GoalStatus
 from control_msgs.action import FollowJointTrajectory
 from hardware_fixtures import HardwareObserver, HardwareProcess
-from ros_fixtures import RosEnvironment
+from ros_fixtures import RosEnvironment, ros_environment
 from ur_msgs.srv import SetIO
 
 from erobs_bt.backends.base import ArmSegment

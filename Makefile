@@ -4,6 +4,7 @@
 #
 #   make setup   system packages, .venv, pinned requirements, ROS interfaces, erobs_bt (-e)
 #   make test    setup, then pytest                         PYTEST_ARGS="-k cache -x" to narrow
+#   make test-fast  setup, then the tests without ROS, a browser or a long run (-m "not ros and not browser and not slow")
 #   make run     setup, then run SCRIPT with POSES on the simulated cell (--auto-resume)
 #   make lint    ruff (check + format --check), mypy and lint-imports (the layers, pyproject.toml)
 #   make lint-imports-pending   the import contracts that wait for the motion stack (.ci/)
@@ -23,7 +24,7 @@ LINT_PATHS ?= erobs_bt test bench setup.py
 
 ENV := scripts/env.sh
 
-.PHONY: help setup test run lint lint-imports-pending bench clean distclean
+.PHONY: help setup test test-fast run lint lint-imports-pending bench clean distclean
 
 help:
 	@sed -n 's/^#   make /  make /p' Makefile
@@ -34,10 +35,19 @@ setup:
 # pytest exit statuses: 0 passed, 1 failures, 2 interrupted, 3 internal error, 4 usage error,
 # 5 no tests collected. 5 is a failure here: the suite exists, so collecting nothing means a
 # broken selection or collection, never success.
-test: setup
-	@status=0; EROBS_VENV="$(abspath $(VENV))" $(ENV) $(VENV)/bin/python -m pytest $(PYTEST_ARGS) || status=$$?; \
+define run_pytest
+	@status=0; EROBS_VENV="$(abspath $(VENV))" $(ENV) $(VENV)/bin/python -m pytest $(1) || status=$$?; \
 	if [ $$status -eq 5 ]; then echo "make test: pytest collected no tests (exit 5); treating it as a failure" >&2; fi; \
 	exit $$status
+endef
+
+test: setup
+	$(call run_pytest,$(PYTEST_ARGS))
+
+# The quick tier for a change: the same as `make test` without the markers ros, browser and slow
+# (pyproject.toml). CI runs `make test`, every tier.
+test-fast: setup
+	$(call run_pytest,-m "not ros and not browser and not slow" $(PYTEST_ARGS))
 
 run: setup
 	EROBS_VENV="$(abspath $(VENV))" $(ENV) $(VENV)/bin/erobs-bt run "$(SCRIPT)" --poses "$(POSES)" $(RUN_ARGS)

@@ -26,10 +26,6 @@ layer: DDS transport, the action protocol, the executor threads and message conv
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -40,39 +36,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench_planning import REPO, sim_backend
+from bench_planning import sim_backend
 from common import fmt_ms, fmt_us, markdown_table, median, p90
+from ros_fixtures import FASTDDS_PROFILE, PARAMS_FILE, READY_PREFIX, RosProcess
 
 from erobs_bt.orchestrator import Feedback, OrchestratorListener, State
 from erobs_bt.ros.domain import private_domain
 from erobs_bt.session import Engine, EngineConfig, build_engine
 
-PARAMS_FILE = REPO / "config" / "erobs_bt.yaml"
-FASTDDS_PROFILE = REPO / "config" / "fastdds_localhost.xml"
-READY_PREFIX = "erobs_bt ready"
+from helpers import LED, move, script
+
 SPEED = 20.0
 ROUND_TRIPS = 30
 PAUSE_CYCLES = 40
 WARM_UP = 3
 TIMEOUT = 60.0
-
-#: Poses (degrees) from the EROBS samples; free with the pipettor in the packaged cell.
-POSES = {
-    "sample_scan_1": [13.38, -112.45, -65.22, -90.98, -267.33, -166.94],
-    "vial_scan": [90.95, -55.09, -134.23, -80.7, -269.7, -182.8],
-}
-LED = {"task_type": "pipettor", "operation": "SET_LED", "led_color": {"r": 0, "g": 1, "b": 0}}
-
-
-def move(target: str) -> dict[str, Any]:
-    """A joint ``moveto`` task to a pose of :data:`POSES`."""
-    return {"task_type": "moveto", "target": target, "planning_type": "joint"}
-
-
-def script(tasks: Sequence[Mapping[str, Any]]) -> str:
-    """A pipettor script with :data:`POSES` inline."""
-    return json.dumps({"start_gripper": "pipettor", "poses": POSES, "tasks": list(tasks)})
-
 
 #: One no-motion step.
 LED_SCRIPT = script([LED])
@@ -99,73 +77,29 @@ def ros_domain() -> Iterator[int]:
         yield environment.domain_id
 
 
-@dataclass
-class NodeProcess:
-    """A running ROS process: its process and every line it printed."""
-
-    process: subprocess.Popen[str]
-    lines: list[str] = field(default_factory=list)
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-
 @contextmanager
 def ros_process(
     command: Sequence[str], ready_prefix: str, *, start_timeout: float = 60.0
-) -> Iterator[NodeProcess]:
-    """Start a ROS process (inside :func:`ros_domain`), wait for the line starting with
-    ``ready_prefix``, SIGINT it by PID at the end (SIGKILL after 30 s).
+) -> Iterator[RosProcess]:
+    """Start a ROS process (inside :func:`ros_domain`, whose environment it inherits) with the
+    tests' :class:`ros_fixtures.RosProcess`: wait for the line starting with ``ready_prefix``,
+    SIGINT it by PID at the end (SIGKILL after 30 s); a non-zero exit is reported on stderr.
 
     Raises:
         RuntimeError: it exited or printed no ready line within ``start_timeout``.
     """
-    process = subprocess.Popen(
-        list(command),
-        cwd=REPO,
-        env=dict(os.environ),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    node = NodeProcess(process)
-    ready = threading.Event()
-
-    def read() -> None:
-        assert process.stdout is not None
-        for line in process.stdout:
-            node.lines.append(line.rstrip("\n"))
-            if line.startswith(ready_prefix):
-                ready.set()
-
-    reader = threading.Thread(target=read, name="bench-process-output", daemon=True)
-    reader.start()
+    process = RosProcess(None, command, ready_prefix).start(start_timeout)
     try:
-        deadline = time.monotonic() + start_timeout
-        while not ready.wait(0.05):
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"{' '.join(command[1:3])} did not start:\n" + "\n".join(node.lines))
-        yield node
+        yield process
     finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGINT)
-            try:
-                process.wait(30.0)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        reader.join(5.0)
-        if process.returncode != 0:
-            output = "\n".join(node.lines[-20:])
-            print(
-                f"bench: {' '.join(command[1:3])} exited with status {process.returncode}:\n{output}",
-                file=sys.stderr,
-            )
+        status = process.stop()
+        if status != 0:
+            output = "\n".join(process.lines[-20:])
+            print(f"bench: {' '.join(command[1:3])} exited with status {status}:\n{output}", file=sys.stderr)
 
 
 @contextmanager
-def node_process(parameters: Mapping[str, str], *, start_timeout: float = 60.0) -> Iterator[NodeProcess]:
+def node_process(parameters: Mapping[str, str], *, start_timeout: float = 60.0) -> Iterator[RosProcess]:
     """The erobs_bt node (:func:`ros_process`) with ``-p name:=value`` overrides on top of
     ``config/erobs_bt.yaml``.
 

@@ -25,8 +25,9 @@ import threading
 import time
 from typing import Any
 
-from bench_ros import REPO, ros_domain, ros_process
+from bench_ros import ros_domain, ros_process
 from common import fmt_ms, markdown_table, median, p90
+from ros_fixtures import REPO
 
 RAW_ACTION = "/raw_controller/follow_joint_trajectory"
 ROUND_TRIPS = 60

@@ -1,7 +1,10 @@
 """Small helpers shared by the benchmarks: timing, statistics and table output.
 
 Benchmarks are not tests: they print figures measured side by side in one run, as
-medians over repeats and as ratios against a named baseline.
+medians over repeats and as ratios against a named baseline. What they share with the tests
+is not copied here: importing this module puts ``test/`` on ``sys.path``, so the benchmarks
+take the test helpers (``helpers``: the sample poses, ``move()``, ``script()``, ``LED``;
+``ros_fixtures``: ``RosProcess``) from their one place.
 """
 
 from __future__ import annotations
@@ -13,6 +16,11 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+
+#: The tests' folder, whose helper modules the benchmarks import (see the module docstring).
+TEST_DIR = Path(__file__).resolve().parents[1] / "test"
+if str(TEST_DIR) not in sys.path:
+    sys.path.append(str(TEST_DIR))
 
 #: EROBS's sample scripts and pose registry (``cms_poses.yaml``) that some figures measure. They
 #: are not part of the repository: ``../shared/samples/erobs/`` beside the checkout, or the folder

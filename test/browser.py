@@ -1,5 +1,5 @@
 """Debian's Chromium for the web tests, driven through playwright: one place for its path,
-the skip marker, and the command-line flags.
+the marker, and the command-line flags.
 
 Every browser the tests start is headless, makes no network traffic of its own (no
 background updates, sync or first-run pages) and runs without a sandbox (the tests may run
@@ -14,11 +14,13 @@ from typing import Any
 
 import pytest
 
+from helpers import require_marker
+
 CHROMIUM = Path("/usr/bin/chromium")
 
-needs_chromium = pytest.mark.skipif(
-    not CHROMIUM.exists(), reason="Debian chromium is not installed (apt-get install chromium)"
-)
+#: The ``browser`` tier: conftest skips these tests where :data:`CHROMIUM` is absent
+#: (``apt-get install chromium``), and ``make test-fast`` leaves them out.
+needs_chromium = pytest.mark.browser
 
 _COMMON_ARGS = (
     "--headless",
@@ -38,5 +40,10 @@ def chromium_args(*, webgl: bool) -> list[str]:
 
 
 def launch_chromium(playwright: Any, *, webgl: bool = False) -> Any:
-    """Start Debian's Chromium through a ``sync_playwright()`` instance; the caller closes it."""
+    """Start Debian's Chromium through a ``sync_playwright()`` instance; the caller closes it.
+
+    Raises:
+        RuntimeError: called in a test not marked ``browser`` (:func:`helpers.require_marker`).
+    """
+    require_marker("browser", "starting Chromium")
     return playwright.chromium.launch(executable_path=str(CHROMIUM), args=chromium_args(webgl=webgl))

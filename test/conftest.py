@@ -1,4 +1,10 @@
-"""Shared pytest fixtures, and the suite's hypothesis profile.
+"""Shared pytest fixtures, the test tiers, and the suite's hypothesis profile.
+
+Tiers (markers registered in pyproject.toml; README "Development"): ``ros`` (ROS processes or
+an rclpy context), ``browser`` (Chromium), ``slow``. A test that uses :func:`ros_env` or
+:func:`cells` is marked ``ros`` here; a ``browser`` test is skipped where Debian's Chromium is
+absent. While a test runs, :data:`helpers.RUNNING_MARKERS` holds its markers, so the ROS and
+browser helpers refuse to start in a test without the marker.
 
 Hypothesis runs derandomised and without an example database by default, so the suite draws
 the same examples on every machine and every run (a failure found once is kept as an
@@ -23,6 +29,9 @@ from erobs_bt.script.model import Step
 from erobs_bt.script.parse import parse_script
 from erobs_bt.world.cell import CellConfig, load_cell
 
+import helpers
+from browser import CHROMIUM
+
 settings.register_profile("deterministic", derandomize=True, database=None)
 settings.register_profile("explore", derandomize=False)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
@@ -34,6 +43,27 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
 # A handler here is reset to the default at every exec, so each child starts with SIGINT live.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+#: Fixtures that put a test in the ``ros`` tier (directly or through another fixture).
+ROS_FIXTURES = frozenset({"ros_env", "cells"})
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark the tests that use :data:`ROS_FIXTURES` ``ros`` (before ``-m`` selects), and skip
+    ``browser`` tests where Debian's Chromium is not installed."""
+    for item in items:
+        if ROS_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.ros)
+        if item.get_closest_marker("browser") is not None and not CHROMIUM.exists():
+            item.add_marker(pytest.mark.skip(reason=f"Debian chromium is not installed ({CHROMIUM})"))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Record the markers of the test about to be set up (:func:`helpers.require_marker`)."""
+    helpers.RUNNING_MARKERS = frozenset(mark.name for mark in item.iter_markers())
+
 
 #: The real EROBS sample scripts and pose registry: beside the repository, not in it.
 SAMPLES_DIR = Path(__file__).resolve().parents[2] / "shared" / "samples" / "erobs"
@@ -73,6 +103,16 @@ def cell() -> CellConfig:
 def perf_steps(samples_dir: Path) -> tuple[Step, ...]:
     """The two moves of ``perf_safe_transport_to_safe_exchange.json`` (one batch)."""
     return parse_script((samples_dir / "perf_safe_transport_to_safe_exchange.json").read_text()).steps
+
+
+@pytest.fixture(scope="module")
+def ros_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A private ROS domain for the module (:func:`ros_fixtures.ros_environment`): its
+    variables are set in this process; its ``ROS_LOG_DIR`` is a temporary folder."""
+    from ros_fixtures import ros_environment
+
+    with ros_environment(tmp_path_factory.mktemp("ros_log")) as environment:
+        yield environment
 
 
 @dataclass

@@ -1,8 +1,16 @@
-"""Shared builders for the engine tests (no fixtures with hidden behaviour)."""
+"""Shared builders for the tests (no fixtures with hidden behaviour), and the test tiers' guard.
+
+* Engine tests: steps (:func:`moveto`, ...) and scripts on four inline poses (:func:`script_json`).
+* Node tests: scripts on poses of EROBS's samples (:data:`POSES`, :func:`script`, :data:`LED`).
+* :func:`require_marker`: ROS and browser helpers refuse to run inside a test that is not
+  marked ``ros`` / ``browser``, so ``make test-fast`` (``-m "not ros and not browser and not
+  slow"``) cannot pick up a test that starts ROS processes or Chromium unnoticed.
+"""
 
 from __future__ import annotations
 
 import json
+import socket
 from typing import Any
 
 import py_trees
@@ -81,7 +89,33 @@ def script_json(tasks: list[dict[str, Any]], *, start_gripper: str = "pipettor",
 
 
 def move(target: str) -> dict[str, Any]:
+    """A joint ``moveto`` task to the named pose."""
     return {"task_type": "moveto", "target": target, "planning_type": "joint"}
+
+
+#: Poses (joint angles in degrees, UR order shoulder_pan … wrist_3) of EROBS's sample registry
+#: (``cms_poses.yaml``), all free in the packaged cell (``config/cell.yaml``) with the pipettor.
+POSES: dict[str, list[float]] = {
+    "safe_sample_transport": [79.72, -69.5, -81.91, -117.92, -268.05, -157.15],
+    "sample_scan_1": [13.38, -112.45, -65.22, -90.98, -267.33, -166.94],
+    "pipettor_scan": [112.19, -63.37, -140.83, -65.82, -269.73, -229.5],
+    "vial_scan": [90.95, -55.09, -134.23, -80.7, -269.7, -182.8],
+    "pre_hotplate": [65.63, -106.91, -69.8, -93.6, -270.12, -206.3],
+}
+#: A no-motion step: the pipettor's LED green.
+LED: dict[str, Any] = {"task_type": "pipettor", "operation": "SET_LED", "led_color": {"r": 0, "g": 1, "b": 0}}
+
+
+def script(tasks: list[dict[str, Any]], *, gripper: str = "pipettor") -> str:
+    """A script document with :data:`POSES` inline, starting with ``gripper`` attached."""
+    return json.dumps({"start_gripper": gripper, "poses": POSES, "tasks": tasks})
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (for a server a test starts)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 def vacuum(action: str) -> dict[str, Any]:
@@ -165,3 +199,21 @@ def error_of(future: Any) -> Any:
     error = future.exception(timeout=60)
     assert isinstance(error, MotionError), f"expected a MotionError, got {error!r}"
     return error
+
+
+#: The markers of the test being set up or run (conftest sets it before each test; ``None``
+#: outside pytest, e.g. in bench/, where nothing is checked).
+RUNNING_MARKERS: frozenset[str] | None = None
+
+
+def require_marker(name: str, what: str) -> None:
+    """Refuse ``what`` (starting ROS, a browser) inside a test without the marker ``name``.
+
+    Raises:
+        RuntimeError: a test is running and is not marked ``name``.
+    """
+    if RUNNING_MARKERS is not None and name not in RUNNING_MARKERS:
+        raise RuntimeError(
+            f"{what} in a test that is not marked {name!r}: add @pytest.mark.{name} (or a module "
+            f"pytestmark) so that `make test-fast` leaves it out"
+        )

@@ -26,12 +26,14 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Self
 
 from erobs_bt.ros.domain import RosEnvironment, participant_ports, private_domain
+
+from helpers import require_marker
 
 REPO = Path(__file__).resolve().parents[1]
 PARAMS_FILE = REPO / "config" / "erobs_bt.yaml"
@@ -46,6 +48,7 @@ __all__ = [
     "fastdds_segments",
     "orphaned_segments",
     "participant_ports",
+    "ready_client",
     "ros_environment",
     "ros_value",
 ]
@@ -60,7 +63,11 @@ def ros_environment(log_dir: Path) -> Iterator[RosEnvironment]:
     has not left on exit stays reserved (nobody else joins its leftover endpoints) and is
     reported as a ResourceWarning: some in-process users (the ros2_control backend in its
     error scenarios) do not leave yet; test_ros_domains checks the strict form.
+
+    Raises:
+        RuntimeError: called in a test not marked ``ros`` (:func:`helpers.require_marker`).
     """
+    require_marker("ros", "reserving a ROS domain")
     with private_domain(log_dir, FASTDDS_PROFILE, strict=False) as environment:
         yield environment
 
@@ -78,30 +85,37 @@ class RosProcess:
     """A ROS process of the tests (the node, the simulated hardware) in a reserved domain.
 
     It gets the domain's whole environment (plus ``env``), its output is collected line by
-    line, :meth:`start` waits for its ready line and :meth:`stop` SIGINTs it by its PID.
+    line, :meth:`start` waits for its ready line, :meth:`wait_for_line` for any other, and
+    :meth:`stop` SIGINTs it by its PID.
 
     Args:
-        environment: the reserved domain's environment.
+        environment: the reserved domain's environment; ``None``: this process's environment
+            as it is (bench/, whose ``ros_domain`` has set the ROS variables in it).
         command: the command line.
-        ready_prefix: the start of the line it prints once it serves.
-        env: extra environment variables.
+        ready_prefix: the start of the line it prints once it serves; ``None``: a client
+            program with no such line (:meth:`start` returns once it is started).
+        env: extra environment variables (on top of the domain's, e.g. ``AMENT_PREFIX_PATH``).
+        cwd: its working directory (default: the repository).
     """
 
     def __init__(
         self,
-        environment: RosEnvironment,
+        environment: RosEnvironment | None,
         command: Sequence[str],
-        ready_prefix: str,
+        ready_prefix: str | None,
         *,
         env: Mapping[str, str] | None = None,
+        cwd: Path = REPO,
     ) -> None:
         self.environment = environment
         self.command = list(command)
         self.ready_prefix = ready_prefix
-        self.env = {**environment.env, **(env or {})}
+        self.env = {**(environment.env if environment is not None else os.environ), **(env or {})}
+        self.cwd = cwd
         self.process: subprocess.Popen[str] | None = None
         self.lines: list[str] = []
         self._ready = threading.Event()
+        self._line = threading.Condition()
         self._reader: threading.Thread | None = None
 
     @property
@@ -121,10 +135,17 @@ class RosProcess:
         """
         self._ready.clear()
         self.process = subprocess.Popen(
-            self.command, env=self.env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+            self.command,
+            env=self.env,
+            cwd=self.cwd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
         )
         self._reader = threading.Thread(target=self._read, name="ros-process-output", daemon=True)
         self._reader.start()
+        if self.ready_prefix is None:
+            return self
         deadline = time.monotonic() + timeout
         while not self._ready.wait(0.05):
             if self.process.poll() is not None or time.monotonic() > deadline:
@@ -135,9 +156,29 @@ class RosProcess:
     def _read(self) -> None:
         assert self.process is not None and self.process.stdout is not None
         for line in self.process.stdout:
-            self.lines.append(line.rstrip("\n"))
-            if line.startswith(self.ready_prefix):
+            with self._line:
+                self.lines.append(line.rstrip("\n"))
+                self._line.notify_all()
+            if self.ready_prefix is not None and line.startswith(self.ready_prefix):
                 self._ready.set()
+        with self._line:  # the output ended: wake the waiters (the process has exited)
+            self._line.notify_all()
+
+    def wait_for_line(self, predicate: Callable[[str], bool], timeout: float) -> bool:
+        """Wait until a line of its output satisfies ``predicate``, or ``timeout`` [s] passes,
+        or its output ends. True when such a line was printed."""
+        deadline = time.monotonic() + timeout
+        with self._line:
+            seen = 0
+            while True:
+                if any(predicate(line) for line in self.lines[seen:]):
+                    return True
+                seen = len(self.lines)
+                remaining = deadline - time.monotonic()
+                reader_done = self._reader is None or not self._reader.is_alive()
+                if remaining <= 0 or reader_done:
+                    return False
+                self._line.wait(min(remaining, 1.0))
 
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
@@ -188,6 +229,24 @@ class NodeProcess(RosProcess):
         for name, value in parameters.items():
             command += ["-p", f"{name}:={ros_value(value)}"]
         super().__init__(environment, [*command, *ros_arguments], READY_PREFIX)
+
+
+@contextmanager
+def ready_client(node: RosProcess, **options: Any) -> Iterator[Any]:
+    """An :class:`~erobs_bt.ros.client.ErobsBtClient` in ``node``'s domain (``options`` go to
+    it), yielded once it has discovered the node's action server and received the latched
+    execution state (topics match separately from the action server).
+
+    Raises:
+        AssertionError: either does not arrive within 30 s (with the node's output).
+    """
+    from erobs_bt.ros.client import ErobsBtClient
+
+    assert node.environment is not None
+    with ErobsBtClient(domain_id=node.environment.domain_id, **options) as client:
+        assert client.wait_for_server(30.0), node.output
+        assert client.states.wait_for(lambda m: True, 30.0) is not None, node.output
+        yield client
 
 
 def fastdds_segments() -> set[str]:

@@ -9,7 +9,6 @@ a node that stops gives a clear error and the device works again once a node is 
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -30,44 +29,28 @@ from ros_fixtures import (
     RosEnvironment,
     fastdds_segments,
     orphaned_segments,
+    ready_client,
     ros_environment,
 )
 
 from erobs_bt.bluesky import ErobsRobot, NodeUnavailable, ScriptFailed, run_script
 from erobs_bt.ros.client import ErobsBtClient
 
+from helpers import LED, move, script
+
+pytestmark = pytest.mark.ros
+
 SPEED = 5.0
 WAIT = 120.0
-POSES = {
-    "safe_sample_transport": [79.72, -69.5, -81.91, -117.92, -268.05, -157.15],
-    "sample_scan_1": [13.38, -112.45, -65.22, -90.98, -267.33, -166.94],
-    "pipettor_scan": [112.19, -63.37, -140.83, -65.82, -269.73, -229.5],
-    "vial_scan": [90.95, -55.09, -134.23, -80.7, -269.7, -182.8],
-}
-LED = {"task_type": "pipettor", "operation": "SET_LED", "led_color": {"r": 0, "g": 1, "b": 0}}
-
-
-def move(target: str) -> dict[str, Any]:
-    return {"task_type": "moveto", "target": target, "planning_type": "joint"}
 
 
 LONG_BATCH = [move("sample_scan_1"), move("pipettor_scan")] * 3
-
-
-def script(tasks: list[dict[str, Any]]) -> str:
-    return json.dumps({"start_gripper": "pipettor", "poses": POSES, "tasks": tasks})
 
 
 #: units: 1 = six-move batch, 2 = LED, 3 = move, 4 = LED, 5 = move (10 steps)
 FIVE_UNITS = script([*LONG_BATCH, LED, move("vial_scan"), LED, move("safe_sample_transport")])
 #: units: 1 = move, 2 = LED, 3 = six-move batch, 4 = LED, 5 = move (10 steps)
 LONG_THIRD = script([move("vial_scan"), LED, *LONG_BATCH, LED, move("safe_sample_transport")])
-
-
-@pytest.fixture(scope="module")
-def ros_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RosEnvironment]:
-    with ros_environment(tmp_path_factory.mktemp("ros_log")) as environment:
-        yield environment
 
 
 @pytest.fixture(scope="module")
@@ -81,9 +64,7 @@ def node(ros_env: RosEnvironment) -> Iterator[NodeProcess]:
 @pytest.fixture(scope="module")
 def observer(node: NodeProcess) -> Iterator[ErobsBtClient]:
     """A second client that watches the node's latched state (as an operator's GUI would)."""
-    with ErobsBtClient(domain_id=node.environment.domain_id) as client:
-        assert client.wait_for_server(30.0), node.output
-        assert client.states.wait_for(lambda m: True, 30.0) is not None, node.output
+    with ready_client(node) as client:
         yield client
 
 

@@ -43,7 +43,7 @@ from click.testing import CliRunner
 from rclpy.context import Context
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.parameter import Parameter
-from ros_fixtures import RosEnvironment, ros_environment
+from ros_fixtures import RosEnvironment
 
 from erobs_bt.backends.scripted import Outcome
 from erobs_bt.ros import commands
@@ -51,12 +51,13 @@ from erobs_bt.ros.client import ErobsBtClient, GoalRun, cancel_accepted
 from erobs_bt.ros.node import ErobsBtNode
 from erobs_bt.viz.runlog import read_run_log
 
-from helpers import wait_for
+from helpers import POSES, wait_for
+
+pytestmark = pytest.mark.ros
 
 WAIT = 30.0
 #: The services of an action (``<action>/_action/<name>``).
 ACTION_SERVICES = ("send_goal", "cancel_goal", "get_result")
-POSES = {"vial_scan": [90.95, -55.09, -134.23, -80.7, -269.7, -182.8]}
 #: One quick unit on the scripted backend.
 SCRIPT = json.dumps(
     {
@@ -65,12 +66,6 @@ SCRIPT = json.dumps(
         "tasks": [{"task_type": "moveto", "target": "vial_scan", "planning_type": "joint"}],
     }
 )
-
-
-@pytest.fixture(scope="module")
-def ros_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RosEnvironment]:
-    with ros_environment(tmp_path_factory.mktemp("ros_log")) as environment:
-        yield environment
 
 
 @pytest.fixture(scope="module")

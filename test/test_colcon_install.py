@@ -106,6 +106,7 @@ def install(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
     yield colcon_build(root, *extra)
 
 
+@pytest.mark.ros
 def test_the_installed_node_finds_its_data_and_runs_a_goal(install: Path, tmp_path: Path) -> None:
     env = sourced(install)
     prefix = install / "erobs_bt"

@@ -22,7 +22,7 @@ from erobs_bt.backends.factory import create_backend
 from erobs_bt.compose import script_subtree
 from erobs_bt.script.errors import ScriptError
 
-#: Joint acceleration limit of the UR5e [rad/s²] (erobs-semantics.md §2): the stop ramp bound.
+#: Joint acceleration limit of the UR5e [rad/s²] (docs/behaviour.md §2): the stop ramp bound.
 MAX_ACCELERATION = 5.0
 
 

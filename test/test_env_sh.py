@@ -61,6 +61,7 @@ sys.exit(1)
 """
 
 
+@pytest.mark.ros
 @pytest.mark.parametrize(("level", "kept"), [("info", False), ("warn", True)])
 def test_the_ros_log_folder_of_a_failed_command_is_kept_only_with_something_to_read(
     level: str, kept: bool, tmp_path: Path

@@ -13,20 +13,7 @@ from ros_fixtures import REPO
 
 from erobs_bt.ros.client import ErobsBtClient
 
-POSES = {
-    "sample_scan_1": [13.38, -112.45, -65.22, -90.98, -267.33, -166.94],
-    "pipettor_scan": [112.19, -63.37, -140.83, -65.82, -269.73, -229.5],
-    "vial_scan": [90.95, -55.09, -134.23, -80.7, -269.7, -182.8],
-}
-LED = {"task_type": "pipettor", "operation": "SET_LED", "led_color": {"r": 0, "g": 1, "b": 0}}
-
-
-def move(target: str) -> dict[str, object]:
-    return {"task_type": "moveto", "target": target, "planning_type": "joint"}
-
-
-def script(tasks: list[dict[str, object]]) -> str:
-    return json.dumps({"start_gripper": "pipettor", "poses": POSES, "tasks": tasks})
+from helpers import LED, move, script
 
 
 def test_a_raw_erobs_client_runs_pauses_resumes_and_cancels_all(cells: Cells) -> None:

@@ -22,12 +22,9 @@ from erobs_bt.ros.client import ErobsBtClient, Recorder, latched_qos
 from erobs_bt.world.cell import load_cell
 from erobs_bt.world.vision import approach_tip_pose
 
+from helpers import POSES
+
 NODE = "/beambot_orchestrator"
-POSES = {
-    "sample_scan_1": [13.38, -112.45, -65.22, -90.98, -267.33, -166.94],
-    "pipettor_scan": [112.19, -63.37, -140.83, -65.82, -269.73, -229.5],
-    "vial_scan": [90.95, -55.09, -134.23, -80.7, -269.7, -182.8],
-}
 #: EROBS's parameter file for its orchestrator, as a beamline keeps it (its node name).
 EROBS_PARAMS = {
     "beambot_orchestrator": {
@@ -146,6 +143,7 @@ DETECT = script(
 LED = {"task_type": "pipettor", "operation": "SET_LED", "led_color": {"r": 0, "g": 1, "b": 0, "a": 1.0}}
 
 
+@pytest.mark.ros
 def test_detect_only_fills_the_detected_pose_in_base_link(beambot: Beambot) -> None:
     detect = run_mtc(beambot, DETECT)
     assert detect.status == 4, detect.result.error_message  # SUCCEEDED
@@ -168,6 +166,7 @@ def test_detect_only_fills_the_detected_pose_in_base_link(beambot: Beambot) -> N
     assert plain.status == 4 and list(plain.result.detected_position) == [], "a goal that detected nothing"
 
 
+@pytest.mark.ros
 def test_a_successful_goal_ends_with_erobs_final_feedback(beambot: Beambot) -> None:
     """EROBS's last feedback: "Task completed" at current_step = total_steps, 100 %."""
     detect = run_mtc(beambot, DETECT)
@@ -186,6 +185,7 @@ def test_a_successful_goal_ends_with_erobs_final_feedback(beambot: Beambot) -> N
     assert [f.status_message for f in feedback].count("Task completed") == 1
 
 
+@pytest.mark.ros
 def test_idle_is_published_once_per_goal(beambot: Beambot) -> None:
     """Also for a goal that never ran (a refused preview), as EROBS does."""
     states_before = beambot.states.count
@@ -208,6 +208,7 @@ def test_idle_is_published_once_per_goal(beambot: Beambot) -> None:
     assert seen[:start_of_third].count("IDLE") == 2, seen
 
 
+@pytest.mark.ros
 def test_the_preview_refusal_is_erobs_text_then_the_paths(beambot: Beambot) -> None:
     refused = run_mtc(
         beambot, script("pipettor", [{"task_type": "pipettor", "operation": "EJECT_TIP"}]), dry_run=True
@@ -217,12 +218,14 @@ def test_the_preview_refusal_is_erobs_text_then_the_paths(beambot: Beambot) -> N
     assert refused.result.error_message.endswith("not previewable: tasks[0]")
 
 
+@pytest.mark.ros
 def test_an_led_colour_with_alpha_runs_as_in_erobs(beambot: Beambot) -> None:
     lit = run_mtc(beambot, script("pipettor", [LED]))
     assert lit.status == 4, lit.result.error_message
     assert lit.feedback[-1].status_message == "Task completed"
 
 
+@pytest.mark.ros
 def test_the_simulated_epick_publishes_its_driver_status(beambot: Beambot) -> None:
     from epick_msgs.msg import ObjectDetectionStatus
 
@@ -236,6 +239,7 @@ def test_the_simulated_epick_publishes_its_driver_status(beambot: Beambot) -> No
     assert beambot.epick.wait_for(lambda s: s == nothing, 10.0, since=since) is not None
 
 
+@pytest.mark.ros
 def test_erobs_timeout_parameters_are_read_from_its_parameter_file(beambot: Beambot) -> None:
     names = [f"timeout.{kind}" for kind in ("moveto", "vision_task", "pick_sample", "tool_exchange")]
     names += [
@@ -246,6 +250,7 @@ def test_erobs_timeout_parameters_are_read_from_its_parameter_file(beambot: Beam
     assert values == [150.0, 75.0, 200.0, 190.0, 30.0, 60.0, 180.0, 180.0, 60.0]
 
 
+@pytest.mark.ros
 def test_cup_profile_is_set_as_erobs_mcp_sets_it_and_changes_the_model_revision(beambot: Beambot) -> None:
     from rclpy.parameter import Parameter
 

@@ -1,4 +1,4 @@
-"""A halted behaviour stops the motion it started (DESIGN.md §2, guide rule 10).
+"""A halted behaviour stops the motion it started (docs/design.md §2, guide rule 10).
 
 py_trees halts a running subtree by calling ``stop(INVALID)`` on it, which calls
 ``terminate(INVALID)`` on every running leaf: a reactive selector whose e-stop condition

@@ -3,8 +3,8 @@
 These tests need no ROS process: they import the generated Python types (which loads their C
 typesupport, so a broken build fails here first) and push messages through rclpy's CDR
 serialisation, exactly as they travel between the node and its clients. The field lists are
-the contract that ``erobs_bt.ros`` and any other client rely on (erobs-semantics.md §3,
-DESIGN.md §4), so a changed .action/.msg file shows up here.
+the contract that ``erobs_bt.ros`` and any other client rely on (docs/behaviour.md §3,
+docs/design.md §4), so a changed .action/.msg file shows up here.
 """
 
 from __future__ import annotations

@@ -412,6 +412,7 @@ def test_behaviour_constants_match_py_trees() -> None:
 # ---- what rmw announces in the ROS graph -----------------------------------------------------
 
 
+@pytest.mark.ros
 def test_rmw_announces_the_upstream_hashes(tmp_path: Path) -> None:
     """A publisher of every listed message, a client of every listed service and an action
     client of every listed action, in one node of a private domain: the endpoints rmw puts in

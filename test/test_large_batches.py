@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from erobs_bt.backends.scripted import Outcome, ScriptedBackend
@@ -51,6 +52,7 @@ def test_a_planning_timeout_names_the_parameter_to_raise() -> None:
         orchestrator.shutdown()
 
 
+@pytest.mark.slow
 def test_a_large_batch_previews_on_the_simulated_cell_with_a_short_label(tmp_path: Path) -> None:
     # A batch of 300 moves between two registry poses, planned by the simulated cell's
     # planner: it completes, and its unit is named in a few dozen characters everywhere.

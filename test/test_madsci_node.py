@@ -13,7 +13,6 @@ faults and is reset, goes away and comes back. Every process is stopped by its P
 from __future__ import annotations
 
 import json
-import socket
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -26,39 +25,22 @@ import yaml
 from madsci.client.node.rest_node_client import RestNodeClient
 from madsci.common.types.action_types import ActionRequest, ActionResult, ActionStatus
 from madsci.common.types.node_types import AdminCommands, NodeStatus
-from ros_fixtures import REPO, NodeProcess, RosEnvironment, RosProcess, ros_environment
+from ros_fixtures import REPO, NodeProcess, RosEnvironment, RosProcess
 
 from erobs_bt.ros.client import ErobsBtClient
 
+from helpers import LED, free_port, move, script
+
+pytestmark = pytest.mark.ros
+
 SPEED = 5.0
 WAIT = 120.0
-POSES = {
-    "safe_sample_transport": [79.72, -69.5, -81.91, -117.92, -268.05, -157.15],
-    "sample_scan_1": [13.38, -112.45, -65.22, -90.98, -267.33, -166.94],
-    "pipettor_scan": [112.19, -63.37, -140.83, -65.82, -269.73, -229.5],
-    "vial_scan": [90.95, -55.09, -134.23, -80.7, -269.7, -182.8],
-}
-LED = {"task_type": "pipettor", "operation": "SET_LED", "led_color": {"r": 0, "g": 1, "b": 0}}
-
-
-def move(target: str) -> dict[str, Any]:
-    return {"task_type": "moveto", "target": target, "planning_type": "joint"}
-
-
-def script(tasks: list[dict[str, Any]]) -> str:
-    return json.dumps({"start_gripper": "pipettor", "poses": POSES, "tasks": tasks})
 
 
 LONG_BATCH = [move("sample_scan_1"), move("pipettor_scan")] * 3
 #: units: 1 = six-move batch, 2 = LED, 3 = move, 4 = LED, 5 = move (10 steps)
 FIVE_UNITS = script([*LONG_BATCH, LED, move("vial_scan"), LED, move("safe_sample_transport")])
 TWO_MOVES = script([move("vial_scan"), move("safe_sample_transport")])
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def until(check: Callable[[], Any], timeout: float, what: str) -> Any:
@@ -200,12 +182,6 @@ def test_the_node_configuration_reads_the_environment_not_the_process_arguments(
 
 
 # -- two cells, each with a MADSci node -------------------------------------------------------
-@pytest.fixture(scope="module")
-def ros_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RosEnvironment]:
-    with ros_environment(tmp_path_factory.mktemp("ros_log")) as environment:
-        yield environment
-
-
 @pytest.fixture(scope="module")
 def run_logs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {ns: tmp_path_factory.mktemp(f"runs_{ns}") for ns in ("cell1", "cell2")}

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from malformed_corpus import CASES, Case
-from ros_fixtures import REPO, NodeProcess, RosEnvironment, ros_environment
+from ros_fixtures import REPO, NodeProcess, RosEnvironment
 
 from erobs_bt.cli import main
 from erobs_bt.plan import ScriptParser, plan_goal
@@ -101,12 +101,6 @@ def test_validate_json_reports_the_same_message(tmp_path: Path) -> None:
 
 
 # -- the node --------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def ros_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RosEnvironment]:
-    with ros_environment(tmp_path_factory.mktemp("ros_log")) as environment:
-        yield environment
-
-
 @pytest.fixture(scope="module")
 def node(ros_env: RosEnvironment) -> Iterator[NodeProcess]:
     process = NodeProcess(ros_env, {"speed": 50.0, "poses_file": str(POSES)})

@@ -164,22 +164,20 @@ def test_a_scripted_goal_records_state_feedback_status_and_the_final_snapshot(tm
     assert recorder.error == ""
 
 
-def test_a_cli_run_is_recorded_beside_its_run_log(tmp_path: Path) -> None:
-    log = tmp_path / "run.jsonl"
-    result = CliRunner().invoke(
-        main,
-        [
-            "run",
-            str(REPO / "trees/pause_between_units.json"),
-            "--speed",
-            "5",
-            "--auto-resume",
-            "--log",
-            str(log),
-        ],
-    )
+@pytest.fixture(scope="module")
+def cli_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Path, Path]:
+    """``erobs-bt run trees/pause_between_units.json --speed 5 --auto-resume --log run.jsonl``,
+    once for the module: (the CLI result, the run log, the bag written beside it)."""
+    folder = tmp_path_factory.mktemp("cli_run")
+    log = folder / "run.jsonl"
+    script = str(REPO / "trees/pause_between_units.json")
+    result = CliRunner().invoke(main, ["run", script, "--speed", "5", "--auto-resume", "--log", str(log)])
     assert result.exit_code == 0, result.output
-    bag = tmp_path / "run.mcap"
+    return result, log, folder / "run.mcap"
+
+
+def test_a_cli_run_is_recorded_beside_its_run_log(cli_run: tuple[Any, Path, Path]) -> None:
+    result, log, bag = cli_run
     assert f"ROS 2 bag: {bag}" in result.output.replace("\n", "")
     records = read_run_log(log)
     finished = [r for r in records if r["event"] == "goal_finished"][-1]
@@ -284,27 +282,15 @@ def test_a_node_goal_is_recorded_beside_its_run_log_on_the_node_topics(cells: An
     assert max(abs(a - math.radians(d)) for a, d in zip(last, poses["sample_scan_1"], strict=True)) < 1e-3
 
 
-def test_the_bag_printed_beside_the_log_reads_with_erobs_bt_log(tmp_path: Path) -> None:
+def test_the_bag_printed_beside_the_log_reads_with_erobs_bt_log(
+    cli_run: tuple[Any, Path, Path], tmp_path: Path
+) -> None:
     # Issue 27 (8): `erobs-bt log X.mcap` (the file `run` prints) failed with a raw "'utf-8'
     # codec can't decode byte 0x89", and `run` pointed at `ros2 bag play`, which the PyPI
     # install does not have.
     import shutil
 
-    log = tmp_path / "run.jsonl"
-    result = CliRunner().invoke(
-        main,
-        [
-            "run",
-            str(REPO / "trees/pause_between_units.json"),
-            "--speed",
-            "5",
-            "--auto-resume",
-            "--log",
-            str(log),
-        ],
-    )
-    assert result.exit_code == 0, result.output
-    bag = tmp_path / "run.mcap"
+    result, log, bag = cli_run
     said = result.output.replace("\n", "")
     assert f"ROS 2 bag: {bag}  (open it with Foxglove, erobs-bt log {bag}, or " in said
     if shutil.which("ros2") is None:
@@ -319,8 +305,9 @@ def test_the_bag_printed_beside_the_log_reads_with_erobs_bt_log(tmp_path: Path) 
     assert "is the run's ROS 2 bag (MCAP)" in text and f"its run log: {log}" in text.replace("\n", "")
     assert "goal_finished" in text  # the timeline of the run log beside it
 
-    log.unlink()
-    alone = CliRunner().invoke(main, ["log", str(bag)])
+    alone_bag = tmp_path / "run.mcap"  # the same bag without its run log
+    shutil.copyfile(bag, alone_bag)
+    alone = CliRunner().invoke(main, ["log", str(alone_bag)])
     assert alone.exit_code == 2 and "no run log beside the bag" in alone.output
 
 

@@ -14,25 +14,20 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from rclpy.parameter import Parameter
-from ros_fixtures import PARAMS_FILE, REPO, RosEnvironment, participant_ports, ros_environment
+from ros_fixtures import PARAMS_FILE, REPO, RosEnvironment, participant_ports
 
 from erobs_bt.ros.domain import init_context
 from erobs_bt.ros.node import ErobsBtNode
 from erobs_bt.ros.process import EXIT_CONFIG
 
+pytestmark = pytest.mark.ros
+
 #: Threads the node starts while it is built (feedback pump, run-log writer).
 NODE_THREADS = ("erobs_bt-feedback", "erobs_bt-run-logs")
-
-
-@pytest.fixture(scope="module")
-def ros_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RosEnvironment]:
-    with ros_environment(tmp_path_factory.mktemp("ros_log")) as environment:
-        yield environment
 
 
 def test_a_node_that_cannot_start_stops_its_threads_and_leaves_the_domain(

@@ -12,17 +12,18 @@ whole py_trees_ros_interfaces (its ``action`` module too): test_interop_hashes c
 from __future__ import annotations
 
 import importlib.util
-import subprocess
 import sys
 import threading
 from pathlib import Path
 
 import pytest
-from ros_fixtures import NodeProcess, ros_environment
+from ros_fixtures import NodeProcess, RosProcess, ros_environment
 
 from erobs_bt.ros.client import ErobsBtClient
 
 from helpers import SUCK, move, script_json
+
+pytestmark = pytest.mark.ros
 
 WATCHER = (
     "import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler);"
@@ -38,26 +39,8 @@ def test_py_trees_tree_watcher_shows_the_running_tree(tmp_path: Path) -> None:
     with ros_environment(tmp_path / "ros_log") as environment:
         node = NodeProcess(environment, {"speed": 5.0})
         node.start()
-        watcher = subprocess.Popen(
-            [sys.executable, "-c", WATCHER, "--snapshots"],
-            env=dict(environment.env),
-            cwd=tmp_path,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        lines: list[str] = []
-        finished = threading.Event()
-
-        def read() -> None:
-            assert watcher.stdout is not None
-            for line in watcher.stdout:
-                lines.append(line.rstrip("\n"))
-                if line.strip() == "{-} script [✓]":
-                    finished.set()
-
-        reader = threading.Thread(target=read, daemon=True)
-        reader.start()
+        watcher = RosProcess(environment, [sys.executable, "-c", WATCHER, "--snapshots"], None, cwd=tmp_path)
+        watcher.start()
         try:
             with ErobsBtClient(domain_id=environment.domain_id) as client:
                 assert client.wait_for_server(30.0), node.output
@@ -67,25 +50,19 @@ def test_py_trees_tree_watcher_shows_the_running_tree(tmp_path: Path) -> None:
                     topics = [name for name, _ in client.node.get_topic_names_and_types()]
                     if any(t.startswith("/erobs_bt/snapshot_streams/_snapshots_") for t in topics):
                         break
-                    assert watcher.poll() is None, "\n".join(lines)
+                    assert watcher.running(), watcher.output
                     deadline.wait(0.1)
                 else:
-                    pytest.fail("the watcher opened no stream:\n" + "\n".join(lines))
+                    pytest.fail("the watcher opened no stream:\n" + watcher.output)
                 run = client.send(script_json([move("a"), SUCK, move("home")]))
                 assert run.accepted, run.rejection
                 assert run.wait(120.0).success
-            assert finished.wait(60.0), "\n".join(lines[-80:])
-            text = "\n".join(lines)
+            finished = watcher.wait_for_line(lambda line: line.strip() == "{-} script [✓]", 60.0)
+            assert finished, "\n".join(watcher.lines[-80:])
+            text = watcher.output
             for unit in ("unit 1: batch[1]: moveto", "unit 2: pipettor", "unit 3: batch[1]: moveto"):
                 assert unit in text, text[-3000:]
             assert "PlanUnit" in text and "ExecuteSolution" in text
         finally:
-            if watcher.poll() is None:
-                watcher.send_signal(2)  # SIGINT, by its PID
-                try:
-                    watcher.wait(30.0)
-                except subprocess.TimeoutExpired:
-                    watcher.kill()
-                    watcher.wait()
-            reader.join(5.0)
+            watcher.stop()
             assert node.stop() == 0, node.output

@@ -25,11 +25,11 @@ from ros_fixtures import NodeProcess, ros_environment
 from erobs_bt.ros.client import ErobsBtClient, Recorder, latched_qos
 from erobs_bt.ros.domain import init_context
 
+from helpers import POSES
+
+pytestmark = pytest.mark.ros
+
 NODE = "/erobs_bt"
-POSES = {
-    "sample_scan_1": [13.38, -112.45, -65.22, -90.98, -267.33, -166.94],
-    "vial_scan": [90.95, -55.09, -134.23, -80.7, -269.7, -182.8],
-}
 MOVE = {"task_type": "moveto", "target": "vial_scan", "planning_type": "joint"}
 BACK = {"task_type": "moveto", "target": "sample_scan_1", "planning_type": "joint"}
 #: Unit 1 moves, unit 2 pauses, unit 3 moves (unit names: ``unit 2: pause``).

@@ -18,8 +18,9 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from erobs_bt.ros.client import ErobsBtClient, Recorder
 from erobs_bt.ros.domain import init_context
 
+from helpers import POSES
+
 OPEN_TYPE = "py_trees_ros_interfaces/srv/OpenSnapshotStream"
-POSES = {"vial_scan": [90.95, -55.09, -134.23, -80.7, -269.7, -182.8]}
 
 
 def call(future: Any) -> Any:

@@ -14,18 +14,15 @@ is stopped by its PID.
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from bluesky_queueserver_api import BPlan
@@ -35,30 +32,13 @@ from ros_fixtures import REPO, NodeProcess, RosEnvironment, ros_environment
 
 from erobs_bt.ros.client import ErobsBtClient
 
+from helpers import LED, free_port, move, script
+
+pytestmark = pytest.mark.ros
+
 SPEED = 5.0
 WAIT = 180.0
 PROFILE = REPO / "config" / "queueserver"
-POSES = {
-    "safe_sample_transport": [79.72, -69.5, -81.91, -117.92, -268.05, -157.15],
-    "sample_scan_1": [13.38, -112.45, -65.22, -90.98, -267.33, -166.94],
-    "pipettor_scan": [112.19, -63.37, -140.83, -65.82, -269.73, -229.5],
-    "vial_scan": [90.95, -55.09, -134.23, -80.7, -269.7, -182.8],
-}
-LED = {"task_type": "pipettor", "operation": "SET_LED", "led_color": {"r": 0, "g": 1, "b": 0}}
-
-
-def move(target: str) -> dict[str, Any]:
-    return {"task_type": "moveto", "target": target, "planning_type": "joint"}
-
-
-def script(tasks: list[dict[str, Any]]) -> str:
-    return json.dumps({"start_gripper": "pipettor", "poses": POSES, "tasks": tasks})
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 class Process:

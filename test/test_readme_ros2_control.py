@@ -14,19 +14,14 @@ import os
 import re
 import signal
 import subprocess
-from collections.abc import Iterator
 
 import pytest
 from readme_snippets import readme_blocks
-from ros_fixtures import REPO, RosEnvironment, ros_environment
+from ros_fixtures import REPO, RosEnvironment
+
+pytestmark = pytest.mark.ros
 
 SECTION = "Driving a real arm (ros2_control)"
-
-
-@pytest.fixture(scope="module")
-def ros_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RosEnvironment]:
-    with ros_environment(tmp_path_factory.mktemp("ros_log")) as environment:
-        yield environment
 
 
 def test_the_walk_through_runs_as_written_from_the_repository(ros_env: RosEnvironment) -> None:

@@ -28,7 +28,7 @@ import numpy as np
 import pytest
 from conftest import SAMPLES_DIR, require_samples
 from hardware_fixtures import HardwareObserver, HardwareProcess, write_hardware_config
-from ros_fixtures import NodeProcess, RosEnvironment, ros_environment
+from ros_fixtures import NodeProcess, RosEnvironment, ready_client, ros_environment
 
 from erobs_bt.backends.base import ArmSegment, ErrorCode, MotionError, Solution, ToolSegment, TrajectoryPoint
 from erobs_bt.backends.ros2_control import (
@@ -44,6 +44,10 @@ from erobs_bt.script.parse import parse_script
 from erobs_bt.script.poses import PoseRegistry
 from erobs_bt.world.cell import load_cell
 
+from helpers import move
+
+pytestmark = pytest.mark.ros
+
 SAMPLES = SAMPLES_DIR
 POSES_FILE = SAMPLES / "cms_poses.yaml"
 FULL_EXPERIMENT = SAMPLES / "FULL_EXPERIMENT_RUN.json"
@@ -58,10 +62,6 @@ def _samples() -> None:
     """Every test here plans with EROBS's pose registry (``cms_poses.yaml`` of ../shared):
     skip without it, fail in CI (:func:`conftest.require_samples`)."""
     require_samples()
-
-
-def move(target: str) -> dict[str, Any]:
-    return {"task_type": "moveto", "target": target, "planning_type": "joint"}
 
 
 def script(tasks: list[dict[str, Any]], gripper: str = "epick") -> str:
@@ -93,12 +93,6 @@ def finish(client: ErobsBtClient, run: GoalRun, *, resume: bool = True) -> Any:
 
 
 @pytest.fixture(scope="module")
-def ros_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RosEnvironment]:
-    with ros_environment(tmp_path_factory.mktemp("ros_log")) as environment:
-        yield environment
-
-
-@pytest.fixture(scope="module")
 def hardware(ros_env: RosEnvironment) -> Iterator[HardwareProcess]:
     process = HardwareProcess(ros_env, ["--speed", str(SPEED)], env=UDP_ONLY).start()
     yield process
@@ -124,9 +118,7 @@ def node(ros_env: RosEnvironment, observer: HardwareObserver) -> Iterator[NodePr
 
 @pytest.fixture(scope="module")
 def client(node: NodeProcess) -> Iterator[ErobsBtClient]:
-    with ErobsBtClient(domain_id=node.environment.domain_id) as ros_client:
-        assert ros_client.wait_for_server(30.0), node.output
-        assert ros_client.states.wait_for(lambda m: True, 30.0) is not None, node.output
+    with ready_client(node) as ros_client:
         yield ros_client
 
 

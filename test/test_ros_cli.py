@@ -23,17 +23,11 @@ from typing import Any
 import pytest
 from ros_fixtures import NodeProcess, RosEnvironment, RosProcess, ros_environment
 
-#: Poses (degrees) free in the packaged cell, from the EROBS samples.
-POSES = {
-    "safe_sample_transport": [79.72, -69.5, -81.91, -117.92, -268.05, -157.15],
-    "sample_scan_1": [13.38, -112.45, -65.22, -90.98, -267.33, -166.94],
-    "pipettor_scan": [112.19, -63.37, -140.83, -65.82, -269.73, -229.5],
-}
+from helpers import POSES, move
+
+pytestmark = pytest.mark.ros
+
 GOAL_TIMEOUT = 120.0
-
-
-def move(target: str) -> dict[str, Any]:
-    return {"task_type": "moveto", "target": target, "planning_type": "joint"}
 
 
 def write_script(path: Path, tasks: list[dict[str, Any]]) -> Path:
@@ -43,12 +37,6 @@ def write_script(path: Path, tasks: list[dict[str, Any]]) -> Path:
 
 def erobs_bt(*args: str) -> list[str]:
     return [sys.executable, "-m", "erobs_bt", *args]
-
-
-@pytest.fixture(scope="module")
-def ros_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RosEnvironment]:
-    with ros_environment(tmp_path_factory.mktemp("ros_log")) as environment:
-        yield environment
 
 
 @pytest.fixture(scope="module")

@@ -29,6 +29,8 @@ from erobs_bt.ros.domain import (
 
 from helpers import wait_for
 
+pytestmark = pytest.mark.ros
+
 LED = json.dumps(
     {
         "start_gripper": "pipettor",

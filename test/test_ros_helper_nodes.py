@@ -28,6 +28,8 @@ from erobs_bt.ros.launching import node_specs
 from erobs_bt.ros.sim_hardware import NODE_NAME as HARDWARE_NAME
 from erobs_bt.ros.sim_hardware import READY_PREFIX as HARDWARE_READY
 
+pytestmark = pytest.mark.ros
+
 
 def result(future: Any, timeout: float = 10.0) -> Any:
     done = threading.Event()

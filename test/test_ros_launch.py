@@ -20,14 +20,13 @@ import importlib.util
 import os
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from ros_fixtures import REPO, ros_environment
+from ros_fixtures import READY_PREFIX, REPO, RosProcess, ros_environment
 
 from erobs_bt.ros.launching import ARGUMENTS, MODULES, PACKAGE, NodeSpec, node_specs
 
@@ -203,41 +202,21 @@ def launched(
     assert "speed: 7.0" in params.read_text()
     (spec,) = node_specs({"namespace": "cell9", "params_file": str(params)})
     with ros_environment(tmp_path / "ros_log") as environment:
-        process = subprocess.Popen(
+        node = RosProcess(
+            environment,
             spec.command([str(executable_in_package(spec.executable))]),
-            env={**environment.env, "AMENT_PREFIX_PATH": str(venv_prefix)},
+            READY_PREFIX,
+            env={"AMENT_PREFIX_PATH": str(venv_prefix)},
             cwd=tmp_path,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        lines: list[str] = []
-        ready = threading.Event()
-
-        def read() -> None:
-            assert process.stdout is not None
-            for line in process.stdout:
-                lines.append(line.rstrip("\n"))
-                if line.startswith("erobs_bt ready"):
-                    ready.set()
-
-        reader = threading.Thread(target=read, daemon=True)
-        reader.start()
+        ).start()
         try:
-            while not ready.wait(0.05):
-                assert process.poll() is None, "\n".join(lines)
-            yield environment, spec, process, lines
+            assert node.process is not None
+            yield environment, spec, node.process, node.lines
         finally:
-            if process.poll() is None:
-                process.send_signal(2)  # SIGINT, by its PID
-                try:
-                    process.wait(30.0)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
-            reader.join(5.0)
+            node.stop()
 
 
+@pytest.mark.ros
 def test_the_launched_node_runs_under_its_namespace_with_the_params_file_in_effect(
     launched: tuple[Any, NodeSpec, subprocess.Popen[str], list[str]],
 ) -> None:

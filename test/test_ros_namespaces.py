@@ -18,11 +18,9 @@ from erobs_bt.ros.client import ErobsBtClient, default_names
 from erobs_bt.script.model import JOINT_NAMES
 from erobs_bt.viz.runlog import REPLAY_EVENTS, read_run_log
 
+from helpers import POSES
+
 GOAL_TIMEOUT = 120.0
-POSES = {
-    "sample_scan_1": [13.38, -112.45, -65.22, -90.98, -267.33, -166.94],
-    "vial_scan": [90.95, -55.09, -134.23, -80.7, -269.7, -182.8],
-}
 
 
 def script(run_name: str, *targets: str) -> str:

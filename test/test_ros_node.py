@@ -6,7 +6,7 @@ fault scenario gets a second node in another domain, because a FAULTED node reje
 every later goal. Both are stopped with SIGINT by PID and must exit 0 and leave no
 Fast DDS shared memory behind.
 
-Scenarios follow erobs-semantics.md §3: feedback and result fields, replay from the
+Scenarios follow docs/behaviour.md §3: feedback and result fields, replay from the
 plan cache, pause/resume/cancel only at unit boundaries (a cancel during the last unit
 ends CANCELED; a cancel while paused ends the goal), one goal at a time, FAULTED after
 a fatal replay error, and path-specific validation errors.
@@ -33,6 +33,7 @@ from ros_fixtures import (
     fastdds_segments,
     orphaned_segments,
     participant_ports,
+    ready_client,
     ros_environment,
 )
 
@@ -42,31 +43,16 @@ from erobs_bt.ros.client import ErobsBtClient, GoalRun
 from erobs_bt.ros.snapshots import SnapshotThrottle, TreeState
 from erobs_bt.script.model import JOINT_NAMES
 
+from helpers import LED, PAUSE, move, script
+
+pytestmark = pytest.mark.ros
+
 SPEED = 20.0
 GOAL_TIMEOUT = 120.0
-
-#: Poses from the EROBS samples (degrees); all free in the packaged cell with the pipettor.
-POSES = {
-    "safe_sample_transport": [79.72, -69.5, -81.91, -117.92, -268.05, -157.15],
-    "sample_scan_1": [13.38, -112.45, -65.22, -90.98, -267.33, -166.94],
-    "pipettor_scan": [112.19, -63.37, -140.83, -65.82, -269.73, -229.5],
-    "vial_scan": [90.95, -55.09, -134.23, -80.7, -269.7, -182.8],
-    "pre_hotplate": [65.63, -106.91, -69.8, -93.6, -270.12, -206.3],
-}
-LED = {"task_type": "pipettor", "operation": "SET_LED", "led_color": {"r": 0, "g": 1, "b": 0}}
-PAUSE = {"task_type": "pause"}
-
-
-def move(target: str) -> dict[str, Any]:
-    return {"task_type": "moveto", "target": target, "planning_type": "joint"}
 
 
 #: Six joint moves across the cell: one batched unit of about 1 s of wall time at 20x.
 LONG_BATCH = [move("sample_scan_1"), move("pipettor_scan")] * 3
-
-
-def script(tasks: list[dict[str, Any]], *, gripper: str = "pipettor") -> str:
-    return json.dumps({"start_gripper": gripper, "poses": POSES, "tasks": tasks})
 
 
 def run_to_end(client: ErobsBtClient, text: str, *, dry_run: bool = False) -> GoalRun:
@@ -89,9 +75,9 @@ def shm_before() -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def ros_env(tmp_path_factory: pytest.TempPathFactory, shm_before: set[str]) -> Iterator[RosEnvironment]:
-    with ros_environment(tmp_path_factory.mktemp("ros_log")) as environment:
-        yield environment
+def ros_env(shm_before: set[str], ros_env: RosEnvironment) -> RosEnvironment:
+    """conftest's domain, reserved after :func:`shm_before` has looked at /dev/shm."""
+    return ros_env
 
 
 @pytest.fixture(scope="module")
@@ -104,11 +90,8 @@ def node(ros_env: RosEnvironment) -> Iterator[NodeProcess]:
 
 @pytest.fixture(scope="module")
 def client(node: NodeProcess) -> Iterator[ErobsBtClient]:
-    with ErobsBtClient(joint_states=True, domain_id=node.environment.domain_id) as ros_client:
-        assert ros_client.wait_for_server(30.0), node.output
-        # Topics are matched separately from the action server: wait for the latched state
-        # and the joint-state stream so no scenario starts before its subscriptions work.
-        assert ros_client.states.wait_for(lambda m: True, 30.0) is not None, node.output
+    with ready_client(node, joint_states=True) as ros_client:
+        # and the joint-state stream, so no scenario starts before its subscriptions work
         assert ros_client.joint_states.wait_for(lambda m: True, 30.0) is not None, node.output
         yield ros_client
 

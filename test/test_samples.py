@@ -24,7 +24,7 @@ MOTION = {"moveto", "end_effector"}
 
 
 def unit_count(task_types: list[str]) -> int:
-    """Units under the batching rule of batching-and-caches.txt."""
+    """Units under the batching rule (docs/script-format.md, "Units of execution and batching")."""
     units = 0
     in_batch = False
     for task_type in task_types:

@@ -1,4 +1,4 @@
-"""Script validation: every rule of erobs-semantics.md §1, each with the path it reports.
+"""Script validation: every rule of docs/behaviour.md §1, each with the path it reports.
 
 A rejected script moves nothing, so everything checkable is checked by the parser and
 reported as one :class:`ScriptError` whose message starts with the path of the bad value.
@@ -865,6 +865,7 @@ def test_random_json_never_raises_anything_but_script_error(value: Any) -> None:
     only_script_errors(json.dumps(value))
 
 
+@pytest.mark.slow
 @given(
     st.lists(
         st.builds(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 
 from erobs_bt.planning.cartesian import follow_line, interpolate_poses
 from erobs_bt.world import kinematics as kin
@@ -26,6 +27,7 @@ def _line(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     return q0, u, poses
 
 
+@pytest.mark.slow
 def test_the_fast_path_follows_exactly_the_pose_by_pose_path() -> None:
     rng = np.random.default_rng(31)
     outcomes = {"whole": 0, "stopped": 0}

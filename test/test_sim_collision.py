@@ -310,6 +310,7 @@ def test_the_acm_key_changes_with_the_geometry_and_only_with_it(cell: CellConfig
     assert acm_key(acm_key_document(dataclasses.replace(cell, obstacles=()), "epick", None)) == base
 
 
+@pytest.mark.slow
 def test_a_cached_acm_equals_a_fresh_one_and_is_reused_across_processes(
     cell: CellConfig, tmp_path: Path
 ) -> None:

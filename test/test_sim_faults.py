@@ -274,7 +274,7 @@ def test_a_unit_planned_with_an_injected_cell_fault_section(cell: CellConfig) ->
 
 
 def test_server_unavailable_during_a_replay_plans_afresh_once_and_does_not_fault(cell: CellConfig) -> None:
-    """erobs-semantics §3: only TIMEOUT:/REPLAY_TIMEOUT: faults (issue 9, item 3)."""
+    """docs/behaviour.md §3: only TIMEOUT:/REPLAY_TIMEOUT: faults (issue 9, item 3)."""
     from erobs_bt.orchestrator import GoalStatus, Orchestrator, State
 
     text = (

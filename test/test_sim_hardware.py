@@ -28,15 +28,11 @@ from erobs_bt.ros.sim_hardware import parse_faults
 from erobs_bt.world.cell import load_cell
 from erobs_bt.world.kinematics import ACCELERATION_LIMITS, VELOCITY_LIMITS
 
+pytestmark = pytest.mark.ros
+
 SPEED = 10.0
 HW = HardwareConfig()
 TIMEOUT = 60.0
-
-
-@pytest.fixture(scope="module")
-def ros_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RosEnvironment]:
-    with ros_environment(tmp_path_factory.mktemp("ros_log")) as environment:
-        yield environment
 
 
 @pytest.fixture(scope="module")

@@ -31,7 +31,7 @@ from moveit_msgs.srv import GetMotionPlan, GetPlanningScene
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
-from ros_fixtures import RosEnvironment, RosProcess, ros_environment
+from ros_fixtures import RosEnvironment, RosProcess
 from sensor_msgs.msg import JointState
 from shape_msgs.msg import SolidPrimitive
 
@@ -152,12 +152,6 @@ class Client:
         self.node.destroy_node()
         self.context.try_shutdown()
         self._thread.join(10.0)
-
-
-@pytest.fixture(scope="module")
-def ros_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RosEnvironment]:
-    with ros_environment(tmp_path_factory.mktemp("ros_log")) as environment:
-        yield environment
 
 
 @pytest.fixture(scope="module")

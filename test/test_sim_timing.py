@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from erobs_bt.backends.base import TrajectoryPoint
 from erobs_bt.planning.timing import time_parameterize, time_parameterize_path
 
-V_MAX = np.full(6, math.pi)  # UR5e [rad/s] (erobs-semantics.md §2)
+V_MAX = np.full(6, math.pi)  # UR5e [rad/s] (docs/behaviour.md §2)
 A_MAX = np.full(6, 5.0)  # [rad/s²]
 HOME = np.array([0.0, -math.pi / 2, math.pi / 2, -math.pi / 2, -math.pi / 2, 0.0])
 

@@ -216,6 +216,7 @@ def folded_dot(cycles: int) -> str:
     return tree_to_dot(root, collapse_decorators=False, fold=True, steps=True).to_string()
 
 
+@pytest.mark.slow
 def test_folded_dot_shows_the_first_repetition_the_fold_and_the_step_contents() -> None:
     dot = folded_dot(59)
     assert len(UNIT.findall(dot)) > 0
@@ -236,6 +237,7 @@ def test_folded_dot_shows_the_first_repetition_the_fold_and_the_step_contents() 
     assert len([v for v in all_labels.values() if UNIT.match(v)]) == 120
 
 
+@pytest.mark.slow
 @needs_graphviz
 def test_a_120_unit_script_renders_to_a_picture_whose_height_does_not_grow_with_repeats(
     tmp_path: Path,

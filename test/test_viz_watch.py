@@ -14,6 +14,8 @@ from ros_fixtures import ros_environment
 
 from erobs_bt.ros.domain import init_context
 
+pytestmark = pytest.mark.ros
+
 
 @pytest.fixture
 def private_ros(tmp_path: Path) -> Iterator[int]:

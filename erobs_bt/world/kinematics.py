@@ -17,7 +17,7 @@ Frames (the usual ROS pitfalls, see ``docs/motion-planning.md`` §2):
 Sources of the constants: UR5e DH parameters from Universal Robots' "DH parameters for
 calculations of kinematics and dynamics" (and the identical values in
 ``Universal_Robots_ROS2_Description/config/ur5e/default_kinematics.yaml``); joint limits from
-``config/ur5e/joint_limits.yaml`` of the same description (±360°, elbow ±180°, 180°/s).
+``Universal_Robots_ROS2_Description/config/ur5e/joint_limits.yaml`` (±360°, elbow ±180°, 180°/s).
 UR publishes no acceleration limit; 5 rad/s² is this project's choice for the simulated cell.
 
 The inverse kinematics is derived here from the DH chain (standard DH:

@@ -27,7 +27,7 @@ by :func:`~erobs_bt.backends.ros2_control.config.load_hardware_config`).
 ``erobs_bt_sim_hardware`` (:mod:`erobs_bt.ros.sim_hardware`) serves the same interfaces
 from the simulated cell, so this backend runs here exactly as it runs on a cell.
 
-Errors (erobs-semantics.md §3, the specification's replay table):
+Errors (docs/behaviour.md §3, the replay rules):
 
 * the action server or service does not appear within ``timeouts.server``, the goal is
   rejected, the result is not SUCCEEDED or its ``error_code`` is not ``SUCCESSFUL`` (the

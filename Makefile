@@ -7,7 +7,6 @@
 #   make test-fast  setup, then the tests without ROS, a browser or a long run (-m "not ros and not browser and not slow")
 #   make run     setup, then run SCRIPT with POSES on the simulated cell (--auto-resume)
 #   make lint    ruff (check + format --check), mypy and lint-imports (the layers, pyproject.toml)
-#   make lint-imports-pending   the import contracts that wait for the motion stack (.ci/)
 #   make bench   setup, then bench/run_all.py
 #   make clean   remove build trees and caches (keeps .venv);  make distclean  also .venv
 
@@ -24,7 +23,7 @@ LINT_PATHS ?= erobs_bt test bench setup.py
 
 ENV := scripts/env.sh
 
-.PHONY: help setup test test-fast run lint lint-imports-pending bench clean distclean
+.PHONY: help setup test test-fast run lint bench clean distclean
 
 help:
 	@sed -n 's/^#   make /  make /p' Makefile
@@ -57,11 +56,6 @@ lint: setup
 	$(VENV)/bin/ruff format --check $(LINT_PATHS)
 	$(VENV)/bin/mypy erobs_bt
 	$(VENV)/bin/lint-imports --no-logo
-
-# The import contracts that wait for the motion stack (.ci/import-contracts-pending.toml says when
-# they move into pyproject.toml); not part of `make lint` until then.
-lint-imports-pending: setup
-	$(VENV)/bin/lint-imports --no-logo .ci/import-contracts-pending.toml
 
 bench: setup
 	@if [ -f bench/run_all.py ]; then \

@@ -17,7 +17,8 @@ from click.testing import CliRunner
 
 from erobs_bt.cli import main
 from erobs_bt.world.beamline import compiled_cell_path, load_beamline, resolve_cell_file, workspace_root
-from erobs_bt.world.cell import CellConfigError, load_cell
+from erobs_bt.world.cell import CellConfigError
+from erobs_bt.world.config import load_cell
 
 BEAMLINE = """\
 beamline: "testbl"

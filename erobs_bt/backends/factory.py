@@ -59,7 +59,7 @@ def create_backend(
     if kind == "sim":
         from erobs_bt.backends.sim.backend import SimBackend
         from erobs_bt.paths import config_file
-        from erobs_bt.world.cell import load_cell
+        from erobs_bt.world.config import load_cell
 
         cell_config = load_cell(cell if cell is not None else config_file("cell.yaml"))
         return SimBackend(cell_config, speed=speed, faults=faults)
@@ -67,7 +67,7 @@ def create_backend(
         from erobs_bt.backends.ros2_control.backend import Ros2ControlBackend
         from erobs_bt.backends.ros2_control.config import load_hardware_config
         from erobs_bt.paths import config_file
-        from erobs_bt.world.cell import load_cell
+        from erobs_bt.world.config import load_cell
 
         if faults is not None:
             raise ValueError(

@@ -119,7 +119,7 @@ class MotionStack:
     """A robot behind the :class:`~erobs_bt.backends.base.MotionBackend` protocol, from parts.
 
     Args:
-        cell: the cell description (:func:`erobs_bt.world.cell.load_cell`): the tools'
+        cell: the cell description (:func:`erobs_bt.world.config.load_cell`): the tools'
             bookkeeping, docks, parts, markers.
         planner: plans the ``moveto`` steps.
         arm: plays the trajectories and reports the arm's state.

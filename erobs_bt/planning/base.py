@@ -10,7 +10,7 @@ joint state, and the attached tool and held part as the start state's attached o
 
 Conventions: joint positions in radians, :data:`erobs_bt.script.model.JOINT_NAMES` order;
 poses in ``base_link`` in metres. Only engine types cross this protocol (script steps,
-:class:`~erobs_bt.world.tools.ToolState`, :class:`~erobs_bt.backends.base.ArmSegment`);
+:class:`~erobs_bt.world.tools.ToolState`, :class:`~erobs_bt.motion.ArmSegment`);
 no planner library's types.
 """
 
@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from erobs_bt.backends.base import ArmSegment
+    from erobs_bt.motion import ArmSegment
     from erobs_bt.script.model import MoveTo
     from erobs_bt.world.tools import ToolState
 

@@ -43,7 +43,7 @@ module-level state in this package, a lock-protected record of what the process 
 already set. Planning itself keeps no state between calls and can run in a worker
 thread (OMPL releases the GIL between validity callbacks).
 
-Failures raise :class:`~erobs_bt.backends.base.MotionError` with
+Failures raise :class:`~erobs_bt.motion.MotionError` with
 ``ErrorCode.PLANNING_FAILED`` and a reason that names the step (``tasks[3]: ...``). Where
 MoveIt would answer with a specific error code, the reason starts with that code's name, as
 EROBS propagates it (its MCP agent's error table matches them): ``GOAL_IN_COLLISION``,
@@ -63,7 +63,7 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from erobs_bt.backends.base import ArmSegment, ErrorCode, MotionError, TrajectoryPoint
+from erobs_bt.motion import ArmSegment, ErrorCode, MotionError, TrajectoryPoint
 from erobs_bt.planning.cartesian import (
     CartesianPath,
     IkBranchesFunction,

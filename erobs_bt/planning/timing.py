@@ -41,7 +41,7 @@ from collections.abc import Sequence
 import numpy as np
 import ruckig
 
-from erobs_bt.backends.base import TrajectoryPoint
+from erobs_bt.motion import TrajectoryPoint
 
 #: Default speed scaling of EROBS moves (docs/behaviour.md §2).
 DEFAULT_SPEED_SCALING = 0.2

@@ -97,7 +97,8 @@ from erobs_bt.backends.sim.faults import parse_faults as parse_faults_of
 from erobs_bt.ros.qos import latched_qos as _latched
 from erobs_bt.script.model import JOINT_NAMES
 from erobs_bt.validation import ConfigError, read_yaml, safe_load_yaml
-from erobs_bt.world.cell import CellConfig, load_cell
+from erobs_bt.world.cell import CellConfig
+from erobs_bt.world.config import load_cell
 from erobs_bt.world.kinematics import fk
 from erobs_bt.world.tools import (
     EPICK_STATUS_RATE,

@@ -138,9 +138,10 @@ from erobs_bt.ros.qos import latched_qos
 from erobs_bt.script._values import safe_load_yaml
 from erobs_bt.script.model import JOINT_NAMES, Constraints, JointConstraint, OrientationConstraint
 from erobs_bt.world import kinematics
-from erobs_bt.world.cell import CellConfig, GripperConfig, ToolShape, load_cell
+from erobs_bt.world.cell import CellConfig, GripperConfig, ToolShape
 from erobs_bt.world.cell import Pose as WorldPose
 from erobs_bt.world.collision import CollisionModel
+from erobs_bt.world.config import load_cell
 from erobs_bt.world.description import GROUP, TIP_LINK, srdf_text, urdf_text
 
 NODE_NAME = "erobs_bt_sim_move_group"

@@ -53,7 +53,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from erobs_bt.script.model import JOINT_NAMES
-from erobs_bt.world.cell import CellConfig, Pose, Shape, ToolShape, load_cell
+from erobs_bt.world.cell import CellConfig, Pose, Shape, ToolShape
+from erobs_bt.world.config import load_cell
 from erobs_bt.world.kinematics import xyz_quat_from_pose
 
 if TYPE_CHECKING:

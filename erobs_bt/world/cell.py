@@ -745,11 +745,13 @@ def parse_cell(document: Any, *, source: str) -> CellConfig:
 
 
 def load_cell(path: str | Path = DEFAULT_CELL_PATH) -> CellConfig:
-    """Load and validate a cell description.
+    """Load and validate a cell description in erobs_bt's cell format.
+
+    Either configuration format (this one or an EROBS beamline file) is read by
+    :func:`erobs_bt.world.config.load_cell`, which is what the backends and nodes use.
 
     Args:
-        path: the YAML file (default: this repository's ``config/cell.yaml``); an EROBS
-            beamline file (``cms_beamline.yaml``) is read by :mod:`erobs_bt.world.beamline`.
+        path: the YAML file (default: this repository's ``config/cell.yaml``).
 
     Returns:
         The validated, immutable cell.
@@ -760,9 +762,4 @@ def load_cell(path: str | Path = DEFAULT_CELL_PATH) -> CellConfig:
             numbers, got [1, 2]``).
     """
     source = str(path)
-    document = read_yaml(source, error=_cell_error)
-    from erobs_bt.world import beamline  # the other format's reader (it imports this module)
-
-    if beamline.is_beamline_document(document):
-        return beamline.load_beamline(path)
-    return parse_cell(document, source=source)
+    return parse_cell(read_yaml(source, error=_cell_error), source=source)

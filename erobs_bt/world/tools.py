@@ -58,7 +58,7 @@ from typing import Any, Protocol, cast
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from erobs_bt.backends.base import ErrorCode, MotionError, ToolSegment
+from erobs_bt.motion import ErrorCode, MotionError, ToolSegment
 from erobs_bt.script.model import EndEffector, MoveTo, Step, ToolExchange
 from erobs_bt.world.cell import CellConfig, Shape, ShapeKind, read_pose
 from erobs_bt.world.collision import CollisionModel

@@ -118,7 +118,7 @@ def SimBackend(
     """The simulated UR5e cell (``backend: sim``).
 
     Args:
-        cell: the cell description (:func:`erobs_bt.world.cell.load_cell`).
+        cell: the cell description (:func:`erobs_bt.world.config.load_cell`).
         speed: simulated seconds per wall second of the controller (1.0 = real time,
             e.g. 10.0 in tests; ``math.inf`` = no waiting).
         faults: fault injection: an injector, fault specs, a fault-injection YAML

@@ -1,0 +1,80 @@
+"""The :class:`Planner` protocol: what a motion stack needs from a motion planner.
+
+A planner plans one ``moveto`` step at a time in the world model; the motion stack
+(:class:`erobs_bt.backends.stack.MotionStack`) carries the planned joint and tool state
+forward from step to step, so a unit is one connected sequence. Two implementations:
+the embedded planner (:class:`erobs_bt.planning.planner.CellPlanner`: OMPL and the
+cell's collision model) and MoveIt's ``move_group`` (issue 24), which sends the same
+inputs as a ``moveit_msgs/MotionPlanRequest`` or ``GetCartesianPath`` request: the start
+joint state, and the attached tool and held part as the start state's attached objects.
+
+Conventions: joint positions in radians, :data:`erobs_bt.script.model.JOINT_NAMES` order;
+poses in ``base_link`` in metres. Only engine types cross this protocol (script steps,
+:class:`~erobs_bt.world.tools.ToolState`, :class:`~erobs_bt.backends.base.ArmSegment`);
+no planner library's types.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from erobs_bt.backends.base import ArmSegment
+    from erobs_bt.script.model import JointPositions, MoveTo
+    from erobs_bt.world.tools import ToolState
+
+
+class Planner(Protocol):
+    """Plans single ``moveto`` steps for the robot with a given tool state.
+
+    Implementations are called from the stack's planning thread and its action thread
+    (the motions of a tool exchange or a vision step) concurrently, and must be
+    thread-safe.
+    """
+
+    @property
+    def named_states(self) -> Mapping[str, JointPositions]:
+        """The robot's named states (e.g. ``moveit_home``): name -> joint positions [rad]."""
+        ...
+
+    def model_revision(self, tools: ToolState) -> str:
+        """The robot-model revision planning with ``tools`` uses,
+        ``<prefix>__<gripper>[__<cup_profile>]`` (from configuration only; no model is loaded).
+
+        A solution records it; executing it with another revision attached is refused.
+        """
+        ...
+
+    def plan_move(self, step: MoveTo, start: Sequence[float], *, tools: ToolState) -> ArmSegment:
+        """Plan one ``moveto`` step.
+
+        Args:
+            step: the step (its target, ``planning_type`` and ``constraints``).
+            start: six joint positions [rad] the motion starts from.
+            tools: the tool state at the start: the attached tool (its tip frame is what
+                ``cartesian_target`` goals and straight lines place) and the held part
+                (checked for collisions with the arm).
+
+        Returns:
+            The time-parameterised trajectory, ``step_index = step.index``, whose first
+            point is ``start``.
+
+        Raises:
+            MotionError: ``PLANNING_FAILED: <step.path>: <reason>``.
+        """
+        ...
+
+    def follow(self, tools: ToolState) -> None:
+        """The live tool state changed (a part picked up or released, a tool mounted).
+
+        A planner that keeps a planning scene may bring its held part along; it must not
+        wait for a plan in progress (every :meth:`plan_move` brings the scene to its own
+        ``tools`` anyway) and may leave a new tool's model to the next plan.
+        """
+        ...
+
+    @property
+    def model_reloads(self) -> int:
+        """How often the planner loaded another robot model (tool) since it was built."""
+        ...

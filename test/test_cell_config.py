@@ -104,19 +104,19 @@ def test_unknown_top_level_sections_pass_through(tmp_path: Path, raw_cell: dict[
     [
         (
             lambda d: d["obstacles"][2].update(size=[1, 2, 3]),
-            r"obstacles\[2\]\.size: expected 2 positive numbers",
+            r"obstacles\[2\]\.size: must be 2 positive numbers \(m\) \(got \[1, 2, 3\]\)",
         ),
         (
             lambda d: d["obstacles"][0].update(size=[1, -2, 3]),
-            r"obstacles\[0\]\.size: expected 3 positive numbers",
+            r"obstacles\[0\]\.size: must be 3 positive numbers \(m\)",
         ),
         (
             lambda d: d["obstacles"][1].update(shape="cone"),
-            r"obstacles\[1\]\.shape: expected box, cylinder or sphere",
+            r"obstacles\[1\]\.shape: unknown shape 'cone' \(expected one of: box, cylinder, sphere\)",
         ),
         (
             lambda d: d["obstacles"][1].update(frame="world"),
-            r"obstacles\[1\]\.frame: expected one of base_link, base",
+            r"obstacles\[1\]\.frame: unknown frame 'world' \(expected one of: base_link, base\)",
         ),
         (
             lambda d: d["obstacles"][1].update(name="table"),
@@ -132,15 +132,15 @@ def test_unknown_top_level_sections_pass_through(tmp_path: Path, raw_cell: dict[
         ),
         (
             lambda d: d["obstacles"][0]["pose"].update(xyz=[0, 0, True]),
-            r"obstacles\[0\]\.pose\.xyz: expected 3 numbers",
+            r"obstacles\[0\]\.pose\.xyz: must be 3 numbers \(m\) \(got \[0, 0, true\]\)",
         ),
         (
             lambda d: d.update(initial_joint_state_deg=[0, 0, 0]),
-            r"initial_joint_state_deg: expected 6 numbers",
+            r"initial_joint_state_deg: must be 6 numbers \(deg\)",
         ),
         (
             lambda d: d["named_states_deg"].update(up=[0, 0, 0, 0, ".", 0]),
-            r"named_states_deg\.up: expected 6 numbers",
+            r"named_states_deg\.up: must be 6 numbers",
         ),
         (lambda d: d.pop("model_revision_prefix"), r"model_revision_prefix: missing"),
         (lambda d: d["grippers"].pop("none"), r"grippers\.none: missing"),
@@ -151,15 +151,21 @@ def test_unknown_top_level_sections_pass_through(tmp_path: Path, raw_cell: dict[
         (lambda d: d["grippers"]["epick"].update(colour="red"), r"grippers\.epick\.colour: unknown key"),
         (
             lambda d: d["grippers"]["hande"]["collision"][0].update(size=[0.1, 0.1]),
-            r"grippers\.hande\.collision\[0\]\.size: expected 3 positive numbers",
+            r"grippers\.hande\.collision\[0\]\.size: must be 3 positive numbers",
         ),
         (lambda d: d["docks"][1].update(number=1), r"docks\[1\]\.number: duplicate dock number 1"),
         (lambda d: d["docks"][0].update(gripper="laser"), r"docks\[0\]\.gripper: unknown gripper 'laser'"),
-        (lambda d: d["markers"][0].update(size=0), r"markers\[0\]\.size: expected a positive number"),
-        (lambda d: d["collision"].update(padding=-0.01), r"collision\.padding: expected a number >= 0"),
+        (
+            lambda d: d["markers"][0].update(size=0),
+            r"markers\[0\]\.size: must be a finite number greater than zero \(m\) \(got 0\)",
+        ),
+        (
+            lambda d: d["collision"].update(padding=-0.01),
+            r"collision\.padding: must be a finite number >= 0 \(m\)",
+        ),
         (
             lambda d: d["collision"].update(link_geometry="capsule"),
-            r"collision\.link_geometry: expected convex or mesh",
+            r"collision\.link_geometry: unknown link geometry 'capsule' \(expected one of: convex, mesh\)",
         ),
     ],
 )
@@ -184,7 +190,7 @@ def test_unreadable_and_invalid_yaml_name_the_file(tmp_path: Path) -> None:
         load_cell(broken)
     scalar = tmp_path / "scalar.yaml"
     scalar.write_text("42\n", encoding="utf-8")
-    with pytest.raises(CellConfigError, match=rf"^{re.escape(str(scalar))}: expected a mapping"):
+    with pytest.raises(CellConfigError, match=rf"^{re.escape(str(scalar))}: must be an object \(got 42\)"):
         load_cell(scalar)
 
 

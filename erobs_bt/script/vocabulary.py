@@ -31,7 +31,6 @@ Errors are :class:`ScriptError` whose path starts with the file name
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -129,15 +128,10 @@ class CellVocabulary:
         named: dict[str, tuple[float, ...]] = {}
         for state, joints in _mapping(root.get("named_states_deg", {}), source, "named_states_deg").items():
             where = f"{source}: named_states_deg.{state}"
-            if (
-                not isinstance(joints, list)
-                or len(joints) != len(JOINT_NAMES)
-                or not all(v.is_number(a) and math.isfinite(a) for a in joints)
-            ):
-                raise ScriptError(where, f"expected {len(JOINT_NAMES)} numbers [deg], got {v.shown(joints)}")
-            for i, angle in enumerate(joints):
-                check_joint_angle(float(angle), i, f"{where}[{i}]")
-            named[state] = tuple(float(a) for a in joints)
+            angles = v.numbers(joints, where, len(JOINT_NAMES), unit="deg")
+            for i, angle in enumerate(angles):
+                check_joint_angle(angle, i, f"{where}[{i}]")
+            named[state] = angles
         docks: dict[int, str | None] = {}
         for i, item in enumerate(v.array(root.get("docks", []) or [], f"{source}: docks")):
             raw = _mapping(item, source, f"docks[{i}]")
@@ -181,7 +175,4 @@ def _default_vocabulary() -> CellVocabulary:
 
 
 def _mapping(value: Any, source: str, key: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        where = f"{source}: {key}" if key else source
-        raise ScriptError(where, f"must be a mapping (got {v.shown(value)})")
-    return value
+    return v.mapping(value, f"{source}: {key}" if key else source)

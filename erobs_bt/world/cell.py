@@ -66,20 +66,19 @@ and the key, e.g. ``cell.yaml: obstacles[2].size: expected 3 positive numbers``.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import numpy as np
-import yaml
 from numpy.typing import NDArray
 
-from erobs_bt.script._values import safe_load_yaml
 from erobs_bt.script.errors import ScriptError
 from erobs_bt.script.vocabulary import DEFAULT_CELL_PATH as _VOCABULARY_CELL_PATH
 from erobs_bt.script.vocabulary import CellVocabulary
+from erobs_bt.validation import Checker, ConfigError, ErrorFactory, read_yaml
 from erobs_bt.world.kinematics import T_BASE_LINK_BASE, pose_from_xyz_rpy
 
 #: The packaged cell description of this repository.
@@ -119,20 +118,18 @@ _KNOWN_SECTIONS = frozenset(
 )
 
 
-class CellConfigError(ValueError):
-    """An invalid cell description.
+class CellConfigError(ConfigError):
+    """An invalid cell description (the cell's :class:`~erobs_bt.validation.ConfigError`).
 
     Attributes:
         file: the file the problem is in (as given to :func:`load_cell`).
-        key: where in the file, e.g. ``obstacles[2].size``.
+        key: where in the file, e.g. ``obstacles[2].size`` (also :attr:`path`).
         reason: what is wrong.
     """
 
     def __init__(self, file: str, key: str, reason: str) -> None:
-        self.file = file
+        super().__init__(key, reason, file=file)
         self.key = key
-        self.reason = reason
-        super().__init__(f"{file}: {key}: {reason}" if key else f"{file}: {reason}")
 
 
 @dataclass(frozen=True)
@@ -457,100 +454,46 @@ class CellConfig:
 # ---------------------------------------------------------------------------------------------
 
 
+def _cell_error(file: str, path: str, reason: str) -> CellConfigError:
+    return CellConfigError(file, path, reason)
+
+
 @dataclass(frozen=True)
-class _Reader:
-    """Typed access to the raw YAML with error messages that name file and key."""
+class _Reader(Checker):
+    """The toolkit's checker (:class:`~erobs_bt.validation.Checker`) raising
+    :class:`CellConfigError`, plus the cell's composite values (poses, shapes)."""
 
-    file: str
-
-    def fail(self, key: str, reason: str) -> CellConfigError:
-        return CellConfigError(self.file, key, reason)
-
-    def mapping(self, value: Any, key: str) -> Mapping[str, Any]:
-        if not isinstance(value, dict):
-            raise self.fail(key, f"expected a mapping, got {type(value).__name__}")
-        for k in value:
-            if not isinstance(k, str):
-                raise self.fail(key, f"keys must be strings, got {k!r}")
-        return value
-
-    def sequence(self, value: Any, key: str) -> Sequence[Any]:
-        if not isinstance(value, list):
-            raise self.fail(key, f"expected a list, got {type(value).__name__}")
-        return value
-
-    def no_unknown(self, value: Mapping[str, Any], key: str, allowed: Sequence[str]) -> None:
-        unknown = sorted(set(value) - set(allowed))
-        if unknown:
-            where = f"{key}.{unknown[0]}" if key else unknown[0]
-            raise self.fail(where, f"unknown key (allowed: {', '.join(allowed)})")
-
-    def required(self, value: Mapping[str, Any], name: str, key: str) -> Any:
-        if name not in value:
-            raise self.fail(f"{key}.{name}" if key else name, "missing")
-        return value[name]
-
-    def string(self, value: Any, key: str) -> str:
-        if not isinstance(value, str) or not value:
-            raise self.fail(key, f"expected a non-empty string, got {value!r}")
-        return value
-
-    def number(self, value: Any, key: str, *, positive: bool = False, non_negative: bool = False) -> float:
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-            raise self.fail(key, f"expected a finite number, got {value!r}")
-        if positive and value <= 0:
-            raise self.fail(key, f"expected a positive number, got {value!r}")
-        if non_negative and value < 0:
-            raise self.fail(key, f"expected a number >= 0, got {value!r}")
-        return float(value)
-
-    def integer(self, value: Any, key: str, *, minimum: int) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise self.fail(key, f"expected an integer >= {minimum}, got {value!r}")
-        return value
-
-    def numbers(self, value: Any, key: str, count: int, *, positive: bool = False) -> tuple[float, ...]:
-        what = f"{count} positive numbers" if positive else f"{count} numbers"
-        if not isinstance(value, list) or len(value) != count:
-            raise self.fail(key, f"expected {what}, got {value!r}")
-        out = []
-        for v in value:
-            if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
-                raise self.fail(key, f"expected {what}, got {value!r}")
-            if positive and v <= 0:
-                raise self.fail(key, f"expected {what}, got {value!r}")
-            out.append(float(v))
-        return tuple(out)
+    error: ErrorFactory = _cell_error
+    string_keys: bool = True
 
     def pose(self, value: Any, key: str) -> Pose:
         raw = self.mapping(value, key)
-        self.no_unknown(raw, key, ("xyz", "rpy", "rpy_deg"))
-        xyz = self.numbers(self.required(raw, "xyz", key), f"{key}.xyz", 3)
+        self.only_keys(raw, key, ("xyz", "rpy", "rpy_deg"))
+        xyz = self.numbers(self.required(raw, "xyz", key), f"{key}.xyz", 3, unit="m")
         if ("rpy" in raw) == ("rpy_deg" in raw):
             raise self.fail(key, "expected exactly one of rpy [rad] or rpy_deg [deg]")
         if "rpy" in raw:
-            rpy = self.numbers(raw["rpy"], f"{key}.rpy", 3)
+            rpy = self.numbers(raw["rpy"], f"{key}.rpy", 3, unit="rad")
         else:
-            rpy = tuple(math.radians(v) for v in self.numbers(raw["rpy_deg"], f"{key}.rpy_deg", 3))
+            degrees = self.numbers(raw["rpy_deg"], f"{key}.rpy_deg", 3, unit="deg")
+            rpy = tuple(math.radians(v) for v in degrees)
         return Pose(xyz=(xyz[0], xyz[1], xyz[2]), rpy=(rpy[0], rpy[1], rpy[2]))
 
     def shape(self, raw: Mapping[str, Any], key: str) -> Shape:
-        kind = self.required(raw, "shape", key)
-        if kind not in _SIZE_LEN:
-            raise self.fail(f"{key}.shape", f"expected box, cylinder or sphere, got {kind!r}")
+        kind = self.choice(self.required(raw, "shape", key), f"{key}.shape", tuple(_SIZE_LEN), what="shape")
         count = _SIZE_LEN[kind]
-        size = self.numbers(self.required(raw, "size", key), f"{key}.size", count, positive=True)
-        return Shape(kind=kind, size=size)
+        size = self.numbers(self.required(raw, "size", key), f"{key}.size", count, unit="m", positive=True)
+        return Shape(kind=cast(ShapeKind, kind), size=size)
 
     def joints_deg(self, value: Any, key: str) -> tuple[float, ...]:
-        return tuple(math.radians(v) for v in self.numbers(value, key, 6))
+        return tuple(math.radians(v) for v in self.numbers(value, key, 6, unit="deg"))
 
     def tool_shapes(self, value: Any, key: str) -> tuple[ToolShape, ...]:
         shapes: list[ToolShape] = []
-        for i, item in enumerate(self.sequence(value, key)):
+        for i, item in enumerate(self.array(value, key)):
             k = f"{key}[{i}]"
             raw = self.mapping(item, k)
-            self.no_unknown(raw, k, ("name", "shape", "size", "pose"))
+            self.only_keys(raw, k, ("name", "shape", "size", "pose"))
             name = self.string(self.required(raw, "name", k), f"{k}.name")
             if any(s.name == name for s in shapes):
                 raise self.fail(f"{k}.name", f"duplicate name {name!r}")
@@ -575,7 +518,7 @@ def read_pose(value: Any, key: str, *, file: str) -> Pose:
     Raises:
         CellConfigError: ``<file>: <key>[.xyz|.rpy|.rpy_deg]: <reason>``.
     """
-    return _Reader(file).pose(value, key)
+    return _Reader(file=file).pose(value, key)
 
 
 def _read_grippers(r: _Reader, value: Any, vocabulary: CellVocabulary) -> Mapping[str, GripperConfig]:
@@ -586,7 +529,7 @@ def _read_grippers(r: _Reader, value: Any, vocabulary: CellVocabulary) -> Mappin
     for name, item in raw_all.items():
         k = f"grippers.{name}"
         raw = r.mapping(item, k)
-        r.no_unknown(
+        r.only_keys(
             raw,
             k,
             (
@@ -605,10 +548,10 @@ def _read_grippers(r: _Reader, value: Any, vocabulary: CellVocabulary) -> Mappin
         for cup_name, cup_item in r.mapping(raw.get("cup_profiles", {}), f"{k}.cup_profiles").items():
             ck = f"{k}.cup_profiles.{cup_name}"
             cup_raw = r.mapping(cup_item, ck)
-            r.no_unknown(cup_raw, ck, ("length", "collision"))
+            r.only_keys(cup_raw, ck, ("length", "collision"))
             cups[cup_name] = CupProfile(
                 name=cup_name,
-                length=r.number(r.required(cup_raw, "length", ck), f"{ck}.length", non_negative=True),
+                length=r.number(r.required(cup_raw, "length", ck), f"{ck}.length", unit="m", minimum=0.0),
                 collision=r.tool_shapes(cup_raw.get("collision", []), f"{ck}.collision"),
             )
         default_cup = raw.get("default_cup_profile")
@@ -625,7 +568,7 @@ def _read_grippers(r: _Reader, value: Any, vocabulary: CellVocabulary) -> Mappin
             name=name,
             tip_frame=r.string(r.required(raw, "tip_frame", k), f"{k}.tip_frame"),
             tip=r.pose(r.required(raw, "tip", k), f"{k}.tip"),
-            z_offset=r.number(raw.get("z_offset", 0.0), f"{k}.z_offset"),
+            z_offset=r.number(raw.get("z_offset", 0.0), f"{k}.z_offset", unit="m"),
             actions=words.states,
             roles=words.roles,
             collision=r.tool_shapes(raw.get("collision", []), f"{k}.collision"),
@@ -637,19 +580,17 @@ def _read_grippers(r: _Reader, value: Any, vocabulary: CellVocabulary) -> Mappin
 
 def _read_obstacles(r: _Reader, value: Any) -> tuple[Obstacle, ...]:
     obstacles: list[Obstacle] = []
-    for i, item in enumerate(r.sequence(value, "obstacles")):
+    for i, item in enumerate(r.array(value, "obstacles")):
         k = f"obstacles[{i}]"
         raw = r.mapping(item, k)
-        r.no_unknown(raw, k, ("name", "shape", "size", "frame", "pose", "touch_links"))
+        r.only_keys(raw, k, ("name", "shape", "size", "frame", "pose", "touch_links"))
         name = r.string(r.required(raw, "name", k), f"{k}.name")
         if any(o.name == name for o in obstacles):
             raise r.fail(f"{k}.name", f"duplicate obstacle name {name!r}")
-        frame = raw.get("frame", "base_link")
-        if frame not in OBSTACLE_FRAMES:
-            raise r.fail(f"{k}.frame", f"expected one of {', '.join(OBSTACLE_FRAMES)}, got {frame!r}")
+        frame = r.choice(raw.get("frame", "base_link"), f"{k}.frame", OBSTACLE_FRAMES, what="frame")
         touch = tuple(
             r.string(t, f"{k}.touch_links[{j}]")
-            for j, t in enumerate(r.sequence(raw.get("touch_links", []), f"{k}.touch_links"))
+            for j, t in enumerate(r.array(raw.get("touch_links", []), f"{k}.touch_links"))
         )
         for j, link in enumerate(touch):
             if link not in ROBOT_LINKS:
@@ -670,10 +611,10 @@ def _read_obstacles(r: _Reader, value: Any) -> tuple[Obstacle, ...]:
 
 def _read_docks(r: _Reader, value: Any, grippers: Mapping[str, GripperConfig]) -> tuple[Dock, ...]:
     docks: list[Dock] = []
-    for i, item in enumerate(r.sequence(value, "docks")):
+    for i, item in enumerate(r.array(value, "docks")):
         k = f"docks[{i}]"
         raw = r.mapping(item, k)
-        r.no_unknown(raw, k, ("number", "gripper", "pose", "approach"))
+        r.only_keys(raw, k, ("number", "gripper", "pose", "approach"))
         number = r.integer(r.required(raw, "number", k), f"{k}.number", minimum=1)
         if any(d.number == number for d in docks):
             raise r.fail(f"{k}.number", f"duplicate dock number {number}")
@@ -698,10 +639,10 @@ def _read_docks(r: _Reader, value: Any, grippers: Mapping[str, GripperConfig]) -
 
 def _read_markers(r: _Reader, value: Any) -> tuple[Marker, ...]:
     markers: list[Marker] = []
-    for i, item in enumerate(r.sequence(value, "markers")):
+    for i, item in enumerate(r.array(value, "markers")):
         k = f"markers[{i}]"
         raw = r.mapping(item, k)
-        r.no_unknown(raw, k, ("id", "family", "size", "pose"))
+        r.only_keys(raw, k, ("id", "family", "size", "pose"))
         marker_id = r.integer(r.required(raw, "id", k), f"{k}.id", minimum=0)
         if any(m.id == marker_id for m in markers):
             raise r.fail(f"{k}.id", f"duplicate marker id {marker_id}")
@@ -709,7 +650,7 @@ def _read_markers(r: _Reader, value: Any) -> tuple[Marker, ...]:
             Marker(
                 id=marker_id,
                 family=r.string(raw.get("family", "aruco_4x4_50"), f"{k}.family"),
-                size=r.number(r.required(raw, "size", k), f"{k}.size", positive=True),
+                size=r.number(r.required(raw, "size", k), f"{k}.size", unit="m", positive=True),
                 pose=r.pose(r.required(raw, "pose", k), f"{k}.pose"),
             )
         )
@@ -718,20 +659,23 @@ def _read_markers(r: _Reader, value: Any) -> tuple[Marker, ...]:
 
 def _read_collision(r: _Reader, value: Any) -> CollisionSettings:
     raw = r.mapping(value, "collision")
-    r.no_unknown(raw, "collision", ("padding", "self_collision_samples", "seed", "link_geometry"))
+    r.only_keys(raw, "collision", ("padding", "self_collision_samples", "seed", "link_geometry"))
     defaults = CollisionSettings()
-    link_geometry = raw.get("link_geometry", defaults.link_geometry)
-    if link_geometry not in ("convex", "mesh"):
-        raise r.fail("collision.link_geometry", f"expected convex or mesh, got {link_geometry!r}")
+    link_geometry = r.choice(
+        raw.get("link_geometry", defaults.link_geometry),
+        "collision.link_geometry",
+        ("convex", "mesh"),
+        what="link geometry",
+    )
     return CollisionSettings(
-        padding=r.number(raw.get("padding", defaults.padding), "collision.padding", non_negative=True),
+        padding=r.number(raw.get("padding", defaults.padding), "collision.padding", unit="m", minimum=0.0),
         self_collision_samples=r.integer(
             raw.get("self_collision_samples", defaults.self_collision_samples),
             "collision.self_collision_samples",
             minimum=100,
         ),
         seed=r.integer(raw.get("seed", defaults.seed), "collision.seed", minimum=0),
-        link_geometry=link_geometry,
+        link_geometry=cast(Literal["convex", "mesh"], link_geometry),
     )
 
 
@@ -748,7 +692,7 @@ def parse_cell(document: Any, *, source: str) -> CellConfig:
     Raises:
         CellConfigError: the first problem found, naming ``source`` and the key.
     """
-    r = _Reader(source)
+    r = _Reader(file=source)
     root = r.mapping(document, "")
     for key in ("model_revision_prefix", "initial_joint_state_deg", "grippers"):
         r.required(root, key, "")
@@ -792,12 +736,4 @@ def load_cell(path: str | Path = DEFAULT_CELL_PATH) -> CellConfig:
             numbers, got [1, 2]``).
     """
     source = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise CellConfigError(source, "", f"cannot read: {exc.strerror or exc}") from exc
-    try:
-        document = safe_load_yaml(text)
-    except yaml.YAMLError as exc:
-        raise CellConfigError(source, "", f"invalid YAML: {exc}") from exc
-    return parse_cell(document, source=source)
+    return parse_cell(read_yaml(source, error=_cell_error), source=source)

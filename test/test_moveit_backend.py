@@ -19,15 +19,18 @@ from erobs_bt.backends.moveit.model import (
     attached_tool,
     description_digest,
     error_name,
+    load_moveit_config,
     model_revision,
     moveit_error,
     named_states_from_srdf,
+    parse_moveit_config,
     robot_state,
     segment_from_trajectory,
     trajectory_of,
 )
 from erobs_bt.paths import config_file
 from erobs_bt.script.model import JOINT_NAMES
+from erobs_bt.validation import ConfigError
 from erobs_bt.world.cell import load_cell
 from erobs_bt.world.tools import initial_tool_state
 
@@ -158,3 +161,18 @@ def test_the_attached_tool_is_the_cells_geometry_on_the_flange(cell) -> None:  #
     )
     state = robot_state((0.0, -math.pi / 2, 0.0, 0.0, 0.0, 0.0), config, attached)
     assert state.attached_collision_objects[0].object.id == "erobs_tool_epick" and not state.is_diff
+
+
+def test_the_packaged_configuration_is_the_defaults_and_errors_name_the_key(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    assert load_moveit_config(config_file("moveit.yaml")) == MoveItConfig()
+    bad = tmp_path / "moveit.yaml"
+    bad.write_text("pipelines:\n  - {pipeline: ompl, planer: RRTConnect}\n")
+    with pytest.raises(
+        ConfigError, match=r"moveit.yaml: pipelines\[0\].planer: unknown key.*did you mean 'planner'"
+    ):
+        load_moveit_config(bad)
+    bad.write_text("min_cartesian_fraction: 1.5\n")
+    with pytest.raises(ConfigError, match="min_cartesian_fraction: must be a finite number"):
+        load_moveit_config(bad)
+    config = parse_moveit_config({"namespace": "/cell2", "pipelines": [{"pipeline": "ompl"}]})
+    assert config.pipelines == (("ompl", ""),) and config.name("compute_ik") == "/cell2/compute_ik"

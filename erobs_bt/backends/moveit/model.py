@@ -409,3 +409,82 @@ def positions_of(state: RobotState, config: MoveItConfig) -> JointPositions | No
     except (KeyError, IndexError):
         return None
     return (a, b, c, d, e, f)
+
+
+# -- configuration file ------------------------------------------------------------------------
+
+_PLAIN_KEYS = {
+    "namespace": "string",
+    "node_name": "string",
+    "group": "string",
+    "joint_prefix": "string",
+    "flange_link": "string",
+    "planning_time": "s",
+    "speed_scaling": "",
+    "cartesian_step": "m",
+    "min_cartesian_fraction": "",
+    "start_tolerance": "rad",
+    "server_timeout": "s",
+    "call_timeout": "s",
+    "acceptance_timeout": "s",
+    "motion_timeout": "s",
+}
+
+
+def parse_moveit_config(data: Any, *, source: str = "") -> MoveItConfig:
+    """Read a ``moveit`` configuration (``config/moveit.yaml`` documents every key).
+
+    Args:
+        data: the decoded YAML (``None``/empty: every default).
+        source: the file, for messages.
+
+    Raises:
+        ConfigError: a wrong key or value, named by file and key
+            (``moveit.yaml: pipelines[1].pipeline: must be a string (got 3)``).
+    """
+    from erobs_bt.validation import Checker
+
+    check = Checker(file=source)
+    if data is None:
+        return MoveItConfig()
+    values = check.mapping(data, "")
+    allowed = (*_PLAIN_KEYS, "pipelines", "planning_attempts", "jump_threshold")
+    check.only_keys(values, "", allowed)
+    settings: dict[str, Any] = {}
+    for key, kind in _PLAIN_KEYS.items():
+        if key not in values:
+            continue
+        if kind == "string":
+            settings[key] = check.string(values[key], key, allow_empty=key in ("namespace", "joint_prefix"))
+        elif key in ("speed_scaling", "min_cartesian_fraction"):
+            settings[key] = check.number(values[key], key, maximum=1.0, positive=True)
+        else:
+            settings[key] = check.number(values[key], key, unit=kind, positive=True)
+    if "jump_threshold" in values:
+        settings["jump_threshold"] = check.number(values["jump_threshold"], "jump_threshold", minimum=0.0)
+    if "planning_attempts" in values:
+        settings["planning_attempts"] = check.integer(
+            values["planning_attempts"], "planning_attempts", minimum=1
+        )
+    if "pipelines" in values:
+        pipelines = []
+        for i, item in enumerate(check.array(values["pipelines"], "pipelines", non_empty=True)):
+            where = f"pipelines[{i}]"
+            entry = check.mapping(item, where)
+            check.only_keys(entry, where, ("pipeline", "planner"))
+            pipeline = check.string(check.required(entry, "pipeline", where), f"{where}.pipeline")
+            planner = check.string(entry.get("planner", ""), f"{where}.planner", allow_empty=True)
+            pipelines.append((pipeline, planner))
+        settings["pipelines"] = tuple(pipelines)
+    return MoveItConfig(**settings)
+
+
+def load_moveit_config(path: str | Any) -> MoveItConfig:
+    """Read and check a ``moveit`` configuration file (:func:`parse_moveit_config`).
+
+    Raises:
+        ConfigError: unreadable file, invalid YAML, or a wrong key or value (names file and key).
+    """
+    from erobs_bt.validation import read_yaml
+
+    return parse_moveit_config(read_yaml(str(path)), source=str(path))

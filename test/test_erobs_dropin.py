@@ -18,7 +18,7 @@ import pytest
 import yaml
 from ros_fixtures import NodeProcess, ros_environment
 
-from erobs_bt.backends.sim.vision import approach_tip_pose
+from erobs_bt.world.vision import approach_tip_pose
 from erobs_bt.ros.client import ErobsBtClient, Recorder, latched_qos
 from erobs_bt.world.cell import load_cell
 

@@ -505,7 +505,7 @@ def test_sim_execution_never_waits_for_a_plan_that_holds_the_model() -> None:
 
 
 def _hold(backend: Any, held: threading.Event, released: threading.Event) -> None:
-    with backend._model.lock:  # what a running plan does for its whole unit
+    with backend.planner.model.lock:  # what a running plan does while it plans a step
         held.set()
         released.wait()
 

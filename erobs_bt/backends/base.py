@@ -264,19 +264,6 @@ def _solution_from_json(data: dict[str, Any]) -> Solution:
 JointStateListener = Callable[[tuple[str, ...], tuple[float, ...], tuple[float, ...]], None]
 
 
-@dataclass(frozen=True)
-class CellVocabulary:
-    """The names a script may use on a backend's cell (what the script parser checks against).
-
-    Attributes:
-        grippers: the cell's gripper names (``none``, ``epick``, ``hande``, …).
-        named_states: the robot's named states (``moveit_home``, …).
-    """
-
-    grippers: tuple[str, ...]
-    named_states: tuple[str, ...]
-
-
 @runtime_checkable
 class MotionBackend(Protocol):
     """What the tree needs from a robot (simulated cell, MoveIt, scripted test double).
@@ -367,10 +354,6 @@ class MotionBackend(Protocol):
 
         Idempotent; after it, calls fail with ``EXECUTION_FAILED``.
         """
-        ...
-
-    def cell_vocabulary(self) -> CellVocabulary | None:
-        """The cell's grippers and named states, or ``None`` for the parser's defaults."""
         ...
 
     def add_joint_state_listener(self, listener: JointStateListener, *, rate: float | None = None) -> bool:

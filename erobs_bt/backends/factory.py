@@ -1,16 +1,19 @@
 """Create a motion backend by name (the ``backend`` ROS parameter, the CLI ``--backend``).
 
-Kinds:
-    ``sim`` — the embedded simulated UR5e cell (default);
-    ``ros2_control`` — plans with the embedded planner against the cell model and the live
-    ``/joint_states``, executes over ``control_msgs/action/FollowJointTrajectory`` and the
-    gripper, IO and pipettor interfaces of a real cell (ur_robot_driver) or of the simulated
-    hardware node ``erobs_bt_sim_hardware``;
-    ``scripted`` — the deterministic scripted backend (engine dry runs, tests);
+``sim`` and ``ros2_control`` are two assemblies of the one motion stack
+(:class:`~erobs_bt.backends.stack.MotionStack`) from parts (:mod:`erobs_bt.backends.parts`);
+no backend inherits from another.
 
-A MoveIt adapter is not part of this package yet: there is no MoveIt to test it against
-in this project's environment (moveit_py and moveit_msgs are not installable from PyPI).
-It would implement :class:`~erobs_bt.backends.base.MotionBackend` and be added here.
+Kinds:
+    ``sim`` — the embedded simulated UR5e cell (default): the embedded planner, the
+    simulated controller, tools and fault injection
+    (:func:`erobs_bt.backends.sim.backend.SimBackend`);
+    ``ros2_control`` — the embedded planner against the cell model and the live
+    ``/joint_states``, executing over ``control_msgs/action/FollowJointTrajectory`` and the
+    gripper, IO and pipettor interfaces of a real cell (ur_robot_driver) or of the simulated
+    hardware node ``erobs_bt_sim_hardware``
+    (:func:`erobs_bt.backends.ros2_control.backend.Ros2ControlBackend`);
+    ``scripted`` — the deterministic scripted backend (engine dry runs, tests).
 """
 
 from __future__ import annotations
@@ -62,7 +65,8 @@ def create_backend(
         cell_config = load_cell(cell if cell is not None else config_file("cell.yaml"))
         return SimBackend(cell_config, speed=speed, faults=load_faults(faults) if faults else None)
     if kind == "ros2_control":
-        from erobs_bt.backends.ros2_control import Ros2ControlBackend, load_hardware_config
+        from erobs_bt.backends.ros2_control.backend import Ros2ControlBackend
+        from erobs_bt.backends.ros2_control.config import load_hardware_config
         from erobs_bt.paths import config_file
         from erobs_bt.world.cell import load_cell
 

@@ -13,7 +13,10 @@ A motion backend (:class:`~erobs_bt.backends.base.MotionBackend`) is one stack o
   outputs, the ``erobs_bt_interfaces/action/PipettorCommand`` action), and a
   :class:`ToolChanger` (tool voltage and changer lock: simulated | SetIO);
 * a :class:`Detector`, which finds markers for vision steps (the simulated markers of
-  the cell | a camera pipeline).
+  the cell | a camera pipeline);
+* optionally a :class:`FaultInjection` (the simulated cell's fault injection), which the
+  stack consults at its cut points: a plan, a dispatch's acceptance, part-way through its
+  motion, at its end.
 
 The stack keeps the tool bookkeeping (what is mounted, held, pipetted) on every backend;
 the parts only move and command hardware. All calls except :meth:`ArmDriver.execute` block
@@ -24,13 +27,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 from numpy.typing import NDArray
 
 from erobs_bt.backends.base import ArmSegment, JointStateListener, MotionError
-from erobs_bt.script.model import JointPositions, Pipettor
+from erobs_bt.script.model import JointPositions, Pipettor, Step
 
 
 class ArmDriver(Protocol):
@@ -171,4 +175,44 @@ class Detector(Protocol):
 
     def scan(self, joints: Sequence[float]) -> Mapping[int, NDArray[np.float64]]:
         """Every marker seen from ``joints``: marker id -> pose."""
+        ...
+
+
+@dataclass(frozen=True)
+class InjectedFault:
+    """A fault an injector decided to fire on one call (the simulated cell's fault injection).
+
+    Attributes:
+        error: what the call fails with.
+        delay: wall seconds before the failure is reported.
+        after_fraction: the share of the dispatch's arm motion played before the failure,
+            in [0, 1]; ``None``: the call fails before anything moves.
+    """
+
+    error: MotionError
+    delay: float = 0.0
+    after_fraction: float | None = None
+
+
+class FaultInjection(Protocol):
+    """Decides, call by call, whether an injected fault fires (a stack without one has none).
+
+    ``kind`` of a dispatch: ``execute`` (a fresh solution), ``replay`` (a cached one) or
+    ``run_step``; ``step_types`` are the script task types involved (a single step gives its
+    task type and its script type), ``step_indices`` the steps' indices.
+    """
+
+    @property
+    def active(self) -> bool:
+        """False when no fault is configured (the stack then skips the per-call bookkeeping)."""
+        ...
+
+    def on_plan(self, steps: Sequence[Step]) -> InjectedFault | None:
+        """Count a plan of ``steps``; the fault that fires on it, if any."""
+        ...
+
+    def on_dispatch(
+        self, kind: str, *, replay: bool, step_types: Sequence[str], step_indices: Sequence[int]
+    ) -> InjectedFault | None:
+        """Count a dispatch (its goal acceptance first, then its own kind); the fault that fires."""
         ...

@@ -26,7 +26,6 @@ from typing import Any
 
 from erobs_bt.backends.base import (
     ArmSegment,
-    CellVocabulary,
     ErrorCode,
     JointStateListener,
     MotionError,
@@ -224,10 +223,6 @@ class ScriptedBackend:
 
     def close(self) -> None:
         """Nothing to release (no threads of its own)."""
-
-    def cell_vocabulary(self) -> CellVocabulary | None:
-        """``None``: scripts are checked against the parser's default grippers and states."""
-        return None
 
     def add_joint_state_listener(self, listener: JointStateListener, *, rate: float | None = None) -> bool:
         """False: no joint-state stream (callers poll :meth:`joint_positions`)."""

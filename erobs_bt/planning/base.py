@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from erobs_bt.backends.base import ArmSegment
-    from erobs_bt.script.model import JointPositions, MoveTo
+    from erobs_bt.script.model import MoveTo
     from erobs_bt.world.tools import ToolState
 
 
@@ -34,8 +34,8 @@ class Planner(Protocol):
     """
 
     @property
-    def named_states(self) -> Mapping[str, JointPositions]:
-        """The robot's named states (e.g. ``moveit_home``): name -> joint positions [rad]."""
+    def named_states(self) -> Mapping[str, tuple[float, ...]]:
+        """The robot's named states (e.g. ``moveit_home``): name -> six joint positions [rad]."""
         ...
 
     def model_revision(self, tools: ToolState) -> str:

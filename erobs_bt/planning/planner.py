@@ -53,7 +53,7 @@ import logging
 import math
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
@@ -75,6 +75,8 @@ from erobs_bt.planning.timing import (
 )
 from erobs_bt.script.model import JOINT_NAMES, Constraints, MoveTo
 from erobs_bt.world import kinematics
+from erobs_bt.world.cell import CellConfig
+from erobs_bt.world.tools import RobotModel, ToolState, planning_tip
 
 if TYPE_CHECKING:
     from ompl import base as ob
@@ -1110,3 +1112,105 @@ class _Request:
     T_flange_tip: NDArray[np.float64]
     validity: _Validity
     where: str
+
+
+class CellPlanner:
+    """The embedded planner as a :class:`~erobs_bt.planning.base.Planner`: a
+    :class:`MotionPlanner` on the cell's collision model, kept in step with the tools.
+
+    The collision model (:class:`~erobs_bt.world.tools.RobotModel`) belongs to planning:
+    :meth:`plan_move` holds its lock while it brings the model to the step's tool state
+    (the attached tool and the held part) and plans; :meth:`follow` brings the held part
+    along with the live tool state only when no plan holds the model and the tool is the
+    same (a new tool, a reload of its geometry, is left to the next plan, so a step that
+    plans nothing after a tool change does not pay for it).
+
+    Args:
+        cell: the cell (named states, obstacles and markers as frames, the tools' tip frames).
+        tools: the tool state to build the model for.
+        config: planner settings (default :class:`PlannerConfig`).
+        seed: overrides the settings' ``ompl_seed`` (OMPL's process-wide RNG: only the first
+            seed of a process takes effect); ``None`` keeps it.
+
+    Raises:
+        ValueError: malformed planner settings.
+    """
+
+    def __init__(
+        self,
+        cell: CellConfig,
+        tools: ToolState,
+        *,
+        config: PlannerConfig | None = None,
+        seed: int | None = None,
+    ) -> None:
+        config = config if config is not None else PlannerConfig()
+        if seed is not None:
+            config = replace(config, ompl_seed=int(seed))
+        self._cell = cell
+        self._model = RobotModel(cell, tools)
+        self._planner = MotionPlanner(
+            collision=self._model.collision,
+            named_states=cell.named_states,
+            config=config,
+            resolve_frame=self._resolve_frame,
+        )
+
+    @property
+    def motion_planner(self) -> MotionPlanner:
+        """The planner itself (for measurements; it plans with the model's current tools)."""
+        return self._planner
+
+    @property
+    def model(self) -> RobotModel:
+        """The collision model with the tools; hold :attr:`RobotModel.lock` to keep it still."""
+        return self._model
+
+    @property
+    def named_states(self) -> Mapping[str, tuple[float, ...]]:
+        """The cell's named states: name -> six joint positions [rad]."""
+        return self._cell.named_states
+
+    @property
+    def model_reloads(self) -> int:
+        """How often the model was reloaded because the tool (the model revision) changed."""
+        return self._model.reloads
+
+    def model_revision(self, tools: ToolState) -> str:
+        """``<prefix>__<gripper>[__<cup_profile>]`` of ``tools`` (from the cell config)."""
+        return self._cell.model_revision(tools.gripper, tools.cup_profile)
+
+    def plan_move(self, step: MoveTo, start: Sequence[float], *, tools: ToolState) -> ArmSegment:
+        """Plan ``step`` from ``start`` [rad] with ``tools`` on the model (:meth:`MotionPlanner.plan_move`
+        for the tool's IK frame, :func:`~erobs_bt.world.tools.planning_tip`).
+
+        Raises:
+            MotionError: ``PLANNING_FAILED: <step.path>: <reason>``.
+        """
+        with self._model.lock:
+            self._model.sync(tools)
+            return self._planner.plan_move(
+                step,
+                start,
+                T_flange_tip=planning_tip(self._cell, tools),
+                tip_link=self._cell.gripper(tools.gripper).tip_frame,
+            )
+
+    def follow(self, tools: ToolState) -> None:
+        """Bring the model's held part to the live ``tools``, unless a plan holds the model or
+        the tool differs (then the next plan does it). Never waits."""
+        if not self._model.lock.acquire(blocking=False):
+            return
+        try:
+            if self._model.revision == self.model_revision(tools):
+                self._model.sync(tools)
+        finally:
+            self._model.lock.release()
+
+    def _resolve_frame(self, frame_id: str) -> NDArray[np.float64]:
+        """``T_base_link_frame`` of a fixed frame: ``base``, an obstacle, or ``marker_<id>``."""
+        if frame_id == "base":
+            return kinematics.T_BASE_LINK_BASE.copy()
+        if frame_id.startswith("marker_") and frame_id[7:].isdigit():
+            return self._cell.marker(int(frame_id[7:])).pose.matrix()
+        return self._cell.obstacle(frame_id).T_base_link_obstacle()

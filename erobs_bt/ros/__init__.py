@@ -13,23 +13,6 @@ from the network unless the user chose a wider ``ROS_AUTOMATIC_DISCOVERY_RANGE``
 
 from __future__ import annotations
 
-import os
-
-#: The environment variable Kilted's rcl reads for the discovery scope
-#: (``ROS_LOCALHOST_ONLY`` is no longer read; see docs/ros2-from-pypi.md §3).
-DISCOVERY_RANGE_VARIABLE = "ROS_AUTOMATIC_DISCOVERY_RANGE"
-
-
-def ensure_localhost_discovery() -> str:
-    """Set ``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST`` unless the user has set it.
-
-    Must run before ``rclpy.init()`` (rcl reads the variable when the context starts).
-
-    Returns:
-        The discovery range in effect (``LOCALHOST``, or the user's value such as ``SUBNET``).
-    """
-    value = os.environ.get(DISCOVERY_RANGE_VARIABLE, "")
-    if not value:
-        os.environ[DISCOVERY_RANGE_VARIABLE] = "LOCALHOST"
-        value = "LOCALHOST"
-    return value
+# The rules live with the ROS-side drivers, which join ROS too and sit below this package.
+from erobs_bt.backends.ros2_control.context import DISCOVERY_RANGE_VARIABLE as DISCOVERY_RANGE_VARIABLE
+from erobs_bt.backends.ros2_control.context import ensure_localhost_discovery as ensure_localhost_discovery

@@ -34,12 +34,9 @@ from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from erobs_bt.ros import ensure_localhost_discovery
-
-if TYPE_CHECKING:
-    from rclpy.context import Context
+# The one context rule, with the ROS-side drivers (``erobs_bt.ros.domain.init_context`` stays).
+from erobs_bt.backends.ros2_control.context import init_context as init_context
 
 #: RTPS port base (PB) and domain gain (DG): DDSI-RTPS 2.x §9.6.1.1 default port mapping.
 PORT_BASE = 7400
@@ -65,33 +62,6 @@ class DomainNotLeft(RuntimeError):
             "after every user should have closed: a node or context was not destroyed; the domain "
             "stays reserved so no one else joins a graph with its leftover endpoints"
         )
-
-
-def init_context(domain_id: int | None = None) -> Context:
-    """A new, initialised rclpy context in ``domain_id`` with localhost discovery by default.
-
-    Args:
-        domain_id: the ROS domain (0-232); ``None`` lets rcl read ``ROS_DOMAIN_ID`` now (0
-            when unset), which is what a command started by a user should do.
-
-    Returns:
-        The context; the caller shuts it down (``context.try_shutdown()``) after destroying
-        its nodes. No signal handlers are installed (the owner of the process decides).
-        It takes no command-line arguments: ``rclpy.init(args=None)`` would read the
-        process's ``sys.argv``, so in the node process (``erobs_bt_node --ros-args -r
-        __node:=erobs_bt -r __ns:=/cell2 --params-file ...``) every node of this context
-        would be renamed to the node's name and given its parameters: two ``/cell2/erobs_bt``
-        in the graph, answering each other's parameter requests. Remaps and parameters are
-        for the process's own node; a helper names itself.
-    """
-    import rclpy
-    from rclpy.context import Context
-    from rclpy.signals import SignalHandlerOptions
-
-    ensure_localhost_discovery()
-    context = Context()
-    rclpy.init(args=[], context=context, domain_id=domain_id, signal_handler_options=SignalHandlerOptions.NO)
-    return context
 
 
 def participant_ports(domain_id: int, *, any_process: bool = False) -> list[int]:

@@ -94,7 +94,6 @@ from erobs_bt.backends.ros2_control import (
     fjt_error_name,
     load_hardware_config,
 )
-from erobs_bt.backends.sim.backend import mounted_at_start
 from erobs_bt.backends.sim.controller import SimController
 from erobs_bt.script.model import JOINT_NAMES
 from erobs_bt.world.cell import CellConfig, load_cell
@@ -106,6 +105,7 @@ from erobs_bt.world.tools import (
     epick_object_status,
     gripper_command,
     initial_tool_state,
+    mounted_at_start,
     pipettor_command,
 )
 

@@ -376,6 +376,13 @@ def initial_tool_state(cell: CellConfig, gripper: str, cup_profile: str | None =
     )
 
 
+def mounted_at_start(cell: CellConfig) -> str:
+    """The tool on the arm when the cell starts: the one tool stored in no dock, else ``none``."""
+    docked = {d.gripper for d in cell.docks if d.gripper is not None}
+    loose = [name for name in cell.grippers if name != "none" and name not in docked]
+    return loose[0] if len(loose) == 1 else "none"
+
+
 def mount_tool(cell: CellConfig, state: ToolState, gripper: str, cup_profile: str | None = None) -> ToolState:
     """An operator swaps the attached tool by hand (``prepare_goal`` with another ``start_gripper``).
 

@@ -1,0 +1,156 @@
+"""The ``ros2_control`` backend: the embedded planner, a real (or simulated) arm over ROS 2.
+
+A beamline cell runs a UR5e with ``ur_robot_driver`` (ros2_control) and has no MoveIt.
+:func:`~erobs_bt.backends.ros2_control.backend.Ros2ControlBackend` assembles a motion stack
+(:class:`~erobs_bt.backends.stack.MotionStack`) that plans exactly as the embedded cell does
+(the embedded planner, :class:`~erobs_bt.planning.planner.CellPlanner`, with the cell model
+of ``config/cell.yaml``), but from the live ``/joint_states`` of the robot, and executes
+through the robot's standard interfaces:
+
+==================  ===============================================  =========================
+what                interface                                        default name
+==================  ===============================================  =========================
+arm trajectories    ``control_msgs/action/FollowJointTrajectory``    ``/scaled_joint_trajectory_
+                                                                     controller/follow_joint_
+                                                                     trajectory``
+arm state           ``sensor_msgs/msg/JointState``                   ``/joint_states``
+Hand-E, 2FG7        ``control_msgs/action/GripperCommand``           per gripper
+ePick vacuum        ``ur_msgs/srv/SetIO`` tool digital output        ``/io_and_status_
+tool voltage        ``ur_msgs/srv/SetIO`` ``FUN_SET_TOOL_VOLTAGE``   controller/set_io``
+tool changer lock   ``ur_msgs/srv/SetIO`` digital output
+pipettor            ``erobs_bt_interfaces/action/PipettorCommand``   ``/pipettor/command``
+==================  ===============================================  =========================
+
+All names, joint names (with the driver's prefix), tolerances, timeouts and the gripper
+adapters come from a hardware YAML (``config/ur5e_ros2_control.yaml``, loaded and checked
+by :func:`~erobs_bt.backends.ros2_control.config.load_hardware_config`).
+``erobs_bt_sim_hardware`` (:mod:`erobs_bt.ros.sim_hardware`) serves the same interfaces
+from the simulated cell, so this backend runs here exactly as it runs on a cell.
+
+Errors (erobs-semantics.md §3, the specification's replay table):
+
+* the action server or service does not appear within ``timeouts.server``, the goal is
+  rejected, the result is not SUCCEEDED or its ``error_code`` is not ``SUCCESSFUL`` (the
+  message names the control_msgs error, e.g. ``PATH_TOLERANCE_VIOLATED (-4)``), a
+  gripper does not reach its position, SetIO answers ``success: false``, the joint states
+  stop during a trajectory (the driver is gone) → ``EXECUTION_FAILED:`` (not fatal: a
+  replay then plans afresh);
+* no goal response within ``timeouts.acceptance`` (10 s, as EROBS) or no result within
+  the per-type timeout (``motion`` beyond the trajectory's duration, ``gripper``,
+  ``pipettor``) → ``TIMEOUT:`` (``REPLAY_TIMEOUT:`` for a replay): fatal.
+
+Before any trajectory is sent, fresh or replayed, the live state must be within
+``start_tolerance`` (0.01 rad) of its first point, else ``EXECUTION_FAILED:`` and nothing
+of the solution runs (tool commands ahead of the first trajectory included).
+:meth:`MotionStack.stop` (and a halted behaviour, a cancel-now, a timeout) cancels
+the controller's goal; the controller decelerates the arm (joint_trajectory_controller
+holds position; the simulated hardware ramps down within the acceleration limits).
+
+Tool exchange, as EROBS does it: the tool voltage is switched to 0 V before the first
+docking motion, the changer is unlocked in the dock, and after a load the changer is
+locked and the tool voltage switched back on, before the arm leaves the dock.
+
+Vision steps use the cell's calibrated marker poses (the embedded cell's detector); their
+motions go to the robot like every other motion. A camera pipeline is not part of this
+backend.
+
+Modules: :mod:`.config` (the hardware YAML, no ROS import), :mod:`.context` (joining ROS:
+localhost discovery, a private rclpy context), :mod:`.link` (the backend's own node and the
+blocking waits), :mod:`.arm` (FollowJointTrajectory arm driver), :mod:`.tools` (gripper,
+changer and pipettor drivers), :mod:`.backend` (the assembly). The names below are
+importable from this package as before; importing it loads no ROS module until one of
+them is used.
+
+Threads: the backend has its own rclpy context and node (``erobs_bt_ros2_control``), spun
+by a single-threaded executor whose callbacks never block; planning and execution run on
+the motion stack's worker threads and block there on the ROS futures, never on the
+tree's tick thread.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from erobs_bt.backends.ros2_control.arm import FollowJointTrajectoryArm, trajectory_goal
+    from erobs_bt.backends.ros2_control.backend import Ros2ControlBackend
+    from erobs_bt.backends.ros2_control.config import (
+        ADAPTERS,
+        FUN_SET_DIGITAL_OUT,
+        FUN_SET_TOOL_VOLTAGE,
+        GripperAdapter,
+        GripperState,
+        HardwareConfig,
+        check_against_cell,
+        load_hardware_config,
+        parse_hardware_config,
+    )
+    from erobs_bt.backends.ros2_control.link import (
+        LINK_NODE_NAME,
+        RosLink,
+        duration_msg,
+        fjt_error_name,
+        run_action,
+        wait_future,
+        wait_ready,
+    )
+    from erobs_bt.backends.ros2_control.tools import RosTool, SetIOChanger, SetIOService
+
+#: Public name -> the submodule that defines it (loaded on first use, PEP 562).
+_WHERE = {
+    "ADAPTERS": "config",
+    "FUN_SET_DIGITAL_OUT": "config",
+    "FUN_SET_TOOL_VOLTAGE": "config",
+    "GripperAdapter": "config",
+    "GripperState": "config",
+    "HardwareConfig": "config",
+    "check_against_cell": "config",
+    "load_hardware_config": "config",
+    "parse_hardware_config": "config",
+    "LINK_NODE_NAME": "link",
+    "RosLink": "link",
+    "duration_msg": "link",
+    "fjt_error_name": "link",
+    "run_action": "link",
+    "wait_future": "link",
+    "wait_ready": "link",
+    "FollowJointTrajectoryArm": "arm",
+    "trajectory_goal": "arm",
+    "RosTool": "tools",
+    "SetIOChanger": "tools",
+    "SetIOService": "tools",
+    "Ros2ControlBackend": "backend",
+}
+
+__all__ = [
+    "ADAPTERS",
+    "FUN_SET_DIGITAL_OUT",
+    "FUN_SET_TOOL_VOLTAGE",
+    "LINK_NODE_NAME",
+    "FollowJointTrajectoryArm",
+    "GripperAdapter",
+    "GripperState",
+    "HardwareConfig",
+    "Ros2ControlBackend",
+    "RosLink",
+    "RosTool",
+    "SetIOChanger",
+    "SetIOService",
+    "check_against_cell",
+    "duration_msg",
+    "fjt_error_name",
+    "load_hardware_config",
+    "parse_hardware_config",
+    "run_action",
+    "trajectory_goal",
+    "wait_future",
+    "wait_ready",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)

@@ -1,0 +1,955 @@
+"""The motion stack: the one :class:`~erobs_bt.backends.base.MotionBackend`, assembled from parts.
+
+:class:`MotionStack` ties a :class:`~erobs_bt.planning.base.Planner`, an
+:class:`~erobs_bt.backends.parts.ArmDriver`, one :class:`~erobs_bt.backends.parts.ToolDriver`
+per tool, a :class:`~erobs_bt.backends.parts.ToolChanger` and a
+:class:`~erobs_bt.backends.parts.Detector` (:mod:`erobs_bt.backends.parts`) to the cell's
+tool bookkeeping (:mod:`erobs_bt.world.tools`), which it keeps on every backend. The
+assemblies (``backend: sim``, ``backend: ros2_control``) are in
+:mod:`erobs_bt.backends.factory`.
+
+Threads: the tree's tick thread only ever receives futures. Planning runs in one worker
+thread (``<name>-plan``), executions and single steps in another (``<name>-action``), and
+the arm driver in its own. Tool commands during execution change the live tool state (its
+own lock) and tell the planner (:meth:`~erobs_bt.planning.base.Planner.follow`), which
+never waits for a plan running ahead (issue 13, plan-ahead): every plan brings the model
+to its own tool state anyway. Every public method is thread-safe.
+
+Planning a unit (:meth:`MotionStack.plan`): ``moveto`` and ``end_effector`` steps are
+planned as ONE connected sequence from ``start`` (or the live state), carrying the
+planned joint and tool state forward from step to step (docs/script-format.md,
+"Preview start states"). A plan ahead (``after=``) starts from the tool state that
+executing ``after`` from the tool state at the call leaves
+(:meth:`MotionStack.predict_tools`). The solution records the model revision it was
+planned with; executing a solution planned for another revision fails
+(``EXECUTION_FAILED``) instead of moving with the wrong tool model.
+
+Executing: before any trajectory of a solution is sent, fresh or replayed, the arm driver
+checks that the live state is at its first point (nothing of the solution runs otherwise,
+tool commands ahead of it included). Tool segments are checked against the bookkeeping's
+rules, sent to the tool's driver, then recorded. A replay's ``TIMEOUT:`` is reported as
+``REPLAY_TIMEOUT:``. Tool exchange, as EROBS does it: the tool voltage is switched off
+before the first docking motion, the changer is unlocked in the dock, and after a load the
+changer is locked and the tool voltage switched back on, before the arm leaves the dock.
+
+Fault injection (the simulated cell's, :class:`~erobs_bt.backends.parts.FaultInjection`)
+has its cut points here: a plan, a dispatch before anything moves, part-way through its
+motion (``after_fraction`` of the dispatch's arm motion), at its end.
+
+Start gripper: a goal's ``start_gripper`` is the tool the operator mounted
+(:meth:`MotionStack.prepare_goal`): when it differs, the stack mounts it by hand in its
+bookkeeping (logged), which changes the model revision, unless a part is held.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, replace
+from typing import TypeVar
+
+import numpy as np
+from numpy.typing import NDArray
+
+from erobs_bt.backends.base import (
+    ArmSegment,
+    ErrorCode,
+    JointStateListener,
+    MotionError,
+    Segment,
+    Solution,
+    ToolSegment,
+    as_motion_error,
+)
+from erobs_bt.backends.parts import (
+    ArmDriver,
+    Detector,
+    FaultInjection,
+    InjectedFault,
+    ToolChanger,
+    ToolDriver,
+)
+from erobs_bt.backends.vision import run_vision
+from erobs_bt.planning.base import Planner
+from erobs_bt.script.model import (
+    EndEffector,
+    JointPositions,
+    MoveTo,
+    Pause,
+    Pipettor,
+    Step,
+    ToolExchange,
+    Vision,
+)
+from erobs_bt.world.cell import CellConfig
+from erobs_bt.world.tools import (
+    DEFAULT_CONTACT_TOLERANCE,
+    PipettorState,
+    ToolState,
+    after_motion,
+    gripper_command,
+    mount_tool,
+    pipettor_command,
+    planning_tip,
+    resolve_end_effector,
+    run_tool_exchange,
+)
+from erobs_bt.world.vision import detector_markers
+
+_LOG = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+
+
+@dataclass
+class _Dispatch:
+    """One execution (a solution, or the motions of a single step) and its injected fault."""
+
+    fault: InjectedFault | None
+    stop_generation: int
+    fired: bool = False
+    cut_placed: bool = False
+
+
+class MotionStack:
+    """A robot behind the :class:`~erobs_bt.backends.base.MotionBackend` protocol, from parts.
+
+    Args:
+        cell: the cell description (:func:`erobs_bt.world.cell.load_cell`): the tools'
+            bookkeeping, docks, parts, markers.
+        planner: plans the ``moveto`` steps.
+        arm: plays the trajectories and reports the arm's state.
+        tool_drivers: tool name -> its driver, for every tool of the cell.
+        changer: the tool changer's voltage and lock.
+        detector: finds markers for vision steps.
+        tool_state: the tool state at start (:func:`~erobs_bt.world.tools.initial_tool_state`).
+        faults: fault injection, or ``None``.
+        contact_tolerance: [m] TCP-to-part distance that counts as touching.
+        publishes_joint_states: True when the robot's own driver publishes ``/joint_states``.
+        name: prefix of the worker threads' names (``sim`` -> ``sim-plan``, ``sim-action``).
+        label: what the stack is, for messages (``simulated cell``).
+        on_close: called in order after the workers and the arm driver shut down
+            (e.g. closing a ROS link).
+    """
+
+    def __init__(
+        self,
+        cell: CellConfig,
+        *,
+        planner: Planner,
+        arm: ArmDriver,
+        tool_drivers: Mapping[str, ToolDriver],
+        changer: ToolChanger,
+        detector: Detector,
+        tool_state: ToolState,
+        faults: FaultInjection | None = None,
+        contact_tolerance: float = DEFAULT_CONTACT_TOLERANCE,
+        publishes_joint_states: bool = False,
+        name: str = "sim",
+        label: str = "simulated cell",
+        on_close: Sequence[Callable[[], None]] = (),
+    ) -> None:
+        self._cell = cell
+        self._planner = planner
+        self._arm = arm
+        self._tool_drivers = dict(tool_drivers)
+        self._changer = changer
+        self._detector = detector
+        self._faults = faults
+        self._contact_tolerance = float(contact_tolerance)
+        self._publishes = bool(publishes_joint_states)
+        self._label = label
+        self._on_close = tuple(on_close)
+        self._state_lock = threading.Lock()
+        self._tools = tool_state
+        self._revision: tuple[ToolState | None, str] = (None, "")  # see model_revision()
+        self._cup_override: str | None = None  # see set_cup_override()
+        self._detectors = detector_markers(cell)
+        self._tag_cache: dict[int, NDArray[np.float64]] = {}
+        # A tool exchange in progress (action thread only): its operation, and whether the
+        # tool voltage was cut and the changer switched (the tool-changer hooks).
+        self._exchange: str | None = None
+        self._voltage_cut = False
+        self._changer_moved = False
+        self._stop_generation = 0
+        self._motion_lock = threading.Lock()  # stop() vs. starting a trajectory
+        self._plan_pool = _Worker(f"{name}-plan")
+        self._action_pool = _Worker(f"{name}-action")
+        self._closed = False
+
+    # -- MotionBackend ---------------------------------------------------------------------
+    def joint_positions(self) -> JointPositions | None:
+        """The live arm state [rad], or ``None`` when the arm driver knows none (a stale stream)."""
+        try:
+            return self._arm.joint_positions()
+        except RuntimeError:
+            return None
+
+    def current_gripper(self) -> str:
+        """The attached tool."""
+        with self._state_lock:
+            return self._tools.gripper
+
+    def dock_contents(self) -> Mapping[int, str | None]:
+        """What each dock holds now (the live tool state's ``docks``; ``None``: empty)."""
+        with self._state_lock:
+            return self._tools.docks
+
+    def model_revision(self) -> str:
+        """``<prefix>__<gripper>[__<cup_profile>]`` of the attached tool (from configuration only).
+
+        Built once per tool state (a :class:`ToolState` is immutable, every change is a new
+        object): every unit's cache key reads it.
+        """
+        with self._state_lock:
+            tools = self._tools
+            known, revision = self._revision
+            if known is not tools:
+                revision = self._planner.model_revision(tools)
+                self._revision = (tools, revision)
+            return revision
+
+    def prepare_goal(self, start_gripper: str) -> None:
+        """Mount the script's ``start_gripper`` by hand when another tool is attached.
+
+        Raises:
+            MotionError: ``EXECUTION_FAILED`` for an unknown gripper, a held part, or an arm
+                that is moving.
+        """
+        with self._state_lock:
+            state = self._tools
+        if start_gripper != state.gripper:
+            if self._arm.is_busy():
+                raise MotionError(
+                    ErrorCode.EXECUTION_FAILED, f"cannot mount {start_gripper}: the arm is moving"
+                )
+            state = mount_tool(self._cell, state, start_gripper)
+            _LOG.info(
+                "start_gripper %s: the operator mounted it in place of %s", start_gripper, state.gripper
+            )
+            self._set_tool_state(state)
+        if self._cell.gripper(state.gripper).cup_profiles:
+            wanted = (
+                self.cup_profile_for(state.gripper) or self._cell.gripper(state.gripper).default_cup_profile
+            )
+            if wanted is not None and wanted != state.cup_profile:
+                _LOG.info("%s: suction cup %s fitted (was %s)", state.gripper, wanted, state.cup_profile)
+                self.set_cup_profile(wanted)
+
+    def plan(
+        self,
+        steps: Sequence[Step],
+        *,
+        start: JointPositions | None = None,
+        after: Solution | None = None,
+    ) -> Future[Solution]:
+        """Plan a unit's ``moveto``/``end_effector`` steps as one connected sequence.
+
+        Args:
+            steps: the unit's steps, in order.
+            start: the arm state to plan from [rad]; ``None``: the live state.
+            after: plan ahead of this solution's execution: the tool state starts as
+                :meth:`predict_tools` says executing it from the tool state *now* leaves
+                it (call before dispatching it). ``None``: from the live tool state.
+
+        Returns:
+            A future resolving to the :class:`Solution` (arm segments and tool segments
+            in step order), or failing with ``PLANNING_FAILED:``. Cancelled before the
+            planner thread reaches it, it never runs.
+        """
+        self._check_open()
+        steps = tuple(steps)
+        fault = self._faults.on_plan(steps) if self._faults is not None else None
+        with self._state_lock:
+            base = self._tools
+        if after is not None:
+            revision = self._planner.model_revision(base)
+            if after.model_revision != revision:
+                failed: Future[Solution] = Future()
+                failed.set_exception(
+                    MotionError(
+                        ErrorCode.PLANNING_FAILED,
+                        f"cannot plan ahead of a solution for model revision {after.model_revision} "
+                        f"with {revision} attached",
+                    )
+                )
+                return failed
+
+        def job() -> Solution:
+            if fault is not None:
+                _wait(fault.delay)
+                raise fault.error
+            tools = self.predict_tools(base, after) if after is not None else None
+            return self._plan_now(steps, start, tools=tools)
+
+        return self._submit(self._plan_pool, job, ErrorCode.PLANNING_FAILED, cancellable=True)
+
+    def predict_tools(self, state: ToolState, solution: Solution) -> ToolState:
+        """The tool state that executing ``solution`` from ``state`` leaves (nothing moves).
+
+        The effects :meth:`execute` applies, in order: an arm segment's end
+        (:func:`~erobs_bt.world.tools.after_motion`: a pipettor picks up a tip it
+        touches) and a tool segment's command (a ``vacuum_on`` picks up the part under
+        the cup). The same functions as planning and execution, so the three agree.
+
+        Raises:
+            MotionError: a tool command the bookkeeping refuses (the plan then fails and the
+                unit plans afresh when it starts).
+        """
+        start = solution.start_positions
+        q: tuple[float, ...] = tuple(start if start is not None else self._arm.joint_positions())
+        for segment in solution.segments:
+            if isinstance(segment, ArmSegment):
+                if segment.points:
+                    q = segment.points[-1].positions
+                    state = after_motion(self._cell, state, q, contact_tolerance=self._contact_tolerance)
+            else:
+                state, _ = gripper_command(
+                    self._cell,
+                    state,
+                    segment.gripper,
+                    segment.command,
+                    q,
+                    contact_tolerance=self._contact_tolerance,
+                    where=f"step {segment.step_index}",
+                )
+        return state
+
+    def execute(self, solution: Solution, *, replay: bool) -> Future[None]:
+        """Play a solution: arm segments on the arm driver, tool segments on the tools, in order.
+
+        Args:
+            solution: from :meth:`plan` or the plan cache.
+            replay: ``True`` for a cached solution (a ``TIMEOUT:`` becomes ``REPLAY_TIMEOUT:``).
+
+        Returns:
+            A future completing when the last segment has finished, or failing with
+            ``EXECUTION_FAILED:`` (start-state deviation, model revision mismatch, tool
+            mismatch, stop), ``TIMEOUT:``/``REPLAY_TIMEOUT:`` or an injected error.
+        """
+        self._check_open()
+        kind = "replay" if replay else "execute"
+        dispatch = self._dispatch(
+            kind,
+            replay=replay,
+            step_types=(),
+            step_indices=lambda: sorted({s.step_index for s in solution.segments}),
+        )
+
+        def job() -> None:
+            try:
+                self._before_motion(dispatch)
+                if solution.model_revision != self.model_revision():
+                    raise MotionError(
+                        ErrorCode.EXECUTION_FAILED,
+                        f"solution planned for model revision {solution.model_revision}, "
+                        f"the robot model is {self.model_revision()}",
+                    )
+                # Refuse a solution that does not start here before anything of it runs, tool
+                # commands ahead of its first trajectory included.
+                first = next((s for s in solution.segments if isinstance(s, ArmSegment)), None)
+                if first is not None and first.points:
+                    self._arm.check_start(first.points[0].positions, first.step_index)
+                self._play(solution.segments, dispatch)
+                self._after_dispatch(dispatch)
+            except MotionError as exc:
+                injected = dispatch.fault is not None and exc is dispatch.fault.error
+                if replay and exc.code is ErrorCode.TIMEOUT and not injected:
+                    raise MotionError(ErrorCode.REPLAY_TIMEOUT, exc.detail) from exc
+                raise
+
+        return self._submit(self._action_pool, job, ErrorCode.EXECUTION_FAILED)
+
+    def run_step(self, step: Step) -> Future[str]:
+        """Run one non-batched step: ``tool_exchange``, ``pipettor`` or a vision-family step.
+
+        ``moveto``/``end_effector`` are planned and executed on the spot; ``pause`` is a
+        no-op here (the tree waits for Resume).
+
+        Returns:
+            A future resolving to a status message, or failing with a :class:`MotionError`.
+        """
+        self._check_open()
+        dispatch = self._dispatch(
+            "run_step", replay=False, step_types=(step.task_type, step.script_type), step_indices=[step.index]
+        )
+
+        def job() -> str:
+            self._before_motion(dispatch)
+            message = self._run_step_now(step, dispatch)
+            self._after_dispatch(dispatch)
+            return message
+
+        return self._submit(self._action_pool, job, ErrorCode.EXECUTION_FAILED)
+
+    def stop(self) -> None:
+        """Ramp the arm down and drop the trajectory; cancel the tools' commands in flight;
+        pending segments of the dispatch are dropped.
+
+        Non-blocking and idempotent. Every dispatch started before the stop fails with
+        ``EXECUTION_FAILED: stopped by request`` at its next segment; the check and the
+        start of a trajectory are atomic with respect to this call, so a segment cannot
+        slip onto the arm just after a stop.
+        """
+        with self._motion_lock:
+            with self._state_lock:
+                self._stop_generation += 1
+            self._arm.stop()
+        for driver in self._tool_drivers.values():
+            driver.stop()
+
+    # -- extras ----------------------------------------------------------------------------
+    @property
+    def cell(self) -> CellConfig:
+        """The cell description."""
+        return self._cell
+
+    @property
+    def planner(self) -> Planner:
+        """The planner."""
+        return self._planner
+
+    @property
+    def arm(self) -> ArmDriver:
+        """The arm driver."""
+        return self._arm
+
+    @property
+    def controller(self) -> ArmDriver:
+        """The arm driver (the name the simulated cell's users know it by)."""
+        return self._arm
+
+    @property
+    def detector(self) -> Detector:
+        """The marker detector of vision steps."""
+        return self._detector
+
+    @property
+    def publishes_joint_states(self) -> bool:
+        """True when the robot's own driver publishes ``/joint_states`` (ros2_control); False for
+        the embedded cell, whose joint states exist only in this process."""
+        return self._publishes
+
+    @property
+    def faults(self) -> FaultInjection | None:
+        """The fault injection (the simulated cell's lists what fired), or ``None``."""
+        return self._faults
+
+    @property
+    def model_reloads(self) -> int:
+        """How often the planner reloaded the robot model because its revision changed.
+
+        A reload happens when a plan first needs the new tool: a tool mounted and nothing
+        planned since is not counted yet.
+        """
+        return self._planner.model_reloads
+
+    def add_joint_state_listener(self, listener: JointStateListener, *, rate: float | None = None) -> bool:
+        """Call ``listener(names, positions, velocities)`` with joint states (for ``/joint_states``).
+
+        Args:
+            listener: the callback.
+            rate: [Hz] notifications per wall second while moving (default: the arm
+                driver's state rate), on the driver's own clock.
+
+        Returns:
+            True (the arm driver notifies, and after every trajectory).
+        """
+        self._arm.add_listener(listener, rate=rate)
+        return True
+
+    def remove_joint_state_listener(self, listener: JointStateListener) -> None:
+        """Stop calling ``listener``."""
+        self._arm.remove_listener(listener)
+
+    def tool_state(self) -> ToolState:
+        """The live tool state (attached tool, held part, parts, pipettor, docks)."""
+        with self._state_lock:
+            return self._tools
+
+    def pipettor_state(self) -> PipettorState:
+        """The pipettor's bookkeeping (tip, aspirated volume, LED)."""
+        with self._state_lock:
+            return self._tools.pipettor
+
+    def cup_profiles(self) -> tuple[str, ...]:
+        """Every suction-cup profile of the cell's vacuum grippers, sorted."""
+        return tuple(sorted({name for g in self._cell.grippers.values() for name in g.cup_profiles}))
+
+    def set_cup_override(self, cup_profile: str) -> None:
+        """The suction cup to fit on a vacuum gripper at each goal's start (EROBS's
+        ``cup_profile`` parameter); ``""``: the gripper's default profile from the cell.
+
+        Takes effect at the next :meth:`prepare_goal` (the goal's start, as EROBS applies
+        it when it starts the goal's MoveIt) and whenever a ``tool_exchange`` loads a
+        vacuum gripper, so a running goal's model never changes under a planned motion; the
+        model revision (``<prefix>__epick__<cup_profile>``) changes with it.
+
+        Raises:
+            ValueError: ``Unknown cup profile: <name> (available: …)`` when no gripper of
+                the cell has that profile.
+        """
+        available = self.cup_profiles()
+        if cup_profile and cup_profile not in available:
+            raise ValueError(
+                f"Unknown cup profile: {cup_profile} (available: {', '.join(available) or 'none'})"
+            )
+        with self._state_lock:
+            self._cup_override = cup_profile or None
+
+    def cup_profile_for(self, gripper: str) -> str | None:
+        """The cup :meth:`set_cup_override` asks for, when ``gripper`` has that profile; else
+        ``None`` (its default). Fitted at a goal's start and when a ``tool_exchange`` loads it."""
+        with self._state_lock:
+            override = self._cup_override
+        return override if override in self._cell.gripper(gripper).cup_profiles else None
+
+    def set_cup_profile(self, cup_profile: str) -> None:
+        """Fit another suction cup on the attached vacuum gripper (changes the model revision).
+
+        Raises:
+            MotionError: ``EXECUTION_FAILED`` when the attached tool has no such cup profile.
+        """
+        with self._state_lock:
+            state = self._tools
+        try:
+            cup = self._cell.gripper(state.gripper).cup(cup_profile)
+        except ValueError as exc:
+            raise MotionError(ErrorCode.EXECUTION_FAILED, str(exc)) from None
+        if cup is None:
+            raise MotionError(ErrorCode.EXECUTION_FAILED, f"the {state.gripper} has no cup profiles")
+        self._set_tool_state(replace(state, cup_profile=cup.name))
+
+    def shutdown(self) -> None:
+        """Same as :meth:`close` (the name the engine's session uses)."""
+        self.close()
+
+    def close(self) -> None:
+        """Stop the arm and the tools, shut the workers and the arm driver down, then run the
+        ``on_close`` calls. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self.stop()
+        self._plan_pool.shutdown()
+        self._action_pool.shutdown()
+        self._arm.shutdown()
+        for driver in self._tool_drivers.values():
+            driver.stop()
+        for call in self._on_close:
+            call()
+
+    def __enter__(self) -> MotionStack:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- planning ----------------------------------------------------------------------------
+    def _plan_now(
+        self, steps: Sequence[Step], start: JointPositions | None, *, tools: ToolState | None = None
+    ) -> Solution:
+        """Plan ``steps`` in this thread (the planning core of :meth:`plan` and of single steps).
+
+        ``tools``: the tool state to start from (a plan ahead); ``None``: the live one.
+        """
+        began = time.monotonic()
+        if tools is not None:
+            state = tools
+        else:
+            with self._state_lock:
+                state = self._tools
+        revision = self._planner.model_revision(state)
+        q0 = tuple(float(x) for x in (start if start is not None else self._arm.joint_positions()))
+        q: tuple[float, ...] = q0
+        segments: list[Segment] = []
+        try:
+            for step in steps:
+                if isinstance(step, MoveTo):
+                    segment = self._planner.plan_move(step, q, tools=state)
+                    segments.append(segment)
+                    q = segment.points[-1].positions
+                    state = after_motion(self._cell, state, q, contact_tolerance=self._contact_tolerance)
+                elif isinstance(step, EndEffector):
+                    tool = resolve_end_effector(self._cell, state, step)
+                    if tool is None:
+                        continue
+                    segments.append(tool)
+                    state, _ = gripper_command(
+                        self._cell,
+                        state,
+                        tool.gripper,
+                        tool.command,
+                        q,
+                        contact_tolerance=self._contact_tolerance,
+                        where=step.path,
+                    )
+                else:
+                    raise MotionError(
+                        ErrorCode.PLANNING_FAILED,
+                        f"{step.path}: a {step.script_type} step cannot be planned in a motion unit",
+                    )
+        except MotionError as exc:
+            if exc.code is ErrorCode.PLANNING_FAILED:
+                raise
+            raise MotionError(ErrorCode.PLANNING_FAILED, exc.detail) from exc
+        finally:
+            with self._state_lock:
+                live = self._tools
+            self._planner.follow(live)
+        return Solution(
+            segments=tuple(segments),
+            model_revision=revision,
+            start_positions=q0,  # type: ignore[arg-type]
+            planning_time=time.monotonic() - began,
+        )
+
+    # -- execution -----------------------------------------------------------------------------
+    def _dispatch(
+        self,
+        kind: str,
+        *,
+        replay: bool,
+        step_types: Sequence[str],
+        step_indices: Sequence[int] | Callable[[], Sequence[int]],
+    ) -> _Dispatch:
+        """Count a dispatch for fault injection.
+
+        ``step_indices``: the steps involved, or a call that lists them (made only when
+        faults are configured).
+        """
+        if self._faults is None or not self._faults.active:  # nothing to count or fire (the usual case)
+            with self._state_lock:
+                return _Dispatch(fault=None, stop_generation=self._stop_generation)
+        if callable(step_indices):
+            step_indices = step_indices()
+        fault = self._faults.on_dispatch(
+            kind, replay=replay, step_types=step_types, step_indices=step_indices
+        )
+        with self._state_lock:
+            generation = self._stop_generation
+        return _Dispatch(fault=fault, stop_generation=generation)
+
+    def _before_motion(self, dispatch: _Dispatch) -> None:
+        """Injected faults that end a dispatch before anything moves."""
+        fault = dispatch.fault
+        if fault is not None and fault.after_fraction is None:
+            _wait(fault.delay)
+            dispatch.fired = True
+            raise fault.error
+
+    def _after_dispatch(self, dispatch: _Dispatch) -> None:
+        """A motion fault whose cut point was never reached (no motion, or after_fraction 1) fires now."""
+        if dispatch.fault is not None and not dispatch.fired:
+            _wait(dispatch.fault.delay)
+            dispatch.fired = True
+            raise dispatch.fault.error
+
+    def _check_stopped(self, dispatch: _Dispatch) -> None:
+        with self._state_lock:
+            stopped = self._stop_generation != dispatch.stop_generation
+        if stopped:
+            raise MotionError(ErrorCode.EXECUTION_FAILED, "stopped by request")
+
+    def _play(self, segments: Sequence[Segment], dispatch: _Dispatch) -> None:
+        """Execute segments in order in this thread; a motion fault stops the arm part-way."""
+        if (
+            self._exchange == "dock"
+            and not self._voltage_cut
+            and any(isinstance(s, ArmSegment) for s in segments)
+        ):
+            # Before the first docking motion: the tool voltage off (EROBS's order).
+            self._changer.set_power(False, what="tool_exchange dock")
+            self._voltage_cut = True
+        fault = dispatch.fault
+        cut: float | None = None
+        if fault is not None and fault.after_fraction is not None and not dispatch.cut_placed:
+            total = sum(s.duration for s in segments if isinstance(s, ArmSegment))
+            if total > 0.0:
+                cut = fault.after_fraction * total
+                dispatch.cut_placed = True
+        elapsed = 0.0
+        for segment in segments:
+            self._check_stopped(dispatch)
+            if isinstance(segment, ToolSegment):
+                self._apply_tool(segment)
+                continue
+            fault_at: tuple[float, MotionError] | None = None
+            if (
+                fault is not None
+                and cut is not None
+                and not dispatch.fired
+                and cut <= elapsed + segment.duration
+            ):
+                fault_at = (max(0.0, cut - elapsed), fault.error)
+            with self._motion_lock:
+                self._check_stopped(dispatch)
+                started = self._arm.execute(segment, fault=fault_at)
+            error = started.exception()
+            if error is not None:
+                if fault is not None and fault_at is not None and error is fault_at[1]:
+                    dispatch.fired = True
+                    _wait(fault.delay)  # the simulated wait before the failure is reported
+                raise error
+            elapsed += segment.duration
+            with self._state_lock:
+                self._tools = after_motion(
+                    self._cell,
+                    self._tools,
+                    self._arm.joint_positions(),
+                    contact_tolerance=self._contact_tolerance,
+                )
+
+    def _tool_driver(self, gripper: str, what: str) -> ToolDriver:
+        driver = self._tool_drivers.get(gripper)
+        if driver is None:
+            raise MotionError(ErrorCode.EXECUTION_FAILED, f"{what}: no driver for the {gripper}")
+        return driver
+
+    def _apply_tool(self, segment: ToolSegment) -> None:
+        """Check the command against the bookkeeping, send it to the tool, record its effect."""
+        what = f"step {segment.step_index}"
+        q = self._arm.joint_positions()
+        with self._state_lock:
+            before = self._tools
+        new, message = gripper_command(
+            self._cell,
+            before,
+            segment.gripper,
+            segment.command,
+            q,
+            contact_tolerance=self._contact_tolerance,
+            where=what,
+        )
+        sent = self._tool_driver(segment.gripper, what).command(segment.command, what=what)
+        if sent is not None:
+            _LOG.info("%s: %s", what, sent)
+        with self._state_lock:
+            if self._tools is not before:  # changed meanwhile (a goal's start): apply to the new state
+                new, message = gripper_command(
+                    self._cell,
+                    self._tools,
+                    segment.gripper,
+                    segment.command,
+                    q,
+                    contact_tolerance=self._contact_tolerance,
+                    where=what,
+                )
+            self._tools = new
+        self._planner.follow(new)
+        _LOG.info("%s: %s", what, message)
+
+    def _set_tool_state(self, state: ToolState) -> None:
+        """Replace the live tool state; in a tool exchange, switch the changer first (unlock
+        in the dock; lock and power the new tool after a load)."""
+        if self._exchange == "dock" and state.gripper == "none":
+            self._changer.set_locked(False, what="tool_exchange dock")
+            self._changer_moved = True
+        elif self._exchange == "load" and state.gripper != "none":
+            self._changer.set_locked(True, what="tool_exchange load")
+            self._changer.set_power(True, what="tool_exchange load")
+            self._changer_moved = True
+        with self._state_lock:
+            self._tools = state
+        self._planner.follow(state)
+
+    # -- single steps --------------------------------------------------------------------------
+    def _run_step_now(self, step: Step, dispatch: _Dispatch) -> str:
+        port = _Port(self, dispatch)
+        if isinstance(step, ToolExchange):
+            return self._tool_exchange(step, port)
+        if isinstance(step, Vision):
+            return run_vision(
+                self._cell,
+                step,
+                port,
+                detector=self._detector,
+                tag_cache=self._tag_cache,
+                detectors=self._detectors,
+            )
+        if isinstance(step, Pipettor):
+            return self._pipettor(step)
+        if isinstance(step, MoveTo | EndEffector):
+            port.move([step])
+            return f"{step.task_type}: done"
+        if isinstance(step, Pause):
+            return "pause: nothing to run (the tree waits for Resume)"
+        raise MotionError(ErrorCode.EXECUTION_FAILED, f"{step.path}: cannot run a {step.script_type} step")
+
+    def _tool_exchange(self, step: ToolExchange, port: _Port) -> str:
+        self._exchange, self._voltage_cut, self._changer_moved = step.operation, False, False
+        try:
+            return run_tool_exchange(self._cell, step, port)
+        finally:
+            restore = self._exchange == "dock" and self._voltage_cut and not self._changer_moved
+            self._exchange = None
+            if restore:
+                # The dock failed with the tool still locked on: give it its power back.
+                try:
+                    self._changer.set_power(True, what="tool_exchange dock (restore)")
+                except MotionError as exc:
+                    _LOG.error("could not restore the tool voltage: %s", exc)
+
+    def _pipettor(self, step: Pipettor) -> str:
+        with self._state_lock:
+            state = self._tools
+        if state.gripper != "pipettor":
+            raise MotionError(
+                ErrorCode.EXECUTION_FAILED,
+                f"{step.path}: pipettor {step.operation}: the pipettor is not attached "
+                f"(attached: {state.gripper})",
+            )
+        # The bookkeeping's rules first: nothing is sent for a command they refuse.
+        pipettor, message = pipettor_command(
+            state.pipettor,
+            step.operation,
+            volume_pct=step.volume_pct,
+            led_color=step.led_color,
+            where=step.path,
+        )
+        sent = self._tool_driver("pipettor", step.path).run(step)
+        if sent is not None:
+            _LOG.info("%s: %s", step.path, sent)
+        self._set_tool_state(replace(state, pipettor=pipettor))
+        return f"pipettor {step.operation}: {message}"
+
+    # -- helpers -------------------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self._closed:
+            raise MotionError(ErrorCode.EXECUTION_FAILED, f"the {self._label} is closed")
+
+    def _submit(
+        self,
+        pool: _Worker,
+        job: Callable[[], _T],
+        default: ErrorCode,
+        *,
+        cancellable: bool = False,
+    ) -> Future[_T]:
+        """Run ``job`` on ``pool``; any exception becomes a :class:`MotionError` (``default`` code).
+
+        ``cancellable``: the future stays pending until the job starts, so cancelling it
+        before then skips the job (a dropped plan-ahead); otherwise it is running at once.
+        A job the worker never starts (the stack closed first) fails its future with
+        ``EXECUTION_FAILED`` (or is cancelled when still pending).
+        """
+        future: Future[_T] = Future()
+        if not cancellable:
+            future.set_running_or_notify_cancel()
+
+        def run() -> None:
+            if cancellable and not future.set_running_or_notify_cancel():
+                return
+            try:
+                result = job()
+            except BaseException as exc:
+                future.set_exception(as_motion_error(exc, default=default))
+            else:
+                future.set_result(result)
+
+        def drop() -> None:
+            if not future.cancel() and not future.done():
+                future.set_exception(MotionError(ErrorCode.EXECUTION_FAILED, f"the {self._label} is closed"))
+
+        pool.submit(run, drop)
+        return future
+
+
+#: A call for a :class:`_Worker` and what to call instead when it is dropped.
+_Call = tuple[Callable[[], None], Callable[[], None]]
+
+
+class _Worker:
+    """One thread that runs the calls submitted to it, in order (the stack's planning
+    worker and its action worker).
+
+    What a one-worker ``ThreadPoolExecutor`` does here, with less per call: a submit is a
+    put on a ``SimpleQueue`` (no work item, no executor future, no idle semaphore), which is
+    most of the hand-over of a replayed solution to its execution (BENCHMARKS.md, "Plan
+    cache"). The thread starts with the first call.
+    """
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._queue: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._closed = False
+
+    def submit(self, call: Callable[[], None], drop: Callable[[], None]) -> None:
+        """Queue ``call``; ``drop`` is called instead when the worker shuts down before it starts.
+
+        Raises:
+            RuntimeError: the worker was shut down.
+        """
+        with self._lock:
+            if self._closed:
+                raise RuntimeError(f"{self._name}: the worker is shut down")
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
+                self._thread.start()
+        self._queue.put((call, drop))
+
+    def shutdown(self) -> None:
+        """Start no more calls (the queued ones are dropped), wait for the running one. Idempotent."""
+        with self._lock:
+            self._closed = True
+            thread = self._thread
+        self._queue.put(None)
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                break
+            call, drop = item
+            if self._closed:
+                drop()
+            else:
+                call()
+        while True:  # calls queued behind the shutdown
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return
+            if item is not None:
+                item[1]()
+
+
+class _Port:
+    """The stack as seen by the tool changer and vision: blocking moves from the live state."""
+
+    def __init__(self, stack: MotionStack, dispatch: _Dispatch) -> None:
+        self._stack = stack
+        self._dispatch = dispatch
+
+    def joint_positions(self) -> tuple[float, ...]:
+        return self._stack.arm.joint_positions()
+
+    def tool_state(self) -> ToolState:
+        return self._stack.tool_state()
+
+    def planning_tip(self) -> NDArray[np.float64]:
+        return planning_tip(self._stack.cell, self._stack.tool_state())
+
+    def move(self, steps: Sequence[Step]) -> None:
+        self._stack._check_stopped(self._dispatch)
+        solution = self._stack._plan_now(steps, None)
+        self._stack._play(solution.segments, self._dispatch)
+
+    def set_tool_state(self, state: ToolState) -> None:
+        self._stack._set_tool_state(state)
+
+    def cup_profile_for(self, gripper: str) -> str | None:
+        return self._stack.cup_profile_for(gripper)
+
+
+def _wait(seconds: float) -> None:
+    if seconds > 0.0:
+        threading.Event().wait(seconds)

@@ -39,7 +39,7 @@ from erobs_bt.backends.base import (
     as_motion_error,
 )
 from erobs_bt.backends.moveit.model import MoveItConfig, moveit_error, succeeded, trajectory_of
-from erobs_bt.backends.ros2_control import RosLink, _Goals, run_action, wait_ready
+from erobs_bt.backends.ros2_control.link import Goals, RosLink, run_action, wait_ready
 from erobs_bt.script.model import JOINT_NAMES, JointPositions
 
 _LOG = logging.getLogger(__name__)
@@ -71,7 +71,7 @@ class ExecuteTrajectoryArm:
         self._busy = False
         self._idle = threading.Event()
         self._idle.set()
-        self.goals = _Goals()
+        self.goals = Goals()
         self.sent = 0  # ExecuteTrajectory goals sent
         self._action = config.name("execute_trajectory")
         self._client: ActionClient = ActionClient(

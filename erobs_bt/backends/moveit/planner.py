@@ -79,7 +79,7 @@ from erobs_bt.backends.moveit.model import (
     succeeded,
     tool_object_id,
 )
-from erobs_bt.backends.ros2_control import RosLink, wait_future, wait_ready
+from erobs_bt.backends.ros2_control.link import RosLink, wait_future, wait_ready
 from erobs_bt.script.model import JointPositions, MoveTo
 from erobs_bt.world.cell import CellConfig
 from erobs_bt.world.kinematics import T_BASE_LINK_BASE, flange_goal_from_tip_goal, pose_from_xyz_rpy

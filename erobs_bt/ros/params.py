@@ -148,7 +148,8 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
         "backend",
         "sim",
         "motion backend: 'sim' (embedded simulated UR5e cell), 'ros2_control' (a ros2_control arm over "
-        "FollowJointTrajectory: ur_robot_driver, or erobs_bt_sim_hardware) or 'scripted' (test double)",
+        "FollowJointTrajectory: ur_robot_driver, or erobs_bt_sim_hardware), 'moveit' (the cell's "
+        "move_group plans and executes; config/moveit.yaml) or 'scripted' (test double)",
         choices=BACKEND_KINDS,
     ),
     ParameterSpec("cell_config", "", "cell YAML for the sim backend; '' = the packaged config/cell.yaml"),

@@ -99,9 +99,14 @@ def create_backend(
                 "give them to move_group's stand-in (erobs_bt_sim_move_group --faults)"
             )
         cell_config = load_cell(cell if cell is not None else config_file("cell.yaml"))
+        moveit_config = load_moveit_config(moveit if moveit is not None else config_file("moveit.yaml"))
+        if moveit_config.tools == "simulated":
+            from erobs_bt.backends.sim.tools import SimulatedChanger, SimulatedTool
+
+            simulated = ({name: SimulatedTool(name) for name in cell_config.grippers}, SimulatedChanger())
+            return MoveItBackend(cell_config, None, moveit_config, tools=simulated, namespace=ros_namespace)
         hardware_config = load_hardware_config(
             hardware if hardware is not None else config_file("ur5e_ros2_control.yaml")
         )
-        moveit_config = load_moveit_config(moveit if moveit is not None else config_file("moveit.yaml"))
         return MoveItBackend(cell_config, hardware_config, moveit_config, namespace=ros_namespace)
     raise ValueError(f"backend: unknown kind {kind!r} (available: {', '.join(BACKEND_KINDS)})")

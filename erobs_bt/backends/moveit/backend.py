@@ -11,9 +11,12 @@ rules are the stack's, as on every backend.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from erobs_bt.backends.moveit.arm import ExecuteTrajectoryArm
 from erobs_bt.backends.moveit.model import MoveItConfig
 from erobs_bt.backends.moveit.planner import MoveItPlanner
+from erobs_bt.backends.parts import ToolChanger, ToolDriver
 from erobs_bt.backends.ros2_control.config import HardwareConfig, check_against_cell
 from erobs_bt.backends.ros2_control.link import Goals, RosLink
 from erobs_bt.backends.ros2_control.tools import RosTool, SetIOChanger, SetIOService
@@ -28,9 +31,10 @@ MOVEIT_LINK_NODE_NAME = "erobs_bt_moveit"
 
 def MoveItBackend(
     cell: CellConfig,
-    hardware: HardwareConfig,
+    hardware: HardwareConfig | None,
     config: MoveItConfig | None = None,
     *,
+    tools: tuple[Mapping[str, ToolDriver], ToolChanger] | None = None,
     gripper: str | None = None,
     wait_for_state: float = 10.0,
     link: RosLink | None = None,
@@ -42,8 +46,11 @@ def MoveItBackend(
     Args:
         cell: the cell description (tools and their geometry, docks, markers, parts).
         hardware: the cell's tool interfaces (GripperCommand, SetIO, pipettor; its ``arm``
-            section is not used: the arm moves through move_group).
+            section is not used: the arm moves through move_group); ``None`` with ``tools``.
         config: move_group's names and the planning settings (default: MoveIt's names).
+        tools: the tool drivers (tool name -> driver, for every tool of the cell) and the
+            changer to use instead of ``hardware``'s (the simulated tools of a simulated
+            move_group, ``tools: simulated``).
         gripper: the tool attached at start (default: the cell's loose tool); a goal's
             ``start_gripper`` overrides it.
         wait_for_state: [s] to wait at start-up for the first joint state (0: do not wait).
@@ -52,11 +59,15 @@ def MoveItBackend(
         namespace: the namespace of the stack's own link node (without ``link``).
 
     Raises:
-        ValueError: the hardware config does not fit the cell (names the key).
+        ValueError: the hardware config does not fit the cell (names the key), or neither
+            ``hardware`` nor ``tools`` is given.
     """
-    check_against_cell(hardware, cell)
+    if tools is None:
+        if hardware is None:
+            raise ValueError("moveit backend: give the hardware YAML (tool interfaces) or simulated tools")
+        check_against_cell(hardware, cell)
     moveit = config if config is not None else MoveItConfig()
-    tools = initial_tool_state(cell, gripper if gripper is not None else mounted_at_start(cell))
+    state = initial_tool_state(cell, gripper if gripper is not None else mounted_at_start(cell))
     own = (
         link
         if link is not None
@@ -64,18 +75,23 @@ def MoveItBackend(
     )
     planner = MoveItPlanner(cell, own, moveit)
     arm = ExecuteTrajectoryArm(own, moveit)
-    io = SetIOService(own, hardware)
-    goals = Goals()
-    tool_drivers = {name: RosTool(name, own, hardware, io, goals) for name in cell.grippers}
+    if tools is not None:
+        tool_drivers, changer = tools
+    else:
+        assert hardware is not None
+        io = SetIOService(own, hardware)
+        goals = Goals()
+        tool_drivers = {name: RosTool(name, own, hardware, io, goals) for name in cell.grippers}
+        changer = SetIOChanger(io, hardware)
     own.start()  # after the action clients exist (RosLink.start)
     stack = MotionStack(
         cell,
         planner=planner,
         arm=arm,
         tool_drivers=tool_drivers,
-        changer=SetIOChanger(io, hardware),
+        changer=changer,
         detector=CalibratedMarkerDetector(cell),
-        tool_state=tools,
+        tool_state=state,
         publishes_joint_states=True,
         name="moveit",
         label="moveit backend",

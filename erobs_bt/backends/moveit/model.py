@@ -43,6 +43,9 @@ from erobs_bt.world.tools import ToolState
 #: the chain EROBS's MoveIt Task Constructor stages build for joint goals.
 DEFAULT_PIPELINES: tuple[tuple[str, str], ...] = (("pilz_industrial_motion_planner", "PTP"), ("ompl", ""))
 
+#: How the ``moveit`` backend commands tools (:attr:`MoveItConfig.tools`).
+TOOL_MODES = ("ros2_control", "simulated")
+
 
 @dataclass(frozen=True)
 class MoveItConfig:
@@ -55,8 +58,8 @@ class MoveItConfig:
         namespace: the move_group's namespace (``""``: the root).
         node_name: the move_group node, whose parameters hold ``robot_description`` and
             ``robot_description_semantic``.
-        group: the planning group of the arm (EROBS: ``ur_arm``; MoveIt's UR config:
-            ``ur_manipulator``).
+        group: the planning group of the arm (EROBS's ``ur_arm``; MoveIt's own UR
+            configuration names it ``ur_manipulator``).
         joint_prefix: prefix of the UR joint names in the robot description.
         flange_link: the link tools are attached to (a tool's collision geometry is attached
             here; Cartesian goals are solved for it with the tool's ``T_flange_tip``).
@@ -74,11 +77,16 @@ class MoveItConfig:
         call_timeout: [s] for a service response, on top of ``planning_time``.
         acceptance_timeout: [s] for an ExecuteTrajectory goal response (EROBS 10 s).
         motion_timeout: [s] for the ExecuteTrajectory result beyond the trajectory's duration.
+        tools: how grippers, the tool changer and the pipettor are commanded:
+            ``ros2_control`` (the hardware YAML's GripperCommand, SetIO and pipettor
+            interfaces, as the ``ros2_control`` backend does) or ``simulated`` (the tool
+            bookkeeping only: a simulated move_group such as ``erobs_bt_sim_move_group``,
+            whose cell has no tool hardware).
     """
 
     namespace: str = ""
     node_name: str = "move_group"
-    group: str = "ur_manipulator"
+    group: str = "ur_arm"
     joint_prefix: str = ""
     flange_link: str = "tool0"
     pipelines: tuple[tuple[str, str], ...] = DEFAULT_PIPELINES
@@ -93,6 +101,7 @@ class MoveItConfig:
     call_timeout: float = 10.0
     acceptance_timeout: float = 10.0
     motion_timeout: float = 10.0
+    tools: str = "ros2_control"
 
     def name(self, relative: str) -> str:
         """``relative`` in the move_group's namespace (``compute_ik`` -> ``/ns/compute_ik``)."""
@@ -448,7 +457,7 @@ def parse_moveit_config(data: Any, *, source: str = "") -> MoveItConfig:
     if data is None:
         return MoveItConfig()
     values = check.mapping(data, "")
-    allowed = (*_PLAIN_KEYS, "pipelines", "planning_attempts", "jump_threshold")
+    allowed = (*_PLAIN_KEYS, "pipelines", "planning_attempts", "jump_threshold", "tools")
     check.only_keys(values, "", allowed)
     settings: dict[str, Any] = {}
     for key, kind in _PLAIN_KEYS.items():
@@ -466,6 +475,8 @@ def parse_moveit_config(data: Any, *, source: str = "") -> MoveItConfig:
         settings["planning_attempts"] = check.integer(
             values["planning_attempts"], "planning_attempts", minimum=1
         )
+    if "tools" in values:
+        settings["tools"] = check.choice(values["tools"], "tools", TOOL_MODES)
     if "pipelines" in values:
         pipelines = []
         for i, item in enumerate(check.array(values["pipelines"], "pipelines", non_empty=True)):

@@ -16,6 +16,8 @@
 * ``state`` — print the latched execution state, gripper and last tree snapshot.
 * ``sim-hardware`` — run the simulated cell as a hardware node behind ros2_control's
   interfaces (:mod:`erobs_bt.ros.sim_hardware`), for the ``ros2_control`` backend.
+* ``sim-move-group`` — run the simulated cell behind move_group's interfaces
+  (:mod:`erobs_bt.ros.sim_move_group`), for the ``moveit`` backend and any MoveIt client.
 
 rclpy is imported inside the functions only: the ``erobs-bt`` group must start fast for
 the verbs that do not touch ROS. The lead adds :data:`COMMANDS` to the group.
@@ -495,6 +497,24 @@ def sim_hardware(ctx: click.Context) -> None:
     sys.exit(run_hardware(list(ctx.args)))
 
 
+@click.command(
+    "sim-move-group",
+    context_settings={"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": []},
+    add_help_option=False,
+)
+@click.pass_context
+def sim_move_group(ctx: click.Context) -> None:
+    """Run the simulated cell as a move_group (erobs_bt_sim_move_group; --help for its options).
+
+    It serves MoveGroup, ExecuteTrajectory, GetMotionPlan, GetCartesianPath, IK/FK and the
+    planning scene by MoveIt's names, planned by the embedded planner, with --plan-latency
+    to stand in for MoveIt's planning time; run the node with ``-p backend:=moveit`` beside it.
+    """
+    from erobs_bt.ros.sim_move_group import run as run_move_group
+
+    sys.exit(run_move_group(list(ctx.args)))
+
+
 COMMANDS: tuple[click.Command, ...] = (
     serve,
     send,
@@ -506,4 +526,5 @@ COMMANDS: tuple[click.Command, ...] = (
     clear_cache,
     state,
     sim_hardware,
+    sim_move_group,
 )

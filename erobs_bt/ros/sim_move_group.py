@@ -1,0 +1,1306 @@
+"""``erobs_bt_sim_move_group``: the simulated cell behind MoveIt's move_group interfaces.
+
+It is to the ``moveit`` backend what ``erobs_bt_sim_hardware`` is to the ``ros2_control``
+backend: a separate process that a MoveIt client (erobs_bt's ``moveit`` backend, pymoveit2,
+MoveIt's own ``MoveGroupInterface``) talks to by MoveIt's standard names, relative to the
+node's namespace (``--namespace`` or ``--ros-args -r __ns:=/cell``):
+
+* actions ``move_action`` (``moveit_msgs/action/MoveGroup``: plan, and execute unless
+  ``planning_options.plan_only``) and ``execute_trajectory`` (``ExecuteTrajectory``);
+* services ``plan_kinematic_path`` (``GetMotionPlan``), ``compute_cartesian_path``
+  (``GetCartesianPath``), ``compute_ik`` (``GetPositionIK``), ``compute_fk``
+  (``GetPositionFK``), ``get_planning_scene`` and ``apply_planning_scene``;
+* topics: ``joint_states`` (published at ``--rate`` Hz of wall time, and at the end of every
+  trajectory), ``collision_object``, ``attached_collision_object`` and ``planning_scene``
+  (subscribed: world objects ADD/REMOVE/APPEND/MOVE, attach/detach, scene diffs),
+  ``monitored_planning_scene`` (published, transient local: the whole scene after every
+  change), ``robot_description`` and ``robot_description_semantic`` (``std_msgs/String``,
+  transient local, as robot_state_publisher and move_group publish them);
+* parameters ``robot_description`` / ``robot_description_semantic`` of the node ``move_group``
+  (:mod:`erobs_bt.world.description`: the UR5e, the cell's tool tip frames, group
+  :data:`~erobs_bt.world.description.GROUP` = ``ur_arm`` with the cell's named states);
+* ``~/events`` (``std_msgs/String``, JSON lines, transient local): every plan (its planning
+  time, the latency added, the error code), execution, scene change and injected fault, for
+  operators and tests.
+
+Planning: the embedded planner (:class:`~erobs_bt.planning.planner.MotionPlanner`) in the world
+model (:mod:`erobs_bt.world`: the cell's obstacles plus the collision objects clients add, the
+objects attached to the arm as tool geometry). Every request is planned from its
+``start_state`` (joint positions; a diff or a missing joint takes the live value) with the
+attached objects of that start state (``is_diff: false`` replaces the scene's attached
+objects, ``true`` adds to them). Goals: joint constraints (a joint goal), or a position
+constraint (the centre of its region) with an optional orientation constraint on one link
+(``flange``, ``tool0``, ``wrist_3_link`` or a tool tip frame). Planners: ``planner_id``
+``PTP`` (or the pipeline ``pilz_industrial_motion_planner`` without a planner id) is the
+straight joint line, ``LIN`` the straight tip line; anything else (OMPL's ids) plans as the
+embedded ``auto`` (straight joint line, else RRTConnect). Path constraints and the allowed
+collision matrix of a scene are not simulated: a request with path constraints fails with
+``INVALID_GOAL_CONSTRAINTS`` rather than being planned without them. The velocity scaling of
+a request (the lower of its velocity and acceleration factors, when set) scales the timing;
+0 takes the planner's default (EROBS's 0.2). Errors come back as ``MoveItErrorCodes``
+(``GOAL_IN_COLLISION``, ``START_STATE_IN_COLLISION``, ``NO_IK_SOLUTION``, ``PLANNING_FAILED``,
+``INVALID_GROUP_NAME``, ...) with a message naming the colliding bodies (an object a client
+added is named by its id).
+
+``--plan-latency`` [s of wall time] is added to every plan (GetMotionPlan, MoveGroup,
+GetCartesianPath) and reported in its ``planning_time``: it stands in for the seconds a real
+MoveIt takes, so that plan-ahead can be measured against it.
+
+Execution: a kinematic controller (:class:`~erobs_bt.backends.sim.controller.SimController`)
+plays trajectories in simulated time (``--speed`` simulated seconds per wall second). A
+trajectory whose first point is more than :data:`ALLOWED_START_TOLERANCE` (MoveIt's
+``trajectory_execution.allowed_start_tolerance``, 0.01 rad) from the live state is refused
+with ``CONTROL_FAILED``; a cancel ramps the arm down and ends the goal ``PREEMPTED``; a goal
+that arrives while another trajectory plays is aborted (``CONTROL_FAILED``).
+
+``--faults`` injects failures in the one fault language of the simulated cell
+(:mod:`erobs_bt.backends.sim.faults`: a YAML file or YAML text, a list of entries or a mapping
+with ``inject``). The calls a move_group sees: ``plan`` (every planning request;
+``planning_failure`` answers ``PLANNING_FAILED``), ``execute`` and ``acceptance`` (every
+trajectory execution, ExecuteTrajectory or MoveGroup's execution; ``goal_rejected`` and
+``server_unavailable`` reject the goal, ``acceptance_timeout`` holds the goal ``delay``
+seconds before rejecting it, ``execution_error`` aborts with ``CONTROL_FAILED`` and
+``execution_timeout`` with ``TIMED_OUT`` after ``after_fraction`` of the motion). ``replay``
+and ``run_step`` are the engine's own calls, which a move_group cannot tell apart: they are
+refused at start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import json
+import math
+import os
+import re
+import sys
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+import pinocchio as pin
+import yaml
+from builtin_interfaces.msg import Duration
+from geometry_msgs.msg import PoseStamped
+from moveit_msgs.action import ExecuteTrajectory, MoveGroup
+from moveit_msgs.msg import (
+    AttachedCollisionObject,
+    CollisionObject,
+    MoveItErrorCodes,
+    PlanningScene,
+    RobotState,
+    RobotTrajectory,
+)
+from moveit_msgs.srv import (
+    ApplyPlanningScene,
+    GetCartesianPath,
+    GetMotionPlan,
+    GetPlanningScene,
+    GetPositionFK,
+    GetPositionIK,
+)
+from numpy.typing import NDArray
+from rcl_interfaces.msg import ParameterDescriptor
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from rclpy.action.server import ServerGoalHandle
+from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from sensor_msgs.msg import JointState
+from shape_msgs.msg import SolidPrimitive
+from std_msgs.msg import String
+from trajectory_msgs.msg import JointTrajectoryPoint
+
+from erobs_bt.backends.base import ArmSegment, ErrorCode, MotionError, TrajectoryPoint
+from erobs_bt.backends.sim.controller import SimController
+from erobs_bt.backends.sim.faults import FaultInjector, FaultSpec, parse_fault_section
+from erobs_bt.planning.planner import MotionPlanner, PlannerConfig
+from erobs_bt.ros.planning_scene import (
+    PLANNING_FRAME,
+    SceneError,
+    SceneWorld,
+    frame_transform,
+    operation_name,
+    pose_matrix,
+    pose_message,
+    tool_shapes_from_attached,
+)
+from erobs_bt.script._values import safe_load_yaml
+from erobs_bt.script.model import JOINT_NAMES
+from erobs_bt.world import kinematics
+from erobs_bt.world.cell import CellConfig, GripperConfig, ToolShape, load_cell
+from erobs_bt.world.cell import Pose as WorldPose
+from erobs_bt.world.collision import CollisionModel
+from erobs_bt.world.description import GROUP, TIP_LINK, srdf_text, urdf_text
+
+NODE_NAME = "erobs_bt_sim_move_group"
+#: The ROS node name (MoveIt's: clients read the descriptions from this node's parameters).
+ROS_NODE_NAME = "move_group"
+READY_PREFIX = f"{NODE_NAME} ready"
+#: MoveIt's ``trajectory_execution.allowed_start_tolerance`` [rad].
+ALLOWED_START_TOLERANCE = 0.01
+#: Default joint-state rate [Hz of wall time].
+DEFAULT_RATE = 50.0
+#: The fault calls a move_group can observe (module docstring).
+FAULT_CALLS = ("plan", "execute", "acceptance")
+#: The world-model tool that carries the attached collision objects.
+ATTACHED_TOOL = "attached"
+#: Links that move with the flange (others cannot carry an attached object).
+_FLANGE_LINKS = ("wrist_3_link", "flange", "tool0")
+#: Error-code names the planner puts at the start of a reason (planning/planner.py).
+_CODE_NAMES = ("GOAL_IN_COLLISION", "START_STATE_IN_COLLISION", "NO_IK_SOLUTION")
+_CODE_PATTERN = re.compile(r"\b(" + "|".join(_CODE_NAMES) + r")\b")
+#: Collision-model cache size (scenes differ by world and attached objects).
+_MODEL_CACHE = 8
+
+
+def _latched(depth: int = 1) -> QoSProfile:
+    return QoSProfile(
+        depth=depth,
+        history=HistoryPolicy.KEEP_LAST,
+        reliability=ReliabilityPolicy.RELIABLE,
+        durability=DurabilityPolicy.TRANSIENT_LOCAL,
+    )
+
+
+def _duration(seconds: float) -> Duration:
+    whole = math.floor(seconds)
+    return Duration(sec=int(whole), nanosec=min(round((seconds - whole) * 1e9), 999_999_999))
+
+
+def _seconds(duration: Any) -> float:
+    return float(duration.sec) + float(duration.nanosec) * 1e-9
+
+
+def _error(code: int, message: str = "") -> MoveItErrorCodes:
+    return MoveItErrorCodes(val=int(code), message=message, source=ROS_NODE_NAME)
+
+
+def error_code_of(error: MotionError) -> int:
+    """The ``MoveItErrorCodes`` value of a planning failure: the MoveIt code the reason names
+    (``GOAL_IN_COLLISION``, ``START_STATE_IN_COLLISION``, ``NO_IK_SOLUTION``), else by its
+    :class:`~erobs_bt.backends.base.ErrorCode` (``PLANNING_FAILED``, ``TIMED_OUT``,
+    ``CONTROL_FAILED``)."""
+    found = _CODE_PATTERN.search(error.detail)
+    if found is not None:
+        return int(getattr(MoveItErrorCodes, found.group(1)))
+    if error.code in (ErrorCode.TIMEOUT, ErrorCode.REPLAY_TIMEOUT):
+        return MoveItErrorCodes.TIMED_OUT
+    if error.code == ErrorCode.EXECUTION_FAILED:
+        return MoveItErrorCodes.CONTROL_FAILED
+    return MoveItErrorCodes.PLANNING_FAILED
+
+
+def trajectory_message(segment: ArmSegment) -> RobotTrajectory:
+    """A ``moveit_msgs/RobotTrajectory`` (joint part, frame ``base_link``) of an arm segment."""
+    message = RobotTrajectory()
+    message.joint_trajectory.header.frame_id = PLANNING_FRAME
+    message.joint_trajectory.joint_names = list(segment.joint_names)
+    message.joint_trajectory.points = [
+        JointTrajectoryPoint(
+            positions=[float(v) for v in p.positions],
+            velocities=[float(v) for v in p.velocities],
+            accelerations=[float(v) for v in p.accelerations],
+            time_from_start=_duration(p.time_from_start),
+        )
+        for p in segment.points
+    ]
+    return message
+
+
+def segment_of(trajectory: Any, step_index: int = 0) -> ArmSegment:
+    """The arm segment (:data:`JOINT_NAMES` order) of a ``RobotTrajectory``'s joint part.
+
+    Raises:
+        ValueError: other joints, no points, malformed or decreasing points.
+    """
+    joint = trajectory.joint_trajectory
+    names = list(joint.joint_names)
+    if sorted(names) != sorted(JOINT_NAMES) or len(set(names)) != len(names):
+        raise ValueError(f"the trajectory's joints {names} are not the arm's {list(JOINT_NAMES)}")
+    if not joint.points:
+        raise ValueError("the trajectory has no points")
+    index = [names.index(n) for n in JOINT_NAMES]
+
+    def pick(values: Sequence[float]) -> tuple[float, ...]:
+        return tuple(float(values[i]) for i in index) if len(values) == len(names) else (0.0,) * 6
+
+    points = []
+    for i, p in enumerate(joint.points):
+        if len(p.positions) != len(names) or not all(math.isfinite(v) for v in p.positions):
+            raise ValueError(f"point {i}: expected {len(names)} finite positions")
+        points.append(
+            TrajectoryPoint(
+                pick(p.positions), pick(p.velocities), pick(p.accelerations), _seconds(p.time_from_start)
+            )
+        )
+    if any(b.time_from_start < a.time_from_start for a, b in itertools.pairwise(points)):
+        raise ValueError("time_from_start decreases")
+    return ArmSegment(step_index, tuple(points))
+
+
+class _NoCollisions:
+    """The collision checker of ``avoid_collisions: false`` requests: nothing collides."""
+
+    def in_collision(self, q: np.ndarray) -> bool:
+        return False
+
+    def check_path(self, qs: np.ndarray, max_step: float) -> int | None:
+        return None
+
+    def first_contact(self, q: np.ndarray) -> tuple[str, str] | None:
+        return None
+
+
+@dataclass(frozen=True)
+class _Attached:
+    """An object attached to the arm: its message (as the scene reports it) and its shapes."""
+
+    message: Any
+    shapes: tuple[ToolShape, ...]
+
+
+class _Failure(Exception):
+    """A request that ends with a MoveIt error code."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = int(code)
+        self.message = message
+
+
+@dataclass
+class _Plan:
+    """One planning outcome."""
+
+    start: RobotState
+    trajectory: ArmSegment | None
+    code: int
+    message: str
+    planning_time: float
+    fraction: float = 1.0
+
+
+class SimMoveGroupNode(Node):
+    """The simulated UR5e behind move_group's actions, services and topics (module docstring).
+
+    Args:
+        cell: the cell (arm start state, named states, obstacles, tool tip frames).
+        speed: simulated seconds per wall second of execution (> 0).
+        plan_latency: wall seconds added to every plan (>= 0).
+        faults: injected failures (calls ``plan``, ``execute``, ``acceptance``).
+        gripper: a tool of the cell whose collision geometry is attached to ``flange`` at
+            start (as the object ``<gripper>``), or ``None`` for a bare flange.
+        rate: joint-state rate [Hz of wall time].
+        planner_config: the embedded planner's settings.
+        context: the rclpy context, or ``None`` for the global one.
+
+    Raises:
+        ValueError: a bad argument, an unknown gripper, or a fault on a call a move_group
+            cannot see.
+    """
+
+    def __init__(
+        self,
+        cell: CellConfig,
+        *,
+        speed: float = 1.0,
+        plan_latency: float = 0.0,
+        faults: FaultInjector | None = None,
+        gripper: str | None = None,
+        rate: float = DEFAULT_RATE,
+        planner_config: PlannerConfig | None = None,
+        context: Any = None,
+    ) -> None:
+        if not (speed > 0.0) or not (rate > 0.0) or not (math.isfinite(plan_latency) and plan_latency >= 0.0):
+            raise ValueError("speed and rate must be > 0 and plan_latency >= 0 s")
+        self._faults = faults if faults is not None else FaultInjector()
+        for spec in self._faults.specs:
+            if spec.call not in FAULT_CALLS:
+                raise ValueError(
+                    f"{spec.source}.call: {spec.call} is not a call a move_group sees "
+                    f"(use one of {', '.join(FAULT_CALLS)})"
+                )
+        super().__init__(ROS_NODE_NAME, context=context)
+        self.cell = cell
+        self.speed = float(speed)
+        self.plan_latency = float(plan_latency)
+        self._planner_config = planner_config if planner_config is not None else PlannerConfig()
+        self._lock = threading.RLock()
+        self._closing = threading.Event()
+        self._group = ReentrantCallbackGroup()
+        self.urdf = urdf_text(cell)
+        self.srdf = srdf_text(cell)
+        self._kinematics = pin.buildModelFromXML(self.urdf)
+        self._frames = {
+            f.name: i for i, f in enumerate(self._kinematics.frames) if f.type == pin.FrameType.BODY
+        }
+        self._T_flange_links = self._flange_links()
+        read_only = ParameterDescriptor(read_only=True)
+        self.declare_parameter("robot_description", self.urdf, read_only)
+        self.declare_parameter("robot_description_semantic", self.srdf, read_only)
+        self._events = self.create_publisher(String, "~/events", _latched(10000))
+        for topic, text in (("robot_description", self.urdf), ("robot_description_semantic", self.srdf)):
+            self.create_publisher(String, topic, _latched()).publish(String(data=text))
+        self._scene_pub = self.create_publisher(PlanningScene, "monitored_planning_scene", _latched())
+        self._joint_pub = self.create_publisher(JointState, "joint_states", 10)
+        self.controller = SimController(
+            cell.initial_joint_state, speed=speed, start_tolerance=ALLOWED_START_TOLERANCE, state_rate=rate
+        )
+        self._world = SceneWorld.of(cell.obstacles)
+        self._world_version = 0
+        self._attached: dict[str, _Attached] = {}
+        self._models: OrderedDict[Any, CollisionModel] = OrderedDict()
+        self._pending: dict[int, FaultSpec | None] = {}
+        self._counter = itertools.count(1)
+        if gripper is not None and gripper != "none":
+            self._attach_tool(gripper)
+        self.controller.add_listener(self._publish_joint_state)
+        self._publish_joint_state(JOINT_NAMES, self.controller.joint_positions(), (0.0,) * 6)
+        self.create_subscription(
+            CollisionObject, "collision_object", self._on_collision_object, 100, callback_group=self._group
+        )
+        self.create_subscription(
+            AttachedCollisionObject,
+            "attached_collision_object",
+            self._on_attached_object,
+            100,
+            callback_group=self._group,
+        )
+        self.create_subscription(
+            PlanningScene, "planning_scene", self._on_scene_diff, 100, callback_group=self._group
+        )
+        self.servers: list[str] = []
+        for srv, name, handler in (
+            (GetMotionPlan, "plan_kinematic_path", self._on_plan),
+            (GetCartesianPath, "compute_cartesian_path", self._on_cartesian),
+            (GetPositionIK, "compute_ik", self._on_ik),
+            (GetPositionFK, "compute_fk", self._on_fk),
+            (GetPlanningScene, "get_planning_scene", self._on_get_scene),
+            (ApplyPlanningScene, "apply_planning_scene", self._on_apply_scene),
+        ):
+            self.create_service(srv, name, handler, callback_group=self._group)
+            self.servers.append(name)
+        self._actions = [
+            ActionServer(
+                self,
+                MoveGroup,
+                "move_action",
+                execute_callback=self._execute_move_group,
+                goal_callback=self._on_move_goal,
+                cancel_callback=lambda _goal: CancelResponse.ACCEPT,
+                callback_group=self._group,
+            ),
+            ActionServer(
+                self,
+                ExecuteTrajectory,
+                "execute_trajectory",
+                execute_callback=self._execute_trajectory,
+                goal_callback=self._on_trajectory_goal,
+                cancel_callback=lambda _goal: CancelResponse.ACCEPT,
+                callback_group=self._group,
+            ),
+        ]
+        self.servers += ["move_action", "execute_trajectory"]
+        self._publish_scene()
+        self._event(
+            "start", speed=speed, plan_latency=plan_latency, gripper=gripper or "none", servers=self.servers
+        )
+
+    # -- events and state ----------------------------------------------------------------------
+    def _event(self, kind: str, **fields: Any) -> None:
+        if self._closing.is_set() or not self.context.ok():
+            return
+        self._events.publish(String(data=json.dumps({"event": kind, "t": round(time.time(), 4), **fields})))
+
+    def _publish_joint_state(
+        self, names: Sequence[str], positions: Sequence[float], velocities: Sequence[float]
+    ) -> None:
+        if self._closing.is_set() or not self.context.ok():
+            return
+        msg = JointState(name=list(JOINT_NAMES), position=[float(q) for q in positions])
+        msg.velocity = [float(v) for v in velocities]
+        msg.header.stamp = self.get_clock().now().to_msg()
+        try:
+            self._joint_pub.publish(msg)
+        except Exception:  # the context is shutting down under the controller thread
+            if not self._closing.is_set():
+                raise
+
+    def attached_ids(self) -> tuple[str, ...]:
+        """The ids of the objects attached to the arm."""
+        with self._lock:
+            return tuple(sorted(self._attached))
+
+    def world(self) -> SceneWorld:
+        """The planning scene's world (the cell's obstacles and the objects clients added)."""
+        with self._lock:
+            return self._world
+
+    # -- frames ------------------------------------------------------------------------------
+    def _flange_links(self) -> dict[str, NDArray[np.float64]]:
+        """``T_flange_link`` of every link fixed to the flange (wrist_3_link, flange, tool0, tips)."""
+        data = self._kinematics.createData()
+        pin.framesForwardKinematics(self._kinematics, data, np.zeros(6))
+        inverse = np.linalg.inv(data.oMf[self._frames[TIP_LINK]].homogeneous)
+        wrist_3 = self._kinematics.getJointId(JOINT_NAMES[5])
+        return {
+            name: inverse @ data.oMf[index].homogeneous
+            for name, index in self._frames.items()
+            if self._kinematics.frames[index].parentJoint == wrist_3
+        }
+
+    def _T_flange_link(self, link: str) -> NDArray[np.float64]:
+        return self._T_flange_links[link]
+
+    def link_pose(self, q: Sequence[float], link: str) -> NDArray[np.float64]:
+        """(4, 4) pose of a URDF link in ``base_link`` at joint positions ``q`` [rad].
+
+        Raises:
+            KeyError: not a link of the robot description.
+        """
+        index = self._frames[link]
+        data = self._kinematics.createData()
+        pin.framesForwardKinematics(self._kinematics, data, np.asarray(q, dtype=float))
+        return np.array(data.oMf[index].homogeneous)
+
+    # -- the scene -----------------------------------------------------------------------------
+    def _attach_tool(self, gripper: str) -> None:
+        config = self.cell.gripper(gripper)
+        shapes = tuple(replace(s, name=f"{gripper}/{s.name}") for s in config.collision_shapes())
+        message = AttachedCollisionObject(link_name=TIP_LINK, touch_links=list(_FLANGE_LINKS))
+        message.object.id = gripper
+        message.object.header.frame_id = TIP_LINK
+        self._attached[gripper] = _Attached(message, shapes)
+
+    def _robot_state(self, q: Sequence[float], attached: Mapping[str, _Attached]) -> RobotState:
+        state = RobotState(is_diff=False)
+        state.joint_state.name = list(JOINT_NAMES)
+        state.joint_state.position = [float(v) for v in q]
+        state.attached_collision_objects = [a.message for a in attached.values()]
+        return state
+
+    def _scene_message(self) -> PlanningScene:
+        with self._lock:
+            scene = PlanningScene(name="erobs_bt_sim", robot_model_name="ur5e", is_diff=False)
+            scene.robot_state = self._robot_state(self.controller.joint_positions(), self._attached)
+            scene.world.collision_objects = self._world.collision_objects()
+            return scene
+
+    def _publish_scene(self) -> None:
+        if not self._closing.is_set() and self.context.ok():
+            self._scene_pub.publish(self._scene_message())
+
+    def _apply_object(self, obj: Any) -> None:
+        with self._lock:
+            self._world = self._world.apply(obj)
+            self._world_version += 1
+
+    def _apply_attached(self, message: Any, attached: dict[str, _Attached], q: Sequence[float]) -> None:
+        """Attach (ADD, APPEND) or detach (REMOVE) one object in ``attached``; a world object
+        attached by id alone leaves the world, a detached object returns to it (MoveIt's rules).
+
+        Raises:
+            SceneError: what the conversion refuses, or an unknown id.
+        """
+        obj = message.object
+        where = f"attached_collision_object {obj.id!r}"
+        operation = operation_name(obj.operation)
+        if operation == "REMOVE":
+            ids = [obj.id] if obj.id else list(attached)
+            for key in ids:
+                if key not in attached:
+                    raise SceneError(f"{where}: REMOVE of an object that is not attached")
+                gone = attached.pop(key)
+                if gone.message.object.primitives:
+                    world_obj = self._world_object(gone, q)
+                    self._world = self._world.apply(world_obj)
+                    self._world_version += 1
+            return
+        if operation not in ("ADD", "APPEND"):
+            raise SceneError(f"{where}: operation {operation} (ADD, APPEND or REMOVE)")
+        if not obj.primitives and obj.id in self._world.objects:
+            # Attach an object of the world by its id: it moves with the link from now on.
+            obj = self._world.collision_objects()[sorted(self._world.objects).index(obj.id)]
+            self._world = self._world.apply(CollisionObject(id=obj.id, operation=CollisionObject.REMOVE))
+            self._world_version += 1
+            message = AttachedCollisionObject(
+                link_name=message.link_name, object=obj, touch_links=list(message.touch_links)
+            )
+        shapes = tool_shapes_from_attached(message, self._T_flange_link, kinematics.fk(q))
+        if operation == "APPEND" and obj.id in attached:
+            old = attached[obj.id]
+            shapes = old.shapes + tuple(replace(s, name=f"{s.name}+{len(old.shapes)}") for s in shapes)
+        attached[obj.id] = _Attached(message, shapes)
+
+    def _world_object(self, attached: _Attached, q: Sequence[float]) -> CollisionObject:
+        """A detached object placed in the world where the arm at ``q`` leaves it."""
+        obj = CollisionObject(id=attached.message.object.id, operation=CollisionObject.ADD)
+        obj.header.frame_id = PLANNING_FRAME
+        obj.pose.orientation.w = 1.0
+        T_flange = kinematics.fk(q)
+        kinds = {
+            "box": SolidPrimitive.BOX,
+            "sphere": SolidPrimitive.SPHERE,
+            "cylinder": SolidPrimitive.CYLINDER,
+        }
+        for shape in attached.shapes:
+            obj.primitives.append(
+                SolidPrimitive(type=kinds[shape.shape.kind], dimensions=list(shape.shape.size))
+            )
+            obj.primitive_poses.append(pose_message(T_flange @ shape.pose.matrix()))
+        return obj
+
+    def _apply_scene(self, scene: Any) -> str:
+        """Apply a ``PlanningScene`` (a diff, or the whole world and attached objects).
+
+        Returns:
+            What changed, for the events.
+
+        Raises:
+            SceneError: the scene is refused as a whole (nothing changes).
+        """
+        with self._lock:
+            world, version, attached = self._world, self._world_version, dict(self._attached)
+            try:
+                if not scene.is_diff:
+                    self._world = SceneWorld()
+                    attached = {}
+                for obj in scene.world.collision_objects:
+                    self._world = self._world.apply(obj)
+                    self._world_version += 1
+                q = self.controller.joint_positions()
+                for message in scene.robot_state.attached_collision_objects:
+                    self._apply_attached(message, attached, q)
+            except SceneError:
+                self._world, self._world_version = world, version
+                raise
+            self._attached = attached
+            return (
+                f"world {len(scene.world.collision_objects)} object(s), "
+                f"attached {len(scene.robot_state.attached_collision_objects)} object(s)"
+            )
+
+    def _on_collision_object(self, msg: Any) -> None:
+        self._scene_update("collision_object", lambda: self._apply_object(msg), msg.id)
+
+    def _on_attached_object(self, msg: Any) -> None:
+        def apply() -> None:
+            with self._lock:
+                attached = dict(self._attached)
+                self._apply_attached(msg, attached, self.controller.joint_positions())
+                self._attached = attached
+
+        self._scene_update("attached_collision_object", apply, msg.object.id)
+
+    def _on_scene_diff(self, msg: Any) -> None:
+        self._scene_update("planning_scene", lambda: self._apply_scene(msg), msg.name)
+
+    def _scene_update(self, source: str, apply: Any, name: str) -> None:
+        try:
+            apply()
+        except (SceneError, ValueError, TypeError) as exc:  # a bad message never stops the move_group
+            self.get_logger().warning(f"{source}: refused: {exc}")
+            self._event("scene", source=source, id=name, ok=False, message=str(exc))
+            return
+        self._event(
+            "scene",
+            source=source,
+            id=name,
+            ok=True,
+            world=sorted(self.world().objects),
+            attached=list(self.attached_ids()),
+        )
+        self._publish_scene()
+
+    def _on_get_scene(self, request: Any, response: Any) -> Any:
+        response.scene = self._scene_message()
+        return response
+
+    def _on_apply_scene(self, request: Any, response: Any) -> Any:
+        try:
+            message = self._apply_scene(request.scene)
+        except (SceneError, ValueError, TypeError) as exc:
+            response.success = False
+            self._event("scene", source="apply_planning_scene", ok=False, message=str(exc))
+            self.get_logger().warning(f"apply_planning_scene: refused: {exc}")
+            return response
+        response.success = True
+        self._event(
+            "scene",
+            source="apply_planning_scene",
+            ok=True,
+            message=message,
+            world=sorted(self.world().objects),
+            attached=list(self.attached_ids()),
+        )
+        self._publish_scene()
+        return response
+
+    def _model(self, attached: Mapping[str, _Attached]) -> CollisionModel:
+        """The collision model of the current world with ``attached`` as the arm's tool."""
+        shapes = tuple(s for key in sorted(attached) for s in attached[key].shapes)
+        with self._lock:
+            key = (self._world_version, shapes)
+            model = self._models.get(key)
+            if model is not None:
+                self._models.move_to_end(key)
+                return model
+            tool = GripperConfig(name=ATTACHED_TOOL, tip_frame=TIP_LINK, tip=WorldPose(), collision=shapes)
+            cell = replace(
+                self.cell,
+                obstacles=self._world.obstacles(),
+                grippers=MappingProxyType({**self.cell.grippers, ATTACHED_TOOL: tool}),
+            )
+        model = CollisionModel(cell, gripper=ATTACHED_TOOL)
+        with self._lock:
+            self._models[key] = model
+            while len(self._models) > _MODEL_CACHE:
+                self._models.popitem(last=False)
+        return model
+
+    # -- requests --------------------------------------------------------------------------------
+    def _start(self, state: Any) -> tuple[tuple[float, ...], dict[str, _Attached]]:
+        """The joint positions [rad] and attached objects of a request's ``start_state``.
+
+        Raises:
+            _Failure: ``INVALID_ROBOT_STATE`` (non-finite or mismatched values) or a refused object.
+        """
+        q = np.array(self.controller.joint_positions(), dtype=float)
+        names, positions = list(state.joint_state.name), list(state.joint_state.position)
+        if len(names) != len(positions):
+            raise _Failure(
+                MoveItErrorCodes.INVALID_ROBOT_STATE,
+                f"start_state: {len(names)} joint names, {len(positions)} positions",
+            )
+        for name, value in zip(names, positions, strict=True):
+            if name in JOINT_NAMES:
+                if not math.isfinite(value):
+                    raise _Failure(MoveItErrorCodes.INVALID_ROBOT_STATE, f"start_state: {name} = {value}")
+                q[JOINT_NAMES.index(name)] = float(value)
+        empty = not names and not state.attached_collision_objects
+        with self._lock:
+            # MoveIt: an empty state is the current one; a diff changes the current one; a full
+            # state lists every attached object.
+            attached = dict(self._attached) if empty or state.is_diff else {}
+            world, version = self._world, self._world_version
+            try:
+                for message in state.attached_collision_objects:
+                    self._apply_attached(message, attached, tuple(float(v) for v in q))
+            except SceneError as exc:
+                raise _Failure(MoveItErrorCodes.INVALID_OBJECT_NAME, f"start_state: {exc}") from None
+            finally:
+                # A start state never changes the scene itself.
+                self._world, self._world_version = world, version
+        return tuple(float(v) for v in q), attached
+
+    def _planner(
+        self, attached: Mapping[str, _Attached], scaling: float, avoid_collisions: bool = True, **config: Any
+    ) -> MotionPlanner:
+        settings = replace(self._planner_config, **config)
+        if 0.0 < scaling <= 1.0:
+            settings = replace(settings, speed_scaling=scaling)
+        collision: Any = self._model(attached) if avoid_collisions else _NoCollisions()
+        return MotionPlanner(collision=collision, named_states=self.cell.named_states, config=settings)
+
+    @staticmethod
+    def _scaling(request: Any) -> float:
+        factors = [
+            f
+            for f in (request.max_velocity_scaling_factor, request.max_acceleration_scaling_factor)
+            if 0.0 < f <= 1.0
+        ]
+        return min(factors) if factors else 0.0
+
+    @staticmethod
+    def _planning_type(request: Any) -> str:
+        planner = request.planner_id.strip().upper()
+        if planner == "PTP" or (not planner and "pilz" in request.pipeline_id):
+            return "pilz_ptp"
+        if planner == "LIN":
+            return "pilz"
+        if planner == "CIRC":
+            raise _Failure(
+                MoveItErrorCodes.PLANNING_FAILED, "planner CIRC is not simulated (PTP, LIN and OMPL are)"
+            )
+        return "auto"
+
+    def _begin_plan(self, service: str) -> float:
+        """Count a ``plan`` call (faults), add the latency; returns the start time."""
+        began = time.monotonic()
+        fault = self._faults.check("plan")
+        if self.plan_latency > 0.0:
+            time.sleep(self.plan_latency)
+        if fault is not None:
+            time.sleep(fault.delay)
+            error = self._faults.error(fault, replay=False, server=service)
+            self._event("fault", call="plan", service=service, outcome=fault.outcome, message=error.detail)
+            raise _Failure(MoveItErrorCodes.PLANNING_FAILED, f"{error.detail} (fault injection)")
+        return began
+
+    def _plan_request(self, request: Any, service: str) -> _Plan:
+        """Plan a ``MotionPlanRequest`` (module docstring)."""
+        began = time.monotonic()
+        start = request.start_state
+        try:
+            began = self._begin_plan(service)
+            if request.group_name not in ("", GROUP):
+                raise _Failure(
+                    MoveItErrorCodes.INVALID_GROUP_NAME,
+                    f"group {request.group_name!r} (this robot has {GROUP!r})",
+                )
+            q, attached = self._start(request.start_state)
+            start = self._robot_state(q, attached)
+            planner = self._planner(attached, self._scaling(request))
+            planning_type = self._planning_type(request)
+            segment = self._plan_goal(planner, request, q, planning_type)
+        except _Failure as failure:
+            return self._planned(
+                service, _Plan(start, None, failure.code, failure.message, time.monotonic() - began)
+            )
+        except MotionError as exc:
+            return self._planned(
+                service, _Plan(start, None, error_code_of(exc), exc.detail, time.monotonic() - began)
+            )
+        return self._planned(
+            service, _Plan(start, segment, MoveItErrorCodes.SUCCESS, "", time.monotonic() - began)
+        )
+
+    def _planned(self, service: str, plan: _Plan) -> _Plan:
+        self._event(
+            "plan",
+            service=service,
+            code=plan.code,
+            message=plan.message,
+            planning_time=round(plan.planning_time, 4),
+            latency=self.plan_latency,
+            points=len(plan.trajectory.points) if plan.trajectory is not None else 0,
+            duration=round(plan.trajectory.duration, 4) if plan.trajectory is not None else 0.0,
+            fraction=plan.fraction,
+        )
+        if plan.code != MoveItErrorCodes.SUCCESS:
+            self.get_logger().warning(f"{service}: {plan.message}")
+        return plan
+
+    def _plan_goal(
+        self, planner: MotionPlanner, request: Any, q: tuple[float, ...], planning_type: str
+    ) -> ArmSegment:
+        if (
+            len(request.path_constraints.joint_constraints)
+            or len(request.path_constraints.position_constraints)
+            or len(request.path_constraints.orientation_constraints)
+            or len(request.path_constraints.visibility_constraints)
+        ):
+            raise _Failure(MoveItErrorCodes.INVALID_GOAL_CONSTRAINTS, "path constraints are not simulated")
+        if not request.goal_constraints:
+            raise _Failure(MoveItErrorCodes.INVALID_GOAL_CONSTRAINTS, "the request has no goal constraints")
+        goal = request.goal_constraints[0]
+        if goal.joint_constraints:
+            q_goal = list(q)
+            for constraint in goal.joint_constraints:
+                if constraint.joint_name not in JOINT_NAMES:
+                    raise _Failure(
+                        MoveItErrorCodes.INVALID_GOAL_CONSTRAINTS,
+                        f"goal joint {constraint.joint_name!r} is not a joint of {GROUP}",
+                    )
+                q_goal[JOINT_NAMES.index(constraint.joint_name)] = float(constraint.position)
+            return planner.plan_to_joints(q, q_goal, step_index=0, planning_type=planning_type)
+        link, target = self._pose_goal(goal)
+        return planner.plan_cartesian_target(
+            q,
+            target,
+            step_index=0,
+            planning_type=planning_type,
+            T_flange_tip=self._T_flange_link(link),
+            tip_link=link,
+        )
+
+    def _link(self, link: str) -> str:
+        name = link or TIP_LINK
+        if name not in self._T_flange_links:
+            raise _Failure(MoveItErrorCodes.INVALID_LINK_NAME, f"link {name!r} does not move with the flange")
+        return name
+
+    def _pose_goal(self, goal: Any) -> tuple[str, list[float]]:
+        """``(link, target)``: target ``[x, y, z]`` or ``[x, y, z, roll, pitch, yaw]`` in ``base_link``."""
+        if not goal.position_constraints:
+            raise _Failure(
+                MoveItErrorCodes.INVALID_GOAL_CONSTRAINTS,
+                "a pose goal needs a position constraint (orientation alone is not simulated)",
+            )
+        position = goal.position_constraints[0]
+        link = self._link(position.link_name)
+        region = position.constraint_region
+        if not region.primitive_poses:
+            raise _Failure(
+                MoveItErrorCodes.INVALID_GOAL_CONSTRAINTS, "the position constraint has no region pose"
+            )
+        try:
+            T_frame = frame_transform(position.header.frame_id, "position constraint")
+        except SceneError as exc:
+            raise _Failure(MoveItErrorCodes.FRAME_TRANSFORM_FAILURE, str(exc)) from None
+        offset = position.target_point_offset
+        if abs(offset.x) + abs(offset.y) + abs(offset.z) > 0.0:
+            raise _Failure(MoveItErrorCodes.INVALID_GOAL_CONSTRAINTS, "target_point_offset is not simulated")
+        p = region.primitive_poses[0].position
+        xyz = (T_frame @ np.array([p.x, p.y, p.z, 1.0]))[:3]
+        if not goal.orientation_constraints:
+            return link, [float(v) for v in xyz]
+        orientation = goal.orientation_constraints[0]
+        if self._link(orientation.link_name) != link:
+            raise _Failure(
+                MoveItErrorCodes.INVALID_GOAL_CONSTRAINTS,
+                "position and orientation constraints name different links",
+            )
+        try:
+            T_orientation = frame_transform(orientation.header.frame_id, "orientation constraint")
+        except SceneError as exc:
+            raise _Failure(MoveItErrorCodes.FRAME_TRANSFORM_FAILURE, str(exc)) from None
+        holder = PoseStamped()
+        holder.pose.orientation = orientation.orientation
+        R = (T_orientation @ pose_matrix(holder.pose))[:3, :3]
+        rpy = kinematics.rpy_from_matrix(R)
+        return link, [*(float(v) for v in xyz), *(float(v) for v in rpy)]
+
+    # -- services ------------------------------------------------------------------------------
+    def _on_plan(self, request: Any, response: Any) -> Any:
+        plan = self._plan_request(request.motion_plan_request, "plan_kinematic_path")
+        result = response.motion_plan_response
+        result.trajectory_start = plan.start
+        result.group_name = GROUP
+        result.planning_time = plan.planning_time
+        result.error_code = _error(plan.code, plan.message)
+        if plan.trajectory is not None:
+            result.trajectory = trajectory_message(plan.trajectory)
+        return response
+
+    def _on_cartesian(self, request: Any, response: Any) -> Any:
+        service = "compute_cartesian_path"
+        began = time.monotonic()
+        response.start_state = request.start_state
+        try:
+            began = self._begin_plan(service)
+            if request.group_name not in ("", GROUP):
+                raise _Failure(
+                    MoveItErrorCodes.INVALID_GROUP_NAME,
+                    f"group {request.group_name!r} (this robot has {GROUP!r})",
+                )
+            link = self._link(request.link_name)
+            try:
+                T_frame = frame_transform(request.header.frame_id, "compute_cartesian_path")
+            except SceneError as exc:
+                raise _Failure(MoveItErrorCodes.FRAME_TRANSFORM_FAILURE, str(exc)) from None
+            if not request.waypoints:
+                raise _Failure(MoveItErrorCodes.INVALID_MOTION_PLAN, "no waypoints")
+            q, attached = self._start(request.start_state)
+            response.start_state = self._robot_state(q, attached)
+            # The whole fraction is reported, so the planner keeps any prefix of a line.
+            planner = self._planner(
+                attached, self._scaling(request), bool(request.avoid_collisions), min_cartesian_fraction=1e-9
+            )
+            segment, fraction, reason = self._follow(
+                planner, q, link, [T_frame @ pose_matrix(w) for w in request.waypoints]
+            )
+        except _Failure as failure:
+            response.fraction = 0.0
+            response.error_code = _error(failure.code, failure.message)
+            self._planned(
+                service,
+                _Plan(
+                    response.start_state, None, failure.code, failure.message, time.monotonic() - began, 0.0
+                ),
+            )
+            return response
+        response.fraction = fraction
+        response.error_code = _error(MoveItErrorCodes.SUCCESS, reason)
+        response.solution = trajectory_message(segment)
+        self._planned(
+            service,
+            _Plan(
+                response.start_state,
+                segment,
+                MoveItErrorCodes.SUCCESS,
+                reason,
+                time.monotonic() - began,
+                fraction,
+            ),
+        )
+        return response
+
+    def _follow(
+        self,
+        planner: MotionPlanner,
+        q: tuple[float, ...],
+        link: str,
+        waypoints: Sequence[NDArray[np.float64]],
+    ) -> tuple[ArmSegment, float, str]:
+        """Straight tip lines through ``waypoints`` (poses of ``link`` in ``base_link``) from ``q``.
+
+        Returns:
+            The joined trajectory, the share of the path's length achieved (of the number of
+            waypoints for a path that only turns), and why it stopped short ("" when whole).
+        """
+        T_flange_tip = self._T_flange_link(link)
+        tip = (kinematics.fk(q) @ T_flange_tip)[:3, 3]
+        points = [TrajectoryPoint(tuple(float(v) for v in q), (0.0,) * 6, (0.0,) * 6, 0.0)]
+        lengths = []
+        previous = tip
+        for T in waypoints:
+            lengths.append(float(np.linalg.norm(T[:3, 3] - previous)))
+            previous = T[:3, 3]
+        total = sum(lengths)
+        achieved, reason = 0.0, ""
+        for i, T in enumerate(waypoints):
+            xyz = [float(v) for v in T[:3, 3]]
+            rpy = [float(v) for v in kinematics.rpy_from_matrix(T[:3, :3])]
+            start = points[-1].positions
+            try:
+                part = planner.plan_cartesian_target(
+                    start,
+                    [*xyz, *rpy],
+                    step_index=0,
+                    planning_type="cartesian",
+                    T_flange_tip=T_flange_tip,
+                    tip_link=link,
+                )
+            except MotionError as exc:
+                reason = f"waypoint {i}: {exc.detail}"
+                break
+            offset = points[-1].time_from_start
+            points += [replace(p, time_from_start=p.time_from_start + offset) for p in part.points[1:]]
+            end = (kinematics.fk(part.points[-1].positions) @ T_flange_tip)[:3, 3]
+            covered = float(np.linalg.norm(end - (kinematics.fk(start) @ T_flange_tip)[:3, 3]))
+            share = min(1.0, covered / lengths[i]) if lengths[i] > 1e-9 else 1.0
+            achieved += share * lengths[i] if total > 1e-9 else share
+            if share < 1.0 - 1e-6:
+                reason = f"waypoint {i}: the straight line stopped at {share * 100:.1f}%"
+                break
+        fraction = achieved / total if total > 1e-9 else achieved / len(waypoints)
+        return ArmSegment(0, tuple(points)), float(min(1.0, fraction)), reason
+
+    def _on_ik(self, request: Any, response: Any) -> Any:
+        ik = request.ik_request
+        response.solution = ik.robot_state
+        try:
+            if ik.group_name not in ("", GROUP):
+                raise _Failure(MoveItErrorCodes.INVALID_GROUP_NAME, f"group {ik.group_name!r}")
+            link = self._link(ik.ik_link_name)
+            q_seed, attached = self._start(ik.robot_state)
+            try:
+                T_frame = frame_transform(ik.pose_stamped.header.frame_id, "compute_ik")
+            except SceneError as exc:
+                raise _Failure(MoveItErrorCodes.FRAME_TRANSFORM_FAILURE, str(exc)) from None
+            T_link = T_frame @ pose_matrix(ik.pose_stamped.pose)
+            T_flange = T_link @ np.linalg.inv(self._T_flange_link(link))
+            solutions = kinematics.ik(T_flange, seed=q_seed)
+            if ik.avoid_collisions and solutions:
+                model = self._model(attached)
+                solutions = [s for s in solutions if not model.in_collision(s)]
+            if not solutions:
+                raise _Failure(MoveItErrorCodes.NO_IK_SOLUTION, f"no collision-free IK solution for {link}")
+            response.solution = self._robot_state(tuple(float(v) for v in solutions[0]), attached)
+            response.error_code = _error(MoveItErrorCodes.SUCCESS)
+        except _Failure as failure:
+            response.error_code = _error(failure.code, failure.message)
+        return response
+
+    def _on_fk(self, request: Any, response: Any) -> Any:
+        try:
+            q, _ = self._start(request.robot_state)
+            try:
+                T_base_frame = frame_transform(request.header.frame_id, "compute_fk")
+            except SceneError as exc:
+                raise _Failure(MoveItErrorCodes.FRAME_TRANSFORM_FAILURE, str(exc)) from None
+            poses = []
+            for link in request.fk_link_names:
+                if link not in self._frames:
+                    raise _Failure(MoveItErrorCodes.INVALID_LINK_NAME, f"unknown link {link!r}")
+                pose = PoseStamped(pose=pose_message(np.linalg.inv(T_base_frame) @ self.link_pose(q, link)))
+                pose.header.frame_id = request.header.frame_id or PLANNING_FRAME
+                poses.append(pose)
+            response.pose_stamped = poses
+            response.fk_link_names = list(request.fk_link_names)
+            response.error_code = _error(MoveItErrorCodes.SUCCESS)
+        except _Failure as failure:
+            response.error_code = _error(failure.code, failure.message)
+        return response
+
+    # -- execution -----------------------------------------------------------------------------
+    def _dispatch_fault(self, kind: str) -> FaultSpec | None:
+        """Count an execution (one ``acceptance`` and one ``execute`` call); the fault that fires."""
+        accepted = self._faults.check("acceptance")
+        executed = self._faults.check("execute")
+        return accepted if accepted is not None else executed
+
+    def _admit(self, goal: Any, kind: str) -> GoalResponse:
+        fault = self._dispatch_fault(kind)
+        number = next(self._counter)
+        if fault is not None and fault.outcome in (
+            "goal_rejected",
+            "server_unavailable",
+            "acceptance_timeout",
+        ):
+            time.sleep(fault.delay)
+            self._event("fault", call="execute", n=number, server=kind, outcome=fault.outcome)
+            self.get_logger().warning(f"{kind} goal {number} rejected ({fault.outcome}, fault injection)")
+            return GoalResponse.REJECT
+        with self._lock:
+            self._pending[id(goal)] = fault
+        return GoalResponse.ACCEPT
+
+    def _on_trajectory_goal(self, goal: Any) -> GoalResponse:
+        return self._admit(goal, "execute_trajectory")
+
+    def _on_move_goal(self, goal: Any) -> GoalResponse:
+        if goal.planning_options.plan_only:
+            return GoalResponse.ACCEPT
+        return self._admit(goal, "move_action")
+
+    def _take_fault(self, goal: Any) -> FaultSpec | None:
+        with self._lock:
+            return self._pending.pop(id(goal), None)
+
+    def _run(
+        self,
+        trajectory: Any,
+        goal_handle: ServerGoalHandle[Any, Any, Any],
+        fault: FaultSpec | None,
+        kind: str,
+    ) -> MoveItErrorCodes:
+        """Play a ``RobotTrajectory`` on the simulated arm; the outcome's error code."""
+        try:
+            segment = segment_of(trajectory)
+        except ValueError as exc:
+            return _error(MoveItErrorCodes.INVALID_MOTION_PLAN, str(exc))
+        cut = None
+        if fault is not None and fault.outcome in ("execution_error", "execution_timeout"):
+            cut = (
+                fault.after_fraction * segment.duration,
+                self._faults.error(fault, replay=False, server=kind),
+            )
+        self._event(
+            "execute",
+            server=kind,
+            points=len(segment.points),
+            duration=round(segment.duration, 4),
+            first=[round(v, 6) for v in segment.points[0].positions],
+        )
+        motion = self.controller.execute(segment, fault=cut)
+        cancelled = False
+        while not motion.done():
+            if self._closing.is_set():
+                self.controller.stop()
+            elif goal_handle.is_cancel_requested and not cancelled:
+                cancelled = True
+                self.controller.stop()
+            with contextlib.suppress(TimeoutError):
+                motion.exception(timeout=0.02)
+        error: BaseException | None = motion.exception()
+        position = [round(float(v), 6) for v in self.controller.joint_positions()]
+        if cancelled:
+            self._event("execute_result", server=kind, outcome="preempted", position=position)
+            return _error(MoveItErrorCodes.PREEMPTED, "cancelled: the arm decelerated to rest")
+        if error is None:
+            self._event("execute_result", server=kind, outcome="succeeded", position=position)
+            return _error(MoveItErrorCodes.SUCCESS)
+        detail = error.detail if isinstance(error, MotionError) else str(error)
+        code = MoveItErrorCodes.CONTROL_FAILED
+        if cut is not None and fault is not None:
+            detail = f"{detail} (fault injection)"
+            code = MoveItErrorCodes.TIMED_OUT if fault.outcome == "execution_timeout" else code
+        self._event(
+            "execute_result", server=kind, outcome="aborted", code=code, message=detail, position=position
+        )
+        self.get_logger().warning(f"{kind}: {detail}")
+        return _error(code, detail)
+
+    def _finish(self, goal_handle: ServerGoalHandle[Any, Any, Any], result: Any) -> Any:
+        if result.error_code.val == MoveItErrorCodes.SUCCESS:
+            goal_handle.succeed()
+        elif result.error_code.val == MoveItErrorCodes.PREEMPTED and goal_handle.is_cancel_requested:
+            goal_handle.canceled()
+        else:
+            goal_handle.abort()
+        return result
+
+    def _execute_trajectory(self, goal_handle: ServerGoalHandle[Any, Any, Any]) -> Any:
+        fault = self._take_fault(goal_handle.request)
+        result = ExecuteTrajectory.Result()
+        result.error_code = self._run(
+            goal_handle.request.trajectory, goal_handle, fault, "execute_trajectory"
+        )
+        return self._finish(goal_handle, result)
+
+    def _execute_move_group(self, goal_handle: ServerGoalHandle[Any, Any, Any]) -> Any:
+        goal = goal_handle.request
+        fault = self._take_fault(goal)
+        result = MoveGroup.Result()
+        scene = goal.planning_options.planning_scene_diff
+        if scene.world.collision_objects or scene.robot_state.attached_collision_objects:
+            try:
+                self._apply_scene(scene)
+            except SceneError as exc:
+                result.error_code = _error(MoveItErrorCodes.INVALID_OBJECT_NAME, str(exc))
+                return self._finish(goal_handle, result)
+            self._publish_scene()
+        goal_handle.publish_feedback(MoveGroup.Feedback(state="PLANNING"))
+        plan = self._plan_request(goal.request, "move_action")
+        result.trajectory_start = plan.start
+        result.planning_time = plan.planning_time
+        result.error_code = _error(plan.code, plan.message)
+        if plan.trajectory is None:
+            return self._finish(goal_handle, result)
+        result.planned_trajectory = trajectory_message(plan.trajectory)
+        if goal.planning_options.plan_only:
+            return self._finish(goal_handle, result)
+        if goal_handle.is_cancel_requested:
+            result.error_code = _error(MoveItErrorCodes.PREEMPTED, "cancelled before execution")
+            return self._finish(goal_handle, result)
+        goal_handle.publish_feedback(MoveGroup.Feedback(state="MONITOR"))
+        result.error_code = self._run(result.planned_trajectory, goal_handle, fault, "move_action")
+        if result.error_code.val == MoveItErrorCodes.SUCCESS:
+            result.executed_trajectory = result.planned_trajectory
+        return self._finish(goal_handle, result)
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Stop the arm, end every goal, stop publishing. Idempotent; call before the executor stops."""
+        if self._closing.is_set():
+            return
+        self._event("shutdown")
+        self._closing.set()
+        self.controller.stop()
+        self.controller.wait_idle(5.0)
+        self.controller.remove_listener(self._publish_joint_state)
+        self.controller.shutdown()
+
+
+def read_faults(text: str, *, source: str = "--faults") -> FaultInjector:
+    """``--faults``: a YAML file or YAML text in the fault language of
+    :mod:`erobs_bt.backends.sim.faults` (a list of entries, or a mapping with ``inject``, or a
+    file with a ``faults`` key).
+
+    Raises:
+        ValueError: ``<source>: faults[i].<key>: <reason>``.
+    """
+    path = Path(text)
+    if text and path.is_file():
+        source, text = str(path), path.read_text(encoding="utf-8")
+    try:
+        data = safe_load_yaml(text) if text.strip() else None
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{source}: invalid YAML: {exc}") from None
+    if isinstance(data, Mapping) and "faults" in data:
+        data = data["faults"]
+    return parse_fault_section(data, source=source)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``erobs_bt_sim_move_group`` (``erobs-bt sim-move-group`` forwards to it)."""
+    parser = argparse.ArgumentParser(
+        prog=NODE_NAME,
+        description="The simulated UR5e cell behind move_group's interfaces (MoveGroup, ExecuteTrajectory, "
+        "GetMotionPlan, GetCartesianPath, IK/FK, the planning scene), planned by the embedded planner.",
+    )
+    parser.add_argument("--cell", type=Path, default=None, help="cell YAML (default: config/cell.yaml)")
+    parser.add_argument(
+        "--speed", type=float, default=1.0, help="simulated seconds per wall second (default 1.0)"
+    )
+    parser.add_argument(
+        "--plan-latency",
+        type=float,
+        default=0.0,
+        help="seconds added to every plan, to stand in for MoveIt's (default 0)",
+    )
+    parser.add_argument(
+        "--faults",
+        default="",
+        help="fault injection: a YAML file or YAML text (the simulated cell's fault language)",
+    )
+    parser.add_argument(
+        "--gripper",
+        default=None,
+        help="a tool of the cell attached to the flange at start (default: none; clients attach tools)",
+    )
+    parser.add_argument(
+        "--namespace", default="", help="the namespace of the interfaces (default: the ROS arguments' or /)"
+    )
+    parser.add_argument(
+        "--rate", type=float, default=DEFAULT_RATE, help=f"joint_states rate [Hz] (default {DEFAULT_RATE:g})"
+    )
+    return parser
+
+
+def run(argv: Sequence[str]) -> int:
+    """Run the simulated move_group until SIGINT/SIGTERM.
+
+    Returns:
+        The exit status: 0, 2 for bad arguments or configuration, 3 when the executor died
+        (:func:`erobs_bt.ros.process.serve`).
+    """
+    from erobs_bt.paths import config_file
+    from erobs_bt.ros.process import serve
+
+    parser = build_parser()
+    args, ros_args = parser.parse_known_args(list(argv))
+    try:
+        if not (args.speed > 0.0) or not (args.rate > 0.0):
+            raise ValueError("--speed and --rate must be > 0")
+        if not (math.isfinite(args.plan_latency) and args.plan_latency >= 0.0):
+            raise ValueError("--plan-latency must be >= 0 s")
+        cell = load_cell(args.cell if args.cell is not None else config_file("cell.yaml"))
+        faults = read_faults(args.faults)
+        if args.gripper is not None:
+            cell.gripper(args.gripper)
+    except (ValueError, OSError) as exc:
+        print(f"{NODE_NAME}: cannot start: {exc}", file=sys.stderr, flush=True)
+        return 2
+    if args.namespace:
+        namespace = args.namespace if args.namespace.startswith("/") else "/" + args.namespace
+        ros_args = [
+            *ros_args,
+            *([] if "--ros-args" in ros_args else ["--ros-args"]),
+            "-r",
+            f"__ns:={namespace}",
+        ]
+
+    def ready(node: SimMoveGroupNode, discovery: str) -> None:
+        print(
+            f"{READY_PREFIX}: {', '.join(node.servers)} in {node.get_namespace()}; speed {args.speed:g}; "
+            f"plan latency {args.plan_latency:g} s "
+            f"(ROS_DOMAIN_ID={os.environ.get('ROS_DOMAIN_ID', '0')}, discovery {discovery})",
+            flush=True,
+        )
+
+    return serve(
+        NODE_NAME,
+        ros_args,
+        lambda: SimMoveGroupNode(
+            cell,
+            speed=args.speed,
+            plan_latency=args.plan_latency,
+            faults=faults,
+            gripper=args.gripper,
+            rate=args.rate,
+        ),
+        threads=lambda node: 8,
+        on_ready=ready,
+        start_errors=(ValueError,),
+        poll=0.2,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Console script ``erobs_bt_sim_move_group``."""
+    return run(sys.argv[1:] if argv is None else argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

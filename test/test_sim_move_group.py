@@ -1,0 +1,354 @@
+"""``erobs_bt_sim_move_group``: MoveIt's move_group interfaces, driven by pymoveit2 as a third party.
+
+One simulated move_group (speed 20, plan latency 0.3 s) in this module's private domain, and a
+second one with injected faults. pymoveit2 5.0.0 (an independent MoveIt client from PyPI,
+attached to a node of this process) plans to a joint goal, plans a Cartesian path, executes,
+and adds a collision object that the next plan must avoid or fail naming. Raw rclpy clients
+check what pymoveit2 does not show (planning time, error messages, the scene). The robot
+description and the scene conversion are checked without ROS.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pinocchio as pin
+import pytest
+from geometry_msgs.msg import Pose
+from moveit_msgs.msg import CollisionObject, MoveItErrorCodes, PlanningScene
+from moveit_msgs.srv import GetMotionPlan, GetPlanningScene
+from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.executors import MultiThreadedExecutor
+from rclpy.node import Node
+from ros_fixtures import RosEnvironment, RosProcess, ros_environment
+from sensor_msgs.msg import JointState
+from shape_msgs.msg import SolidPrimitive
+
+from erobs_bt.ros.client import Recorder, latched_qos
+from erobs_bt.ros.domain import init_context
+from erobs_bt.ros.planning_scene import SceneError, SceneWorld, pose_message
+from erobs_bt.ros.sim_move_group import READY_PREFIX, read_faults
+from erobs_bt.script.model import JOINT_NAMES
+from erobs_bt.world import kinematics
+from erobs_bt.world.cell import load_cell
+from erobs_bt.world.description import GROUP, srdf_text, urdf_text
+
+pytestmark = pytest.mark.ros
+
+SPEED = 20.0
+LATENCY = 0.3
+TIMEOUT = 60.0
+CELL = load_cell()
+#: A goal a short joint move from the cell's start state (the ``transport`` pose).
+START = np.array(CELL.initial_joint_state)
+GOAL = START + np.array([0.25, 0.1, -0.1, 0.0, 0.0, 0.0])
+
+
+class MoveGroupProcess(RosProcess):
+    """``python -m erobs_bt.ros.sim_move_group`` with options, in the reserved domain."""
+
+    def __init__(self, environment: RosEnvironment, options: list[str]) -> None:
+        import sys
+
+        super().__init__(
+            environment, [sys.executable, "-m", "erobs_bt.ros.sim_move_group", *options], READY_PREFIX
+        )
+
+
+class Client:
+    """A node of this process with pymoveit2's ``MoveIt2`` and raw clients, spun in a thread."""
+
+    def __init__(self, domain_id: int, namespace: str = "/") -> None:
+        from pymoveit2 import MoveIt2
+
+        self.context = init_context(domain_id)
+        self.node = Node("pymoveit2_client", namespace=namespace, context=self.context)
+        group = ReentrantCallbackGroup()
+        self.moveit2 = MoveIt2(
+            node=self.node,
+            joint_names=list(JOINT_NAMES),
+            base_link_name="base_link",
+            end_effector_name="flange",
+            group_name=GROUP,
+            callback_group=group,
+        )
+        self.joint_states: Recorder[Any] = Recorder(maxlen=5000)
+        self.node.create_subscription(
+            JointState, "joint_states", self.joint_states.add, 10, callback_group=group
+        )
+        self.plan_service: Any = self.node.create_client(
+            GetMotionPlan, "plan_kinematic_path", callback_group=group
+        )
+        self.scene_service: Any = self.node.create_client(
+            GetPlanningScene, "get_planning_scene", callback_group=group
+        )
+        self.scenes: Recorder[Any] = Recorder(maxlen=1000)
+        self.node.create_subscription(
+            PlanningScene, "monitored_planning_scene", self.scenes.add, latched_qos(), callback_group=group
+        )
+        self.executor = MultiThreadedExecutor(4, context=self.context)
+        self.executor.add_node(self.node)
+        self._thread = threading.Thread(target=self.executor.spin, daemon=True)
+        self._thread.start()
+        assert self.plan_service.wait_for_service(30.0)
+        assert self.moveit2.wait_for_joint_state(30.0)
+
+    def live(self) -> np.ndarray:
+        message = self.joint_states.wait_for(lambda m: True, TIMEOUT)
+        assert message is not None
+        latest = self.joint_states.latest()
+        return np.array([latest.position[list(latest.name).index(n)] for n in JOINT_NAMES])
+
+    def raw_plan(self, goal: np.ndarray) -> Any:
+        """A raw GetMotionPlan request to joint goal ``goal`` from the live state."""
+        request = GetMotionPlan.Request()
+        plan = request.motion_plan_request
+        plan.group_name = GROUP
+        plan.start_state.is_diff = True
+        from moveit_msgs.msg import Constraints, JointConstraint
+
+        plan.goal_constraints = [
+            Constraints(
+                joint_constraints=[
+                    JointConstraint(
+                        joint_name=n,
+                        position=float(v),
+                        tolerance_above=1e-3,
+                        tolerance_below=1e-3,
+                        weight=1.0,
+                    )
+                    for n, v in zip(JOINT_NAMES, goal, strict=True)
+                ]
+            )
+        ]
+        return self.call(self.plan_service, request).motion_plan_response
+
+    def call(self, client: Any, request: Any) -> Any:
+        future = client.call_async(request)
+        done = threading.Event()
+        future.add_done_callback(lambda _f: done.set())
+        assert done.wait(TIMEOUT), "no response"
+        return future.result()
+
+    def close(self) -> None:
+        self.moveit2.destroy()
+        self.executor.shutdown()
+        self.node.destroy_node()
+        self.context.try_shutdown()
+        self._thread.join(10.0)
+
+
+@pytest.fixture(scope="module")
+def ros_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RosEnvironment]:
+    with ros_environment(tmp_path_factory.mktemp("ros_log")) as environment:
+        yield environment
+
+
+@pytest.fixture(scope="module")
+def move_group(ros_env: RosEnvironment) -> Iterator[MoveGroupProcess]:
+    process = MoveGroupProcess(ros_env, ["--speed", str(SPEED), "--plan-latency", str(LATENCY)]).start()
+    yield process
+    assert process.stop() == 0, process.output
+
+
+@pytest.fixture(scope="module")
+def client(move_group: MoveGroupProcess) -> Iterator[Client]:
+    made = Client(move_group.environment.domain_id)
+    yield made
+    made.close()
+
+
+def points(trajectory: Any) -> np.ndarray:
+    return np.array([p.positions for p in trajectory.points])
+
+
+def test_pymoveit2_plans_to_a_joint_goal_and_executes_it(client: Client) -> None:
+    moveit2 = client.moveit2
+    trajectory = moveit2.plan(joint_positions=list(GOAL), timeout_sec=TIMEOUT)
+    assert trajectory is not None, moveit2.last_failure()
+    path = points(trajectory)
+    np.testing.assert_allclose(path[0], client.live(), atol=1e-3)
+    np.testing.assert_allclose(path[-1], GOAL, atol=1e-6)
+    moveit2.execute(trajectory)
+    assert moveit2.wait_until_executed(TIMEOUT), moveit2.last_failure()
+    message = client.joint_states.wait_for(
+        lambda m: np.allclose([m.position[list(m.name).index(n)] for n in JOINT_NAMES], GOAL, atol=1e-6),
+        TIMEOUT,
+    )
+    assert message is not None
+
+
+def test_pymoveit2_plans_a_cartesian_path_that_ends_at_the_pose(client: Client) -> None:
+    moveit2 = client.moveit2
+    q = client.live()
+    T = kinematics.fk(q)
+    target = T[:3, 3] + np.array([0.0, 0.0, 0.05])
+    x, y, z, w = kinematics.quat_from_matrix(T[:3, :3])
+    trajectory = moveit2.plan(
+        position=tuple(target),
+        quat_xyzw=(x, y, z, w),
+        cartesian=True,
+        cartesian_fraction_threshold=0.99,
+        timeout_sec=TIMEOUT,
+    )
+    assert trajectory is not None, moveit2.last_failure()
+    path = points(trajectory)
+    end = kinematics.fk(path[-1])
+    np.testing.assert_allclose(end[:3, 3], target, atol=1e-4)
+    # A straight line: every sample of the flange stays within a millimetre of it.
+    tips = np.array([kinematics.fk(p)[:3, 3] for p in path])
+    offsets = np.cross(tips - T[:3, 3], [0.0, 0.0, 1.0])
+    assert float(np.max(np.linalg.norm(offsets, axis=1))) < 1e-3
+    moveit2.execute(trajectory)
+    assert moveit2.wait_until_executed(TIMEOUT), moveit2.last_failure()
+
+
+def test_the_start_state_of_a_request_is_where_the_plan_starts(client: Client) -> None:
+    start = GOAL - np.array([0.1, 0.0, 0.0, 0.0, 0.0, 0.0])
+    trajectory = client.moveit2.plan(
+        joint_positions=list(GOAL), start_joint_state=list(start), timeout_sec=TIMEOUT
+    )
+    assert trajectory is not None, client.moveit2.last_failure()
+    np.testing.assert_allclose(points(trajectory)[0], start, atol=1e-9)
+
+
+def test_the_plan_latency_is_in_every_planning_time(client: Client) -> None:
+    response = client.raw_plan(client.live() + np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.2]))
+    assert response.error_code.val == MoveItErrorCodes.SUCCESS, response.error_code.message
+    assert response.planning_time >= LATENCY
+
+
+def test_a_collision_object_makes_the_next_plan_fail_naming_it(client: Client) -> None:
+    moveit2 = client.moveit2
+    here = client.live()
+    goal = here + np.array([-0.8, 0.0, 0.0, 0.0, 0.0, 0.0])
+    assert client.raw_plan(goal).error_code.val == MoveItErrorCodes.SUCCESS
+    # A box around the goal's flange: the goal itself collides.
+    T_goal = kinematics.fk(goal)
+    moveit2.add_collision_box(
+        id="probe_box",
+        size=(0.08, 0.08, 0.08),
+        position=tuple(T_goal[:3, 3]),
+        quat_xyzw=(0.0, 0.0, 0.0, 1.0),
+        frame_id="base_link",
+    )
+
+    def holds_box(scene: Any) -> bool:
+        return any(o.id == "probe_box" for o in scene.world.collision_objects)
+
+    assert client.scenes.wait_for(holds_box, TIMEOUT) is not None
+    scene = client.call(client.scene_service, GetPlanningScene.Request()).scene
+    assert holds_box(scene)
+    failed = client.raw_plan(goal)
+    assert failed.error_code.val == MoveItErrorCodes.GOAL_IN_COLLISION, failed.error_code.message
+    assert "probe_box" in failed.error_code.message
+    assert moveit2.plan(joint_positions=list(goal), timeout_sec=TIMEOUT) is None
+    seen = client.scenes.count
+    moveit2.remove_collision_object("probe_box")
+    assert client.scenes.wait_for(lambda scene: not holds_box(scene), TIMEOUT, since=seen) is not None
+    assert client.raw_plan(goal).error_code.val == MoveItErrorCodes.SUCCESS
+
+
+@pytest.fixture(scope="module")
+def faulty(ros_env: RosEnvironment) -> Iterator[Client]:
+    faults = (
+        "[{call: plan, outcome: planning_failure, message: planner crashed}, "
+        "{call: execute, outcome: execution_error, after_fraction: 0.5, message: cable snagged}]"
+    )
+    process = MoveGroupProcess(
+        ros_env, ["--speed", str(SPEED), "--faults", faults, "--namespace", "faulty"]
+    ).start()
+    made = Client(ros_env.domain_id, namespace="/faulty")
+    yield made
+    made.close()
+    assert process.stop() == 0, process.output
+
+
+def test_injected_faults_come_back_as_moveit_error_codes(faulty: Client) -> None:
+    failed = faulty.raw_plan(GOAL)
+    assert failed.error_code.val == MoveItErrorCodes.PLANNING_FAILED
+    assert "planner crashed" in failed.error_code.message
+    moveit2 = faulty.moveit2
+    trajectory = moveit2.plan(joint_positions=list(GOAL), timeout_sec=TIMEOUT)
+    assert trajectory is not None, moveit2.last_failure()
+    moveit2.execute(trajectory)
+    assert not moveit2.wait_until_executed(TIMEOUT)
+    code = moveit2.get_last_execution_error_code()
+    assert code is not None and code.val == MoveItErrorCodes.CONTROL_FAILED
+    assert "cable snagged" in code.message
+    # Stopped part-way: neither at the start nor at the goal.
+    here = faulty.live()
+    assert not np.allclose(here, START, atol=1e-3) and not np.allclose(here, GOAL, atol=1e-3)
+
+
+def test_faults_use_the_fault_language_and_refuse_engine_only_calls() -> None:
+    injector = read_faults("[{call: plan, outcome: planning_failure}]")
+    assert [s.call for s in injector.specs] == ["plan"]
+    with pytest.raises(ValueError, match=r"--faults: faults\[0\]\.outcome"):
+        read_faults("[{call: plan, outcome: melt}]")
+
+
+def test_the_descriptions_are_the_world_models_ur5e() -> None:
+    model = pin.buildModelFromXML(urdf_text(CELL))
+    data = model.createData()
+    flange = model.getFrameId("flange")
+    rng = np.random.default_rng(7)
+    for q in rng.uniform(-3.0, 3.0, (50, 6)):
+        pin.framesForwardKinematics(model, data, q)
+        np.testing.assert_allclose(data.oMf[flange].homogeneous, kinematics.fk(q), atol=1e-9)
+    for gripper in CELL.grippers.values():
+        assert model.existFrame(gripper.tip_frame) or gripper.tip_frame == "flange"
+    srdf = srdf_text(CELL)
+    assert f'<group name="{GROUP}">' in srdf
+    for name, values in CELL.named_states.items():
+        assert f'<group_state name="{name}" group="{GROUP}">' in srdf
+        assert f'<joint name="{JOINT_NAMES[1]}" value="{round(values[1], 12)!r}"/>' in srdf
+
+
+def _box(name: str, xyz: tuple[float, float, float], operation: int = CollisionObject.ADD) -> CollisionObject:
+    obj = CollisionObject(id=name, operation=operation)
+    obj.header.frame_id = "base_link"
+    T = np.eye(4)
+    T[:3, 3] = xyz
+    obj.pose = pose_message(T)
+    obj.primitives = [SolidPrimitive(type=SolidPrimitive.BOX, dimensions=[0.1, 0.2, 0.3])]
+    return obj
+
+
+def test_the_scene_conversion_follows_moveits_operations() -> None:
+    world = SceneWorld().apply(_box("a", (0.5, 0.0, 0.2)))
+    (obstacle,) = world.obstacles()
+    assert (obstacle.name, obstacle.shape.kind, obstacle.shape.size) == ("a", "box", (0.1, 0.2, 0.3))
+    np.testing.assert_allclose(obstacle.T_base_link_obstacle()[:3, 3], [0.5, 0.0, 0.2])
+    moved = _box("a", (0.0, 0.4, 0.1), CollisionObject.MOVE)
+    moved.primitives = []
+    world = world.apply(moved)
+    np.testing.assert_allclose(world.obstacles()[0].T_base_link_obstacle()[:3, 3], [0.0, 0.4, 0.1])
+    world = world.apply(_box("a", (0.0, 0.0, 1.0), CollisionObject.APPEND))
+    assert [o.name for o in world.obstacles()] == ["a/0", "a/1"]
+    in_base = _box("b", (0.3, 0.0, 0.0))
+    in_base.header.frame_id = "base"
+    np.testing.assert_allclose(
+        world.apply(in_base).objects["b"][0].T_base_link_obstacle()[:3, 3], [-0.3, 0.0, 0.0]
+    )
+    assert "a" not in world.apply(CollisionObject(id="a", operation=CollisionObject.REMOVE)).objects
+    mesh = _box("m", (0.0, 0.0, 0.0))
+    mesh.meshes = [__import__("shape_msgs.msg", fromlist=["Mesh"]).Mesh()]
+    with pytest.raises(SceneError, match="collision_object 'm': meshes"):
+        world.apply(mesh)
+    with pytest.raises(SceneError, match="collision_object 'zz': REMOVE"):
+        world.apply(CollisionObject(id="zz", operation=CollisionObject.REMOVE))
+    unknown = _box("c", (0.0, 0.0, 0.0))
+    unknown.header.frame_id = "camera"
+    with pytest.raises(SceneError, match="unknown frame 'camera'"):
+        world.apply(unknown)
+    back = SceneWorld().apply(world.collision_objects()[0])
+    np.testing.assert_allclose(
+        [o.T_base_link_obstacle() for o in back.obstacles()],
+        [o.T_base_link_obstacle() for o in world.obstacles()],
+        atol=1e-9,
+    )
+    assert isinstance(pose_message(np.eye(4)), Pose)

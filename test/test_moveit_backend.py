@@ -149,7 +149,7 @@ def test_the_attached_tool_is_the_cells_geometry_on_the_flange(cell) -> None:  #
     epick = initial_tool_state(cell, "epick")
     attached = attached_tool(cell, epick, config)
     assert attached is not None
-    assert attached.link_name == "tool0" and attached.object.header.frame_id == "tool0"
+    assert attached.link_name == "flange" and attached.object.header.frame_id == "flange"
     assert attached.object.operation == CollisionObject.ADD
     gripper = cell.gripper("epick")
     cup = gripper.cup(epick.cup_profile)

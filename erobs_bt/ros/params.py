@@ -159,6 +159,11 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
         "ros2_control backend: the cell's ROS interfaces YAML; '' = config/ur5e_ros2_control.yaml",
     ),
     ParameterSpec(
+        "moveit_config",
+        "",
+        "moveit backend: move_group's names and planning settings YAML; '' = config/moveit.yaml",
+    ),
+    ParameterSpec(
         "poses_file",
         "",
         "pose registry YAML (name: 6 joint angles in degrees); '' = the cell's: the packaged "
@@ -491,6 +496,7 @@ class NodeSettings:
     backend: str
     cell_config: str
     hardware_config: str
+    moveit_config: str
     poses_file: str
     speed: float
     faults_file: str

@@ -88,7 +88,7 @@ class MoveItConfig:
     node_name: str = "move_group"
     group: str = "ur_arm"
     joint_prefix: str = ""
-    flange_link: str = "tool0"
+    flange_link: str = "flange"
     pipelines: tuple[tuple[str, str], ...] = DEFAULT_PIPELINES
     planning_time: float = 5.0
     planning_attempts: int = 1

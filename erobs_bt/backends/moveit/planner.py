@@ -208,32 +208,30 @@ class MoveItPlanner:
             wanted = (tools.gripper, tools.cup_profile)
             if self._attached == wanted:
                 return
-            scene = PlanningScene()
-            scene.is_diff = True
-            scene.robot_state.is_diff = True
+            where = f"attach {tools.gripper}"
             if self._attached is not None and self._attached[0] != "none":
+                # Detached, MoveIt puts the object back into the world where the flange leaves
+                # it: remove it from there too (the tool stays in its dock, the cell models it).
                 old = AttachedCollisionObject()
                 old.link_name = self._config.flange_link
                 old.object.id = tool_object_id(self._attached[0])
                 old.object.operation = CollisionObject.REMOVE
-                scene.robot_state.attached_collision_objects.append(old)
+                detach = PlanningScene(is_diff=True)
+                detach.robot_state.is_diff = True
+                detach.robot_state.attached_collision_objects.append(old)
+                self._apply(detach, where)
+                remove = PlanningScene(is_diff=True)
+                remove.robot_state.is_diff = True
+                remove.world.collision_objects.append(
+                    CollisionObject(id=tool_object_id(self._attached[0]), operation=CollisionObject.REMOVE)
+                )
+                self._apply(remove, where)
             new = attached_tool(self._cell, tools, self._config)
             if new is not None:
-                scene.robot_state.attached_collision_objects.append(new)
-            try:
-                answer = self._call(
-                    self._scene,
-                    ApplyPlanningScene.Request(scene=scene),
-                    what=f"ApplyPlanningScene {self._config.name('apply_planning_scene')}",
-                    where=f"attach {tools.gripper}",
-                )
-            except MotionError as exc:
-                raise MotionError(ErrorCode.EXECUTION_FAILED, exc.detail) from None
-            if not answer.success:
-                raise MotionError(
-                    ErrorCode.EXECUTION_FAILED,
-                    f"attach {tools.gripper}: ApplyPlanningScene refused the attached tool",
-                )
+                attach = PlanningScene(is_diff=True)
+                attach.robot_state.is_diff = True
+                attach.robot_state.attached_collision_objects.append(new)
+                self._apply(attach, where)
             _LOG.info(
                 "planning scene: %s attached (was %s)",
                 tools.gripper,
@@ -241,6 +239,20 @@ class MoveItPlanner:
             )
             self._attached = wanted
             self._reloads += 1
+
+    def _apply(self, scene: PlanningScene, where: str) -> None:
+        """Send one planning-scene diff through ``apply_planning_scene``.
+
+        Raises:
+            MotionError: ``EXECUTION_FAILED`` when the service is missing or refuses the diff.
+        """
+        what = f"ApplyPlanningScene {self._config.name('apply_planning_scene')}"
+        try:
+            answer = self._call(self._scene, ApplyPlanningScene.Request(scene=scene), what=what, where=where)
+        except MotionError as exc:
+            raise MotionError(ErrorCode.EXECUTION_FAILED, exc.detail) from None
+        if not answer.success:
+            raise MotionError(ErrorCode.EXECUTION_FAILED, f"{where}: {what} refused the change")
 
     # -- planning ----------------------------------------------------------------------------
     def plan_move(self, step: MoveTo, start: Sequence[float], *, tools: ToolState) -> ArmSegment:
@@ -357,7 +369,8 @@ class MoveItPlanner:
             raise MotionError(
                 ErrorCode.PLANNING_FAILED,
                 f"{step.path}: {what}: only {response.fraction:.1%} of the straight line is possible "
-                f"(at least {c.min_cartesian_fraction:.0%} needed)",
+                f"(at least {c.min_cartesian_fraction:.0%} needed)"
+                + (f": {response.error_code.message}" if response.error_code.message else ""),
             )
         return self._segment(response.solution, start, step)
 

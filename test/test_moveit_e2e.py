@@ -24,7 +24,7 @@ from erobs_bt.ros.client import ErobsBtClient, GoalRun, Recorder, latched_qos
 from erobs_bt.ros.domain import init_context
 from erobs_bt.ros.sim_move_group import READY_PREFIX, ROS_NODE_NAME
 
-pytestmark = [pytest.mark.ros, pytest.mark.slow]
+pytestmark = pytest.mark.ros
 
 REPO = Path(__file__).resolve().parents[1]
 FULL_EXPERIMENT = REPO / "config" / "full_experiment.json"

@@ -18,9 +18,9 @@ import pytest
 import yaml
 from ros_fixtures import NodeProcess, ros_environment
 
-from erobs_bt.world.vision import approach_tip_pose
 from erobs_bt.ros.client import ErobsBtClient, Recorder, latched_qos
 from erobs_bt.world.cell import load_cell
+from erobs_bt.world.vision import approach_tip_pose
 
 NODE = "/beambot_orchestrator"
 POSES = {

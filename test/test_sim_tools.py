@@ -101,11 +101,12 @@ def test_vacuum_on_picks_up_the_part_the_cup_touches_and_vacuum_off_leaves_it_wh
         held = backend.tool_state().held
         assert held is not None and held.part.name == "wafer", "the cup touched the wafer: it is held"
         assert "wafer" not in backend.tool_state().parts
-        assert backend.planner.model.collision.attached_object is not None, "the held part is a collision object"
+        model = backend.planner.model
+        assert model.collision.attached_object is not None, "the held part is a collision object"
 
         backend.execute(replace(solution, segments=solution.segments[2:]), replay=False).result(timeout=60)
         state = backend.tool_state()
-        assert state.held is None and backend.planner.model.collision.attached_object is None
+        assert state.held is None and model.collision.attached_object is None
         lifted = state.parts["wafer"].matrix()
         original = parse_parts(cell)[0].matrix()
         # The wafer moved rigidly with the tool centre point, 5 cm back along the tool axis.

@@ -28,7 +28,7 @@ class EngineConfig:
     """Everything that shapes an engine (the ROS parameters, the CLI options).
 
     Attributes:
-        backend: ``sim`` (default), ``ros2_control`` or ``scripted``.
+        backend: ``sim`` (default), ``ros2_control``, ``moveit`` or ``scripted``.
         cell: cell YAML; ``None`` for the packaged ``config/cell.yaml``.
         hardware: the ``ros2_control`` backend's hardware YAML; ``None`` for the
             packaged ``config/ur5e_ros2_control.yaml``.
@@ -41,6 +41,7 @@ class EngineConfig:
         timeouts: per-type timeouts [s] overriding :data:`DEFAULT_TIMEOUTS`.
         plan_ahead: plan the next motion unit while a unit executes (the orchestrator's
             ``plan_ahead``).
+        moveit: the ``moveit`` backend's YAML; ``None`` for the packaged ``config/moveit.yaml``.
         ros_namespace: the namespace of a backend's own ROS node (the ``ros2_control``
             backend's link; the ``erobs_bt`` node gives its own); ``None``: ``/``.
     """
@@ -50,6 +51,7 @@ class EngineConfig:
     poses: Path | None = None
     faults: Path | None = None
     hardware: Path | None = None
+    moveit: Path | None = None
     speed: float = 1.0
     enable_batching: bool = True
     cache_capacity: int = DEFAULT_CAPACITY
@@ -115,6 +117,7 @@ def build_engine(config: EngineConfig, *, listener: OrchestratorListener | None 
         faults=config.faults,
         hardware=config.hardware,
         ros_namespace=config.ros_namespace,
+        moveit=config.moveit,
     )
     unknown = set(config.timeouts) - set(DEFAULT_TIMEOUTS)
     if unknown:

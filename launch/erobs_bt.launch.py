@@ -25,9 +25,14 @@ config/erobs_bt.yaml --log-level info``, or ``erobs-bt serve``). The node sets
 * ``hardware`` — what moves: ``embedded`` (default: the in-process simulated cell),
   ``sim`` (``erobs_bt_sim_hardware`` is started beside the node, in the same namespace,
   and the node uses the ``ros2_control`` backend against it), ``ros2_control`` (a real
-  driver such as ur_robot_driver already runs; the node uses the ``ros2_control`` backend);
+  driver such as ur_robot_driver already runs; the node uses the ``ros2_control`` backend),
+  ``moveit`` (the cell's move_group runs; the node uses the ``moveit`` backend) or
+  ``sim_moveit`` (``erobs_bt_sim_move_group`` is started beside the node as ``move_group``, and
+  the node uses the ``moveit`` backend against it, with simulated tools);
 * ``hardware_config`` — the cell's ROS interfaces YAML for the ``ros2_control`` backend
-  and the hardware node (default: ``config/ur5e_ros2_control.yaml``; set only when given).
+  and the hardware node (default: ``config/ur5e_ros2_control.yaml``; set only when given);
+* ``moveit_config`` — the ``moveit`` backend's YAML (default: ``config/moveit.yaml``, with
+  ``hardware:=sim_moveit`` ``config/moveit_sim.yaml``; set only when given).
 """
 
 from __future__ import annotations
@@ -61,7 +66,8 @@ def _nodes(context: LaunchContext, *args: Any, **kwargs: Any) -> list[Node]:
 
 
 def generate_launch_description() -> LaunchDescription:
-    """The erobs_bt node (and for ``hardware:=sim`` the hardware node) with the arguments above."""
+    """The erobs_bt node (and for ``hardware:=sim`` the hardware node, for ``hardware:=sim_moveit``
+    the simulated move_group) with the arguments above."""
     declared = [
         DeclareLaunchArgument(name, default_value=default, description=description)
         for name, default, description in ARGUMENTS

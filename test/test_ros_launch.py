@@ -131,7 +131,23 @@ def test_the_launch_file_declares_the_table_and_delegates_to_it() -> None:
         "use_sim_time",
         "hardware",
         "hardware_config",
+        "moveit_config",
     ]
+
+
+def test_moveit_hardware_chooses_the_moveit_backend_and_sim_moveit_starts_the_simulated_move_group() -> None:
+    (node,) = node_specs({"hardware": "moveit"}, params_file="p.yaml")
+    assert node.overrides == {"backend": "moveit"}
+    move_group, node = node_specs({"hardware": "sim_moveit", "namespace": "cell2"}, params_file="p.yaml")
+    assert (move_group.executable, move_group.name, move_group.namespace) == (
+        "erobs_bt_sim_move_group",
+        "move_group",
+        "cell2",
+    )
+    assert node.overrides["backend"] == "moveit"
+    assert str(node.overrides["moveit_config"]).endswith("moveit_sim.yaml")
+    (node,) = node_specs({"hardware": "moveit", "moveit_config": "/cell/moveit.yaml"}, params_file="p.yaml")
+    assert node.overrides == {"backend": "moveit", "moveit_config": "/cell/moveit.yaml"}
 
 
 def test_defaults_pass_only_the_params_file() -> None:
@@ -178,7 +194,10 @@ def test_given_arguments_become_overrides_and_sim_hardware_starts_beside() -> No
 @pytest.mark.parametrize(
     ("values", "message"),
     [
-        ({"hardware": "moveit"}, "hardware:=moveit: must be one of embedded, sim, ros2_control"),
+        (
+            {"hardware": "gazebo"},
+            "hardware:=gazebo: must be one of embedded, sim, ros2_control, moveit, sim_moveit",
+        ),
         ({"log_level": "loud"}, "log_level:=loud: must be one of"),
         ({"use_sim_time": "yes please"}, "use_sim_time:=yes please: must be true or false"),
         ({"namespce": "x"}, "unknown launch argument"),

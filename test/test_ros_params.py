@@ -52,8 +52,10 @@ def test_settings_validate_with_the_parameter_name() -> None:
         NodeSettings.from_values({"speed": 0.0})
     with pytest.raises(ValueError, match="parameter executor_threads: must be >= 3"):
         NodeSettings.from_values({"executor_threads": 2})
-    with pytest.raises(ValueError, match="parameter backend: must be one of sim, ros2_control, scripted"):
-        NodeSettings.from_values({"backend": "moveit"})
+    with pytest.raises(
+        ValueError, match="parameter backend: must be one of sim, ros2_control, moveit, scripted"
+    ):
+        NodeSettings.from_values({"backend": "gazebo"})
     with pytest.raises(ValueError, match="parameter enable_batching: must be a bool"):
         NodeSettings.from_values({"enable_batching": 1})
 

@@ -13,6 +13,10 @@ Kinds:
     gripper, IO and pipettor interfaces of a real cell (ur_robot_driver) or of the simulated
     hardware node ``erobs_bt_sim_hardware``
     (:func:`erobs_bt.backends.ros2_control.backend.Ros2ControlBackend`);
+    ``moveit`` — plans with the cell's running ``move_group`` (MotionPlanRequest: Pilz PTP,
+    then OMPL; GetCartesianPath) and executes through its ``execute_trajectory`` action; the
+    tools through the ``ros2_control`` backend's drivers
+    (:func:`erobs_bt.backends.moveit.backend.MoveItBackend`);
     ``scripted`` — the deterministic scripted backend (engine dry runs, tests).
 """
 
@@ -24,7 +28,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # the CLI imports BACKEND_KINDS for --backend; `validate` needs no backend
     from erobs_bt.backends.base import MotionBackend
 
-BACKEND_KINDS = ("sim", "ros2_control", "scripted")
+BACKEND_KINDS = ("sim", "ros2_control", "moveit", "scripted")
 
 
 def create_backend(
@@ -35,6 +39,7 @@ def create_backend(
     faults: Path | None = None,
     hardware: Path | None = None,
     ros_namespace: str | None = None,
+    moveit: Path | None = None,
 ) -> MotionBackend:
     """Build a backend.
 
@@ -45,9 +50,10 @@ def create_backend(
         faults: fault-injection YAML for the sim backend, or ``None`` (the ``ros2_control``
             backend takes none: faults are injected at the hardware node).
         hardware: the ``ros2_control`` backend's hardware YAML (default: the packaged
-            ``config/ur5e_ros2_control.yaml``).
+            ``config/ur5e_ros2_control.yaml``); the ``moveit`` backend's tools use it too.
         ros_namespace: the namespace of the ``ros2_control`` backend's own ROS node
             (``erobs_bt_ros2_control``; the ``erobs_bt`` node passes its own); ``None``: ``/``.
+        moveit: the ``moveit`` backend's YAML (default: the packaged ``config/moveit.yaml``).
 
     Raises:
         ValueError: unknown kind or invalid configuration (the message names the file and key).
@@ -79,4 +85,27 @@ def create_backend(
             hardware if hardware is not None else config_file("ur5e_ros2_control.yaml")
         )
         return Ros2ControlBackend(cell_config, hardware_config, namespace=ros_namespace)
+    if kind == "moveit":
+        from erobs_bt.backends.moveit.backend import MoveItBackend
+        from erobs_bt.backends.moveit.model import load_moveit_config
+        from erobs_bt.backends.ros2_control.config import load_hardware_config
+        from erobs_bt.paths import config_file
+        from erobs_bt.world.cell import load_cell
+
+        if faults is not None:
+            raise ValueError(
+                "faults: the moveit backend injects no faults itself; "
+                "give them to move_group's stand-in (erobs_bt_sim_move_group --faults)"
+            )
+        cell_config = load_cell(cell if cell is not None else config_file("cell.yaml"))
+        moveit_config = load_moveit_config(moveit if moveit is not None else config_file("moveit.yaml"))
+        if moveit_config.tools == "simulated":
+            from erobs_bt.backends.sim.tools import SimulatedChanger, SimulatedTool
+
+            simulated = ({name: SimulatedTool(name) for name in cell_config.grippers}, SimulatedChanger())
+            return MoveItBackend(cell_config, None, moveit_config, tools=simulated, namespace=ros_namespace)
+        hardware_config = load_hardware_config(
+            hardware if hardware is not None else config_file("ur5e_ros2_control.yaml")
+        )
+        return MoveItBackend(cell_config, hardware_config, moveit_config, namespace=ros_namespace)
     raise ValueError(f"backend: unknown kind {kind!r} (available: {', '.join(BACKEND_KINDS)})")

@@ -75,6 +75,7 @@ from erobs_bt.backends.parts import (
 )
 from erobs_bt.backends.vision import run_vision
 from erobs_bt.planning.base import Planner
+from erobs_bt.planning.forecast import forecast_exchanges
 from erobs_bt.script.model import (
     EndEffector,
     JointPositions,
@@ -246,6 +247,7 @@ class MotionStack:
         *,
         start: JointPositions | None = None,
         after: Solution | None = None,
+        crossed: Sequence[Step] = (),
     ) -> Future[Solution]:
         """Plan a unit's ``moveto``/``end_effector`` steps as one connected sequence.
 
@@ -255,6 +257,7 @@ class MotionStack:
             after: plan ahead of this solution's execution: the tool state starts as
                 :meth:`predict_tools` says executing it from the tool state *now* leaves
                 it (call before dispatching it). ``None``: from the live tool state.
+            crossed: ``tool_exchange`` steps that run before ``steps`` (:meth:`plan_across`).
 
         Returns:
             A future resolving to the :class:`Solution` (arm segments and tool segments
@@ -263,6 +266,7 @@ class MotionStack:
         """
         self._check_open()
         steps = tuple(steps)
+        crossed = tuple(crossed)
         fault = self._faults.on_plan(steps) if self._faults is not None else None
         with self._state_lock:
             base = self._tools
@@ -284,9 +288,43 @@ class MotionStack:
                 _wait(fault.delay)
                 raise fault.error
             tools = self.predict_tools(base, after) if after is not None else None
+            if crossed:
+                q, tools = forecast_exchanges(
+                    self._cell,
+                    self._planner,
+                    crossed,
+                    start if start is not None else self._arm.joint_positions(),
+                    tools if tools is not None else base,
+                    cup_profile_for=self.cup_profile_for,
+                    contact_tolerance=self._contact_tolerance,
+                )
+                a, b, c, d, e, f = q
+                return self._plan_now(steps, (a, b, c, d, e, f), tools=tools)
             return self._plan_now(steps, start, tools=tools)
 
         return self._submit(self._plan_pool, job, ErrorCode.PLANNING_FAILED, cancellable=True)
+
+    def plan_across(
+        self,
+        crossed: Sequence[Step],
+        steps: Sequence[Step],
+        *,
+        start: JointPositions,
+        after: Solution | None = None,
+    ) -> Future[Solution]:
+        """Plan a unit ahead of the tool exchanges before it (plan-ahead across them, issue 24;
+        :class:`erobs_bt.tree.context.PlansAcross`).
+
+        The exchanges are forecast first (:func:`erobs_bt.planning.forecast.forecast_exchanges`:
+        their motions planned from ``start`` [rad] with the tool state :meth:`plan` would start
+        from, their bookkeeping applied, nothing moves); ``steps`` are then planned from the
+        state they leave, with the model they leave. The solution's ``start_positions`` is the
+        forecast arm state, its ``model_revision`` the forecast model's.
+
+        Returns:
+            As :meth:`plan`.
+        """
+        return self.plan(steps, start=start, after=after, crossed=crossed)
 
     def predict_tools(self, state: ToolState, solution: Solution) -> ToolState:
         """The tool state that executing ``solution`` from ``state`` leaves (nothing moves).

@@ -26,11 +26,17 @@ ARGUMENTS: tuple[tuple[str, str, str], ...] = (
     ("cell_config", "", "cell YAML for the sim backend (set only when given)"),
     ("log_level", "info", "ROS log level: debug, info, warn, error"),
     ("use_sim_time", "", "true or false (set only when given)"),
-    ("hardware", "embedded", "embedded, sim (start erobs_bt_sim_hardware) or ros2_control (a driver runs)"),
+    (
+        "hardware",
+        "embedded",
+        "embedded, sim (start erobs_bt_sim_hardware), ros2_control (a driver runs), moveit (the "
+        "cell's move_group runs) or sim_moveit (start erobs_bt_sim_move_group)",
+    ),
     ("hardware_config", "", "the cell's ROS interfaces YAML (set only when given)"),
+    ("moveit_config", "", "the moveit backend's YAML (set only when given)"),
 )
 #: The ``hardware`` choices.
-HARDWARE = ("embedded", "sim", "ros2_control")
+HARDWARE = ("embedded", "sim", "ros2_control", "moveit", "sim_moveit")
 #: The ``log_level`` choices (rcutils severities).
 LOG_LEVELS = ("debug", "info", "warn", "error", "fatal")
 
@@ -137,10 +143,19 @@ def node_specs(values: Mapping[str, str], *, params_file: str | None = None) -> 
         if flag not in ("true", "false"):
             raise ValueError(f"use_sim_time:={value['use_sim_time']}: must be true or false")
         overrides["use_sim_time"] = flag == "true"
-    if hardware != "embedded":
+    if hardware in ("sim", "ros2_control"):
         overrides["backend"] = "ros2_control"
+    elif hardware in ("moveit", "sim_moveit"):
+        overrides["backend"] = "moveit"
     if value["hardware_config"]:
         overrides["hardware_config"] = value["hardware_config"]
+    if value["moveit_config"]:
+        overrides["moveit_config"] = value["moveit_config"]
+    elif hardware == "sim_moveit":
+        # The simulated move_group's cell has no tool hardware: the tools are simulated.
+        from erobs_bt.paths import config_file
+
+        overrides["moveit_config"] = str(config_file("moveit_sim.yaml"))
     files = (value["params_file"] or params_file or default_params_file(),)
     namespace, log_level = value["namespace"], value["log_level"]
     nodes: list[NodeSpec] = []
@@ -155,5 +170,7 @@ def node_specs(values: Mapping[str, str], *, params_file: str | None = None) -> 
                 log_level=log_level,
             )
         )
+    if hardware == "sim_moveit":
+        nodes.append(NodeSpec("erobs_bt_sim_move_group", "move_group", namespace, log_level=log_level))
     nodes.append(NodeSpec("erobs_bt_node", "erobs_bt", namespace, files, overrides, log_level=log_level))
     return nodes

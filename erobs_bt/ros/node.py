@@ -108,6 +108,7 @@ def engine_config(settings: NodeSettings, *, namespace: str | None = None) -> En
         poses=pose_registry_file(cell, settings.poses_file or None),
         faults=Path(settings.faults_file) if settings.faults_file else None,
         hardware=Path(settings.hardware_config) if settings.hardware_config else None,
+        moveit=Path(settings.moveit_config) if settings.moveit_config else None,
         speed=settings.speed,
         enable_batching=settings.enable_batching,
         cache_capacity=settings.cache_capacity,

@@ -148,7 +148,8 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
         "backend",
         "sim",
         "motion backend: 'sim' (embedded simulated UR5e cell), 'ros2_control' (a ros2_control arm over "
-        "FollowJointTrajectory: ur_robot_driver, or erobs_bt_sim_hardware) or 'scripted' (test double)",
+        "FollowJointTrajectory: ur_robot_driver, or erobs_bt_sim_hardware), 'moveit' (the cell's "
+        "move_group plans and executes; config/moveit.yaml) or 'scripted' (test double)",
         choices=BACKEND_KINDS,
     ),
     ParameterSpec("cell_config", "", "cell YAML for the sim backend; '' = the packaged config/cell.yaml"),
@@ -156,6 +157,11 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
         "hardware_config",
         "",
         "ros2_control backend: the cell's ROS interfaces YAML; '' = config/ur5e_ros2_control.yaml",
+    ),
+    ParameterSpec(
+        "moveit_config",
+        "",
+        "moveit backend: move_group's names and planning settings YAML; '' = config/moveit.yaml",
     ),
     ParameterSpec(
         "poses_file",
@@ -490,6 +496,7 @@ class NodeSettings:
     backend: str
     cell_config: str
     hardware_config: str
+    moveit_config: str
     poses_file: str
     speed: float
     faults_file: str

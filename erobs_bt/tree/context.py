@@ -17,9 +17,11 @@ and :meth:`GoalContext.take_plan_ahead`:
 
 * only in execute mode (a preview plans every unit from the live state, unchanged);
 * the planned-ahead unit is the next motion unit; only units that neither move the arm
-  nor change the robot model may lie between (``pipettor``, ``pause``): never across a
-  tool exchange (the model revision changes) or a vision step (its target is known only
-  at run time);
+  nor change the robot model may lie between (``pipettor``, ``pause``), and tool exchanges
+  (:data:`PLAN_AHEAD_ACROSS`) when the backend can forecast them (:class:`PlansAcross`:
+  the script names the tool, the cell the dock, so the backend plans the exchange's own
+  motions from the planned end state and then the unit with the model the exchange will
+  leave); never across a vision step (its target is known only at run time);
 * a unit whose cache key already has an entry (it will replay) is not planned ahead;
 * at the unit's start the plan is used only when the model revision is the live one and
   every live joint is within :data:`PLAN_AHEAD_TOLERANCE` of the plan's start (and, for
@@ -41,12 +43,13 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
 
-from erobs_bt.backends.base import DetectedPose, MotionBackend, MotionError, Solution
+from erobs_bt.backends.base import DetectedPose, ErrorCode, MotionBackend, MotionError, Solution
 from erobs_bt.batching import Unit
 from erobs_bt.cache import CacheKey, KeyDocument, PlanCache, round_start
 from erobs_bt.plan import GoalPlan
-from erobs_bt.script.model import JointPositions, Script
+from erobs_bt.script.model import JointPositions, Script, Step
 from erobs_bt.timeouts import DEFAULT_TIMEOUTS, PLANNING_STEPS_PER_TIMEOUT, timeout_key
 
 #: [rad] Largest live-state deviation (any joint) from a plan-ahead's start at which the
@@ -59,6 +62,42 @@ PLAN_AHEAD_TOLERANCE = 0.01
 #: the robot model (a ``pause`` waits for the operator; the live-state check at the next
 #: unit's start catches an arm jogged meanwhile).
 PLAN_AHEAD_TRANSPARENT = frozenset({"pipettor", "pause"})
+
+#: Task types of units a plan-ahead may plan across when the backend forecasts them
+#: (:class:`PlansAcross`): a tool exchange ends with the tool the script names attached and
+#: the arm out of the dock the cell describes. A vision step never: its end depends on a
+#: detection made when it runs.
+PLAN_AHEAD_ACROSS = frozenset({"tool_exchange"})
+
+
+@runtime_checkable
+class PlansAcross(Protocol):
+    """A backend that can plan a motion unit ahead of the tool exchanges before it (optional;
+    :class:`~erobs_bt.backends.base.MotionBackend` does not require it)."""
+
+    def plan_across(
+        self,
+        crossed: Sequence[Step],
+        steps: Sequence[Step],
+        *,
+        start: JointPositions,
+        after: Solution | None,
+    ) -> Future[Solution]:
+        """Plan ``steps`` from the state the ``crossed`` tool exchanges will leave.
+
+        Args:
+            crossed: the ``tool_exchange`` steps that run before ``steps``, in order.
+            steps: the motion unit's steps.
+            start: the arm state [rad] the first exchange starts from.
+            after: a solution about to be executed before the exchanges (its tool effects
+                apply first, as for :meth:`MotionBackend.plan`), or ``None``.
+
+        Returns:
+            A future of the unit's solution: its ``start_positions`` is where the
+            exchanges are planned to leave the arm, its ``model_revision`` the model they
+            leave; it fails with ``PLANNING_FAILED`` when an exchange cannot be forecast.
+        """
+        ...
 
 
 class Mode(enum.Enum):
@@ -213,18 +252,22 @@ class PlannedAhead:
     Attributes:
         unit: the motion unit being planned ahead.
         future: the backend's planning future.
-        start: the arm state the plan starts from [rad] (the previous unit's planned end).
-        model_revision: the model revision it is planned with.
+        start: the arm state the plan starts from [rad] (the previous unit's planned end);
+            ``None`` across tool exchanges: the solution's ``start_positions`` then.
+        model_revision: the model revision it is planned with; ``None`` across tool
+            exchanges: the solution's.
         after: index of the unit during whose execution it was started.
         started: ``time.monotonic()`` when it was requested.
+        crossed: how many tool exchanges lie between (0: none).
     """
 
     unit: Unit
     future: Future[Solution]
-    start: JointPositions
-    model_revision: str
+    start: JointPositions | None
+    model_revision: str | None
     after: int
     started: float
+    crossed: int = 0
 
 
 @dataclass
@@ -288,6 +331,7 @@ class GoalContext:
     ahead: PlannedAhead | None = None
     key_document: KeyDocument | None = None
     _next_motion: list[Unit | None] | None = field(default=None, repr=False)
+    _next_across: list[tuple[Unit, tuple[Step, ...]] | None] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         """Build :attr:`key_document` for an eligible goal (compile time, not tick time)."""
@@ -405,15 +449,26 @@ class GoalContext:
             self._next_motion = _next_motion_units(self.units)
         return self._next_motion[unit.index]
 
+    def next_motion_across(self, unit: Unit) -> tuple[Unit, tuple[Step, ...]] | None:
+        """The motion unit a plan-ahead started during ``unit`` would plan when the backend can
+        forecast tool exchanges, and the exchange steps between (module docstring).
+
+        As :meth:`next_motion_unit`, but units of :data:`PLAN_AHEAD_ACROSS` may lie between too.
+        """
+        if self._next_across is None:
+            self._next_across = _next_motion_across(self.units)
+        return self._next_across[unit.index]
+
     def start_plan_ahead(self, unit: Unit, solution: Solution | None) -> None:
         """Start planning the next motion unit while ``unit`` executes (module docstring).
 
         Args:
             unit: the unit that is about to execute.
             solution: its solution, about to be dispatched (the plan-ahead starts from its
-                end state); ``None`` for a unit that does not move the arm (the plan-ahead
-                starts from the live state). Call it *before* dispatching ``solution``: the
-                backend takes the tool state at this call as the one the solution starts in.
+                end state); ``None`` for a unit that does not move the arm, or a tool exchange
+                (the plan-ahead starts from the live state). Call it *before* dispatching
+                ``solution`` or the step: the backend takes the tool state at this call as the
+                one the unit starts in.
 
         Nothing is started when plan-ahead is off, in preview mode, while the goal is being
         cancelled or halted, with no known arm state, when the next motion unit is already
@@ -423,11 +478,21 @@ class GoalContext:
             return
         if self.controls.cancel_requested or self.controls.halt is not None:
             return
+        across = isinstance(self.backend, PlansAcross)
+        own: tuple[Step, ...] = ()
         if solution is None and not all(step.task_type in PLAN_AHEAD_TRANSPARENT for step in unit.steps):
-            return  # a tool exchange or vision step: its end state is known only when it ends
-        target = self.next_motion_unit(unit)
-        if target is None:
-            return
+            if not (across and all(step.task_type in PLAN_AHEAD_ACROSS for step in unit.steps)):
+                return  # a vision step: its end state is known only when it ends
+            own = tuple(unit.steps)  # a tool exchange about to run: plan across it
+        found = self.next_motion_across(unit) if across else None
+        if found is not None:
+            target, between = found
+            crossed = own + between
+        else:
+            next_unit = self.next_motion_unit(unit)
+            if next_unit is None:
+                return
+            target, crossed = next_unit, own
         if self.ahead is not None:
             if self.ahead.unit is target:
                 return
@@ -444,16 +509,27 @@ class GoalContext:
         a, b, c, d, e, f = (float(x) for x in planned_end)
         start: JointPositions = (a, b, c, d, e, f)
         if self.eligible:
+            if crossed:
+                return  # an eligible goal is one unit: nothing to cross (never reached)
             key = self.cache_key(model_revision=revision, start=start)
             if key in self.cache:
                 return  # the unit will replay: a plan-ahead would be wasted work
         try:
-            future = self.backend.plan(target.steps, start=start, after=solution)
+            if crossed:
+                assert isinstance(self.backend, PlansAcross)
+                future = self.backend.plan_across(crossed, target.steps, start=start, after=solution)
+            else:
+                future = self.backend.plan(target.steps, start=start, after=solution)
         except Exception as exc:  # the unit plans afresh at its start and reports its own result
             self.events.plan_ahead(target, "discarded", f"could not start: {exc}")
             return
-        self.ahead = PlannedAhead(target, future, start, revision, unit.index, time.monotonic())
-        self.events.plan_ahead(target, "started", f"during unit {unit.index + 1}")
+        if crossed:
+            self.ahead = PlannedAhead(target, future, None, None, unit.index, time.monotonic(), len(crossed))
+            exchanges = f"{len(crossed)} tool exchange{'s' if len(crossed) > 1 else ''}"
+            self.events.plan_ahead(target, "started", f"during unit {unit.index + 1}, across {exchanges}")
+        else:
+            self.ahead = PlannedAhead(target, future, start, revision, unit.index, time.monotonic())
+            self.events.plan_ahead(target, "started", f"during unit {unit.index + 1}")
 
     def take_plan_ahead(self, unit: Unit) -> Future[Solution] | None:
         """The plan-ahead of ``unit`` if it may be used now, else ``None`` (plan afresh).
@@ -472,28 +548,42 @@ class GoalContext:
             self.drop_plan_ahead(f"unit {unit.index + 1} plans first")
             return None
         future = ahead.future
+        if ahead.start is None and not future.done():
+            # Planned across tool exchanges and still planning: its start and model are known
+            # when it ends; check them then (a failure makes the unit plan afresh).
+            checked: Future[Solution] = Future()
+            checked.set_running_or_notify_cancel()
+
+            def check(done: Future[Solution]) -> None:
+                if done.cancelled():
+                    checked.set_exception(MotionError(ErrorCode.PLANNING_FAILED, "cancelled"))
+                elif done.exception() is not None:
+                    checked.set_exception(done.exception())  # type: ignore[arg-type]
+                else:
+                    solution = done.result()
+                    problem = self._unusable(solution.model_revision, solution.start_positions)
+                    if problem:
+                        checked.set_exception(MotionError(ErrorCode.PLANNING_FAILED, problem))
+                    else:
+                        checked.set_result(solution)
+
+            future.add_done_callback(check)
+            self.events.plan_ahead(
+                unit,
+                "used",
+                f"requested {time.monotonic() - ahead.started:.3f} s before it was needed, "
+                "still planning (checked when done)",
+            )
+            return checked
         reason = ""
         if future.done() and (future.cancelled() or future.exception() is not None):
             reason = "failed: " + (str(future.exception()) if not future.cancelled() else "cancelled")
-        elif ahead.model_revision != self.backend.model_revision():
-            reason = (
-                f"model revision is now {self.backend.model_revision()}, planned for {ahead.model_revision}"
-            )
         else:
-            live = self.backend.joint_positions()
-            if live is None or len(live) != 6:
-                reason = "the live arm state is unknown"
-            else:
-                deviation = max(abs(float(a) - b) for a, b in zip(live, ahead.start, strict=True))
-                if deviation > PLAN_AHEAD_TOLERANCE:
-                    reason = (
-                        f"the live arm state is {deviation:.4f} rad from its start "
-                        f"(tolerance {PLAN_AHEAD_TOLERANCE} rad)"
-                    )
-                elif self.unit_key is not None:
-                    key = self.cache_key(model_revision=ahead.model_revision, start=ahead.start)
-                    if key != self.unit_key:
-                        reason = "its start gives another cache key than the live state"
+            revision, start = ahead.model_revision, ahead.start
+            if start is None:
+                solution = future.result()
+                revision, start = solution.model_revision, solution.start_positions
+            reason = self._unusable(revision, start)
         if reason:
             if not future.done():
                 future.cancel()
@@ -504,6 +594,31 @@ class GoalContext:
             unit, "used", f"requested {time.monotonic() - ahead.started:.3f} s before it was needed{waited}"
         )
         return future
+
+    def _unusable(self, revision: str | None, start: Sequence[float] | None) -> str:
+        """Why a plan-ahead planned with ``revision`` from ``start`` [rad] may not be used now
+        (``""``: it may): another model revision, a live arm state further than
+        :data:`PLAN_AHEAD_TOLERANCE` from ``start``, or another cache key."""
+        live_revision = self.backend.model_revision()
+        if revision != live_revision:
+            return f"model revision is now {live_revision}, planned for {revision}"
+        live = self.backend.joint_positions()
+        if live is None or len(live) != 6:
+            return "the live arm state is unknown"
+        if start is None or len(start) != 6:
+            return "its start state is unknown"
+        deviation = max(abs(float(a) - b) for a, b in zip(live, start, strict=True))
+        if deviation > PLAN_AHEAD_TOLERANCE:
+            return (
+                f"the live arm state is {deviation:.4f} rad from its start "
+                f"(tolerance {PLAN_AHEAD_TOLERANCE} rad)"
+            )
+        if self.unit_key is not None:
+            a, b, c, d, e, f = (float(x) for x in start)
+            key = self.cache_key(model_revision=revision, start=(a, b, c, d, e, f))
+            if key != self.unit_key:
+                return "its start gives another cache key than the live state"
+        return ""
 
     def drop_plan_ahead(self, reason: str) -> None:
         """Drop the pending plan-ahead, if any: its future is cancelled (a plan not yet
@@ -533,6 +648,22 @@ class GoalContext:
 
 def _nothing() -> None:
     """A wake-up that wakes nobody (a context no orchestrator ticks)."""
+
+
+def _next_motion_across(units: Sequence[Unit]) -> list[tuple[Unit, tuple[Step, ...]] | None]:
+    """:meth:`GoalContext.next_motion_across` of every unit, by unit index (one backward pass)."""
+    answers: list[tuple[Unit, tuple[Step, ...]] | None] = [None] * len(units)
+    following: tuple[Unit, tuple[Step, ...]] | None = None
+    for index in range(len(units) - 1, -1, -1):
+        answers[index] = following
+        later = units[index]
+        if later.is_motion:
+            following = (later, ())
+        elif following is not None and all(step.task_type in PLAN_AHEAD_ACROSS for step in later.steps):
+            following = (following[0], tuple(later.steps) + following[1])
+        elif not all(step.task_type in PLAN_AHEAD_TRANSPARENT for step in later.steps):
+            following = None
+    return answers
 
 
 def _next_motion_units(units: Sequence[Unit]) -> list[Unit | None]:

@@ -1,0 +1,273 @@
+"""The ``moveit`` backend: how long the robot waits for MoveIt at each motion unit's start.
+
+``config/full_experiment.json`` (with ``config/poses.yaml``) runs through the engine with
+``backend: moveit`` against ``erobs_bt_sim_move_group`` (a separate process, speed 1 = real
+time) whose ``--plan-latency`` adds 0, 0.5 or 2 s to every plan (standing in for MoveIt's
+seconds; EROBS measures ~2.7 s per MTC batch), with ``plan_ahead`` off and on, in one run
+side by side. Pause steps are resumed at once (operator time excluded).
+
+The wait of a motion unit is the wall time from its start (its boundary let it through) to
+the dispatch of its trajectory, from the engine's own run-log records (``plan_started`` →
+``execute_started``). Unit 1 is apart: nothing executes before it, so its plan can never be
+hidden. The share is the waits of the other motion units over the goal's wall time (the arm
+moves for nearly all of it at speed 1; the waits inside tool exchange and vision steps, which
+plan their own motions when they run, are part of the wall time, not of the waits).
+
+The embedded planner (``backend: sim``, the in-process simulated cell at speed 1) runs the
+same script off and on in the same bench run, as the reference: its plans take milliseconds.
+A per-unit table gives each motion unit's wait and why it can or cannot be planned ahead.
+
+Run alone (about 12 minutes at speed 1; too long for ``run_all.py``'s section budget):
+``scripts/env.sh .venv/bin/python bench/bench_moveit.py [--latencies 0 0.5 2] [--no-embedded]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench_ros import REPO, ros_domain, ros_process
+from common import markdown_table
+
+from erobs_bt.plan import ScriptParser, plan_goal
+from erobs_bt.tree.context import PLAN_AHEAD_ACROSS, PLAN_AHEAD_TRANSPARENT
+
+SCRIPT = REPO / "config" / "full_experiment.json"
+POSES = REPO / "config" / "poses.yaml"
+LATENCIES = (0.0, 0.5, 2.0)
+SPEED = 1.0
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run of the full example."""
+
+    waits: dict[int, float]
+    duration: float
+    used: int
+    discarded: int
+    #: unit number -> the status of the plan-ahead made for it (``used``, ``discarded``, ...).
+    ahead: dict[int, str]
+
+
+def one_run(plan_ahead: bool, moveit_yaml: Path | None) -> Run:
+    """The full example once with ``backend: moveit`` (``moveit_yaml`` given) or with the embedded
+    planner at speed 1 (``None``); the waits from its records."""
+    from erobs_bt.orchestrator import OrchestratorListener, State
+    from erobs_bt.session import EngineConfig, build_engine
+
+    class Probe(OrchestratorListener):
+        def __init__(self) -> None:
+            self.engine: Any = None
+            self.records: list[Mapping[str, Any]] = []
+            self.lock = threading.Lock()
+
+        def state_changed(self, state: State, message: str) -> None:
+            if state is State.PAUSED and self.engine is not None:
+                self.engine.orchestrator.resume()
+
+        def event(self, goal_id: str, record: Mapping[str, Any]) -> None:
+            with self.lock:
+                self.records.append({**record, "mono": time.monotonic()})
+
+    probe = Probe()
+    engine = build_engine(
+        EngineConfig(backend="moveit", moveit=moveit_yaml, poses=POSES, plan_ahead=plan_ahead)
+        if moveit_yaml is not None
+        else EngineConfig(backend="sim", speed=SPEED, poses=POSES, plan_ahead=plan_ahead),
+        listener=probe,
+    )
+    probe.engine = engine
+    try:
+        began = time.monotonic()
+        result = engine.orchestrator.submit(SCRIPT.read_text(), dry_run=False).wait(3600)
+        duration = time.monotonic() - began
+        if not result.success:
+            raise RuntimeError(f"full example failed (plan_ahead={plan_ahead}): {result.error_message}")
+    finally:
+        engine.close()
+    with probe.lock:
+        records = list(probe.records)
+    plan_start: dict[int, float] = {}
+    waits: dict[int, float] = {}
+    used = discarded = 0
+    ahead: dict[int, str] = {}
+    for record in records:
+        event = record["event"]
+        if event == "plan_started":
+            plan_start[record["unit"]] = record["mono"]
+        elif event == "execute_started" and record["unit"] in plan_start:
+            waits.setdefault(record["unit"], record["mono"] - plan_start[record["unit"]])
+        elif event == "plan_ahead":
+            ahead[record["unit"]] = record["status"]
+            used += record["status"] == "used"
+            discarded += record["status"] in ("discarded", "dropped")
+    return Run(waits, duration, used, discarded, ahead)
+
+
+def motion_units() -> list[tuple[int, str, str]]:
+    """``(unit number, label, whether and during which unit it can be planned ahead)`` per
+    motion unit of the script (pipettor and pause units are transparent, tool exchanges are
+    planned across, anything else, e.g. a vision step, is not)."""
+    parser = ScriptParser.from_files(cell=None, poses=POSES)
+    units = list(plan_goal(SCRIPT.read_bytes(), parser=parser, enable_batching=True, preview=False).units)
+    rows = []
+    for unit in units:
+        if not unit.is_motion:
+            continue
+        across: list[str] = []
+        why = "first motion: nothing executes before it"
+        for earlier in reversed(units[: unit.index]):
+            types = {s.task_type for s in earlier.steps}
+            if earlier.is_motion:
+                why = f"ahead, during unit {earlier.index + 1}" + (
+                    f" across {', '.join(across)}" if across else ""
+                )
+                break
+            if types <= PLAN_AHEAD_TRANSPARENT:
+                continue
+            if types <= PLAN_AHEAD_ACROSS:
+                across.insert(0, f"unit {earlier.index + 1}")
+                continue
+            why = f"not ahead: after unit {earlier.index + 1} ({earlier.label})"
+            break
+        rows.append((unit.index + 1, unit.label, why))
+    return rows
+
+
+def _row(name: str, plan_ahead: bool, run: Run) -> tuple[list[str], float]:
+    first = min(run.waits)
+    gaps = sum(w for u, w in run.waits.items() if u != first)
+    share = gaps / run.duration
+    return [
+        name,
+        "on" if plan_ahead else "off",
+        f"{gaps:.2f} s",
+        f"{share * 100:.2f} %",
+        f"{run.waits[first]:.2f} s",
+        f"{run.used} / {run.discarded}",
+        f"{run.duration:.1f} s",
+    ], share
+
+
+def report(latencies: tuple[float, ...] = LATENCIES, embedded: bool = True) -> str:
+    """The ``moveit`` section of BENCHMARKS.md (plan latencies [s]; the embedded planner's
+    reference rows when ``embedded``)."""
+    rows = []
+    shares: dict[tuple[float | None, bool], float] = {}
+    runs: dict[tuple[float | None, bool], Run] = {}
+    if embedded:
+        for plan_ahead in (False, True):
+            run = one_run(plan_ahead, None)
+            row, shares[(None, plan_ahead)] = _row("embedded (ms)", plan_ahead, run)
+            runs[(None, plan_ahead)] = run
+            rows.append(row)
+    with tempfile.TemporaryDirectory(prefix="erobs_bt-bench-moveit-") as folder:
+        moveit_yaml = Path(folder) / "moveit.yaml"
+        moveit_yaml.write_text("tools: simulated\n")
+        for latency in latencies:
+            with ros_domain():
+                command = [
+                    sys.executable,
+                    "-m",
+                    "erobs_bt.ros.sim_move_group",
+                    "--speed",
+                    str(SPEED),
+                    "--plan-latency",
+                    str(latency),
+                ]
+                with ros_process(command, "erobs_bt_sim_move_group ready"):
+                    for plan_ahead in (False, True):
+                        run = one_run(plan_ahead, moveit_yaml)
+                        row, shares[(latency, plan_ahead)] = _row(f"{latency:g} s", plan_ahead, run)
+                        runs[(latency, plan_ahead)] = run
+                        rows.append(row)
+    table = markdown_table(
+        [
+            "plan latency",
+            "plan_ahead",
+            "robot waiting at the motion units' starts (units 2…)",
+            "of the goal's wall time",
+            "unit 1 (nothing to hide behind)",
+            "plan-aheads used / discarded",
+            "goal (wall)",
+        ],
+        rows,
+    )
+    verdicts = []
+    target = shares.get((2.0, True))
+    if target is not None:
+        verdicts.append(
+            f"With 2 s plans and plan-ahead the robot waits {target * 100:.2f} % of the run "
+            + ("(target ≤ 2 %: met)." if target <= 0.02 else "(target ≤ 2 %: not met).")
+        )
+    reference = shares.get((None, True))
+    if reference is not None:
+        verdicts.append(
+            f"With the embedded planner and plan-ahead it waits {reference * 100:.2f} % "
+            + ("(target ≤ 0.2 %: met)." if reference <= 0.002 else "(target ≤ 0.2 %: not met).")
+        )
+    verdict = " ".join(verdicts)
+    settings = sorted(runs, key=lambda k: (-1.0 if k[0] is None else k[0], k[1]))
+    described = motion_units()
+    per_unit = [
+        [str(number), label, why]
+        + [
+            f"{runs[k].waits[number]:.2f} s" + (" (ahead)" if runs[k].ahead.get(number) == "used" else "")
+            if number in runs[k].waits
+            else "–"
+            for k in settings
+        ]
+        for number, label, why in described
+    ]
+    units_table = markdown_table(
+        ["unit", "steps", "plan-ahead"]
+        + [("embedded" if k[0] is None else f"{k[0]:g} s") + (", on" if k[1] else ", off") for k in settings],
+        per_unit,
+    )
+    return (
+        "## MoveIt backend: the robot's wait for move_group\n\n"
+        "`config/full_experiment.json` with `backend: moveit` against `erobs_bt_sim_move_group` "
+        f"(speed {SPEED:g}, a separate process, `--plan-latency` added to every plan), `plan_ahead` "
+        "off and on, one run each, side by side in one bench run; pause steps resumed at once. "
+        "The wait of a motion unit is the wall time from its start to the dispatch of its "
+        "trajectory (run-log records `plan_started` → `execute_started`); unit 1 is apart. "
+        "Plan-ahead plans across the tool exchanges (the exchange forecast with the same "
+        "planner) and never across the vision step, whose following unit plans at its start. "
+        "`embedded`: the same script with the in-process simulated cell and its own planner "
+        f"(`backend: sim`, speed {SPEED:g}), in the same bench run. The share leaves out the "
+        "planning a tool exchange or the vision step does for its own motions when it runs "
+        "(the goal's wall time includes it).\n\n"
+        f"{table}\n\n{verdict}\n\n"
+        "Per motion unit (the robot's wait at its start; `(ahead)`: a plan-ahead made during an "
+        "earlier unit was used):\n\n"
+        f"{units_table}\n"
+    )
+
+
+def main() -> None:
+    """Print the section (``--help`` for the options)."""
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--latencies",
+        type=float,
+        nargs="+",
+        default=list(LATENCIES),
+        help="move_group plan latencies [s] (default: 0 0.5 2)",
+    )
+    parser.add_argument("--no-embedded", action="store_true", help="leave out the embedded planner's rows")
+    options = parser.parse_args()
+    print(report(tuple(options.latencies), embedded=not options.no_embedded))
+
+
+if __name__ == "__main__":
+    main()

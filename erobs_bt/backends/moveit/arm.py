@@ -1,0 +1,265 @@
+"""The MoveIt arm driver part: trajectories through move_group's ``execute_trajectory``.
+
+:class:`ExecuteTrajectoryArm` implements :class:`erobs_bt.backends.parts.ArmDriver`: each arm
+segment, freshly planned or replayed from the plan cache, is sent as the
+``moveit_msgs/RobotTrajectory`` MoveIt planned, in one ``moveit_msgs/action/ExecuteTrajectory``
+goal; move_group hands it to its controllers. The arm's state comes from ``joint_states``
+(``sensor_msgs/JointState``, the topic move_group's own state monitor reads).
+
+Before a trajectory is sent, the live state must be within ``start_tolerance`` (0.01 rad,
+MoveIt's ``allowed_start_tolerance``) of its first point, else ``EXECUTION_FAILED`` and
+nothing is sent. Errors (the specification's replay table): MoveIt's unsuccessful results,
+a rejected goal and a missing server are ``EXECUTION_FAILED`` (a replay plans afresh);
+no goal response within ``acceptance_timeout`` or no result within the trajectory's
+duration plus ``motion_timeout`` are ``TIMEOUT`` (fatal; the stack reports a replay's as
+``REPLAY_TIMEOUT``). :meth:`ExecuteTrajectoryArm.stop` cancels the goal: move_group stops
+the controllers.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import Future
+
+import numpy as np
+from moveit_msgs.action import ExecuteTrajectory
+from rclpy.action import ActionClient
+from rclpy.qos import qos_profile_sensor_data
+from sensor_msgs.msg import JointState
+
+from erobs_bt.backends.base import (
+    ArmSegment,
+    ErrorCode,
+    JointStateListener,
+    MotionError,
+    as_motion_error,
+)
+from erobs_bt.backends.moveit.model import MoveItConfig, moveit_error, succeeded, trajectory_of
+from erobs_bt.backends.ros2_control.link import Goals, RosLink, run_action, wait_ready
+from erobs_bt.script.model import JOINT_NAMES, JointPositions
+
+_LOG = logging.getLogger(__name__)
+
+#: [s] a joint state may be old before the arm's state counts as unknown.
+STATE_TIMEOUT = 1.0
+
+
+class ExecuteTrajectoryArm:
+    """The arm seen through move_group (module docstring).
+
+    Args:
+        link: the ROS node the client and subscription live on (started by the caller
+            after construction, see :meth:`RosLink.start`).
+        config: names, tolerances and timeouts.
+        joint_states: the joint-state topic (default ``joint_states`` in the move_group's
+            namespace).
+    """
+
+    def __init__(self, link: RosLink, config: MoveItConfig, *, joint_states: str | None = None) -> None:
+        self._config = config
+        self._topic = joint_states if joint_states is not None else config.name("joint_states")
+        self._index = {name: i for i, name in enumerate(config.joint_names)}
+        self._lock = threading.Lock()
+        self._arrived = threading.Condition(self._lock)
+        self._positions: tuple[float, ...] | None = None
+        self._stamp = -math.inf
+        self._listeners: list[JointStateListener] = []
+        self._busy = False
+        self._idle = threading.Event()
+        self._idle.set()
+        self.goals = Goals()
+        self.sent = 0  # ExecuteTrajectory goals sent
+        self._action = config.name("execute_trajectory")
+        self._client: ActionClient = ActionClient(
+            link.node, ExecuteTrajectory, self._action, callback_group=link.group
+        )
+        self._subscription = link.node.create_subscription(
+            JointState, self._topic, self._on_joint_state, qos_profile_sensor_data, callback_group=link.group
+        )
+
+    # -- joint states --------------------------------------------------------------------------
+    def _on_joint_state(self, msg: JointState) -> None:
+        found = [-1] * len(JOINT_NAMES)
+        for k, name in enumerate(msg.name):
+            i = self._index.get(name)
+            if i is not None:
+                found[i] = k
+        if min(found) < 0 or len(msg.position) < len(msg.name):
+            return  # not the arm's message
+        positions = tuple(float(msg.position[k]) for k in found)
+        velocities = (
+            tuple(float(msg.velocity[k]) for k in found) if len(msg.velocity) == len(msg.name) else (0.0,) * 6
+        )
+        with self._lock:
+            self._positions = positions
+            self._stamp = time.monotonic()
+            listeners = list(self._listeners)
+            self._arrived.notify_all()
+        for listener in listeners:
+            try:
+                listener(JOINT_NAMES, positions, velocities)
+            except Exception:
+                _LOG.exception("joint-state listener %r failed", listener)
+
+    def wait_for_state(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` [s] for a fresh joint state."""
+        return wait_ready(lambda: time.monotonic() - self._stamp <= STATE_TIMEOUT, timeout)
+
+    def joint_positions(self) -> JointPositions:
+        """The live arm state [rad], :data:`JOINT_NAMES` order.
+
+        Raises:
+            RuntimeError: no state, or none within :data:`STATE_TIMEOUT` (names the topic).
+        """
+        with self._lock:
+            positions, age = self._positions, time.monotonic() - self._stamp
+        if positions is None:
+            raise RuntimeError(f"no joint state of {', '.join(self._config.joint_names)} on {self._topic}")
+        if age > STATE_TIMEOUT:
+            raise RuntimeError(
+                f"the joint states on {self._topic} are {age:.1f} s old: is move_group's robot running?"
+            )
+        return positions  # type: ignore[return-value]
+
+    def add_listener(self, listener: JointStateListener, *, rate: float | None = None) -> None:
+        """Call ``listener(names, positions, velocities)`` for every arm state received
+        (``rate`` does not apply: the states come at the robot's rate)."""
+        with self._lock:
+            self._listeners.append(listener)
+
+    def remove_listener(self, listener: JointStateListener) -> None:
+        """Stop notifying ``listener``."""
+        with self._lock:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+    # -- trajectories --------------------------------------------------------------------------
+    def is_busy(self) -> bool:
+        """True while an ExecuteTrajectory goal is in flight."""
+        with self._lock:
+            return self._busy
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Block until no goal is in flight; False on timeout [s]."""
+        return self._idle.wait(timeout)
+
+    def check_start(self, positions: Sequence[float], step_index: int) -> None:
+        """Refuse a trajectory whose first point is more than ``start_tolerance`` [rad] from
+        the live state (MoveIt's ``allowed_start_tolerance``).
+
+        Raises:
+            MotionError: ``EXECUTION_FAILED`` naming the joint and the deviation.
+        """
+        try:
+            live = np.asarray(self.joint_positions(), dtype=float)
+        except RuntimeError as exc:
+            raise MotionError(
+                ErrorCode.EXECUTION_FAILED, f"trajectory of step {step_index} not sent: {exc}"
+            ) from None
+        deviation = np.abs(np.asarray(positions, dtype=float) - live)
+        worst = int(np.argmax(deviation))
+        if deviation[worst] > self._config.start_tolerance:
+            raise MotionError(
+                ErrorCode.EXECUTION_FAILED,
+                f"trajectory of step {step_index} not sent: it starts {deviation[worst]:.4f} rad from the "
+                f"live robot state at {self._config.joint_names[worst]} "
+                f"(start tolerance {self._config.start_tolerance:g} rad)",
+            )
+
+    def execute(self, segment: ArmSegment, *, fault: tuple[float, MotionError] | None = None) -> Future[None]:
+        """Send ``segment`` as one ExecuteTrajectory goal; returns at once, the future completes
+        with the result. ``fault`` is not supported (faults are injected at move_group:
+        ``erobs_bt_sim_move_group --faults``).
+
+        Returns:
+            A future that fails with a :class:`MotionError` (module docstring).
+        """
+        future: Future[None] = Future()
+        future.set_running_or_notify_cancel()
+        if fault is not None:
+            future.set_exception(
+                MotionError(ErrorCode.EXECUTION_FAILED, "fault injection is done at move_group")
+            )
+            return future
+        with self._lock:
+            if self._busy:
+                future.set_exception(
+                    MotionError(ErrorCode.EXECUTION_FAILED, "goal not sent: a trajectory is executing")
+                )
+                return future
+            self._busy = True
+            self._idle.clear()
+        generation = self.goals.current()
+
+        def send() -> None:
+            try:
+                self._send(segment, generation)
+            except BaseException as exc:
+                future.set_exception(as_motion_error(exc, default=ErrorCode.EXECUTION_FAILED))
+            else:
+                future.set_result(None)
+            finally:
+                with self._lock:
+                    self._busy = False
+                    self._idle.set()
+
+        threading.Thread(target=send, name=f"execute-trajectory-{segment.step_index}", daemon=True).start()
+        return future
+
+    def _send(self, segment: ArmSegment, generation: int) -> None:
+        if not segment.points:
+            raise MotionError(
+                ErrorCode.EXECUTION_FAILED, f"trajectory of step {segment.step_index} has no points"
+            )
+        self.check_start(segment.points[0].positions, segment.step_index)
+        what = f"ExecuteTrajectory {self._action}: trajectory of step {segment.step_index}"
+        goal = ExecuteTrajectory.Goal()
+        goal.trajectory = trajectory_of(segment, self._config)
+        c = self._config
+        self.sent += 1
+        result = run_action(
+            self._client,
+            goal,
+            what=what,
+            timeouts={"server": c.server_timeout, "acceptance": c.acceptance_timeout},
+            result_timeout=segment.duration + c.motion_timeout,
+            goals=self.goals,
+            generation=generation,
+        )
+        if not succeeded(result.error_code):
+            raise moveit_error(
+                result.error_code, planning=False, where=f"step {segment.step_index}", what=what
+            )
+        # The result can overtake the last joint states: wait until they show the arm at the end.
+        end = np.asarray(segment.points[-1].positions, dtype=float)
+        order = [segment.joint_names.index(n) for n in JOINT_NAMES]
+        target = end[order]
+        deadline = time.monotonic() + STATE_TIMEOUT
+        with self._arrived:
+            while (
+                self._positions is None
+                or float(np.max(np.abs(np.asarray(self._positions) - target))) > c.start_tolerance
+            ):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise MotionError(
+                        ErrorCode.EXECUTION_FAILED,
+                        f"{what}: MoveIt reported success but the joint states on {self._topic} do not show "
+                        f"the arm at the trajectory's end within {STATE_TIMEOUT:g} s",
+                    )
+                self._arrived.wait(remaining)
+
+    def stop(self) -> None:
+        """Cancel the goal in flight (move_group stops the controllers). Non-blocking, idempotent."""
+        if self.goals.stop():
+            _LOG.info("stop: cancelled the ExecuteTrajectory goal on %s", self._action)
+
+    def shutdown(self) -> None:
+        """Cancel any goal and drop the listeners. Idempotent."""
+        self.stop()
+        with self._lock:
+            self._listeners.clear()

@@ -1,0 +1,501 @@
+"""What the MoveIt parts share, without ROS communication: configuration, MoveIt's error
+codes, the robot model move_group holds (SRDF named states, model revision), and the
+conversion between ``moveit_msgs`` messages and the engine's types.
+
+Conventions: joint positions in radians, :data:`~erobs_bt.script.model.JOINT_NAMES` order
+(``joint_prefix`` added on the wire); poses in ``base_link`` in metres; quaternions
+``(x, y, z, w)``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from builtin_interfaces.msg import Duration
+from geometry_msgs.msg import Pose
+from moveit_msgs.msg import (
+    AttachedCollisionObject,
+    CollisionObject,
+    JointConstraint,
+    MoveItErrorCodes,
+    OrientationConstraint,
+    RobotState,
+    RobotTrajectory,
+)
+from moveit_msgs.msg import Constraints as ConstraintsMsg
+from numpy.typing import NDArray
+from shape_msgs.msg import SolidPrimitive
+from trajectory_msgs.msg import JointTrajectoryPoint
+
+from erobs_bt.backends.base import ArmSegment, ErrorCode, MotionError, TrajectoryPoint
+from erobs_bt.script.model import JOINT_NAMES, Constraints, JointPositions
+from erobs_bt.world.cell import CellConfig, ToolShape
+from erobs_bt.world.kinematics import quat_from_matrix
+from erobs_bt.world.tools import ToolState
+
+#: Pilz's point-to-point planner first, OMPL's default planner (RRTConnect) as fallback:
+#: the chain EROBS's MoveIt Task Constructor stages build for joint goals.
+DEFAULT_PIPELINES: tuple[tuple[str, str], ...] = (("pilz_industrial_motion_planner", "PTP"), ("ompl", ""))
+
+#: How the ``moveit`` backend commands tools (:attr:`MoveItConfig.tools`).
+TOOL_MODES = ("ros2_control", "simulated")
+
+
+@dataclass(frozen=True)
+class MoveItConfig:
+    """How to reach a running ``move_group`` and how to plan with it.
+
+    Names are MoveIt's defaults; ``namespace`` is prefixed to every one of them
+    (``/cell2`` -> ``/cell2/plan_kinematic_path``).
+
+    Attributes:
+        namespace: the move_group's namespace (``""``: the root).
+        node_name: the move_group node, whose parameters hold ``robot_description`` and
+            ``robot_description_semantic``.
+        group: the planning group of the arm (EROBS's ``ur_arm``; MoveIt's own UR
+            configuration names it ``ur_manipulator``).
+        joint_prefix: prefix of the UR joint names in the robot description.
+        flange_link: the link tools are attached to (a tool's collision geometry is attached
+            here; Cartesian goals are solved for it with the tool's ``T_flange_tip``).
+        pipelines: ``(pipeline_id, planner_id)`` tried in order for joint goals.
+        planning_time: ``allowed_planning_time`` per request [s].
+        planning_attempts: ``num_planning_attempts`` per request.
+        speed_scaling: ``max_velocity_scaling_factor`` and ``max_acceleration_scaling_factor``
+            (EROBS's default 0.2).
+        cartesian_step: ``max_step`` of GetCartesianPath [m] (EROBS 0.5 mm).
+        jump_threshold: GetCartesianPath's ``jump_threshold`` (0: off, MoveIt's default).
+        min_cartesian_fraction: least ``fraction`` of a Cartesian path to accept (EROBS 0.9).
+        start_tolerance: [rad] largest live-state deviation from a trajectory's first point
+            (MoveIt's ``allowed_start_tolerance``, 0.01).
+        server_timeout: [s] to wait for a service or action server to appear.
+        call_timeout: [s] for a service response, on top of ``planning_time``.
+        acceptance_timeout: [s] for an ExecuteTrajectory goal response (EROBS 10 s).
+        motion_timeout: [s] for the ExecuteTrajectory result beyond the trajectory's duration.
+        tools: how grippers, the tool changer and the pipettor are commanded:
+            ``ros2_control`` (the hardware YAML's GripperCommand, SetIO and pipettor
+            interfaces, as the ``ros2_control`` backend does) or ``simulated`` (the tool
+            bookkeeping only: a simulated move_group such as ``erobs_bt_sim_move_group``,
+            whose cell has no tool hardware).
+    """
+
+    namespace: str = ""
+    node_name: str = "move_group"
+    group: str = "ur_arm"
+    joint_prefix: str = ""
+    flange_link: str = "flange"
+    pipelines: tuple[tuple[str, str], ...] = DEFAULT_PIPELINES
+    planning_time: float = 5.0
+    planning_attempts: int = 1
+    speed_scaling: float = 0.2
+    cartesian_step: float = 0.0005
+    jump_threshold: float = 0.0
+    min_cartesian_fraction: float = 0.9
+    start_tolerance: float = 0.01
+    server_timeout: float = 10.0
+    call_timeout: float = 10.0
+    acceptance_timeout: float = 10.0
+    motion_timeout: float = 10.0
+    tools: str = "ros2_control"
+
+    def name(self, relative: str) -> str:
+        """``relative`` in the move_group's namespace (``compute_ik`` -> ``/ns/compute_ik``)."""
+        namespace = self.namespace.strip("/")
+        return f"/{namespace}/{relative}" if namespace else f"/{relative}"
+
+    @property
+    def joint_names(self) -> tuple[str, ...]:
+        """The arm's joint names on the wire, :data:`JOINT_NAMES` order."""
+        return tuple(self.joint_prefix + name for name in JOINT_NAMES)
+
+
+# -- error codes ---------------------------------------------------------------------------------
+
+#: MoveItErrorCodes constant names by value (read from the built type).
+_ERROR_NAMES: dict[int, str] = {
+    int(getattr(MoveItErrorCodes, name)): name
+    for name in dir(MoveItErrorCodes)
+    if name.isupper() and isinstance(getattr(MoveItErrorCodes, name), int)
+}
+
+
+def error_name(code: int) -> str:
+    """``GOAL_IN_COLLISION (-12)`` for a ``moveit_msgs/MoveItErrorCodes`` value."""
+    return f"{_ERROR_NAMES.get(int(code), 'error code')} ({int(code)})"
+
+
+def moveit_error(code: Any, *, planning: bool, where: str, what: str) -> MotionError:
+    """The engine's error for MoveIt's answer ``code`` (a ``MoveItErrorCodes`` message).
+
+    The specification's table (batching-and-caches, "Replay failure handling"): an
+    unsuccessful MoveIt result is never fatal; planning answers fail the unit
+    (``PLANNING_FAILED``), execution answers fail it so that a replay plans afresh
+    (``EXECUTION_FAILED``). Only the engine's own waits raise ``TIMEOUT`` (fatal).
+
+    Args:
+        code: the message (``val``, ``message``).
+        planning: a planning service answered (else an execution).
+        where: the step path (``tasks[3]``) or what was sent.
+        what: the interface, e.g. ``GetMotionPlan /plan_kinematic_path``.
+    """
+    text = f"{where}: {what}: {error_name(code.val)}"
+    message = str(getattr(code, "message", "") or "")
+    if message:
+        text += f": {message}"
+    return MotionError(ErrorCode.PLANNING_FAILED if planning else ErrorCode.EXECUTION_FAILED, text)
+
+
+def succeeded(code: Any) -> bool:
+    """True for ``MoveItErrorCodes.SUCCESS``."""
+    return int(code.val) == MoveItErrorCodes.SUCCESS
+
+
+# -- the model move_group holds ---------------------------------------------------------------
+
+
+def named_states_from_srdf(srdf: str, *, group: str, joint_prefix: str = "") -> dict[str, JointPositions]:
+    """The ``group_state`` entries of ``group`` in an SRDF: name -> joints [rad].
+
+    Joints missing from a state are not allowed (a named state of the arm group sets all six).
+
+    Raises:
+        ValueError: the SRDF is not XML, or a state of ``group`` misses a joint (names it).
+    """
+    try:
+        root = ET.fromstring(srdf)
+    except ET.ParseError as exc:
+        raise ValueError(f"robot_description_semantic: not an SRDF: {exc}") from None
+    states: dict[str, JointPositions] = {}
+    for element in root.iter("group_state"):
+        if element.get("group") != group:
+            continue
+        name = element.get("name", "")
+        values = {j.get("name", ""): j.get("value", "") for j in element.iter("joint")}
+        joints = []
+        for joint in JOINT_NAMES:
+            value = values.get(joint_prefix + joint)
+            if value is None:
+                raise ValueError(
+                    f"robot_description_semantic: group_state {name!r} of {group} "
+                    f"has no {joint_prefix}{joint}"
+                )
+            joints.append(float(value.split()[0]))
+        a, b, c, d, e, f = joints
+        states[name] = (a, b, c, d, e, f)
+    return states
+
+
+def description_digest(urdf: str, srdf: str) -> str:
+    """A short digest of the robot description move_group loaded (URDF + SRDF): a changed
+    calibration (a joint origin in the URDF) gives another digest."""
+    digest = hashlib.sha256()
+    for text in (urdf, srdf):
+        digest.update(text.encode())
+        digest.update(b"\0")
+    return digest.hexdigest()[:10]
+
+
+def model_revision(cell: CellConfig, tools: ToolState, description: str) -> str:
+    """``<prefix>-<digest>__<gripper>[__<cup_profile>]``: the cell's revision of the tool and
+    cup, its prefix extended by a digest of the loaded description and of the attached tool's
+    collision geometry (so a changed tool model changes it as well).
+
+    Args:
+        cell: the cell (tool geometry, the revision's prefix).
+        tools: the tool state (attached tool, fitted cup).
+        description: :func:`description_digest` of move_group's URDF and SRDF.
+    """
+    base = cell.model_revision(tools.gripper, tools.cup_profile)
+    prefix, _, rest = base.partition("__")
+    digest = hashlib.sha256(description.encode())
+    for shape in tool_shapes(cell, tools):
+        digest.update(repr((shape.name, shape.shape, shape.pose)).encode())
+    return f"{prefix}-{digest.hexdigest()[:10]}__{rest}"
+
+
+def tool_shapes(cell: CellConfig, tools: ToolState) -> tuple[ToolShape, ...]:
+    """The attached tool's collision primitives in the flange frame (the fitted cup included)."""
+    gripper = cell.gripper(tools.gripper)
+    cup = gripper.cup(tools.cup_profile)
+    return gripper.collision + (cup.collision if cup is not None else ())
+
+
+# -- messages -----------------------------------------------------------------------------------
+
+
+def pose_msg(T: NDArray[np.float64]) -> Pose:
+    """A ``geometry_msgs/Pose`` of a (4, 4) transform."""
+    msg = Pose()
+    msg.position.x, msg.position.y, msg.position.z = (float(v) for v in T[:3, 3])
+    x, y, z, w = (float(v) for v in quat_from_matrix(T[:3, :3]))
+    msg.orientation.x, msg.orientation.y, msg.orientation.z, msg.orientation.w = x, y, z, w
+    return msg
+
+
+def matrix_of(pose: Pose) -> NDArray[np.float64]:
+    """The (4, 4) transform of a ``geometry_msgs/Pose``."""
+    from erobs_bt.world.kinematics import quat_matrix
+
+    T = np.eye(4)
+    q = pose.orientation
+    T[:3, :3] = quat_matrix((q.x, q.y, q.z, q.w))
+    T[:3, 3] = (pose.position.x, pose.position.y, pose.position.z)
+    return T
+
+
+_SHAPE_TYPES = {
+    "box": SolidPrimitive.BOX,
+    "cylinder": SolidPrimitive.CYLINDER,
+    "sphere": SolidPrimitive.SPHERE,
+}
+
+
+def tool_object_id(gripper: str) -> str:
+    """The planning-scene id of a tool's attached collision object (``erobs_tool_epick``)."""
+    return f"erobs_tool_{gripper}"
+
+
+def attached_tool(cell: CellConfig, tools: ToolState, config: MoveItConfig) -> AttachedCollisionObject | None:
+    """The attached tool as a ``moveit_msgs/AttachedCollisionObject`` on ``flange_link``
+    (its primitives from the cell, the fitted cup included), or ``None`` for the bare flange.
+
+    The tool may touch the flange link it is attached to.
+    """
+    if tools.gripper == "none":
+        return None
+    shapes = tool_shapes(cell, tools)
+    attached = AttachedCollisionObject()
+    attached.link_name = config.flange_link
+    attached.touch_links = [config.flange_link]
+    obj = CollisionObject()
+    obj.header.frame_id = config.flange_link
+    obj.id = tool_object_id(tools.gripper)
+    obj.pose.orientation.w = 1.0
+    obj.operation = CollisionObject.ADD
+    for shape in shapes:
+        primitive = SolidPrimitive()
+        primitive.type = _SHAPE_TYPES[shape.shape.kind]
+        primitive.dimensions = [float(v) for v in shape.shape.size]
+        obj.primitives.append(primitive)
+        obj.primitive_poses.append(pose_msg(shape.pose.matrix()))
+    attached.object = obj
+    return attached
+
+
+def robot_state(
+    positions: Sequence[float], config: MoveItConfig, attached: AttachedCollisionObject | None
+) -> RobotState:
+    """A full (not diff) ``moveit_msgs/RobotState``: the arm at ``positions`` [rad] with the
+    tool ``attached`` (the start state of one segment of a connected sequence)."""
+    state = RobotState()
+    state.joint_state.name = list(config.joint_names)
+    state.joint_state.position = [float(v) for v in positions]
+    if attached is not None:
+        state.attached_collision_objects = [attached]
+    state.is_diff = False
+    return state
+
+
+def joint_goal(goal: Sequence[float], config: MoveItConfig, tolerance: float = 1e-4) -> ConstraintsMsg:
+    """Goal constraints that put every arm joint at ``goal`` [rad] (± ``tolerance``)."""
+    constraints = ConstraintsMsg()
+    for name, value in zip(config.joint_names, goal, strict=True):
+        constraints.joint_constraints.append(
+            JointConstraint(
+                joint_name=name,
+                position=float(value),
+                tolerance_above=tolerance,
+                tolerance_below=tolerance,
+                weight=1.0,
+            )
+        )
+    return constraints
+
+
+def path_constraints(constraints: Constraints | None, config: MoveItConfig) -> ConstraintsMsg:
+    """The step's path constraints as ``moveit_msgs/Constraints`` (joint names prefixed)."""
+    msg = ConstraintsMsg()
+    if constraints is None:
+        return msg
+    for joint in constraints.joint:
+        msg.joint_constraints.append(
+            JointConstraint(
+                joint_name=config.joint_prefix + joint.joint_name,
+                position=float(joint.position),
+                tolerance_above=float(joint.tolerance_above),
+                tolerance_below=float(joint.tolerance_below),
+                weight=1.0,
+            )
+        )
+    for orientation in constraints.orientation:
+        item = OrientationConstraint()
+        item.header.frame_id = orientation.frame_id
+        item.link_name = orientation.link_name
+        if orientation.orientation is not None:
+            x, y, z, w = orientation.orientation
+            item.orientation.x, item.orientation.y, item.orientation.z, item.orientation.w = x, y, z, w
+        else:
+            item.orientation.w = 1.0
+        tx, ty, tz = orientation.absolute_tolerance
+        item.absolute_x_axis_tolerance, item.absolute_y_axis_tolerance = float(tx), float(ty)
+        item.absolute_z_axis_tolerance = float(tz)
+        item.weight = 1.0
+        msg.orientation_constraints.append(item)
+    return msg
+
+
+def _seconds(duration: Duration) -> float:
+    return float(duration.sec) + float(duration.nanosec) * 1e-9
+
+
+def _duration(seconds: float) -> Duration:
+    whole = math.floor(seconds)
+    nanosec = min(999_999_999, round((seconds - whole) * 1e9))
+    return Duration(sec=int(whole), nanosec=int(nanosec))
+
+
+def segment_from_trajectory(trajectory: RobotTrajectory, config: MoveItConfig, step_index: int) -> ArmSegment:
+    """An :class:`ArmSegment` of MoveIt's time-parameterised trajectory (arm joints only,
+    :data:`JOINT_NAMES` order).
+
+    Raises:
+        MotionError: ``PLANNING_FAILED`` when the trajectory lacks an arm joint or has no points.
+    """
+    joint_trajectory = trajectory.joint_trajectory
+    names = list(joint_trajectory.joint_names)
+    try:
+        order = [names.index(name) for name in config.joint_names]
+    except ValueError:
+        raise MotionError(
+            ErrorCode.PLANNING_FAILED,
+            f"step {step_index}: MoveIt's trajectory has joints {names}, not {list(config.joint_names)}",
+        ) from None
+    if not joint_trajectory.points:
+        raise MotionError(ErrorCode.PLANNING_FAILED, f"step {step_index}: MoveIt's trajectory has no points")
+    points = []
+    for point in joint_trajectory.points:
+        velocities = list(point.velocities) or [0.0] * len(names)
+        accelerations = list(point.accelerations) or [0.0] * len(names)
+        points.append(
+            TrajectoryPoint(
+                positions=tuple(float(point.positions[i]) for i in order),
+                velocities=tuple(float(velocities[i]) for i in order),
+                accelerations=tuple(float(accelerations[i]) for i in order),
+                time_from_start=_seconds(point.time_from_start),
+            )
+        )
+    return ArmSegment(step_index=step_index, points=tuple(points))
+
+
+def trajectory_of(segment: ArmSegment, config: MoveItConfig) -> RobotTrajectory:
+    """A ``moveit_msgs/RobotTrajectory`` of a stored segment (what replay sends through
+    ExecuteTrajectory: the very trajectory MoveIt planned)."""
+    order = [segment.joint_names.index(name) for name in JOINT_NAMES]
+    trajectory = RobotTrajectory()
+    trajectory.joint_trajectory.joint_names = list(config.joint_names)
+    for point in segment.points:
+        trajectory.joint_trajectory.points.append(
+            JointTrajectoryPoint(
+                positions=[float(point.positions[i]) for i in order],
+                velocities=[float(point.velocities[i]) for i in order],
+                accelerations=[float(point.accelerations[i]) for i in order],
+                time_from_start=_duration(point.time_from_start),
+            )
+        )
+    return trajectory
+
+
+def positions_of(state: RobotState, config: MoveItConfig) -> JointPositions | None:
+    """The arm joints [rad] of a ``RobotState`` (an IK solution), or ``None`` when one is missing."""
+    index: Mapping[str, int] = {name: i for i, name in enumerate(state.joint_state.name)}
+    try:
+        a, b, c, d, e, f = (float(state.joint_state.position[index[name]]) for name in config.joint_names)
+    except (KeyError, IndexError):
+        return None
+    return (a, b, c, d, e, f)
+
+
+# -- configuration file ------------------------------------------------------------------------
+
+_PLAIN_KEYS = {
+    "namespace": "string",
+    "node_name": "string",
+    "group": "string",
+    "joint_prefix": "string",
+    "flange_link": "string",
+    "planning_time": "s",
+    "speed_scaling": "",
+    "cartesian_step": "m",
+    "min_cartesian_fraction": "",
+    "start_tolerance": "rad",
+    "server_timeout": "s",
+    "call_timeout": "s",
+    "acceptance_timeout": "s",
+    "motion_timeout": "s",
+}
+
+
+def parse_moveit_config(data: Any, *, source: str = "") -> MoveItConfig:
+    """Read a ``moveit`` configuration (``config/moveit.yaml`` documents every key).
+
+    Args:
+        data: the decoded YAML (``None``/empty: every default).
+        source: the file, for messages.
+
+    Raises:
+        ConfigError: a wrong key or value, named by file and key
+            (``moveit.yaml: pipelines[1].pipeline: must be a string (got 3)``).
+    """
+    from erobs_bt.validation import Checker
+
+    check = Checker(file=source)
+    if data is None:
+        return MoveItConfig()
+    values = check.mapping(data, "")
+    allowed = (*_PLAIN_KEYS, "pipelines", "planning_attempts", "jump_threshold", "tools")
+    check.only_keys(values, "", allowed)
+    settings: dict[str, Any] = {}
+    for key, kind in _PLAIN_KEYS.items():
+        if key not in values:
+            continue
+        if kind == "string":
+            settings[key] = check.string(values[key], key, allow_empty=key in ("namespace", "joint_prefix"))
+        elif key in ("speed_scaling", "min_cartesian_fraction"):
+            settings[key] = check.number(values[key], key, maximum=1.0, positive=True)
+        else:
+            settings[key] = check.number(values[key], key, unit=kind, positive=True)
+    if "jump_threshold" in values:
+        settings["jump_threshold"] = check.number(values["jump_threshold"], "jump_threshold", minimum=0.0)
+    if "planning_attempts" in values:
+        settings["planning_attempts"] = check.integer(
+            values["planning_attempts"], "planning_attempts", minimum=1
+        )
+    if "tools" in values:
+        settings["tools"] = check.choice(values["tools"], "tools", TOOL_MODES)
+    if "pipelines" in values:
+        pipelines = []
+        for i, item in enumerate(check.array(values["pipelines"], "pipelines", non_empty=True)):
+            where = f"pipelines[{i}]"
+            entry = check.mapping(item, where)
+            check.only_keys(entry, where, ("pipeline", "planner"))
+            pipeline = check.string(check.required(entry, "pipeline", where), f"{where}.pipeline")
+            planner = check.string(entry.get("planner", ""), f"{where}.planner", allow_empty=True)
+            pipelines.append((pipeline, planner))
+        settings["pipelines"] = tuple(pipelines)
+    return MoveItConfig(**settings)
+
+
+def load_moveit_config(path: str | Any) -> MoveItConfig:
+    """Read and check a ``moveit`` configuration file (:func:`parse_moveit_config`).
+
+    Raises:
+        ConfigError: unreadable file, invalid YAML, or a wrong key or value (names file and key).
+    """
+    from erobs_bt.validation import read_yaml
+
+    return parse_moveit_config(read_yaml(str(path)), source=str(path))

@@ -1,0 +1,470 @@
+"""The MoveIt planner part: plans ``moveto`` steps with a running ``move_group``.
+
+:class:`MoveItPlanner` implements :class:`erobs_bt.planning.base.Planner` by sending each
+step to move_group's standard services (names in the move_group's namespace, MoveIt's
+defaults):
+
+========================  ===========================================  ==========================
+step                      request                                      service
+========================  ===========================================  ==========================
+joint / named target      ``MotionPlanRequest``, joint goal; the       ``plan_kinematic_path``
+                          pipelines in order (Pilz ``PTP``, then       (``GetMotionPlan``)
+                          OMPL), the first success wins
+``cartesian_target``      IK of the tip goal (``compute_ik``), then    ``compute_ik``,
+(``auto``/``pilz_ptp``)   the joint goal as above                      ``plan_kinematic_path``
+straight line (relative,  waypoint of the flange, ``fraction`` at      ``compute_fk``,
+``cartesian``/``pilz``)   least ``min_cartesian_fraction`` (0.9)       ``compute_cartesian_path``
+========================  ===========================================  ==========================
+
+Every request carries its own full start state: the joints the previous segment of the
+unit was planned to end in and the tool attached then (its collision geometry as an
+``AttachedCollisionObject`` on the flange, the fitted cup included), so a unit is planned
+as one connected sequence whatever the live planning scene shows. Tip goals are solved for
+the flange with the tool's ``T_flange_tip`` from the cell (the tip frame is the IK frame:
+the flange goal is the tip goal moved by the tool's own transform). MoveIt
+time-parameterises every trajectory (the speed scaling is EROBS's 0.2).
+
+The live tool is attached in the planning scene too (:meth:`MoveItPlanner.follow`, through
+``apply_planning_scene``): a tool exchange detaches the old tool and attaches the new one;
+move_group is never restarted. Named states are the SRDF's ``group_state`` entries of the
+arm group (``robot_description_semantic`` of the move_group node) and the model revision
+includes a digest of the URDF and SRDF move_group loaded (:func:`.model.model_revision`).
+
+Why the interfaces directly and not pymoveit2: pymoveit2's ``MoveIt2`` plans from the live
+``/joint_states`` or one start state it keeps, executes what it planned itself, and waits
+with its own executor; the engine needs a connected sequence planned from states that do
+not exist yet (plan-ahead), trajectories kept in the plan cache and replayed later, and
+every wait on its own worker threads. The messages are the same ones pymoveit2 sends.
+
+Errors: MoveIt's error codes become ``PLANNING_FAILED: tasks[3]: GetMotionPlan
+/plan_kinematic_path: GOAL_IN_COLLISION (-12): …`` (:func:`.model.moveit_error`); a
+service that does not appear or answer in time fails planning the same way.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from moveit_msgs.msg import AttachedCollisionObject, CollisionObject, MotionPlanRequest, PlanningScene
+from moveit_msgs.srv import (
+    ApplyPlanningScene,
+    GetCartesianPath,
+    GetMotionPlan,
+    GetPositionFK,
+    GetPositionIK,
+)
+from numpy.typing import NDArray
+from rcl_interfaces.srv import GetParameters
+
+from erobs_bt.backends.base import ArmSegment, ErrorCode, MotionError
+from erobs_bt.backends.moveit.model import (
+    MoveItConfig,
+    attached_tool,
+    description_digest,
+    error_name,
+    joint_goal,
+    matrix_of,
+    model_revision,
+    moveit_error,
+    named_states_from_srdf,
+    path_constraints,
+    pose_msg,
+    positions_of,
+    robot_state,
+    segment_from_trajectory,
+    succeeded,
+    tool_object_id,
+)
+from erobs_bt.backends.ros2_control.link import RosLink, wait_future, wait_ready
+from erobs_bt.script.model import JointPositions, MoveTo
+from erobs_bt.world.cell import CellConfig
+from erobs_bt.world.kinematics import T_BASE_LINK_BASE, flange_goal_from_tip_goal, pose_from_xyz_rpy
+from erobs_bt.world.tools import ToolState, planning_tip
+
+_LOG = logging.getLogger(__name__)
+
+
+class MoveItPlanner:
+    """Plans with move_group (module docstring); one instance per stack, thread-safe.
+
+    Args:
+        cell: the cell (tool geometry and tip frames, marker and obstacle frames, the
+            revision's prefix).
+        link: the ROS node the clients live on (started by the caller after construction,
+            see :meth:`RosLink.start`).
+        config: names and planning settings.
+
+    The robot description is read from move_group at the first call that needs it
+    (:meth:`load_description`).
+    """
+
+    def __init__(self, cell: CellConfig, link: RosLink, config: MoveItConfig | None = None) -> None:
+        self._cell = cell
+        self._link = link
+        self._config = config if config is not None else MoveItConfig()
+        c = self._config
+        node, group = link.node, link.group
+        self._plan: Any = node.create_client(
+            GetMotionPlan, c.name("plan_kinematic_path"), callback_group=group
+        )
+        self._cartesian: Any = node.create_client(
+            GetCartesianPath, c.name("compute_cartesian_path"), callback_group=group
+        )
+        self._ik: Any = node.create_client(GetPositionIK, c.name("compute_ik"), callback_group=group)
+        self._fk: Any = node.create_client(GetPositionFK, c.name("compute_fk"), callback_group=group)
+        self._scene: Any = node.create_client(
+            ApplyPlanningScene, c.name("apply_planning_scene"), callback_group=group
+        )
+        self._parameters: Any = node.create_client(
+            GetParameters, c.name(f"{c.node_name}/get_parameters"), callback_group=group
+        )
+        self._lock = threading.Lock()
+        self._description: tuple[str, dict[str, JointPositions]] | None = None  # digest, named states
+        self._attached: tuple[str, str | None] | None = (
+            None  # (tool, cup) attached in move_group's scene by follow()
+        )
+        self._scene_lock = threading.Lock()
+        self._reloads = 0
+        self.requests = 0  # planning requests sent (GetMotionPlan + GetCartesianPath)
+
+    @property
+    def config(self) -> MoveItConfig:
+        """Names and planning settings."""
+        return self._config
+
+    # -- the robot model -----------------------------------------------------------------------
+    def load_description(self) -> tuple[str, Mapping[str, JointPositions]]:
+        """Read ``robot_description`` and ``robot_description_semantic`` from the move_group node
+        (once): the digest of the two and the arm group's named states.
+
+        Raises:
+            MotionError: ``PLANNING_FAILED`` when the node or its parameters are missing or the
+                SRDF is invalid (names the node and the parameter).
+        """
+        with self._lock:
+            if self._description is not None:
+                return self._description
+            node = self._config.name(self._config.node_name)
+            values = self._call(
+                self._parameters,
+                GetParameters.Request(names=["robot_description", "robot_description_semantic"]),
+                what=f"GetParameters {node}",
+                where="robot description",
+            ).values
+            if len(values) != 2 or not values[0].string_value or not values[1].string_value:
+                raise MotionError(
+                    ErrorCode.PLANNING_FAILED,
+                    f"robot description: {node} has no robot_description and robot_description_semantic",
+                )
+            urdf, srdf = values[0].string_value, values[1].string_value
+            try:
+                states = named_states_from_srdf(
+                    srdf, group=self._config.group, joint_prefix=self._config.joint_prefix
+                )
+            except ValueError as exc:
+                raise MotionError(ErrorCode.PLANNING_FAILED, f"{node}: {exc}") from None
+            self._description = (description_digest(urdf, srdf), states)
+            _LOG.info(
+                "move_group %s: description %s, named states %s",
+                node,
+                self._description[0],
+                ", ".join(sorted(states)) or "none",
+            )
+            return self._description
+
+    @property
+    def named_states(self) -> Mapping[str, JointPositions]:
+        """The SRDF's named states of the arm group: name -> joints [rad].
+
+        Raises:
+            MotionError: as :meth:`load_description`.
+        """
+        return self.load_description()[1]
+
+    def model_revision(self, tools: ToolState) -> str:
+        """``<prefix>-<digest>__<gripper>[__<cup_profile>]`` (:func:`.model.model_revision`)."""
+        return model_revision(self._cell, tools, self.load_description()[0])
+
+    @property
+    def model_reloads(self) -> int:
+        """How often another tool was attached in move_group's planning scene."""
+        return self._reloads
+
+    def follow(self, tools: ToolState) -> None:
+        """Attach the live tool in move_group's planning scene when it changed (detaching the
+        one before), through ``apply_planning_scene``; move_group is not restarted.
+
+        Every plan sends its own start state with its tool, so this keeps the scene other
+        clients (RViz, a MoveIt user) see truthful.
+
+        Raises:
+            MotionError: ``EXECUTION_FAILED`` when the scene service refuses or is missing.
+        """
+        with self._scene_lock:
+            wanted = (tools.gripper, tools.cup_profile)
+            if self._attached == wanted:
+                return
+            where = f"attach {tools.gripper}"
+            if self._attached is not None and self._attached[0] != "none":
+                # Detached, MoveIt puts the object back into the world where the flange leaves
+                # it: remove it from there too (the tool stays in its dock, the cell models it).
+                old = AttachedCollisionObject()
+                old.link_name = self._config.flange_link
+                old.object.id = tool_object_id(self._attached[0])
+                old.object.operation = CollisionObject.REMOVE
+                detach = PlanningScene(is_diff=True)
+                detach.robot_state.is_diff = True
+                detach.robot_state.attached_collision_objects.append(old)
+                self._apply(detach, where)
+                remove = PlanningScene(is_diff=True)
+                remove.robot_state.is_diff = True
+                remove.world.collision_objects.append(
+                    CollisionObject(id=tool_object_id(self._attached[0]), operation=CollisionObject.REMOVE)
+                )
+                self._apply(remove, where)
+            new = attached_tool(self._cell, tools, self._config)
+            if new is not None:
+                attach = PlanningScene(is_diff=True)
+                attach.robot_state.is_diff = True
+                attach.robot_state.attached_collision_objects.append(new)
+                self._apply(attach, where)
+            _LOG.info(
+                "planning scene: %s attached (was %s)",
+                tools.gripper,
+                self._attached[0] if self._attached is not None else "unknown",
+            )
+            self._attached = wanted
+            self._reloads += 1
+
+    def _apply(self, scene: PlanningScene, where: str) -> None:
+        """Send one planning-scene diff through ``apply_planning_scene``.
+
+        Raises:
+            MotionError: ``EXECUTION_FAILED`` when the service is missing or refuses the diff.
+        """
+        what = f"ApplyPlanningScene {self._config.name('apply_planning_scene')}"
+        try:
+            answer = self._call(self._scene, ApplyPlanningScene.Request(scene=scene), what=what, where=where)
+        except MotionError as exc:
+            raise MotionError(ErrorCode.EXECUTION_FAILED, exc.detail) from None
+        if not answer.success:
+            raise MotionError(ErrorCode.EXECUTION_FAILED, f"{where}: {what} refused the change")
+
+    # -- planning ----------------------------------------------------------------------------
+    def plan_move(self, step: MoveTo, start: Sequence[float], *, tools: ToolState) -> ArmSegment:
+        """Plan one ``moveto`` step from ``start`` [rad] with ``tools`` attached (module docstring).
+
+        Raises:
+            MotionError: ``PLANNING_FAILED: <step.path>: <reason>``.
+        """
+        where = step.path
+        attached = attached_tool(self._cell, tools, self._config)
+        T_flange_tip = planning_tip(self._cell, tools)
+        if step.target is not None:
+            goal = step.target_joints
+            if goal is None:
+                goal = self.named_states.get(step.target)
+            if goal is None:
+                known = ", ".join(sorted(self.named_states)) or "none"
+                raise MotionError(
+                    ErrorCode.PLANNING_FAILED,
+                    f"{where}: target {step.target!r} is neither a pose nor a named state of "
+                    f"{self._config.group} (known: {known})",
+                )
+            return self._plan_joints(step, start, goal, attached)
+        if step.direction_vector is not None and step.distance is not None:
+            T_start = self._forward(start, attached, where)
+            T_goal = T_start.copy()
+            T_goal[:3, 3] += T_start[:3, :3] @ np.asarray(step.direction_vector, dtype=float) * step.distance
+            return self._plan_line(step, start, T_goal, attached)
+        if step.cartesian_target is not None:
+            values = [float(v) for v in step.cartesian_target]
+            if len(values) not in (3, 6):
+                raise MotionError(
+                    ErrorCode.PLANNING_FAILED,
+                    f"{where}: cartesian_target must be 3 or 6 numbers, got {values}",
+                )
+            T_frame = self._frame(step.frame_id, where)
+            if len(values) == 6:
+                T_tip_goal = T_frame @ pose_from_xyz_rpy(values[:3], values[3:], degrees=False)
+            else:
+                T_tip_goal = np.eye(4)
+                T_tip_goal[:3, :3] = (self._forward(start, attached, where) @ T_flange_tip)[:3, :3]
+                T_tip_goal[:3, 3] = (T_frame @ np.append(values, 1.0))[:3]
+            T_goal = flange_goal_from_tip_goal(T_tip_goal, T_flange_tip)
+            if step.planning_type in ("cartesian", "pilz"):
+                return self._plan_line(step, start, T_goal, attached)
+            goal_joints = self._inverse(T_goal, start, attached, where)
+            return self._plan_joints(step, start, goal_joints, attached)
+        raise MotionError(
+            ErrorCode.PLANNING_FAILED,
+            f"{where}: moveto has no target, direction/distance or cartesian_target",
+        )
+
+    def _pipelines(self, planning_type: str) -> tuple[tuple[str, str], ...]:
+        if planning_type in ("pilz", "pilz_ptp"):
+            return (
+                tuple(p for p in self._config.pipelines if p[0].startswith("pilz")) or self._config.pipelines
+            )
+        return self._config.pipelines
+
+    def _plan_joints(
+        self, step: MoveTo, start: Sequence[float], goal: Sequence[float], attached: Any
+    ) -> ArmSegment:
+        c = self._config
+        failures: list[str] = []
+        last: MotionError | None = None
+        for pipeline, planner in self._pipelines(step.planning_type):
+            request = MotionPlanRequest()
+            request.start_state = robot_state(start, c, attached)
+            request.goal_constraints = [joint_goal(goal, c)]
+            request.path_constraints = path_constraints(step.constraints, c)
+            request.pipeline_id, request.planner_id = pipeline, planner
+            request.group_name = c.group
+            request.num_planning_attempts = c.planning_attempts
+            request.allowed_planning_time = c.planning_time
+            request.max_velocity_scaling_factor = c.speed_scaling
+            request.max_acceleration_scaling_factor = c.speed_scaling
+            chosen = f"{pipeline}/{planner}" if planner else pipeline
+            what = f"GetMotionPlan {c.name('plan_kinematic_path')} ({chosen})"
+            self.requests += 1
+            response = self._call(
+                self._plan, GetMotionPlan.Request(motion_plan_request=request), what=what, where=step.path
+            ).motion_plan_response
+            if succeeded(response.error_code):
+                return self._segment(response.trajectory, start, step)
+            last = moveit_error(response.error_code, planning=True, where=step.path, what=what)
+            failures.append(f"{pipeline}: {error_name(response.error_code.val)}")
+        assert last is not None
+        if len(failures) > 1:
+            raise MotionError(ErrorCode.PLANNING_FAILED, f"{last.detail} (tried {'; '.join(failures)})")
+        raise last
+
+    def _plan_line(
+        self, step: MoveTo, start: Sequence[float], T_goal: NDArray[np.float64], attached: Any
+    ) -> ArmSegment:
+        c = self._config
+        request = GetCartesianPath.Request()
+        request.header.frame_id = "base_link"
+        request.start_state = robot_state(start, c, attached)
+        request.group_name = c.group
+        request.link_name = c.flange_link
+        request.waypoints = [pose_msg(T_goal)]
+        request.max_step = c.cartesian_step
+        request.jump_threshold = c.jump_threshold
+        request.avoid_collisions = True
+        request.path_constraints = path_constraints(step.constraints, c)
+        request.max_velocity_scaling_factor = c.speed_scaling
+        request.max_acceleration_scaling_factor = c.speed_scaling
+        what = f"GetCartesianPath {c.name('compute_cartesian_path')}"
+        self.requests += 1
+        response = self._call(self._cartesian, request, what=what, where=step.path)
+        if not succeeded(response.error_code):
+            raise moveit_error(response.error_code, planning=True, where=step.path, what=what)
+        if response.fraction < c.min_cartesian_fraction:
+            raise MotionError(
+                ErrorCode.PLANNING_FAILED,
+                f"{step.path}: {what}: only {response.fraction:.1%} of the straight line is possible "
+                f"(at least {c.min_cartesian_fraction:.0%} needed)"
+                + (f": {response.error_code.message}" if response.error_code.message else ""),
+            )
+        return self._segment(response.solution, start, step)
+
+    def _segment(self, trajectory: Any, start: Sequence[float], step: MoveTo) -> ArmSegment:
+        try:
+            segment = segment_from_trajectory(trajectory, self._config, step.index)
+        except MotionError as exc:
+            raise MotionError(ErrorCode.PLANNING_FAILED, f"{step.path}: {exc.detail}") from None
+        deviation = float(
+            np.max(np.abs(np.asarray(segment.points[0].positions) - np.asarray(start, dtype=float)))
+        )
+        if deviation > self._config.start_tolerance:
+            raise MotionError(
+                ErrorCode.PLANNING_FAILED,
+                f"{step.path}: MoveIt's trajectory starts {deviation:.4f} rad from the requested start state",
+            )
+        return segment
+
+    def _forward(self, joints: Sequence[float], attached: Any, where: str) -> NDArray[np.float64]:
+        """``T_base_link_flange`` at ``joints`` from move_group's ``compute_fk``."""
+        c = self._config
+        request = GetPositionFK.Request()
+        request.header.frame_id = "base_link"
+        request.fk_link_names = [c.flange_link]
+        request.robot_state = robot_state(joints, c, attached)
+        what = f"GetPositionFK {c.name('compute_fk')}"
+        response = self._call(self._fk, request, what=what, where=where)
+        if not succeeded(response.error_code) or not response.pose_stamped:
+            raise moveit_error(response.error_code, planning=True, where=where, what=what)
+        return matrix_of(response.pose_stamped[0].pose)
+
+    def _inverse(
+        self, T_flange: NDArray[np.float64], seed: Sequence[float], attached: Any, where: str
+    ) -> JointPositions:
+        """Joints [rad] that put the flange at ``T_flange``, from move_group's ``compute_ik``
+        seeded with ``seed`` and checked for collisions."""
+        c = self._config
+        request = GetPositionIK.Request()
+        ik = request.ik_request
+        ik.group_name = c.group
+        ik.robot_state = robot_state(seed, c, attached)
+        ik.avoid_collisions = True
+        ik.ik_link_name = c.flange_link
+        ik.pose_stamped.header.frame_id = "base_link"
+        ik.pose_stamped.pose = pose_msg(T_flange)
+        ik.timeout.sec = 1
+        what = f"GetPositionIK {c.name('compute_ik')}"
+        response = self._call(self._ik, request, what=what, where=where)
+        if not succeeded(response.error_code):
+            raise moveit_error(response.error_code, planning=True, where=where, what=what)
+        joints = positions_of(response.solution, c)
+        if joints is None:
+            raise MotionError(ErrorCode.PLANNING_FAILED, f"{where}: {what}: the solution lacks an arm joint")
+        return joints
+
+    def _frame(self, frame_id: str, where: str) -> NDArray[np.float64]:
+        """``T_base_link_frame`` of a goal's frame: ``base_link``, ``base``, ``marker_<id>`` or an
+        obstacle of the cell (the frames a script may name)."""
+        try:
+            if frame_id in ("", "base_link"):
+                return np.eye(4)
+            if frame_id == "base":
+                return T_BASE_LINK_BASE.copy()
+            if frame_id.startswith("marker_") and frame_id[7:].isdigit():
+                return self._cell.marker(int(frame_id[7:])).pose.matrix()
+            return self._cell.obstacle(frame_id).T_base_link_obstacle()
+        except ValueError as exc:
+            raise MotionError(ErrorCode.PLANNING_FAILED, f"{where}: frame_id {frame_id!r}: {exc}") from None
+
+    def _call(self, client: Any, request: Any, *, what: str, where: str) -> Any:
+        """Call a service and wait for the answer (in the calling thread).
+
+        Raises:
+            MotionError: ``PLANNING_FAILED`` when the service does not appear within
+                ``server_timeout`` or does not answer within ``planning_time + call_timeout``.
+        """
+        c = self._config
+        if not wait_ready(client.service_is_ready, c.server_timeout):
+            raise MotionError(
+                ErrorCode.PLANNING_FAILED,
+                f"{where}: {what}: service unavailable (waited {c.server_timeout:g} s)",
+            )
+        future = client.call_async(request)
+        timeout = c.planning_time + c.call_timeout
+        if not wait_future(future, timeout):
+            raise MotionError(ErrorCode.PLANNING_FAILED, f"{where}: {what}: no answer within {timeout:g} s")
+        return future.result()
+
+    def forget_scene(self) -> None:
+        """Forget which tool :meth:`follow` attached (move_group was restarted: attach again)."""
+        with self._scene_lock:
+            self._attached = None
+
+    @staticmethod
+    def object_id(gripper: str) -> str:
+        """The planning-scene id of ``gripper``'s attached collision object."""
+        return tool_object_id(gripper)

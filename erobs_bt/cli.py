@@ -341,7 +341,8 @@ def _engine_options(command: Any) -> Any:
             type=click.IntRange(min=1),
             default=1,
             show_default=True,
-            help="Run the goal N times (returning to the start state in between).",
+            help="Run the goal N times; in between, a simulated cell is reset to its initial state "
+            "(arm, tools, docks, parts, pipettor), any other robot returns to the start joint state.",
         ),
         click.option(
             "--log",
@@ -551,8 +552,7 @@ def _run_goals(
             )
         code = 0
         for attempt in range(1, repeat + 1):
-            returning = attempt > 1 and not dry_run and start is not None
-            if returning and not _return_to(engine, start, progress, console):
+            if attempt > 1 and not dry_run and not _start_over(engine, start, progress, console):
                 code = EXIT_FAILED
                 break
             console.rule(f"{verb} {attempt}/{repeat}")
@@ -672,6 +672,35 @@ def default_log_path(script: Path) -> Path:
     from erobs_bt.viz.runlog import default_log_dir
 
     return default_log_dir() / f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}_{script.stem}.jsonl"
+
+
+def _start_over(engine: Any, start: Any, progress: Any, console: Console) -> bool:
+    """Bring the cell back to where the first run started, before a repeat.
+
+    A simulated cell is reset (:meth:`~erobs_bt.orchestrator.Orchestrator.reset_simulation`:
+    arm, tools, docks, parts, pipettor as the cell config starts them). Any other backend
+    refuses a reset: the arm then goes back to the start joint state with a one-step goal
+    (:func:`_return_to`), and the console says what is not restored (tools, parts and the
+    pipettor stay as the run left them, so the repeat may fail for that).
+
+    Returns:
+        False when the repeat cannot start (the return move failed; it says why).
+    """
+    reply = engine.orchestrator.reset_simulation(by="erobs-bt run --repeat")
+    if reply.success:
+        console.print(reply.message, style="dim", highlight=False, markup=False)
+        return True
+    console.print(
+        f"{reply.message}: the tools, parts and pipettor stay as the run left them "
+        "(the repeat fails where it needs them as they were)",
+        style="yellow",
+        highlight=False,
+        markup=False,
+    )
+    if start is None:
+        console.print("[yellow]no start joint state was known: the arm stays where it is[/]")
+        return True
+    return _return_to(engine, start, progress, console)
 
 
 def _return_to(engine: Any, start: Any, progress: Any, console: Console) -> bool:

@@ -161,6 +161,7 @@ class Orchestrator:
         self._fault_reason = ""
         self._fault_goal_id = ""  # the goal that faulted the orchestrator (while FAULTED)
         self._goal: GoalHandle | None = None
+        self._last_goal_id = ""  # the latest goal submitted (the run log a reset is told in)
         self._reservation: Reservation | None = None  # a goal admitted, not yet submitted
         self._closed = ""  # why no goal is admitted any more (stop_admitting); "" admits
         self._controls: Controls | None = None
@@ -213,10 +214,17 @@ class Orchestrator:
                     f"orchestrator is FAULTED ({self._fault_reason}); check the cell, then reset the fault "
                     "(~/reset_fault, `erobs-bt reset-fault`) or restart"
                 )
+            return self._busy(reservation)
+
+    def _busy(self, reservation: Reservation | None = None) -> GoalRejected | None:
+        """The part of :meth:`admission` that a simulation reset obeys too: another goal
+        runs (``busy: goal-3 is RUNNING``), or another caller holds a :class:`Reservation`
+        (``busy: a goal is starting``, ``busy: the simulation is being reset``)."""
+        with self._lock:
             if self._goal is not None:
                 return GoalRejected(f"busy: {self._goal.goal_id} is {self._state.value}")
             if self._reservation is not None and self._reservation is not reservation:
-                return GoalRejected("busy: a goal is starting")
+                return GoalRejected(f"busy: {self._reservation.what}")
             return None
 
     def reserve(self) -> Reservation:
@@ -336,6 +344,7 @@ class Orchestrator:
         handle.script, handle.units, handle.root, handle.context = script, context.units, root, context
         context.events = _GoalEventsAdapter(self, handle)
         self._goal = handle
+        self._last_goal_id = handle.goal_id
         self._controls = controls
         self._transition(
             State.RUNNING, f"{handle.goal_id}: {len(script.steps)} steps, {len(handle.units)} units"
@@ -455,6 +464,64 @@ class Orchestrator:
             self._deliver()
         self._emit("", "fault_reset", fault=reason, faulted_goal_id=faulted, by=by or "in-process call")
         return Reply(True, f"Fault cleared: {reason}")
+
+    def reset_simulation(self, by: str = "") -> Reply:
+        """Put the simulated cell back in its initial state (``~/reset_simulation``,
+        ``erobs-bt reset-sim``, the web console, ``erobs-bt run --repeat``).
+
+        Refused, and nothing changes, when :meth:`admission` would refuse a goal for being
+        busy (a goal runs or is starting: ``busy: goal-3 is RUNNING``) or the orchestrator
+        no longer admits goals; refused when the backend is not a simulation this process
+        runs (its message says so). While the reset runs, its place is held like a goal's
+        (:class:`Reservation`): a goal arriving then is refused ``busy: the simulation is
+        being reset``. A FAULTED orchestrator stays FAULTED (the fault is the operator's to
+        clear, :meth:`reset_fault`).
+
+        What the backend restores is its own (:meth:`MotionStack.reset_simulation
+        <erobs_bt.backends.stack.MotionStack.reset_simulation>`): arm, tools, docks, held part,
+        pipettor. The plan cache is kept: a cached solution is keyed by its start joints and
+        model revision, and a replay that does not start at the live state fails before
+        anything moves and is planned afresh (the replay rule, docs/behaviour.md).
+
+        A reset is reported to the listeners as a ``simulation_reset`` event (goal id ``""``)
+        with ``t``, ``by`` (who asked), ``cell`` (what the cell is now) and
+        ``previous_goal_id`` (the latest goal, ``""`` when none); the node's run logs append it
+        to that goal's log and the node logs it. The state does not change (no state message:
+        EROBS's state text says IDLE once after every goal, and a reset is no goal).
+
+        Args:
+            by: who asked, as a person reads it; default ``in-process call``.
+
+        Returns:
+            ``success`` True with what the cell is now; False with why not.
+        """
+        by = by or "in-process call"
+        reset = getattr(self.backend, "reset_simulation", None)
+        try:
+            with self._lock:
+                refusal: GoalRejected | None = (
+                    GoalRejected(f"SHUTDOWN: {self._closed}", error_code="SHUTDOWN") if self._closed else None
+                ) or self._busy()
+                if refusal is not None:
+                    return Reply(False, f"reset refused: {refusal}")
+                if reset is None:
+                    return Reply(
+                        False,
+                        f"reset refused: the {type(self.backend).__name__} backend has no simulation "
+                        "to reset",
+                    )
+                reservation = self._reservation = Reservation(self, "the simulation is being reset")
+                previous = self._last_goal_id
+        finally:
+            self._deliver()
+        try:
+            cell = str(reset())
+        except MotionError as exc:
+            return Reply(False, f"reset refused: {exc.detail}")
+        finally:
+            reservation.release()
+        self._emit("", "simulation_reset", by=by, cell=cell, previous_goal_id=previous)
+        return Reply(True, f"simulation reset: {cell}")
 
     def clear_cache(self) -> Reply:
         """Drop every cached solution."""
@@ -651,8 +718,10 @@ class Reservation:
     submitted (:meth:`Orchestrator.submit` with ``reservation=``) or released; while it is
     held, no other goal is admitted (``busy: a goal is starting``)."""
 
-    def __init__(self, orchestrator: Orchestrator) -> None:
+    def __init__(self, orchestrator: Orchestrator, what: str = "a goal is starting") -> None:
         self._orchestrator = orchestrator
+        #: What holds the place, for the refusal of others (``busy: <what>``).
+        self.what = what
 
     def release(self) -> None:
         """Give the place up without submitting (the goal was cancelled before it started).

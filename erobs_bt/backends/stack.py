@@ -135,6 +135,10 @@ class MotionStack:
         label: what the stack is, for messages (``simulated cell``).
         on_close: called in order after the workers and the arm driver shut down
             (e.g. closing a ROS link).
+        reset: puts a simulated cell's hardware back as it started (the arm at the cell's
+            initial joint state, the tools' outputs) and returns the cell's initial tool
+            state (:meth:`reset_simulation`); ``None``: the stack drives no simulation and
+            refuses a reset.
     """
 
     def __init__(
@@ -153,8 +157,10 @@ class MotionStack:
         name: str = "sim",
         label: str = "simulated cell",
         on_close: Sequence[Callable[[], None]] = (),
+        reset: Callable[[], ToolState] | None = None,
     ) -> None:
         self._cell = cell
+        self._reset = reset
         self._planner = planner
         self._arm = arm
         self._tool_drivers = dict(tool_drivers)
@@ -561,6 +567,49 @@ class MotionStack:
         if cup is None:
             raise MotionError(ErrorCode.EXECUTION_FAILED, f"the {state.gripper} has no cup profiles")
         self._set_tool_state(replace(state, cup_profile=cup.name))
+
+    def reset_simulation(self) -> str:
+        """Put the simulated cell back in its initial state (``~/reset_simulation``).
+
+        The arm is placed at rest at the cell config's initial joint state, the tools are
+        as the cell config starts them (:func:`~erobs_bt.world.tools.initial_tool_state`:
+        the start tool attached, the others in their docks, no part held, the parts where
+        the ``parts:`` section puts them, the pipettor's tip and volume from ``pipettor:``)
+        and the planner follows the new tool state. The cup override
+        (:meth:`set_cup_override`), the fault injection and the plan cache are kept.
+
+        The caller makes sure no goal runs (:meth:`erobs_bt.orchestrator.Orchestrator.reset_simulation`).
+
+        Returns:
+            What the cell is now, for people (``epick attached; docks 1: hande, ...``).
+
+        Raises:
+            MotionError: ``EXECUTION_FAILED`` when the stack drives no simulation (a real or
+                external robot: the message says so), when the arm is moving, or after
+                :meth:`close`.
+        """
+        self._check_open()
+        if self._reset is None:
+            raise MotionError(
+                ErrorCode.EXECUTION_FAILED,
+                f"the {self._label} is not a simulation this engine runs: nothing to reset "
+                "(put the cell back by hand, or restart the simulator that drives it)",
+            )
+        with self._motion_lock:
+            if self._arm.is_busy():
+                raise MotionError(
+                    ErrorCode.EXECUTION_FAILED, "cannot reset the simulation: the arm is moving"
+                )
+            state = self._reset()
+            with self._state_lock:
+                self._tools = state
+        self._planner.follow(state)
+        docks = ", ".join(f"{n}: {tool or 'empty'}" for n, tool in sorted(state.docks.items()))
+        pipettor = state.pipettor
+        return (
+            f"{state.gripper} attached; docks {docks or 'none'}; no part held; pipettor "
+            f"{'with' if pipettor.tip else 'without'} tip, {pipettor.volume * pipettor.stroke_ul:g} µL"
+        )
 
     def shutdown(self) -> None:
         """Same as :meth:`close` (the name the engine's session uses)."""

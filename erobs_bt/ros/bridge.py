@@ -38,7 +38,7 @@ from erobs_bt.backends.base import Solution
 from erobs_bt.orchestrator import Feedback, Orchestrator, OrchestratorListener, State
 from erobs_bt.ros import convert
 from erobs_bt.ros.nodelog import NodeLog
-from erobs_bt.ros.params import SNAPSHOT_DEPTH, NodeSettings
+from erobs_bt.ros.params import RESET_SIMULATION_DONE, SNAPSHOT_DEPTH, NodeSettings
 from erobs_bt.ros.qos import latched_qos
 from erobs_bt.ros.runlogs import NodeRunLogs
 from erobs_bt.ros.snapshots import SnapshotThrottle, TreeState
@@ -175,12 +175,18 @@ class PublisherBridge(OrchestratorListener):
     def event(self, goal_id: str, record: Mapping[str, Any]) -> None:
         """Keep the goal context viewers see (cache decision and key of the unit); log every
         fault reset, whoever asked (the service, the web console of ``erobs-bt serve``, a
-        call in this process), with who it was and the fault cleared; log the script's
+        call in this process), with who it was and the fault cleared; log every simulation
+        reset the same way (:data:`~erobs_bt.ros.params.RESET_SIMULATION_DONE`); log the script's
         warnings (a pose that looks like radians)."""
         if record.get("event") == "fault_reset":
             by, fault = record.get("by", "an unknown caller"), record.get("fault", "")
             faulted = record.get("faulted_goal_id") or "no goal"
             self._log.warning(f"fault reset by {by}: cleared {fault!r} (faulted by {faulted})")
+            return
+        if record.get("event") == "simulation_reset":
+            # The answer to ~/reset_simulation too (its Empty response carries none).
+            by = record.get("by", "an unknown caller")
+            self._log.info(f"{RESET_SIMULATION_DONE}{by}: {record.get('cell', '')}")
             return
         if record.get("event") == "script_warning":
             self._log.warning(f"{goal_id}: {record.get('message', '')}")

@@ -49,18 +49,25 @@ from action_msgs.msg import GoalInfo, GoalStatus
 from action_msgs.srv import CancelGoal
 from erobs_bt_interfaces.action import ExecuteScript
 from erobs_bt_interfaces.msg import ExecutionState, TreeSnapshot
+from rcl_interfaces.msg import Log
 from rclpy.action import ActionClient
 from rclpy.event_handler import SubscriptionEventCallbacks
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
-from rclpy.qos import QoSProfile
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
-from std_srvs.srv import Trigger
+from std_srvs.srv import Empty, Trigger
 from trajectory_msgs.msg import JointTrajectory
 
 from erobs_bt.ros.domain import init_context
-from erobs_bt.ros.params import ENDPOINTS, FEEDBACK_DEPTH, SNAPSHOT_DEPTH
+from erobs_bt.ros.params import (
+    ENDPOINTS,
+    FEEDBACK_DEPTH,
+    RESET_SIMULATION_DONE,
+    RESET_SIMULATION_REFUSED,
+    SNAPSHOT_DEPTH,
+)
 from erobs_bt.ros.qos import latched_qos
 from erobs_bt.ros.snapshots import SnapshotAssembler, TreeState
 
@@ -591,6 +598,60 @@ class ErobsBtClient:
     def clear_cache(self, timeout: float = 5.0) -> tuple[bool, str]:
         """Drop the node's cached plans."""
         return self.trigger("clear_cache", timeout)
+
+    def reset_simulation(self, timeout: float = 5.0) -> tuple[bool, str]:
+        """Call ``~/reset_simulation`` (``std_srvs/srv/Empty``) and read the node's answer.
+
+        The response is empty, so the answer is the node's log line on ``/rosout``
+        (:data:`~erobs_bt.ros.params.RESET_SIMULATION_DONE`): its INFO line for a reset this
+        service made, or its WARN line for a refusal, stamped after the call was sent (the
+        node's clock: same host, or synchronised clocks). The node writes it before it
+        answers; it is read from ``/rosout``'s transient-local history, so a late match
+        loses nothing.
+
+        Returns:
+            ``(success, message)``: ``(True, "simulation reset: <what the cell is>")`` or
+            ``(False, "reset refused: <why>")``.
+
+        Raises:
+            TimeoutError: the service is not available, did not answer, or no answer line
+                arrived within ``timeout`` (a node whose ``/rosout`` is off).
+        """
+        service = self.names["reset_simulation"]
+        logger = service.rsplit("/", 1)[0].strip("/").replace("/", ".")
+        done = f"{RESET_SIMULATION_DONE}service {service}: "
+        lines: Recorder[Any] = Recorder(maxlen=1000)
+        qos = QoSProfile(
+            depth=1000, durability=DurabilityPolicy.TRANSIENT_LOCAL, reliability=ReliabilityPolicy.RELIABLE
+        )
+        subscription = self.node.create_subscription(Log, "/rosout", lines.add, qos, event_callbacks=_QUIET)
+        client: Any = self.node.create_client(Empty, service)
+        try:
+            if not client.wait_for_service(timeout_sec=timeout):
+                raise unreachable(f"service {service}", timeout, self.domain_id)
+            sent = time.time()
+            _wait_future(client.call_async(Empty.Request()), timeout, "reset_simulation")
+
+            def answer(line: Any) -> bool:
+                stamp = line.stamp.sec + line.stamp.nanosec * 1e-9
+                return (
+                    line.name == logger
+                    and stamp >= sent
+                    and (line.msg.startswith(done) or line.msg.startswith(RESET_SIMULATION_REFUSED))
+                )
+
+            line = lines.wait_for(answer, timeout)
+            if line is None:
+                raise TimeoutError(
+                    f"{service} answered, but its log line (/rosout, logger {logger}) did not arrive "
+                    f"within {timeout:g} s: is the node's /rosout off?"
+                )
+            if line.msg.startswith(done):
+                return True, "simulation reset: " + line.msg[len(done) :]
+            return False, line.msg[len(RESET_SIMULATION_REFUSED) :]
+        finally:
+            self.node.destroy_client(client)
+            self.node.destroy_subscription(subscription)
 
     def cancel_all(self, timeout: float = 5.0) -> Any:
         """Cancel every goal of the node (the action protocol's cancel-all request).

@@ -8,6 +8,10 @@
   boundary; it also works while paused and during planning.
 * ``reset-fault`` — clear FAULTED (``~/reset_fault``) after checking the cell; refused
   when the node is not faulted.
+* ``reset-sim`` — put the simulated cell back in its initial state (``~/reset_simulation``,
+  ``std_srvs/srv/Empty``): the answer is the node's log line on ``/rosout``
+  (:meth:`~erobs_bt.ros.client.ErobsBtClient.reset_simulation`); refused (exit 1) while a
+  goal runs and on a backend that is not simulated.
 * ``cancel`` — cancel the node's active goal through the action's cancel service with the
   protocol's "cancel all goals" request (zero goal id and stamp). No extra service is
   needed, any action client can do the same, and the goal still ends with the action
@@ -411,6 +415,28 @@ def reset_fault(node: str, timeout: float) -> None:
     _trigger("reset_fault", node, timeout)
 
 
+@click.command("reset-sim")
+@_node_option
+@_timeout_option
+def reset_sim(node: str, timeout: float) -> None:
+    """Put the node's simulated cell back in its initial state (~/reset_simulation).
+
+    The arm goes to the cell config's initial joint state, the tools to their docks (the
+    start tool attached), no part held, the pipettor empty. Refused (exit 1, with why)
+    while a goal runs or starts, and on a backend that is not simulated.
+    """
+    console = _console()
+    with _client(node) as client:
+        try:
+            success, message = client.reset_simulation(timeout)
+        except TimeoutError as exc:
+            console.print(f"[red]error[/] {exc}", highlight=False)
+            sys.exit(_timeout_exit(exc))
+    mark = "[green]ok[/]" if success else "[red]refused[/]"
+    console.print(f"{mark} {message}", highlight=False)
+    sys.exit(0 if success else EXIT_FAILED)
+
+
 @click.command("clear-cache")
 @_node_option
 @_timeout_option
@@ -555,6 +581,7 @@ COMMANDS: tuple[click.Command, ...] = (
     cancel,
     stop,
     reset_fault,
+    reset_sim,
     clear_cache,
     state,
     watch,

@@ -21,9 +21,10 @@ Threading (the node spins a :class:`rclpy.executors.MultiThreadedExecutor`):
   protocol requires. The callback decides under the goal lock, the lock under which the
   goal's end sets the terminal status, so a cancel arriving as the goal ends is refused
   (never accepted and then SUCCEEDED);
-* the Trigger services (pause, resume, reset_fault, clear_cache) share a mutually
-  exclusive group, so they answer while a unit runs and never race each other; stop
-  has a group of its own, so it is never queued behind another request.
+* the Trigger services (pause, resume, reset_fault, clear_cache) and the
+  ``~/reset_simulation`` Empty service share a mutually exclusive group, so they answer
+  while a unit runs and never race each other; stop has a group of its own, so it is
+  never queued behind another request.
 
 Feedback is published off the goal thread (:class:`_FeedbackPump`). Status and code
 agree: the action status is SUCCEEDED exactly when ``error_code`` is ``""``, CANCELED
@@ -46,7 +47,7 @@ from rclpy.action.server import ServerGoalHandle
 from rclpy.callback_groups import CallbackGroup, MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.node import Node
 from rclpy.qos import QoSProfile
-from std_srvs.srv import Trigger
+from std_srvs.srv import Empty, Trigger
 
 from erobs_bt.orchestrator import (
     Feedback,
@@ -61,7 +62,11 @@ from erobs_bt.orchestrator import (
 )
 from erobs_bt.ros import convert
 from erobs_bt.ros.nodelog import NodeLog
-from erobs_bt.ros.params import FEEDBACK_DEPTH, NodeSettings
+from erobs_bt.ros.params import (
+    FEEDBACK_DEPTH,
+    RESET_SIMULATION_REFUSED,
+    NodeSettings,
+)
 from erobs_bt.ros.runlogs import NodeRunLogs
 
 __all__ = ["CANCELED_OUTSIDE_ROS", "SHUTDOWN_REASON", "GoalServer"]
@@ -338,6 +343,11 @@ class GoalServer(OrchestratorListener):
                 node.create_service(Trigger, f"~/{key}", self._trigger(key, handler), callback_group=group)
                 for key, (handler, group) in self._native_triggers().items()
             ]
+            self._trigger_services.append(
+                node.create_service(
+                    Empty, "~/reset_simulation", self._reset_simulation, callback_group=self._service_group
+                )
+            )
             self.action_servers.append(self._action_server(ExecuteScript, "~/execute", native))
         if erobs is not None:
             api = _GoalApi(
@@ -414,6 +424,22 @@ class GoalServer(OrchestratorListener):
         (``erobs-bt reset-fault`` calls it; a Trigger request does not say who sent it)."""
         name = self._node.resolve_service_name("~/reset_fault", only_expand=True)
         return self._orchestrator.reset_fault(by=f"service {name}")
+
+    def _reset_simulation(self, request: Empty.Request, response: Empty.Response) -> Empty.Response:
+        """``~/reset_simulation`` (``std_srvs/srv/Empty``, Gazebo's name): the orchestrator's
+        :meth:`~erobs_bt.orchestrator.Orchestrator.reset_simulation`. The response is empty,
+        so the answer is the node's log line (:data:`~erobs_bt.ros.params.RESET_SIMULATION_DONE`,
+        written by the publisher bridge for every reset, or the refusal logged here), on
+        ``/rosout`` before the response is sent."""
+        name = self._node.resolve_service_name("~/reset_simulation", only_expand=True)
+        try:
+            reply = self._orchestrator.reset_simulation(by=f"service {name}")
+        except Exception as exc:  # answered, never left to end the executor
+            self._log.error(f"reset_simulation: {type(exc).__name__}: {exc}\n{traceback.format_exc()}")
+            reply = Reply(False, f"reset refused: internal error: {type(exc).__name__}: {exc}")
+        if not reply.success:
+            self._log.warning(f"{RESET_SIMULATION_REFUSED}{reply.message}")
+        return response
 
     def _action_server(self, action_type: Any, name: str, api: _GoalApi) -> ActionServer[Any, Any, Any]:
         return _ActionServer(

@@ -414,7 +414,9 @@ class ErobsBtNode(Node):
             "py_trees_ros": self.streams is not None,
         }
         native_services = (
-            {"pause", "resume", "stop", "reset_fault", "clear_cache"} if self.settings.native_api else set()
+            {"pause", "resume", "stop", "reset_fault", "clear_cache", "reset_simulation"}
+            if self.settings.native_api
+            else set()
         )
         resolved: dict[str, str] = {}
         for endpoint in ENDPOINTS:

@@ -312,6 +312,15 @@ class Endpoint:
     description: str
 
 
+#: How the node answers ``~/reset_simulation`` (``std_srvs/srv/Empty`` has an empty
+#: response): after a reset it logs INFO ``simulation reset by <who>: <what the cell is>``
+#: (``<who>`` is ``service <resolved service name>`` for the service); a refusal is logged
+#: WARN ``reset_simulation: reset refused: <why>``. Both reach ``/rosout`` before the
+#: response is sent; ``erobs-bt reset-sim`` reads them there.
+RESET_SIMULATION_DONE = "simulation reset by "
+#: The start of the node's WARN line for a refused ``~/reset_simulation`` (:data:`RESET_SIMULATION_DONE`).
+RESET_SIMULATION_REFUSED = "reset_simulation: "
+
 #: History depth of ``~/tree_snapshot``, the node's publisher and every subscriber: a full
 #: snapshot is followed by deltas, and a subscriber that misses one waits for the next full
 #: snapshot, so keep a few.
@@ -357,6 +366,15 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     ),
     Endpoint(
         "clear_cache", "~/clear_cache", "service", "std_srvs/srv/Trigger", "native", "drop every cached plan"
+    ),
+    Endpoint(
+        "reset_simulation",
+        "~/reset_simulation",
+        "service",
+        "std_srvs/srv/Empty",
+        "native",
+        "put the simulated cell back in its initial state (refused while a goal runs, and on a "
+        "backend that is not simulated; the answer is the node's log line, see docs)",
     ),
     Endpoint(
         "execution_state",

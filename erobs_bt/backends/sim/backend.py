@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from erobs_bt.backends.base import MotionError
+from erobs_bt.backends.base import ErrorCode, MotionError
 from erobs_bt.backends.parts import ArmDriver, InjectedFault
 from erobs_bt.backends.sim.controller import DEFAULT_CONTROL_RATE, SimController
 from erobs_bt.backends.sim.faults import (
@@ -31,10 +31,15 @@ from erobs_bt.backends.stack import MotionStack
 from erobs_bt.planning.planner import CellPlanner, PlannerConfig
 from erobs_bt.script.model import Step
 from erobs_bt.world.cell import CellConfig
-from erobs_bt.world.tools import DEFAULT_CONTACT_TOLERANCE, initial_tool_state, mounted_at_start
+from erobs_bt.world.tools import (
+    DEFAULT_CONTACT_TOLERANCE,
+    ToolState,
+    initial_tool_state,
+    mounted_at_start,
+)
 from erobs_bt.world.vision import CalibratedMarkerDetector
 
-__all__ = ["SimBackend", "SimFaults", "mounted_at_start"]
+__all__ = ["SimBackend", "SimFaults", "SimReset", "mounted_at_start"]
 
 #: The simulated action servers, for messages (EROBS/MoveIt names).
 _SERVERS = {
@@ -137,7 +142,8 @@ def SimBackend(
         ValueError: invalid configuration (the message names the file and key).
     """
     injector = _injector(cell, faults)
-    tools = initial_tool_state(cell, gripper if gripper is not None else mounted_at_start(cell))
+    start_gripper = gripper if gripper is not None else mounted_at_start(cell)
+    tools = initial_tool_state(cell, start_gripper)
     planner = CellPlanner(cell, tools, config=planner_config, seed=seed)
     detector = CalibratedMarkerDetector(cell)
     arm: ArmDriver = (
@@ -145,12 +151,16 @@ def SimBackend(
         if controller is not None
         else SimController(cell.initial_joint_state, speed=speed, control_rate=control_rate)
     )
+    drivers = {name: SimulatedTool(name) for name in cell.grippers}
+    changer = SimulatedChanger()
+    reset = SimReset(cell, start_gripper, arm, drivers, changer) if isinstance(arm, SimController) else None
     return MotionStack(
         cell,
         planner=planner,
         arm=arm,
-        tool_drivers={name: SimulatedTool(name) for name in cell.grippers},
-        changer=SimulatedChanger(),
+        tool_drivers=drivers,
+        changer=changer,
+        reset=reset,
         detector=detector,
         tool_state=tools,
         faults=SimFaults(injector),
@@ -159,6 +169,56 @@ def SimBackend(
         name="sim",
         label="simulated cell",
     )
+
+
+class SimReset:
+    """Puts the simulated hardware back as :func:`SimBackend` built it: the stack's ``reset``
+    (:meth:`~erobs_bt.backends.stack.MotionStack.reset_simulation`).
+
+    What "initial" is comes from the cell config only: ``initial_joint_state_deg`` for the
+    arm, the docks and ``parts:``/``pipettor:`` sections for the tools
+    (:func:`~erobs_bt.world.tools.initial_tool_state`), with the tool the backend started
+    with attached.
+
+    Args:
+        cell: the cell description.
+        gripper: the tool attached at start.
+        arm: the simulated controller.
+        tools: the simulated tools' drivers (their last commands are forgotten).
+        changer: the simulated tool changer (powered and locked again).
+    """
+
+    def __init__(
+        self,
+        cell: CellConfig,
+        gripper: str,
+        arm: SimController,
+        tools: dict[str, SimulatedTool],
+        changer: SimulatedChanger,
+    ) -> None:
+        self._cell = cell
+        self._gripper = gripper
+        self._arm = arm
+        self._tools = tools
+        self._changer = changer
+
+    def __call__(self) -> ToolState:
+        """Place the arm at the initial joint state [rad] at rest, clear the tools' outputs and
+        return the initial tool state.
+
+        Raises:
+            MotionError: ``EXECUTION_FAILED`` when a trajectory is playing.
+        """
+        try:
+            self._arm.set_joint_positions(self._cell.initial_joint_state)
+        except RuntimeError as exc:
+            raise MotionError(ErrorCode.EXECUTION_FAILED, f"cannot reset the simulation: {exc}") from None
+        for tool in self._tools.values():
+            tool.state = None
+            tool.operation = None
+        self._changer.powered = True
+        self._changer.locked = True
+        return initial_tool_state(self._cell, self._gripper)
 
 
 def _server_of(step_types: Sequence[str]) -> str:

@@ -568,6 +568,11 @@ class MotionStack:
             raise MotionError(ErrorCode.EXECUTION_FAILED, f"the {state.gripper} has no cup profiles")
         self._set_tool_state(replace(state, cup_profile=cup.name))
 
+    @property
+    def resettable(self) -> bool:
+        """True when :meth:`reset_simulation` can reset this stack (a simulation it runs)."""
+        return self._reset is not None
+
     def reset_simulation(self) -> str:
         """Put the simulated cell back in its initial state (``~/reset_simulation``).
 

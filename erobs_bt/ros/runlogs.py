@@ -24,7 +24,9 @@ below); readers order records by their ``t``.
 
 A fault reset (``fault_reset``: when, the fault cleared, who asked) comes when no goal runs;
 it is appended to the run log of the goal that faulted, after that goal's ``goal_finished``
-record, so the log that tells of a fault also tells when and by whom it was cleared.
+record, so the log that tells of a fault also tells when and by whom it was cleared. A
+simulation reset (``simulation_reset``: when, who asked, what the cell is now) is appended
+the same way to the run log of the latest goal before it (its ``previous_goal_id``).
 
 Memory. A node runs for months: what is kept per goal after it ended (the names of its run
 log and bag, for :meth:`NodeRunLogs.path_of` and :meth:`NodeRunLogs.bag_path_of`) is kept
@@ -197,7 +199,9 @@ class NodeRunLogs(OrchestratorListener):
     def event(self, goal_id: str, record: Mapping[str, Any]) -> None:
         if not goal_id:
             if record.get("event") == "fault_reset":
-                self._fault_reset(record)
+                self._append_after(str(record.get("faulted_goal_id", "")), record, "fault reset")
+            elif record.get("event") == "simulation_reset":
+                self._append_after(str(record.get("previous_goal_id", "")), record, "simulation reset")
             return
         writer = self._writers.get(goal_id)
         if writer is None:
@@ -273,10 +277,10 @@ class NodeRunLogs(OrchestratorListener):
             self._bag_call(goal_id, "finished", goal_id, result)  # its queued feedback
         self._drain()
 
-    def _fault_reset(self, record: Mapping[str, Any]) -> None:
-        """A fault reset: appended to the run log of the goal that faulted (its
-        ``faulted_goal_id``), after its last record; nothing when that goal has no log."""
-        faulted = str(record.get("faulted_goal_id", ""))
+    def _append_after(self, faulted: str, record: Mapping[str, Any], what: str) -> None:
+        """A goal-less record (a fault reset, a simulation reset) appended to the run log of
+        the goal it follows (``faulted``: the goal that faulted, the latest goal), after its
+        last record; nothing when that goal has no log."""
         line = RunLogWriter.event_line("", record)
         with self._lock:
             writer = self._writers.get(faulted)
@@ -294,7 +298,7 @@ class NodeRunLogs(OrchestratorListener):
                     file.write(line)
             except OSError as exc:
                 if self._on_error is not None:
-                    self._on_error(f"run log {path}: fault reset not recorded: {exc}")
+                    self._on_error(f"run log {path}: {what} not recorded: {exc}")
 
     def _end_rejected(self, goal_id: str) -> None:
         """A rejected script's goal ends with its ``rejected_script`` record (the orchestrator

@@ -22,11 +22,15 @@ Routes (every one behind the access check, see "Access" below):
   ``{"valid": true, ...GoalPlan.describe(), "steps": {unit: [step detail]}}`` or
   ``{"valid": false, "error": <the message validate prints>}``; made by
   :func:`erobs_bt.plan.plan_goal` with the orchestrator's own parser and batching.
-* ``POST /api/submit`` (JSON ``{"script": text, "preview": bool}``) — validate as above,
-  then :meth:`Orchestrator.submit`; an invalid script is answered 422 and moves nothing; a
-  busy or FAULTED orchestrator 409. Answers ``{"success", "message", "goal_id"}``.
+* ``POST /api/submit`` (JSON ``{"script": text, "preview": bool, "reset": bool}``) —
+  validate as above, then (``reset``: the page's Run on a simulated cell) put the cell back
+  in its initial state (:meth:`Orchestrator.reset_simulation`), then
+  :meth:`Orchestrator.submit`; an invalid script is answered 422 and moves nothing; a
+  busy or FAULTED orchestrator, or a refused reset, 409. Answers ``{"success", "message", "goal_id"}``.
 * ``POST /api/pause``, ``/api/resume``, ``/api/cancel`` (at the next unit boundary),
-  ``/api/stop`` (now: controlled stop, the goal aborts ``STOPPED``), ``/api/reset_fault`` —
+  ``/api/stop`` (now: controlled stop, the goal aborts ``STOPPED``), ``/api/reset_fault``,
+  ``/api/reset_simulation`` (the simulated cell back in its initial state; refused while a
+  goal runs and on a robot that is not simulated) —
   the orchestrator's methods (the API behind the ROS services); answer their
   :class:`~erobs_bt.orchestrator.Reply` as ``{"success", "message", "state", "t"}``
   (``state`` right after the call, ``t`` [epoch s] when answered; a stop answers once the
@@ -45,7 +49,8 @@ goal's recent events, each with ``dt`` [s] since the goal started, never negativ
 ``trajectories`` (index: ``unit``, ``source`` ``plan``/``cache``, ``duration`` [s]),
 ``lingering`` (the run is over, the view stays until Ctrl-C), ``tool`` (the tools now,
 :func:`tools_now`: ``gripper`` attached, ``none`` for the bare flange, and ``docks``
-{number: gripper or null} when the backend tracks them) and ``tree``
+{number: gripper or null} when the backend tracks them), ``resettable`` (the backend is a
+simulation :meth:`Orchestrator.reset_simulation` can reset) and ``tree``
 (:func:`erobs_bt.viz.model.fold_tree`; a unit shown in full carries ``steps``, its step
 detail, :func:`erobs_bt.viz.model.unit_steps`).
 
@@ -793,6 +798,7 @@ class LiveView:
     def _publish(self) -> None:
         picture = self.listener.picture()
         picture["tool"] = self._tools()
+        picture["resettable"] = bool(getattr(self.orchestrator.backend, "resettable", False))
         signature = json.dumps(picture, sort_keys=True, default=str)
         with self._published:
             if signature == self._signature:
@@ -892,11 +898,12 @@ class LiveView:
 
     # -- controls ---------------------------------------------------------------------
     def control(self, action: str, *, by: str = "web console") -> Reply:
-        """Call ``pause``, ``resume``, ``cancel``, ``stop`` or ``reset_fault`` on the orchestrator.
+        """Call ``pause``, ``resume``, ``cancel``, ``stop``, ``reset_fault`` or
+        ``reset_simulation`` on the orchestrator.
 
         Args:
             action: which.
-            by: who asked, recorded with a fault reset (run log, node log).
+            by: who asked, recorded with a fault reset or a simulation reset (run log, node log).
 
         Raises:
             KeyError: another action.
@@ -907,6 +914,7 @@ class LiveView:
             "cancel": self.orchestrator.cancel,
             "stop": self.orchestrator.stop,
             "reset_fault": lambda: self.orchestrator.reset_fault(by=by),
+            "reset_simulation": lambda: self.orchestrator.reset_simulation(by=by),
         }
         reply = calls[action]()
         self._touch()
@@ -940,16 +948,33 @@ class LiveView:
         steps = unit_steps(plan.script, plan.units)
         return {"valid": True, **plan.describe(), "steps": {str(k): v for k, v in steps.items()}}
 
-    def submit(self, text: str, *, preview: bool) -> tuple[int, dict[str, Any]]:
+    def submit(
+        self, text: str, *, preview: bool, reset: bool = False, by: str = "web console"
+    ) -> tuple[int, dict[str, Any]]:
         """Validate, then submit a goal (execute, or preview when ``preview``).
+
+        Args:
+            text: the script.
+            preview: preview (plan only) instead of execute.
+            reset: first put the simulated cell back in its initial state
+                (:meth:`Orchestrator.reset_simulation`), so a Run repeated from the console
+                starts where the first one did; a refused reset refuses the goal (nothing is
+                submitted) with the reason.
+            by: who asked, recorded with the reset.
 
         Returns:
             ``(HTTP status, {"success", "message", "goal_id"?, "error"?})``: 200 submitted,
-            422 invalid (nothing submitted, nothing moves), 409 refused (busy, FAULTED).
+            422 invalid (nothing submitted, nothing moves), 409 refused (busy, FAULTED, the
+            reset refused).
         """
         report = self.validate(text, preview=preview)
         if not report["valid"]:
             return 422, {"success": False, "message": f"invalid: {report['error']}", "error": report["error"]}
+        if reset:
+            reply = self.orchestrator.reset_simulation(by=by)
+            self._touch()
+            if not reply.success:
+                return 409, {"success": False, "message": f"refused: {reply.message}"}
         self.note_submitted("", text)  # the goal id is not known before submit returns
         try:
             handle = self.orchestrator.submit(text, dry_run=preview)
@@ -1070,11 +1095,14 @@ def _live_routes(view: LiveView) -> list[BaseRoute]:
         try:
             document = json.loads(body)
             text, preview = document["script"], bool(document.get("preview", False))
+            reset = bool(document.get("reset", False))
             if not isinstance(text, str):
                 raise TypeError("script must be a string")
         except (ValueError, KeyError, TypeError) as exc:
             return _json(400, {"error": f'the body must be JSON {{"script": text, "preview": bool}} ({exc})'})
-        status, answer = view.submit(text, preview=preview)
+        peer = request.client
+        by = f"web console ({peer.host}:{peer.port})" if peer else "web console"
+        status, answer = view.submit(text, preview=preview, reset=reset, by=by)
         return _json(status, answer)
 
     routes: list[BaseRoute] = [
@@ -1087,7 +1115,7 @@ def _live_routes(view: LiveView) -> list[BaseRoute]:
         Route("/api/validate", validate, methods=["POST"]),
         Route("/api/submit", submit, methods=["POST"]),
     ]
-    for action in ("pause", "resume", "cancel", "stop", "reset_fault"):
+    for action in ("pause", "resume", "cancel", "stop", "reset_fault", "reset_simulation"):
         routes.append(Route(f"/api/{action}", control_route(action), methods=["POST"]))
     return routes
 

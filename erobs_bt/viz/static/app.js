@@ -292,6 +292,10 @@ function renderControls(s) {
   document.getElementById("cancel").disabled = !["RUNNING", "COMPLETING_TASK", "PAUSED"].includes(state);
   document.getElementById("stop").disabled = state === "FAULTED";
   document.getElementById("reset-fault").disabled = state !== "FAULTED";
+  const resetSim = document.getElementById("reset-simulation");
+  resetSim.hidden = !s.resettable;
+  resetSim.disabled = !s.resettable || !["IDLE", "FAULTED"].includes(state);
+  document.getElementById("run-reset-label").hidden = !s.resettable;
   const valid = document.getElementById("validation").dataset.valid === "true";
   document.getElementById("run-script").disabled = !valid || state !== "IDLE";
   document.getElementById("preview-script").disabled = !valid || state !== "IDLE" || !validPreviewable;
@@ -421,7 +425,11 @@ async function validateScript() {
 async function submitScript(preview) {
   const out = document.getElementById("validation");
   const text = document.getElementById("script-text").value;
-  const { status, body } = await post("/api/submit", JSON.stringify({ script: text, preview }), "application/json");
+  // A Run on a simulated cell starts from its initial state (unless unticked): a repeated Run
+  // then starts where the first one did; the server says why when the reset is refused.
+  const reset = !preview && Boolean(shared.state && shared.state.resettable) &&
+    document.getElementById("run-reset").checked;
+  const { status, body } = await post("/api/submit", JSON.stringify({ script: text, preview, reset }), "application/json");
   if (status === 422) {
     out.dataset.valid = "false";
     out.textContent = `invalid ${scriptName}: ${body.error}`;
@@ -460,6 +468,7 @@ document.getElementById("preview-script").addEventListener("click", () => submit
 for (const action of ["pause", "resume", "cancel", "stop"]) {
   document.getElementById(action).addEventListener("click", () => control(action));
 }
+document.getElementById("reset-simulation").addEventListener("click", () => control("reset_simulation"));
 const resetDialog = document.getElementById("reset-dialog");
 document.getElementById("reset-fault").addEventListener("click", () => {
   const fault = shared.state && shared.state.fault;

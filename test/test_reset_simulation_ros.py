@@ -96,7 +96,10 @@ def test_a_reset_while_a_goal_runs_is_refused_and_changes_nothing(client: Any) -
     assert client.grippers.latest() == gripper == "pipettor"  # nothing changed: no tool put back
     assert client.resume()[0]
     assert goal.wait(GOAL_TIMEOUT).error_code == ""
+    since = client.grippers.count
     assert client.reset_simulation(timeout=30.0)[0]
+    # The start tool is attached again, and the latched gripper topic says so.
+    assert client.grippers.wait_for(lambda g: g == "epick", 30.0, since=since) == "epick"
 
 
 def test_erobs_bt_reset_sim_reports_a_reset_and_a_refusal_with_its_exit_code(

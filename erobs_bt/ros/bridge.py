@@ -176,7 +176,8 @@ class PublisherBridge(OrchestratorListener):
         """Keep the goal context viewers see (cache decision and key of the unit); log every
         fault reset, whoever asked (the service, the web console of ``erobs-bt serve``, a
         call in this process), with who it was and the fault cleared; log every simulation
-        reset the same way (:data:`~erobs_bt.ros.params.RESET_SIMULATION_DONE`); log the script's
+        reset the same way (:data:`~erobs_bt.ros.params.RESET_SIMULATION_DONE`) and publish
+        the gripper it leaves attached; log the script's
         warnings (a pose that looks like radians)."""
         if record.get("event") == "fault_reset":
             by, fault = record.get("by", "an unknown caller"), record.get("fault", "")
@@ -187,6 +188,7 @@ class PublisherBridge(OrchestratorListener):
             # The answer to ~/reset_simulation too (its Empty response carries none).
             by = record.get("by", "an unknown caller")
             self._log.info(f"{RESET_SIMULATION_DONE}{by}: {record.get('cell', '')}")
+            self._publish_gripper()  # the start tool is attached again
             return
         if record.get("event") == "script_warning":
             self._log.warning(f"{goal_id}: {record.get('message', '')}")

@@ -222,6 +222,31 @@ def test_run_repeat_resets_the_simulated_cell_between_runs_of_a_tool_changing_sc
     assert [r["by"] for r in records if r["event"] == "simulation_reset"] == ["erobs-bt run --repeat"]
 
 
+def test_run_repeat_on_a_backend_that_is_not_simulated_says_what_is_not_restored(tmp_path: Path) -> None:
+    repo = Path(__file__).resolve().parents[1]
+    result = CliRunner().invoke(
+        main,
+        [
+            "run",
+            str(repo / "trees" / "pick_and_place.json"),
+            "--backend",
+            "scripted",
+            "--repeat",
+            "2",
+            "--no-mcap",
+            "--log",
+            str(tmp_path / "run.jsonl"),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    output = " ".join(result.output.split())
+    assert (
+        "reset refused: the ScriptedBackend backend has no simulation to reset: the tools, parts and "
+        "pipettor stay as the run left them"
+    ) in output, output
+    assert "returning to the start state for the next repeat" in output
+
+
 def test_the_consoles_run_starts_from_the_initial_cell_and_says_why_not(
     engine: tuple[Engine, Recorder], samples_dir: Path
 ) -> None:

@@ -9,6 +9,11 @@ injection (:mod:`.faults`, adapted to the stack's cut points by :class:`SimFault
 Start gripper: the simulated cell starts with the one tool that the cell config stores
 in no dock (``epick`` in the packaged cell), or ``none``
 (:func:`~erobs_bt.world.tools.mounted_at_start`).
+
+Reset (``~/reset_simulation``): :class:`SimReset` puts the simulated cell back as it started,
+from the cell config (the arm at ``initial_joint_state_deg``, the start tool attached, the
+others docked, the parts and the pipettor from their sections), for
+:meth:`MotionStack.reset_simulation <erobs_bt.backends.stack.MotionStack.reset_simulation>`.
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ from click.testing import CliRunner
 from erobs_bt.backends.base import ErrorCode, MotionError
 from erobs_bt.backends.scripted import Outcome, ScriptedBackend
 from erobs_bt.cli import main
-from erobs_bt.orchestrator import Orchestrator, State
+from erobs_bt.orchestrator import Orchestrator, OrchestratorListener, State
 from erobs_bt.plan import ScriptParser, pose_registry_file
 from erobs_bt.viz.web import Access, LiveView, start_live_view
 
@@ -726,3 +726,46 @@ def test_a_replayed_unit_shows_the_cached_trajectory_without_counting_a_hit() ->
         assert stored["goal_id"] == handle.goal_id and stored["units"][0]["source"] == "cache"
     finally:
         view.close()
+
+
+def test_reset_simulation_and_run_from_the_initial_cell_on_the_simulated_cell(
+    page: Any, tmp_path: Path
+) -> None:
+    from playwright.sync_api import expect
+
+    from erobs_bt.session import EngineConfig, build_engine
+
+    class Results(OrchestratorListener):
+        def __init__(self) -> None:
+            self.statuses: list[str] = []
+
+        def finished(self, goal_id: str, result: Any) -> None:
+            self.statuses.append(result.status.value)
+
+    engine = build_engine(EngineConfig(backend="sim", speed=1000.0))
+    results = Results()
+    engine.orchestrator.listener.add(results)
+    view = start_live_view(engine.orchestrator, rate=50.0)
+    dock = {"task_type": "tool_exchange", "operation": "dock", "gripper": "epick", "dock_number": 4}
+    load = {"task_type": "tool_exchange", "operation": "load", "gripper": "pipettor", "dock_number": 3}
+    exchange = tmp_path / "exchange.json"
+    exchange.write_text(script_json([dock, load], start_gripper="epick"))
+    try:
+        page.goto(view.url)
+        expect(page.locator("#reset-simulation")).to_be_visible()
+        expect(page.locator("#reset-simulation")).to_be_enabled()
+        expect(page.locator("#run-reset")).to_be_checked()
+        page.set_input_files("#script-file", str(exchange))
+        expect(page.locator("#validation")).to_have_attribute("data-valid", "true")
+        for runs in (1, 2):  # the second Run starts from the initial cell again: epick on, dock 4 empty
+            expect(page.locator("#run-script")).to_be_enabled()
+            page.click("#run-script")
+            wait_for(lambda n=runs: len(results.statuses) == n, timeout=60.0, message=f"run {runs} ends")
+            expect(page.locator("#tool")).to_have_attribute("data-tool", "pipettor")
+        assert results.statuses == ["SUCCEEDED", "SUCCEEDED"]
+        page.click("#reset-simulation")
+        expect(page.locator("#reply")).to_contain_text("simulation reset: epick attached")
+        expect(page.locator("#tool")).to_have_attribute("data-tool", "epick")
+    finally:
+        view.close()
+        engine.close()

@@ -12,7 +12,9 @@ time, none while FAULTED, none once the process shuts down (:meth:`Orchestrator.
 A front end that accepts a goal before it can submit it (the node's action server: a goal
 callback, then an execute callback) holds its place with :meth:`Orchestrator.reserve`, so the
 web console or a second action goal cannot start in between; every front end reports the
-refusal it is given (:class:`~erobs_bt.goal.GoalRejected`).
+refusal it is given (:class:`~erobs_bt.goal.GoalRejected`). A simulation reset
+(:meth:`Orchestrator.reset_simulation`) obeys the busy part of the same rule and holds the
+goal's place while it runs.
 
 A goal is parsed, grouped and compiled when it is submitted (so a bad script is
 answered at once, moves nothing and reports ``completed_steps = 0``), then run on a

@@ -26,8 +26,11 @@ active exception``, exit 134) after a successful script.
 Names: by default the node's own names (:func:`default_names`) under its fully qualified
 name (``/erobs_bt``, ``/cell2/erobs_bt``); pass ``names`` when the node's names were
 remapped. ``~/tree_snapshot`` sends a full tree and then deltas; :attr:`ErobsBtClient.trees`
-holds the rebuilt full trees. An endpoint that is not discovered in time raises
-:class:`NodeUnreachable` with a hint at ``ROS_DOMAIN_ID`` and the discovery range.
+holds the rebuilt full trees. ``~/reset_simulation`` (``std_srvs/srv/Empty``) answers with
+the node's log line on ``/rosout`` (:meth:`ErobsBtClient.reset_simulation`), read as the
+logger named after the node (``/cell2/erobs_bt`` → ``cell2.erobs_bt``). An endpoint that is
+not discovered in time raises :class:`NodeUnreachable` with a hint at ``ROS_DOMAIN_ID`` and
+the discovery range.
 """
 
 from __future__ import annotations

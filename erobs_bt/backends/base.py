@@ -27,6 +27,7 @@ from erobs_bt.motion import (
     as_motion_error,
 )
 from erobs_bt.script.model import JOINT_NAMES, JointPositions, Step
+from erobs_bt.world.cell import Obstacle
 
 __all__ = [
     "JOINT_NAMES",
@@ -71,6 +72,35 @@ class MotionBackend(Protocol):
 
     def model_revision(self) -> str:
         """The revision of the robot model in use, ``<prefix>__<gripper>[__<cup_profile>]``."""
+        ...
+
+    def world_obstacles(self) -> tuple[Obstacle, ...]:
+        """The obstacles the next plan avoids (the planning scene's world): the cell's plus
+        those added at run time, in ``base_link``, sorted by name."""
+        ...
+
+    def set_world_obstacles(self, obstacles: Sequence[Obstacle]) -> str:
+        """Replace the planning scene's world from the next plan on; a plan or motion in
+        flight keeps the world it started with.
+
+        Args:
+            obstacles: the whole new world (the cell's obstacles too, when they are to stay),
+                in ``base_link`` or ``base``.
+
+        Returns:
+            The new scene revision (:meth:`scene_revision`).
+
+        Raises:
+            ValueError: the backend cannot change its world (``backend: moveit``: the scene
+                is move_group's), or malformed obstacles (the message says which); nothing
+                changes.
+        """
+        ...
+
+    def scene_revision(self) -> str:
+        """A short digest of :meth:`world_obstacles` (12 hex digits of SHA-256 over a canonical
+        JSON document, :func:`erobs_bt.world.scene.scene_revision`): the same obstacles, in
+        any order, give the same revision."""
         ...
 
     def prepare_goal(self, start_gripper: str) -> None:

@@ -36,6 +36,8 @@ from erobs_bt.backends.base import (
     as_motion_error,
 )
 from erobs_bt.script.model import EndEffector, JointPositions, MoveTo, Step, ToolExchange
+from erobs_bt.world.cell import Obstacle
+from erobs_bt.world.scene import World
 
 #: Call kinds that can be scripted: ``plan``, ``execute`` (fresh), ``replay``
 #: (execute with ``replay=True``), ``run_step`` and ``prepare``.
@@ -109,6 +111,7 @@ class ScriptedBackend:
         self.gripper_states: list[tuple[str, str]] = []
         self.stops = 0
         self._in_flight: set[Future[Any]] = set()
+        self._world = World.of(())
 
     # -- scripting ---------------------------------------------------------------
     def script(self, kind: str, *outcomes: Outcome) -> None:
@@ -152,6 +155,27 @@ class ScriptedBackend:
     def dock_contents(self) -> None:
         """Unknown: no tool changer is modelled."""
         return None
+
+    def world_obstacles(self) -> tuple[Obstacle, ...]:
+        """The world last set (none at first); the scripted backend plans nothing in it."""
+        with self._lock:
+            return self._world.obstacles
+
+    def set_world_obstacles(self, obstacles: Sequence[Obstacle]) -> str:
+        """Keep ``obstacles`` as the world (checked as the motion stack checks them).
+
+        Raises:
+            ValueError: malformed obstacles (:func:`erobs_bt.world.scene.check_obstacles`).
+        """
+        world = World.of(obstacles, where="set_world_obstacles")
+        with self._lock:
+            self._world = world
+        return world.revision
+
+    def scene_revision(self) -> str:
+        """The revision of :meth:`world_obstacles`."""
+        with self._lock:
+            return self._world.revision
 
     def prepare_goal(self, start_gripper: str) -> None:
         outcome = self._next("prepare", {"start_gripper": start_gripper})

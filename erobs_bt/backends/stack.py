@@ -86,7 +86,8 @@ from erobs_bt.script.model import (
     ToolExchange,
     Vision,
 )
-from erobs_bt.world.cell import CellConfig
+from erobs_bt.world.cell import CellConfig, Obstacle
+from erobs_bt.world.scene import World
 from erobs_bt.world.tools import (
     DEFAULT_CONTACT_TOLERANCE,
     PipettorState,
@@ -169,6 +170,7 @@ class MotionStack:
         self._tools = tool_state
         self._revision: tuple[ToolState | None, str] = (None, "")  # see model_revision()
         self._cup_override: str | None = None  # see set_cup_override()
+        self._world = World.of(cell.obstacles, where=f"{cell.source or 'cell'}: obstacles")
         self._detectors = detector_markers(cell)
         self._tag_cache: dict[int, NDArray[np.float64]] = {}
         # A tool exchange in progress (action thread only): its operation, and whether the
@@ -213,6 +215,64 @@ class MotionStack:
                 revision = self._planner.model_revision(tools)
                 self._revision = (tools, revision)
             return revision
+
+    def world_obstacles(self) -> tuple[Obstacle, ...]:
+        """The obstacles the next plan avoids: the cell's plus those added at run time, in
+        ``base_link``, sorted by name."""
+        with self._state_lock:
+            return self._world.obstacles
+
+    def scene_revision(self) -> str:
+        """The revision of :meth:`world_obstacles` (:func:`erobs_bt.world.scene.scene_revision`:
+        12 hex digits; the same obstacles, in any order, give the same revision)."""
+        with self._state_lock:
+            return self._world.revision
+
+    def world(self) -> World:
+        """The current planning-scene world (obstacles and revision, one snapshot)."""
+        with self._state_lock:
+            return self._world
+
+    def set_world_obstacles(self, obstacles: Sequence[Obstacle]) -> str:
+        """Replace the planning scene's world from the next plan on.
+
+        A plan already asked for (:meth:`plan`, a tool exchange's or vision step's motions
+        already started) keeps the world it started with, and a motion in flight is not
+        touched: only plans asked for after this call avoid the new obstacles.
+
+        Args:
+            obstacles: the whole world (the cell's obstacles too, when they are to stay), in
+                ``base_link`` or ``base``.
+
+        Returns:
+            The new scene revision (:meth:`scene_revision`).
+
+        Raises:
+            ValueError: the planner keeps its own planning scene (``backend: moveit``: change
+                move_group's), or the obstacles are malformed (a name used twice, a robot
+                link's name, another frame); nothing changes.
+        """
+        owner = self._planner.scene_owner
+        if owner is not None:
+            raise ValueError(
+                f"{self._label}: the planning scene belongs to {owner}; change it there "
+                "(its collision_object, planning_scene and apply_planning_scene)"
+            )
+        world = World.of(obstacles, where="set_world_obstacles")
+        with self._state_lock:
+            previous = self._world
+            self._world = world
+        if world.revision != previous.revision:
+            added = sorted(set(world.names) - set(previous.names))
+            removed = sorted(set(previous.names) - set(world.names))
+            _LOG.info(
+                "planning scene %s -> %s (added %s, removed %s)",
+                previous.revision,
+                world.revision,
+                ", ".join(added) or "none",
+                ", ".join(removed) or "none",
+            )
+        return world.revision
 
     def prepare_goal(self, start_gripper: str) -> None:
         """Mount the script's ``start_gripper`` by hand when another tool is attached.
@@ -270,6 +330,7 @@ class MotionStack:
         fault = self._faults.on_plan(steps) if self._faults is not None else None
         with self._state_lock:
             base = self._tools
+            world = self._world  # the plan keeps the world of this call
         if after is not None:
             revision = self._planner.model_revision(base)
             if after.model_revision != revision:
@@ -297,10 +358,11 @@ class MotionStack:
                     tools if tools is not None else base,
                     cup_profile_for=self.cup_profile_for,
                     contact_tolerance=self._contact_tolerance,
+                    world=world,
                 )
                 a, b, c, d, e, f = q
-                return self._plan_now(steps, (a, b, c, d, e, f), tools=tools)
-            return self._plan_now(steps, start, tools=tools)
+                return self._plan_now(steps, (a, b, c, d, e, f), tools=tools, world=world)
+            return self._plan_now(steps, start, tools=tools, world=world)
 
         return self._submit(self._plan_pool, job, ErrorCode.PLANNING_FAILED, cancellable=True)
 
@@ -589,18 +651,22 @@ class MotionStack:
 
     # -- planning ----------------------------------------------------------------------------
     def _plan_now(
-        self, steps: Sequence[Step], start: JointPositions | None, *, tools: ToolState | None = None
+        self,
+        steps: Sequence[Step],
+        start: JointPositions | None,
+        *,
+        tools: ToolState | None = None,
+        world: World | None = None,
     ) -> Solution:
         """Plan ``steps`` in this thread (the planning core of :meth:`plan` and of single steps).
 
         ``tools``: the tool state to start from (a plan ahead); ``None``: the live one.
+        ``world``: the planning scene's world for every step; ``None``: the current one.
         """
         began = time.monotonic()
-        if tools is not None:
-            state = tools
-        else:
-            with self._state_lock:
-                state = self._tools
+        with self._state_lock:
+            state = tools if tools is not None else self._tools
+            world = world if world is not None else self._world
         revision = self._planner.model_revision(state)
         q0 = tuple(float(x) for x in (start if start is not None else self._arm.joint_positions()))
         q: tuple[float, ...] = q0
@@ -608,7 +674,7 @@ class MotionStack:
         try:
             for step in steps:
                 if isinstance(step, MoveTo):
-                    segment = self._planner.plan_move(step, q, tools=state)
+                    segment = self._planner.plan_move(step, q, tools=state, world=world)
                     segments.append(segment)
                     q = segment.points[-1].positions
                     state = after_motion(self._cell, state, q, contact_tolerance=self._contact_tolerance)

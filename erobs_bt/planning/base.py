@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from erobs_bt.motion import ArmSegment
     from erobs_bt.script.model import MoveTo
+    from erobs_bt.world.scene import World
     from erobs_bt.world.tools import ToolState
 
 
@@ -46,7 +47,16 @@ class Planner(Protocol):
         """
         ...
 
-    def plan_move(self, step: MoveTo, start: Sequence[float], *, tools: ToolState) -> ArmSegment:
+    @property
+    def scene_owner(self) -> str | None:
+        """``None`` when the planner plans in the world :meth:`plan_move` is given (the motion
+        stack's); otherwise who keeps the planning scene instead (e.g. ``move_group``), and the
+        ``world`` argument is ignored."""
+        ...
+
+    def plan_move(
+        self, step: MoveTo, start: Sequence[float], *, tools: ToolState, world: World | None = None
+    ) -> ArmSegment:
         """Plan one ``moveto`` step.
 
         Args:
@@ -55,6 +65,8 @@ class Planner(Protocol):
             tools: the tool state at the start: the attached tool (its tip frame is what
                 ``cartesian_target`` goals and straight lines place) and the held part
                 (checked for collisions with the arm).
+            world: the planning scene's obstacles to avoid (:class:`~erobs_bt.world.scene.World`,
+                in ``base_link``); ``None``: the world of the previous plan (the cell's at first).
 
         Returns:
             The time-parameterised trajectory, ``step_index = step.index``, whose first

@@ -80,6 +80,7 @@ from erobs_bt.planning.timing import (
 from erobs_bt.script.model import JOINT_NAMES, Constraints, MoveTo
 from erobs_bt.world import kinematics
 from erobs_bt.world.cell import CellConfig
+from erobs_bt.world.scene import World
 from erobs_bt.world.tools import RobotModel, ToolState, planning_tip
 
 if TYPE_CHECKING:
@@ -1205,14 +1206,27 @@ class CellPlanner:
         """``<prefix>__<gripper>[__<cup_profile>]`` of ``tools`` (from the cell config)."""
         return self._cell.model_revision(tools.gripper, tools.cup_profile)
 
-    def plan_move(self, step: MoveTo, start: Sequence[float], *, tools: ToolState) -> ArmSegment:
+    @property
+    def scene_owner(self) -> None:
+        """``None``: the embedded planner plans in the world it is given."""
+        return None
+
+    def plan_move(
+        self, step: MoveTo, start: Sequence[float], *, tools: ToolState, world: World | None = None
+    ) -> ArmSegment:
         """Plan ``step`` from ``start`` [rad] with ``tools`` on the model (:meth:`MotionPlanner.plan_move`
-        for the tool's IK frame, :func:`~erobs_bt.world.tools.planning_tip`).
+        for the tool's IK frame, :func:`~erobs_bt.world.tools.planning_tip`), in ``world``
+        (``None``: the model's current world).
 
         Raises:
             MotionError: ``PLANNING_FAILED: <step.path>: <reason>``.
         """
         with self._model.lock:
+            if world is not None:
+                try:
+                    self._model.set_world(world)
+                except ValueError as exc:
+                    raise MotionError(ErrorCode.PLANNING_FAILED, f"{step.path}: world: {exc}") from None
             self._model.sync(tools)
             return self._planner.plan_move(
                 step,
@@ -1243,4 +1257,7 @@ class CellPlanner:
             return kinematics.T_BASE_LINK_BASE.copy()
         if frame_id.startswith("marker_") and frame_id[7:].isdigit():
             return self._cell.marker(int(frame_id[7:])).pose.matrix()
+        for obstacle in self._model.world.obstacles:  # the cell's and those added at run time
+            if obstacle.name == frame_id:
+                return obstacle.T_base_link_obstacle()
         return self._cell.obstacle(frame_id).T_base_link_obstacle()

@@ -60,7 +60,7 @@ import re
 import tempfile
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import pairwise
 from pathlib import Path
 from typing import Any, Literal
@@ -70,7 +70,7 @@ import numpy as np
 import pinocchio as pin
 from numpy.typing import ArrayLike, NDArray
 
-from erobs_bt.world.cell import ROBOT_LINKS, CellConfig, Shape, ToolShape
+from erobs_bt.world.cell import ROBOT_LINKS, CellConfig, Obstacle, Shape, ToolShape
 from erobs_bt.world.kinematics import JOINT_LIMITS
 
 _LOG = logging.getLogger(__name__)
@@ -609,6 +609,43 @@ class CollisionModel:
                 T_tip_object=tuple(tuple(float(v) for v in row) for row in T),
                 touch_obstacles=tuple(touch_obstacles),
             )
+            self._scene = self._build_scene(scene.gripper, scene.cup_profile, attached)
+
+    @property
+    def obstacles(self) -> tuple[Obstacle, ...]:
+        """The obstacles the model checks against (the cell's, or the last :meth:`set_obstacles`)."""
+        return self._cell.obstacles
+
+    def set_obstacles(self, obstacles: Sequence[Obstacle]) -> None:
+        """Replace the obstacles (the planning scene's world); tool and held object stay.
+
+        Queries already running finish on the scene they started with (each thread takes
+        the new scene at its next query). A held object's ``touch_obstacles`` keep only the
+        obstacles that are still there.
+
+        Args:
+            obstacles: the new world (names unique among the scene's bodies).
+
+        Raises:
+            ValueError: an obstacle name used twice or equal to a robot or tool body's name.
+        """
+        obstacles = tuple(obstacles)
+        with self._lock:
+            scene = self._scene
+            robot = set(scene.names) - {o.name for o in self._cell.obstacles}  # the held object too
+            seen: set[str] = set()
+            for obstacle in obstacles:
+                if obstacle.name in robot:
+                    raise ValueError(f"obstacle {obstacle.name!r}: the name of a body of the robot model")
+                if obstacle.name in seen:
+                    raise ValueError(f"obstacle {obstacle.name!r}: the name is used twice")
+                seen.add(obstacle.name)
+            attached = scene.attached
+            if attached is not None:
+                attached = replace(
+                    attached, touch_obstacles=tuple(n for n in attached.touch_obstacles if n in seen)
+                )
+            self._cell = replace(self._cell, obstacles=obstacles)
             self._scene = self._build_scene(scene.gripper, scene.cup_profile, attached)
 
     def detach_object(self) -> None:

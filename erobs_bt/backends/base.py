@@ -152,6 +152,29 @@ class MotionBackend(Protocol):
         """
         ...
 
+    @property
+    def checks_replay(self) -> bool:
+        """True when :meth:`check_replay` can check a trajectory (the planner holds the
+        planning scene: the embedded planner; not MoveIt's move_group)."""
+        ...
+
+    def check_replay(self, solution: Solution, steps: Sequence[Step]) -> str | None:
+        """Check a cached solution densely against the planning scene as it is now, before a
+        replay sends it (the opt-in ``replay_scene_check``); nothing moves.
+
+        Args:
+            solution: the cached solution.
+            steps: the unit's steps (each arm segment's ``step_index`` names one).
+
+        Returns:
+            ``None`` when it is valid now, else what is wrong, naming the step
+            (``tasks[3]: sample 12 at t = 0.480 s in collision (...)``).
+
+        Raises:
+            ValueError: :attr:`checks_replay` is false.
+        """
+        ...
+
     def run_step(self, step: Step) -> Future[str]:
         """Run one non-batched step (``tool_exchange``, ``pipettor``, the vision family).
 

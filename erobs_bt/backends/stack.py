@@ -47,6 +47,7 @@ import logging
 import queue
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
@@ -74,7 +75,7 @@ from erobs_bt.backends.parts import (
     ToolDriver,
 )
 from erobs_bt.backends.vision import run_vision
-from erobs_bt.planning.base import Planner
+from erobs_bt.planning.base import Planner, TrajectoryChecker
 from erobs_bt.planning.forecast import forecast_exchanges
 from erobs_bt.script.model import (
     EndEffector,
@@ -103,6 +104,11 @@ from erobs_bt.world.tools import (
 from erobs_bt.world.vision import detector_markers
 
 _LOG = logging.getLogger(__name__)
+
+#: How many planning-scene revisions the stack remembers the world of (the ones it planned
+#: in most recently): a cached solution planned in one of them is scene-checked against only
+#: the objects added or moved since (:meth:`MotionStack.check_replay`).
+SCENE_HISTORY = 64
 
 _T = TypeVar("_T")
 
@@ -167,6 +173,7 @@ class MotionStack:
         self._label = label
         self._on_close = tuple(on_close)
         self._state_lock = threading.Lock()
+        self._scene_history: OrderedDict[str, tuple[Obstacle, ...]] = OrderedDict()
         self._tools = tool_state
         self._revision: tuple[ToolState | None, str] = (None, "")  # see model_revision()
         self._cup_override: str | None = None  # see set_cup_override()
@@ -419,6 +426,102 @@ class MotionStack:
                 )
         return state
 
+    @property
+    def checks_replay(self) -> bool:
+        """True when :meth:`check_replay` can check a trajectory here: the planner checks
+        trajectories in its own world (the embedded planner; not MoveIt, whose scene lives
+        in move_group)."""
+        return isinstance(self._planner, TrajectoryChecker)
+
+    def check_replay(self, solution: Solution, steps: Sequence[Step]) -> str | None:
+        """Check a cached solution densely against the planning scene as it is now, before a
+        replay sends it (the opt-in ``replay_scene_check``; the specification's replay runs no
+        collision pass otherwise).
+
+        Every arm segment is checked by the planner (:meth:`TrajectoryChecker.check_trajectory`:
+        the same allowed-contact rules as planning) with the tool state it would run with: the
+        live tool state carried through the solution as :meth:`predict_tools` carries it (a
+        part picked up by a ``vacuum_on`` is checked with the arm from there). When the stack
+        remembers the world the solution was planned in (its ``scene_revision``, one of the
+        last :data:`SCENE_HISTORY` revisions it planned in), only the objects added or moved
+        since are checked (a removed object cannot make a motion collide; the rest was checked
+        when it was planned), else every check of planning against the whole world. Runs in
+        the caller's thread; nothing moves.
+
+        Args:
+            solution: the cached solution.
+            steps: the unit's steps (an arm segment's ``step_index`` names one of them).
+
+        Returns:
+            ``None`` when the whole solution is valid now, else what is wrong, naming the step.
+
+        Raises:
+            ValueError: the planner cannot check trajectories (:attr:`checks_replay` is false),
+                or a segment names a step that is not a ``moveto`` of ``steps``.
+        """
+        planner = self._planner
+        if not isinstance(planner, TrajectoryChecker):
+            raise ValueError(
+                f"the {type(planner).__name__} planner cannot check a stored trajectory against the "
+                "planning scene (replay_scene_check needs the embedded planner)"
+            )
+        by_index = {step.index: step for step in steps}
+        with self._state_lock:
+            state = self._tools
+            world = self._world
+        only = self._added_since(solution.scene_revision, world)
+        if only is not None and not only:
+            return None  # objects were only removed since it was planned
+        start = solution.start_positions
+        q: tuple[float, ...] = tuple(start if start is not None else self._arm.joint_positions())
+        for segment in solution.segments:
+            if isinstance(segment, ArmSegment):
+                step = by_index.get(segment.step_index)
+                if not isinstance(step, MoveTo):
+                    raise ValueError(f"segment of step {segment.step_index} is not a moveto of this unit")
+                problem = planner.check_trajectory(step, segment.points, tools=state, world=world, only=only)
+                if problem is not None:
+                    return problem
+                if segment.points:
+                    q = segment.points[-1].positions
+                    state = after_motion(self._cell, state, q, contact_tolerance=self._contact_tolerance)
+            else:
+                try:
+                    state, _ = gripper_command(
+                        self._cell,
+                        state,
+                        segment.gripper,
+                        segment.command,
+                        q,
+                        contact_tolerance=self._contact_tolerance,
+                        where=f"step {segment.step_index}",
+                    )
+                except MotionError as exc:
+                    return exc.detail
+        return None
+
+    def _added_since(self, revision: str | None, world: World) -> tuple[Obstacle, ...] | None:
+        """The objects of ``world`` that were not in the world of scene ``revision`` (added,
+        or moved: a moved object differs from its old self); ``None`` when that world is not
+        remembered."""
+        with self._state_lock:
+            then = self._scene_history.get(revision) if revision is not None else None
+        if then is None:
+            return None
+        before = set(then)
+        return tuple(obstacle for obstacle in world.obstacles if obstacle not in before)
+
+    def _remember_world(self, world: World) -> str:
+        """Remember ``world`` (a plan is made in it) among the last :data:`SCENE_HISTORY` for
+        :meth:`check_replay`; returns its revision, the one the solution records."""
+        with self._state_lock:
+            history = self._scene_history
+            history[world.revision] = world.obstacles
+            history.move_to_end(world.revision)
+            while len(history) > SCENE_HISTORY:
+                history.popitem(last=False)
+        return world.revision
+
     def execute(self, solution: Solution, *, replay: bool) -> Future[None]:
         """Play a solution: arm segments on the arm driver, tool segments on the tools, in order.
 
@@ -668,6 +771,7 @@ class MotionStack:
             state = tools if tools is not None else self._tools
             world = world if world is not None else self._world
         revision = self._planner.model_revision(state)
+        scene = self._remember_world(world)
         q0 = tuple(float(x) for x in (start if start is not None else self._arm.joint_positions()))
         q: tuple[float, ...] = q0
         segments: list[Segment] = []
@@ -710,6 +814,7 @@ class MotionStack:
             model_revision=revision,
             start_positions=q0,  # type: ignore[arg-type]
             planning_time=time.monotonic() - began,
+            scene_revision=scene,
         )
 
     # -- execution -----------------------------------------------------------------------------

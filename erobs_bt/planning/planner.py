@@ -79,7 +79,7 @@ from erobs_bt.planning.timing import (
 )
 from erobs_bt.script.model import JOINT_NAMES, Constraints, MoveTo
 from erobs_bt.world import kinematics
-from erobs_bt.world.cell import CellConfig
+from erobs_bt.world.cell import CellConfig, Obstacle
 from erobs_bt.world.scene import World
 from erobs_bt.world.tools import RobotModel, ToolState, planning_tip
 
@@ -648,6 +648,71 @@ class MotionPlanner:
             return contextlib.nullcontext()
         context: contextlib.AbstractContextManager[None] = allowing()
         return context
+
+    def check_trajectory(
+        self,
+        step: MoveTo,
+        points: Sequence[TrajectoryPoint],
+        *,
+        T_flange_tip: ArrayLike | None = None,
+        tip_link: str | None = None,
+        only: Sequence[Obstacle] | None = None,
+    ) -> str | None:
+        """Check a stored trajectory of ``step`` against the collision model as it is now.
+
+        The checks of planning, applied to samples that were planned earlier (a cache
+        entry's segment, before a replay sends it): the first sample is a valid state, and
+        every sample and the motion between samples, densified to ``check_step`` [rad], is
+        within the joint limits and the step's path constraints and collision-free. A
+        straight line along the tool axis may touch with the tool's contact shapes, as when
+        it was planned (:meth:`_contact_allowed`, the one place that rule lives).
+
+        Args:
+            step: the step the samples implement (its planning type, direction, constraints).
+            points: the samples, positions [rad] in :data:`JOINT_NAMES` order.
+            T_flange_tip: (4, 4) tool tip in the flange frame [m]; ``None``: the flange.
+            tip_link: the tip's link name, for orientation constraints that name it.
+            only: check only the robot against these obstacles (those added or moved since
+                the trajectory was planned, when the checker knows what changed:
+                :meth:`~erobs_bt.world.collision.CollisionModel.first_hit_of`); ``None``:
+                every check of planning, against the whole world.
+
+        Returns:
+            ``None`` when valid, else ``"<step.path>: <what> at t = <s> s ..."``.
+        """
+        where = step.path
+        if not points:
+            return f"{where}: the trajectory has no points"
+        q = np.array([p.positions for p in points], dtype=float)
+        if q.ndim != 2 or q.shape[1] != 6 or not np.all(np.isfinite(q)):
+            return f"{where}: malformed samples"
+        vector = step.direction_vector
+        if vector is not None and step.distance is not None:
+            allowed = self._contact_allowed(np.asarray(vector, dtype=float), step.planning_type, T_flange_tip)
+        else:
+            allowed = contextlib.nullcontext()
+        with allowed:
+            first_hit_of = getattr(self._collision, "first_hit_of", None)
+            if only is not None and callable(first_hit_of):
+                hit = first_hit_of(q, only)
+                if hit is None:
+                    return None
+                index, body, obstacle = hit
+                return (
+                    f"{where}: sample {index} at t = {points[index].time_from_start:.3f} s in collision "
+                    f"({body} with {obstacle}) at {_fmt(q[index])}"
+                )
+            try:
+                request = self._request(
+                    q[0], step.planning_type, step.constraints, T_flange_tip, tip_link, where
+                )
+            except MotionError as exc:
+                return exc.detail
+            bad = request.validity.first_bad(q)
+        if bad is None:
+            return None
+        index, reason = bad
+        return f"{where}: sample {index} at t = {points[index].time_from_start:.3f} s {reason}"
 
     def plan_cartesian_target(
         self,
@@ -1233,6 +1298,33 @@ class CellPlanner:
                 start,
                 T_flange_tip=planning_tip(self._cell, tools),
                 tip_link=self._cell.gripper(tools.gripper).tip_frame,
+            )
+
+    def check_trajectory(
+        self,
+        step: MoveTo,
+        points: Sequence[TrajectoryPoint],
+        *,
+        tools: ToolState,
+        world: World | None = None,
+        only: Sequence[Obstacle] | None = None,
+    ) -> str | None:
+        """:meth:`MotionPlanner.check_trajectory` with ``tools`` on the model (its tool tip,
+        the held part) in ``world`` (``None``: the model's current one), under the model's lock
+        (:class:`~erobs_bt.planning.base.TrajectoryChecker`)."""
+        with self._model.lock:
+            if world is not None:
+                try:
+                    self._model.set_world(world)
+                except ValueError as exc:
+                    return f"{step.path}: world: {exc}"
+            self._model.sync(tools)
+            return self._planner.check_trajectory(
+                step,
+                points,
+                T_flange_tip=planning_tip(self._cell, tools),
+                tip_link=self._cell.gripper(tools.gripper).tip_frame,
+                only=only,
             )
 
     def follow(self, tools: ToolState) -> None:

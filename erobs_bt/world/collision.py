@@ -55,6 +55,7 @@ import hashlib
 import importlib.util
 import json
 import logging
+import math
 import os
 import re
 import tempfile
@@ -504,6 +505,7 @@ class CollisionModel:
         flange = self._robot_model.getFrameId(TOOL_FRAME)
         self._T_joint_flange: pin.SE3 = self._robot_model.frames[flange].placement
         self._tool_joint = self._robot_model.frames[flange].parentJoint
+        self._chain_length, self._arm_reach = _arm_reach(self._robot_model, self._robot_geometry)
         cup = cell.gripper(gripper).cup(cup_profile)
         self._scene: _Scene = self._build_scene(gripper, cup.name if cup is not None else None, None)
 
@@ -768,6 +770,148 @@ class CollisionModel:
                     return i
         return None
 
+    def first_hit_of(self, qs: ArrayLike, obstacles: Sequence[Obstacle]) -> tuple[int, str, str] | None:
+        """The first sample of ``qs`` at which the robot touches one of ``obstacles``.
+
+        Only the robot's bodies (arm links with ``collision.padding``, the tool, the held
+        object) against the given obstacles are checked, with the rules of the full model
+        (an obstacle's ``touch_links``; the tool's contact shapes left out inside
+        :meth:`allowing_tool_contact`); no self-collision and no other obstacle. This is the
+        check of a trajectory that was valid in an earlier planning scene against the
+        objects added or moved since (a replay's scene check): everything else it was
+        checked against when planned is unchanged.
+
+        Conservative advancement (the classic continuous-collision method): at a checked
+        sample the robot's clearance ``c`` to the obstacles is measured (coal distance
+        queries, less the largest padding); no point of the robot moves farther than
+        :meth:`reach` [m] times the joint-space path length (the sum of ``|Δq|`` over the
+        joints, [rad]), so every configuration along the polyline closer than ``c / reach``
+        in path length is collision-free and is skipped. Where the clearance is gone, each
+        sample is collision-checked as planning checked it. A path far from the objects thus
+        costs a few queries; the whole motion between skipped samples is covered, not only
+        the samples.
+
+        Args:
+            qs: (N, 6) joint positions [rad], N >= 1.
+            obstacles: the objects to check against, in ``base_link`` or ``base``; their
+                names must differ from the robot's bodies.
+
+        Returns:
+            ``(index, body, obstacle)`` of the first colliding sample, or ``None``.
+
+        Raises:
+            ValueError: bad ``qs``, or an obstacle named like a body of the robot.
+        """
+        path = np.asarray(qs, dtype=float)
+        if path.ndim != 2 or path.shape[1] != 6 or path.shape[0] == 0 or not np.all(np.isfinite(path)):
+            raise ValueError(f"qs: expected finite joint values of shape (N, 6), N >= 1, got {path.shape}")
+        if not obstacles:
+            return None
+        scene = self._thread_state().scene
+        geometry, names = self._base_geometry(scene.gripper, scene.cup_profile)
+        n_tool = len(names)
+        if scene.attached is not None:
+            flange = self._robot_model.getFrameId(TOOL_FRAME)
+            T_flange_object = self._cell.gripper(scene.gripper).T_flange_tcp(scene.cup_profile) @ np.array(
+                scene.attached.T_tip_object
+            )
+            geometry.addGeometryObject(
+                pin.GeometryObject(
+                    scene.attached.name,
+                    self._tool_joint,
+                    flange,
+                    self._T_joint_flange * pin.SE3(T_flange_object),
+                    coal_shape(scene.attached.shape),
+                )
+            )
+            names.append(scene.attached.name)
+        n_robot = len(names)
+        contact_bodies = (
+            {f"{scene.gripper}/{name}" for name in self._cell.gripper(scene.gripper).contact}
+            if scene.contact_variant
+            else set()
+        )
+        universe = self._robot_model.getFrameId("base_link")
+        padding = self._cell.collision.padding
+        margins: list[float] = []
+        for obstacle in obstacles:
+            if obstacle.name in names[:n_robot]:
+                raise ValueError(f"obstacle {obstacle.name!r} is named like a body of the robot")
+            index = geometry.addGeometryObject(
+                pin.GeometryObject(
+                    obstacle.name,
+                    0,
+                    universe,
+                    pin.SE3(obstacle.T_base_link_obstacle()),
+                    coal_shape(obstacle.shape),
+                )
+            )
+            names.append(obstacle.name)
+            for i in range(n_robot):
+                if names[i] in obstacle.touch_links or (i < n_tool and names[i] in contact_bodies):
+                    continue
+                geometry.addCollisionPair(pin.CollisionPair(i, index))
+                margins.append(padding if names[i] in ROBOT_LINKS else 0.0)
+        if not margins:
+            return None
+        data = scene.model.createData()
+        geometry_data = pin.GeometryData(geometry)
+        for k, margin in enumerate(margins):
+            if margin > 0:
+                geometry_data.collisionRequests[k].security_margin = margin
+        model = scene.model
+        worst_margin = max(margins)
+        reach = self.reach(scene)
+        # Path length [rad, summed over joints] from the first sample to each sample.
+        length = np.concatenate(([0.0], np.cumsum(np.sum(np.abs(np.diff(path, axis=0)), axis=1))))
+        count = path.shape[0]
+        i = 0
+        while i < count:
+            closest = pin.computeDistances(model, data, geometry, geometry_data, path[i])
+            clearance = geometry_data.distanceResults[closest].min_distance - worst_margin
+            if clearance <= _CLEARANCE_FLOOR:
+                if pin.computeCollisions(model, data, geometry, geometry_data, path[i], True):
+                    for k, result in enumerate(geometry_data.collisionResults):
+                        if result.isCollision():
+                            pair = geometry.collisionPairs[k]
+                            return i, names[pair.first], names[pair.second]
+                i += 1
+                continue
+            # Samples (and the motion to them) closer than clearance / reach are free.
+            i = max(i + 1, int(np.searchsorted(length, length[i] + clearance / reach, side="left")))
+        return None
+
+    def reach(self, scene: _Scene | None = None) -> float:
+        """An upper bound [m] on how far any point of the robot (arm links, the tool, the held
+        object) moves per radian of joint motion, summed over the joints.
+
+        A revolute joint ``j`` turning by ``Δq_j`` moves a point ``p`` beyond it by at most
+        ``|Δq_j| * |p - o_j|`` (``o_j`` on its axis), and ``|p - o_j|`` is at most the sum of
+        the joint offsets from joint 1 to the point's joint (the URDF's joint placements) plus
+        the point's distance from that joint (each body's bounding box corners; a tool shape's
+        or the held object's bounding sphere). The largest such sum over the bodies bounds
+        every ``|p - o_j|``, so a motion of ``Δq`` moves no point farther than
+        ``reach * sum(|Δq|)`` (the conservative-advancement bound of :meth:`first_hit_of`).
+        """
+        scene = scene if scene is not None else self._scene
+        bound = self._arm_reach
+        wrist = self._chain_length[self._tool_joint]
+        for _name, shape in self._tool_objects(scene.gripper, scene.cup_profile):
+            placement = self._T_joint_flange.homogeneous @ shape.pose.matrix()
+            bound = max(
+                bound, wrist + float(np.linalg.norm(placement[:3, 3])) + _bounding_radius(shape.shape)
+            )
+        if scene.attached is not None:
+            T_flange_object = self._cell.gripper(scene.gripper).T_flange_tcp(scene.cup_profile) @ np.array(
+                scene.attached.T_tip_object
+            )
+            placement = self._T_joint_flange.homogeneous @ T_flange_object
+            bound = max(
+                bound,
+                wrist + float(np.linalg.norm(placement[:3, 3])) + _bounding_radius(scene.attached.shape),
+            )
+        return bound
+
     def body_placements(self, q: ArrayLike) -> dict[str, NDArray[np.float64]]:
         """(4, 4) pose in ``base_link`` of every body at ``q`` (for viewers and tests)."""
         state = self._thread_state()
@@ -958,6 +1102,41 @@ class CollisionModel:
             disabled_pairs=disabled,
             contact_variant=allow_contact,
         )
+
+
+#: [m] below this clearance :meth:`CollisionModel.first_hit_of` checks each sample for contact.
+_CLEARANCE_FLOOR = 1e-4
+
+
+def _arm_reach(model: pin.Model, geometry: pin.GeometryModel) -> tuple[list[float], float]:
+    """Per joint, the summed length of the joint offsets from the root to it [m]; and the
+    largest of that plus a body's distance from its joint over the arm's bodies [m] (the
+    corners of each collision geometry's local bounding box): :meth:`CollisionModel.reach`."""
+    chain = [0.0] * model.njoints
+    for j in range(1, model.njoints):
+        chain[j] = chain[model.parents[j]] + float(np.linalg.norm(model.jointPlacements[j].translation))
+    bound = 0.0
+    for obj in geometry.geometryObjects:
+        shape = obj.geometry
+        shape.computeLocalAABB()
+        low, high = np.array(shape.aabb_local.min_), np.array(shape.aabb_local.max_)
+        corners = np.array(
+            [[x, y, z] for x in (low[0], high[0]) for y in (low[1], high[1]) for z in (low[2], high[2])]
+        )
+        T = obj.placement.homogeneous
+        farthest = float(np.max(np.linalg.norm(corners @ T[:3, :3].T + T[:3, 3], axis=1)))
+        bound = max(bound, chain[obj.parentJoint] + farthest)
+    return chain, bound
+
+
+def _bounding_radius(shape: Shape) -> float:
+    """[m] radius of the smallest sphere about the shape's centre that contains it."""
+    if shape.kind == "box":
+        return 0.5 * float(np.linalg.norm(shape.size))
+    if shape.kind == "cylinder":
+        height, radius = shape.size
+        return float(math.hypot(0.5 * height, radius))
+    return float(shape.size[0])
 
 
 def _pair_key(a: str, b: str) -> tuple[str, str]:

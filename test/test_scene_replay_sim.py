@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -95,22 +96,29 @@ def test_the_reach_bound_holds_for_every_body() -> None:
         engine.close()
 
 
-def test_first_hit_agrees_with_the_per_sample_check_of_planning(engine: tuple[Engine, Recorder]) -> None:
+def test_the_delta_check_finds_what_the_whole_world_check_finds(engine: tuple[Engine, Recorder]) -> None:
+    """Conservative advancement against the added box (the stack remembers the world the
+    solution was planned in) and every check of planning against the whole world (a solution
+    whose world is not remembered) report the same first colliding sample; a box away from
+    the path passes both."""
     eng, _ = engine
     assert eng.orchestrator.submit(BATCH, dry_run=False).wait(60).success
-    box = box_across(eng)
-    model = stack(eng).planner.model.collision  # type: ignore[attr-defined]
+    backend = stack(eng)
+    steps = eng.parse(BATCH).steps
     solution = next(iter(eng.orchestrator.cache._entries.values())).solution
-    arm = [s for s in solution.segments if isinstance(s, ArmSegment)]
-    hits = 0
-    for segment in arm:
-        qs = np.array([p.positions for p in segment.points])
-        fast = model.first_hit_of(qs, [box])
-        slow = next((i for i, q in enumerate(qs) if model.first_hit_of(q[None, :], [box]) is not None), None)
-        assert (fast[0] if fast else None) == slow
-        hits += fast is not None
-        assert model.first_hit_of(qs, [AWAY]) is None
-    assert hits >= 1, "the box is across the trajectory"
+    forgotten = replace(solution, scene_revision=None)
+    world = tuple(backend.world_obstacles())
+    box = box_across(eng)
+    backend.set_world_obstacles((*world, box))
+    delta, whole = backend.check_replay(solution, steps), backend.check_replay(forgotten, steps)
+    assert delta is not None and whole is not None
+    assert "with box1)" in delta
+    assert delta.split(" in collision")[0] == whole.split(" in collision")[0], (delta, whole)
+    backend.set_world_obstacles((*world, AWAY))
+    assert backend.check_replay(solution, steps) is None
+    assert backend.check_replay(forgotten, steps) is None
+    backend.set_world_obstacles(world[1:])  # an object removed: nothing to check
+    assert backend.check_replay(solution, steps) is None
 
 
 def test_a_replay_through_a_new_box_is_refused_and_planned_afresh(engine: tuple[Engine, Recorder]) -> None:

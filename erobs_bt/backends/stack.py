@@ -174,6 +174,7 @@ class MotionStack:
         self._on_close = tuple(on_close)
         self._state_lock = threading.Lock()
         self._scene_history: OrderedDict[str, tuple[Obstacle, ...]] = OrderedDict()
+        self._tools_memo: tuple[Solution, ToolState, list[ToolState]] | None = None
         self._tools = tool_state
         self._revision: tuple[ToolState | None, str] = (None, "")  # see model_revision()
         self._cup_override: str | None = None  # see set_cup_override()
@@ -472,24 +473,43 @@ class MotionStack:
         only = self._added_since(solution.scene_revision, world)
         if only is not None and not only:
             return None  # objects were only removed since it was planned
-        start = solution.start_positions
-        q: tuple[float, ...] = tuple(start if start is not None else self._arm.joint_positions())
-        for segment in solution.segments:
+        tools = self._tools_along(solution, state)
+        if isinstance(tools, str):
+            return tools
+        for segment, before in zip(solution.segments, tools, strict=True):
             if isinstance(segment, ArmSegment):
                 step = by_index.get(segment.step_index)
                 if not isinstance(step, MoveTo):
                     raise ValueError(f"segment of step {segment.step_index} is not a moveto of this unit")
-                problem = planner.check_trajectory(step, segment.points, tools=state, world=world, only=only)
+                problem = planner.check_trajectory(step, segment.points, tools=before, world=world, only=only)
                 if problem is not None:
                     return problem
+        return None
+
+    def _tools_along(self, solution: Solution, state: ToolState) -> list[ToolState] | str:
+        """The tool state at the start of each of ``solution``'s segments when it runs from
+        ``state`` (carried as :meth:`predict_tools` carries it), or why the bookkeeping refuses
+        a tool command. The last answer is kept: a solution replayed again from the same
+        tool state is not carried through again."""
+        with self._state_lock:
+            memo = self._tools_memo
+        if memo is not None and memo[0] is solution and memo[1] == state:
+            return memo[2]
+        start = solution.start_positions
+        q: tuple[float, ...] = tuple(start if start is not None else self._arm.joint_positions())
+        along: list[ToolState] = []
+        current = state
+        for segment in solution.segments:
+            along.append(current)
+            if isinstance(segment, ArmSegment):
                 if segment.points:
                     q = segment.points[-1].positions
-                    state = after_motion(self._cell, state, q, contact_tolerance=self._contact_tolerance)
+                    current = after_motion(self._cell, current, q, contact_tolerance=self._contact_tolerance)
             else:
                 try:
-                    state, _ = gripper_command(
+                    current, _ = gripper_command(
                         self._cell,
-                        state,
+                        current,
                         segment.gripper,
                         segment.command,
                         q,
@@ -498,7 +518,9 @@ class MotionStack:
                     )
                 except MotionError as exc:
                     return exc.detail
-        return None
+        with self._state_lock:
+            self._tools_memo = (solution, state, along)
+        return along
 
     def _added_since(self, revision: str | None, world: World) -> tuple[Obstacle, ...] | None:
         """The objects of ``world`` that were not in the world of scene ``revision`` (added,

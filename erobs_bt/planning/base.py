@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 if TYPE_CHECKING:
     from erobs_bt.motion import ArmSegment, TrajectoryPoint
     from erobs_bt.script.model import MoveTo
-    from erobs_bt.world.scene import World
     from erobs_bt.world.cell import Obstacle
+    from erobs_bt.world.scene import World
     from erobs_bt.world.tools import ToolState
 
 

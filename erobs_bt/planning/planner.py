@@ -80,6 +80,7 @@ from erobs_bt.planning.timing import (
 from erobs_bt.script.model import JOINT_NAMES, Constraints, MoveTo
 from erobs_bt.world import kinematics
 from erobs_bt.world.cell import CellConfig, Obstacle
+from erobs_bt.world.collision import AttachedObject
 from erobs_bt.world.scene import World
 from erobs_bt.world.tools import RobotModel, ToolState, planning_tip
 
@@ -641,13 +642,21 @@ class MotionPlanner:
         motion only. Any other move, or a checker without that method, checks everything.
         """
         allowing = getattr(self._collision, "allowing_tool_contact", None)
-        if planning_type == "pilz_ptp" or not callable(allowing):
-            return contextlib.nullcontext()
-        T = np.eye(4) if T_flange_tip is None else np.asarray(T_flange_tip, dtype=float)
-        if abs(float(np.dot(direction, T[:3, 2]))) < 1.0 - 1e-6:
+        if not callable(allowing) or not self.allows_tool_contact(direction, planning_type, T_flange_tip):
             return contextlib.nullcontext()
         context: contextlib.AbstractContextManager[None] = allowing()
         return context
+
+    @staticmethod
+    def allows_tool_contact(direction: ArrayLike, planning_type: str, T_flange_tip: ArrayLike | None) -> bool:
+        """Whether a relative move along ``direction`` (a unit vector in the flange frame) with
+        ``planning_type`` may bring the tool's contact shapes onto obstacles: a straight line
+        (not ``pilz_ptp``) along the tool axis (the tip frame's z), either way (the rule of
+        :meth:`_contact_allowed`)."""
+        if planning_type == "pilz_ptp":
+            return False
+        T = np.eye(4) if T_flange_tip is None else np.asarray(T_flange_tip, dtype=float)
+        return abs(float(np.dot(np.asarray(direction, dtype=float), T[:3, 2]))) >= 1.0 - 1e-6
 
     def check_trajectory(
         self,
@@ -656,7 +665,6 @@ class MotionPlanner:
         *,
         T_flange_tip: ArrayLike | None = None,
         tip_link: str | None = None,
-        only: Sequence[Obstacle] | None = None,
     ) -> str | None:
         """Check a stored trajectory of ``step`` against the collision model as it is now.
 
@@ -672,10 +680,6 @@ class MotionPlanner:
             points: the samples, positions [rad] in :data:`JOINT_NAMES` order.
             T_flange_tip: (4, 4) tool tip in the flange frame [m]; ``None``: the flange.
             tip_link: the tip's link name, for orientation constraints that name it.
-            only: check only the robot against these obstacles (those added or moved since
-                the trajectory was planned, when the checker knows what changed:
-                :meth:`~erobs_bt.world.collision.CollisionModel.first_hit_of`); ``None``:
-                every check of planning, against the whole world.
 
         Returns:
             ``None`` when valid, else ``"<step.path>: <what> at t = <s> s ..."``.
@@ -692,16 +696,6 @@ class MotionPlanner:
         else:
             allowed = contextlib.nullcontext()
         with allowed:
-            first_hit_of = getattr(self._collision, "first_hit_of", None)
-            if only is not None and callable(first_hit_of):
-                hit = first_hit_of(q, only)
-                if hit is None:
-                    return None
-                index, body, obstacle = hit
-                return (
-                    f"{where}: sample {index} at t = {points[index].time_from_start:.3f} s in collision "
-                    f"({body} with {obstacle}) at {_fmt(q[index])}"
-                )
             try:
                 request = self._request(
                     q[0], step.planning_type, step.constraints, T_flange_tip, tip_link, where
@@ -1312,6 +1306,35 @@ class CellPlanner:
         """:meth:`MotionPlanner.check_trajectory` with ``tools`` on the model (its tool tip,
         the held part) in ``world`` (``None``: the model's current one), under the model's lock
         (:class:`~erobs_bt.planning.base.TrajectoryChecker`)."""
+        T_flange_tip = planning_tip(self._cell, tools)
+        if only is not None:
+            # Only the robot against what changed: the model is not brought to ``tools`` (no
+            # rebuild); the tool and held part are described to the query instead.
+            q = np.array([p.positions for p in points], dtype=float)
+            vector = step.direction_vector
+            contact = (
+                vector is not None
+                and step.distance is not None
+                and self._planner.allows_tool_contact(vector, step.planning_type, T_flange_tip)
+            )
+            held = tools.held
+            hit = self._model.collision.first_hit_of(
+                q,
+                only,
+                gripper=tools.gripper,
+                cup_profile=tools.cup_profile,
+                held=None
+                if held is None
+                else AttachedObject(held.part.name, held.part.shape, held.T_tcp_part),
+                allow_contact=contact,
+            )
+            if hit is None:
+                return None
+            index, body, obstacle = hit
+            return (
+                f"{step.path}: sample {index} at t = {points[index].time_from_start:.3f} s in collision "
+                f"({body} with {obstacle}) at {_fmt(q[index])}"
+            )
         with self._model.lock:
             if world is not None:
                 try:
@@ -1320,11 +1343,7 @@ class CellPlanner:
                     return f"{step.path}: world: {exc}"
             self._model.sync(tools)
             return self._planner.check_trajectory(
-                step,
-                points,
-                T_flange_tip=planning_tip(self._cell, tools),
-                tip_link=self._cell.gripper(tools.gripper).tip_frame,
-                only=only,
+                step, points, T_flange_tip=T_flange_tip, tip_link=self._cell.gripper(tools.gripper).tip_frame
             )
 
     def follow(self, tools: ToolState) -> None:

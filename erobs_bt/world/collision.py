@@ -60,6 +60,7 @@ import os
 import re
 import tempfile
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from itertools import pairwise
@@ -506,6 +507,7 @@ class CollisionModel:
         self._T_joint_flange: pin.SE3 = self._robot_model.frames[flange].placement
         self._tool_joint = self._robot_model.frames[flange].parentJoint
         self._chain_length, self._arm_reach = _arm_reach(self._robot_model, self._robot_geometry)
+        self._hit_queries: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
         cup = cell.gripper(gripper).cup(cup_profile)
         self._scene: _Scene = self._build_scene(gripper, cup.name if cup is not None else None, None)
 
@@ -770,16 +772,27 @@ class CollisionModel:
                     return i
         return None
 
-    def first_hit_of(self, qs: ArrayLike, obstacles: Sequence[Obstacle]) -> tuple[int, str, str] | None:
+    def first_hit_of(
+        self,
+        qs: ArrayLike,
+        obstacles: Sequence[Obstacle],
+        *,
+        gripper: str,
+        cup_profile: str | None = None,
+        held: AttachedObject | None = None,
+        allow_contact: bool = False,
+    ) -> tuple[int, str, str] | None:
         """The first sample of ``qs`` at which the robot touches one of ``obstacles``.
 
-        Only the robot's bodies (arm links with ``collision.padding``, the tool, the held
-        object) against the given obstacles are checked, with the rules of the full model
-        (an obstacle's ``touch_links``; the tool's contact shapes left out inside
-        :meth:`allowing_tool_contact`); no self-collision and no other obstacle. This is the
-        check of a trajectory that was valid in an earlier planning scene against the
-        objects added or moved since (a replay's scene check): everything else it was
-        checked against when planned is unchanged.
+        Only the robot's bodies (arm links with ``collision.padding``, the tool ``gripper``
+        with ``cup_profile``, the ``held`` object) against the given obstacles are checked,
+        with the rules of the full model (an obstacle's ``touch_links``; the tool's contact
+        shapes left out when ``allow_contact``, as :meth:`allowing_tool_contact` does for
+        one motion); no self-collision and no other obstacle. This is the check of a
+        trajectory that was valid in an earlier planning scene against the objects added or
+        moved since (a replay's scene check): everything else it was checked against when
+        planned is unchanged. The model's own state (its tool, held object, world) is
+        neither used nor changed, so it runs beside planning.
 
         Conservative advancement (the classic continuous-collision method): at a checked
         sample the robot's clearance ``c`` to the obstacles is measured (coal distance
@@ -789,47 +802,110 @@ class CollisionModel:
         in path length is collision-free and is skipped. Where the clearance is gone, each
         sample is collision-checked as planning checked it. A path far from the objects thus
         costs a few queries; the whole motion between skipped samples is covered, not only
-        the samples.
+        the samples. The geometry of a query is kept for the next one with the same tool,
+        held object and obstacles (the last :data:`_HIT_QUERIES`).
 
         Args:
             qs: (N, 6) joint positions [rad], N >= 1.
             obstacles: the objects to check against, in ``base_link`` or ``base``; their
                 names must differ from the robot's bodies.
+            gripper: the attached tool (a key of ``cell.grippers``).
+            cup_profile: its fitted cup (``None``: the gripper's default).
+            held: the held object, fixed to the tool centre point, or ``None``.
+            allow_contact: leave the tool's contact shapes out (a press or retreat along the
+                tool axis).
 
         Returns:
             ``(index, body, obstacle)`` of the first colliding sample, or ``None``.
 
         Raises:
-            ValueError: bad ``qs``, or an obstacle named like a body of the robot.
+            ValueError: bad ``qs``, an unknown gripper or cup, or an obstacle named like a
+                body of the robot.
         """
         path = np.asarray(qs, dtype=float)
         if path.ndim != 2 or path.shape[1] != 6 or path.shape[0] == 0 or not np.all(np.isfinite(path)):
             raise ValueError(f"qs: expected finite joint values of shape (N, 6), N >= 1, got {path.shape}")
         if not obstacles:
             return None
-        scene = self._thread_state().scene
-        geometry, names = self._base_geometry(scene.gripper, scene.cup_profile)
+        cup = self._cell.gripper(gripper).cup(cup_profile)
+        query = self._hit_query(
+            gripper, cup.name if cup is not None else None, held, bool(allow_contact), tuple(obstacles)
+        )
+        if query is None:
+            return None
+        geometry, names, margins, reach = query
+        model = self._robot_model
+        # Per-thread query data (pinocchio's Data and GeometryData), kept with the geometry.
+        kept: dict[int, tuple[Any, Any, Any]] | None = getattr(self._local, "hit_data", None)
+        if kept is None:
+            kept = self._local.hit_data = {}
+        entry = kept.get(id(geometry))
+        if entry is None or entry[0] is not geometry:
+            geometry_data = pin.GeometryData(geometry)
+            for k, margin in enumerate(margins):
+                if margin > 0:
+                    geometry_data.collisionRequests[k].security_margin = margin
+            if len(kept) >= _HIT_QUERIES:
+                kept.clear()
+            entry = kept[id(geometry)] = (geometry, model.createData(), geometry_data)
+        _, data, geometry_data = entry
+        worst_margin = max(margins)
+        # Path length [rad, summed over joints] from the first sample to each sample.
+        length = np.concatenate(([0.0], np.cumsum(np.sum(np.abs(np.diff(path, axis=0)), axis=1))))
+        count = path.shape[0]
+        i = 0
+        while i < count:
+            closest = pin.computeDistances(model, data, geometry, geometry_data, path[i])
+            clearance = geometry_data.distanceResults[closest].min_distance - worst_margin
+            if clearance <= _CLEARANCE_FLOOR:
+                if pin.computeCollisions(model, data, geometry, geometry_data, path[i], True):
+                    for k, result in enumerate(geometry_data.collisionResults):
+                        if result.isCollision():
+                            pair = geometry.collisionPairs[k]
+                            return i, names[pair.first], names[pair.second]
+                i += 1
+                continue
+            # Samples (and the motion to them) closer than clearance / reach are free.
+            i = max(i + 1, int(np.searchsorted(length, length[i] + clearance / reach, side="left")))
+        return None
+
+    def _hit_query(
+        self,
+        gripper: str,
+        cup_profile: str | None,
+        held: AttachedObject | None,
+        allow_contact: bool,
+        obstacles: tuple[Obstacle, ...],
+    ) -> tuple[pin.GeometryModel, tuple[str, ...], tuple[float, ...], float] | None:
+        """The geometry of a :meth:`first_hit_of` query (robot bodies, the obstacles, their
+        pairs), the pairs' padding and the reach; ``None`` when no pair is checked. Cached."""
+        key = (gripper, cup_profile, held, allow_contact, obstacles)
+        with self._lock:
+            cached = self._hit_queries.get(key)
+            if cached is not None:
+                self._hit_queries.move_to_end(key)
+                return cached
+        geometry, names = self._base_geometry(gripper, cup_profile)
         n_tool = len(names)
-        if scene.attached is not None:
+        reach = self.reach(gripper, cup_profile, held)
+        if held is not None:
             flange = self._robot_model.getFrameId(TOOL_FRAME)
-            T_flange_object = self._cell.gripper(scene.gripper).T_flange_tcp(scene.cup_profile) @ np.array(
-                scene.attached.T_tip_object
+            T_flange_object = self._cell.gripper(gripper).T_flange_tcp(cup_profile) @ np.array(
+                held.T_tip_object
             )
             geometry.addGeometryObject(
                 pin.GeometryObject(
-                    scene.attached.name,
+                    held.name,
                     self._tool_joint,
                     flange,
                     self._T_joint_flange * pin.SE3(T_flange_object),
-                    coal_shape(scene.attached.shape),
+                    coal_shape(held.shape),
                 )
             )
-            names.append(scene.attached.name)
+            names.append(held.name)
         n_robot = len(names)
         contact_bodies = (
-            {f"{scene.gripper}/{name}" for name in self._cell.gripper(scene.gripper).contact}
-            if scene.contact_variant
-            else set()
+            {f"{gripper}/{name}" for name in self._cell.gripper(gripper).contact} if allow_contact else set()
         )
         universe = self._robot_model.getFrameId("base_link")
         padding = self._cell.collision.padding
@@ -852,36 +928,16 @@ class CollisionModel:
                     continue
                 geometry.addCollisionPair(pin.CollisionPair(i, index))
                 margins.append(padding if names[i] in ROBOT_LINKS else 0.0)
-        if not margins:
-            return None
-        data = scene.model.createData()
-        geometry_data = pin.GeometryData(geometry)
-        for k, margin in enumerate(margins):
-            if margin > 0:
-                geometry_data.collisionRequests[k].security_margin = margin
-        model = scene.model
-        worst_margin = max(margins)
-        reach = self.reach(scene)
-        # Path length [rad, summed over joints] from the first sample to each sample.
-        length = np.concatenate(([0.0], np.cumsum(np.sum(np.abs(np.diff(path, axis=0)), axis=1))))
-        count = path.shape[0]
-        i = 0
-        while i < count:
-            closest = pin.computeDistances(model, data, geometry, geometry_data, path[i])
-            clearance = geometry_data.distanceResults[closest].min_distance - worst_margin
-            if clearance <= _CLEARANCE_FLOOR:
-                if pin.computeCollisions(model, data, geometry, geometry_data, path[i], True):
-                    for k, result in enumerate(geometry_data.collisionResults):
-                        if result.isCollision():
-                            pair = geometry.collisionPairs[k]
-                            return i, names[pair.first], names[pair.second]
-                i += 1
-                continue
-            # Samples (and the motion to them) closer than clearance / reach are free.
-            i = max(i + 1, int(np.searchsorted(length, length[i] + clearance / reach, side="left")))
-        return None
+        query = (geometry, tuple(names), tuple(margins), reach) if margins else None
+        with self._lock:
+            self._hit_queries[key] = query
+            while len(self._hit_queries) > _HIT_QUERIES:
+                self._hit_queries.popitem(last=False)
+        return query
 
-    def reach(self, scene: _Scene | None = None) -> float:
+    def reach(
+        self, gripper: str | None = None, cup_profile: str | None = None, held: AttachedObject | None = None
+    ) -> float:
         """An upper bound [m] on how far any point of the robot (arm links, the tool, the held
         object) moves per radian of joint motion, summed over the joints.
 
@@ -892,24 +948,28 @@ class CollisionModel:
         or the held object's bounding sphere). The largest such sum over the bodies bounds
         every ``|p - o_j|``, so a motion of ``Δq`` moves no point farther than
         ``reach * sum(|Δq|)`` (the conservative-advancement bound of :meth:`first_hit_of`).
+
+        Args:
+            gripper: the tool (``None``: the model's current tool, cup and held object).
+            cup_profile: its cup (``None``: the default).
+            held: the held object, or ``None``.
         """
-        scene = scene if scene is not None else self._scene
+        if gripper is None:
+            scene = self._scene
+            gripper, cup_profile, held = scene.gripper, scene.cup_profile, scene.attached
         bound = self._arm_reach
         wrist = self._chain_length[self._tool_joint]
-        for _name, shape in self._tool_objects(scene.gripper, scene.cup_profile):
+        for _name, shape in self._tool_objects(gripper, cup_profile):
             placement = self._T_joint_flange.homogeneous @ shape.pose.matrix()
             bound = max(
                 bound, wrist + float(np.linalg.norm(placement[:3, 3])) + _bounding_radius(shape.shape)
             )
-        if scene.attached is not None:
-            T_flange_object = self._cell.gripper(scene.gripper).T_flange_tcp(scene.cup_profile) @ np.array(
-                scene.attached.T_tip_object
+        if held is not None:
+            T_flange_object = self._cell.gripper(gripper).T_flange_tcp(cup_profile) @ np.array(
+                held.T_tip_object
             )
             placement = self._T_joint_flange.homogeneous @ T_flange_object
-            bound = max(
-                bound,
-                wrist + float(np.linalg.norm(placement[:3, 3])) + _bounding_radius(scene.attached.shape),
-            )
+            bound = max(bound, wrist + float(np.linalg.norm(placement[:3, 3])) + _bounding_radius(held.shape))
         return bound
 
     def body_placements(self, q: ArrayLike) -> dict[str, NDArray[np.float64]]:
@@ -1106,6 +1166,9 @@ class CollisionModel:
 
 #: [m] below this clearance :meth:`CollisionModel.first_hit_of` checks each sample for contact.
 _CLEARANCE_FLOOR = 1e-4
+#: How many query geometries :meth:`CollisionModel.first_hit_of` keeps (tool, held object,
+#: obstacles): a solution's segments alternate between a few.
+_HIT_QUERIES = 8
 
 
 def _arm_reach(model: pin.Model, geometry: pin.GeometryModel) -> tuple[list[float], float]:

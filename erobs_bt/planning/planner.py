@@ -97,6 +97,8 @@ PLANNING_TYPES: frozenset[str] = frozenset({"auto", "cartesian", "pilz", "pilz_p
 _LIMIT_TOLERANCE = 1e-6
 #: Relative slack on velocity/acceleration limits in the final re-check.
 _RATE_SLACK = 1e-6
+#: Trajectories whose sample arrays :meth:`CellPlanner.check_trajectory` keeps.
+_KEPT_SAMPLES = 64
 
 
 class CollisionChecker(Protocol):
@@ -1234,6 +1236,8 @@ class CellPlanner:
             config = replace(config, ompl_seed=int(seed))
         self._cell = cell
         self._model = RobotModel(cell, tools)
+        self._samples_lock = threading.Lock()
+        self._kept_samples: dict[int, tuple[Sequence[TrajectoryPoint], NDArray[np.float64]]] = {}
         self._planner = MotionPlanner(
             collision=self._model.collision,
             named_states=cell.named_states,
@@ -1306,16 +1310,17 @@ class CellPlanner:
         """:meth:`MotionPlanner.check_trajectory` with ``tools`` on the model (its tool tip,
         the held part) in ``world`` (``None``: the model's current one), under the model's lock
         (:class:`~erobs_bt.planning.base.TrajectoryChecker`)."""
-        T_flange_tip = planning_tip(self._cell, tools)
         if only is not None:
             # Only the robot against what changed: the model is not brought to ``tools`` (no
             # rebuild); the tool and held part are described to the query instead.
-            q = np.array([p.positions for p in points], dtype=float)
+            q = self._samples(points)
             vector = step.direction_vector
             contact = (
                 vector is not None
                 and step.distance is not None
-                and self._planner.allows_tool_contact(vector, step.planning_type, T_flange_tip)
+                and self._planner.allows_tool_contact(
+                    vector, step.planning_type, planning_tip(self._cell, tools)
+                )
             )
             held = tools.held
             hit = self._model.collision.first_hit_of(
@@ -1343,8 +1348,26 @@ class CellPlanner:
                     return f"{step.path}: world: {exc}"
             self._model.sync(tools)
             return self._planner.check_trajectory(
-                step, points, T_flange_tip=T_flange_tip, tip_link=self._cell.gripper(tools.gripper).tip_frame
+                step,
+                points,
+                T_flange_tip=planning_tip(self._cell, tools),
+                tip_link=self._cell.gripper(tools.gripper).tip_frame,
             )
+
+    def _samples(self, points: Sequence[TrajectoryPoint]) -> NDArray[np.float64]:
+        """``points``' positions as an (N, 6) array [rad], kept for the last
+        :data:`_KEPT_SAMPLES` trajectories (a cached solution's segments are the same objects
+        at every replay)."""
+        with self._samples_lock:
+            kept = self._kept_samples.get(id(points))
+            if kept is not None and kept[0] is points:
+                return kept[1]
+        q = np.array([p.positions for p in points], dtype=float)
+        with self._samples_lock:
+            if len(self._kept_samples) >= _KEPT_SAMPLES:
+                self._kept_samples.clear()
+            self._kept_samples[id(points)] = (points, q)
+        return q
 
     def follow(self, tools: ToolState) -> None:
         """Bring the model's held part to the live ``tools``, unless a plan holds the model or

@@ -32,6 +32,7 @@ SECTIONS: tuple[tuple[str, str], ...] = (
     ("start-up, collision matrix, speed cap", "bench_startup"),
     ("engine (tick and compile cost)", "bench_engine"),
     ("plan cache", "bench_cache"),
+    ("replay scene check", "bench_scene_check"),
     ("planning", "bench_planning"),
     ("plan-ahead", "bench_planahead"),
     ("ROS node", "bench_ros"),

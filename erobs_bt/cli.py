@@ -390,6 +390,13 @@ def _engine_options(command: Any) -> Any:
     "unit is planned while one executes.",
 )
 @click.option(
+    "--replay-scene-check",
+    is_flag=True,
+    help="Before a cached trajectory is replayed (--repeat), check it against the planning scene "
+    "as it is now (replay_scene_check:=true); a collision refuses it (SCENE_CHANGED) and the "
+    "batch is planned afresh. Off by default, as the specification's replay runs no collision pass.",
+)
+@click.option(
     "--view",
     is_flag=True,
     help="Serve the operator's console (live web view) while running, and after the run until Ctrl-C.",
@@ -421,6 +428,7 @@ def run(
     auto_resume: bool,
     resume_after: float,
     no_plan_ahead: bool,
+    replay_scene_check: bool,
     view: bool,
     view_port: int,
     view_host: str,
@@ -435,6 +443,7 @@ def run(
             auto_resume=resume_after if auto_resume else None,
             view_port=view_port if view else None,
             plan_ahead=not no_plan_ahead,
+            replay_scene_check=replay_scene_check,
             view_host=view_host,
             start_paused=start_paused,
             **options,
@@ -467,6 +476,7 @@ def _run_goals(
     no_mcap: bool,
     view_port: int | None,
     plan_ahead: bool = True,
+    replay_scene_check: bool = False,
     view_host: str = "127.0.0.1",
     start_paused: bool = False,
 ) -> int:
@@ -502,6 +512,7 @@ def _run_goals(
             speed=speed,
             enable_batching=not no_batching,
             plan_ahead=plan_ahead,
+            replay_scene_check=replay_scene_check,
         )
         progress = ConsoleProgress(console)
         try:

@@ -10,7 +10,8 @@ pyproject.toml keep this module at the bottom of the motion side):
   plan cache stores and what replay sends back to a backend's ``execute``.
 * The error taxonomy. Failures travel as :class:`MotionError` whose message keeps the
   EROBS prefixes (``PLANNING_FAILED:``, ``EXECUTION_FAILED:``, ``TIMEOUT:``,
-  ``REPLAY_TIMEOUT:``). Fatal means ``TIMEOUT:`` or ``REPLAY_TIMEOUT:``
+  ``REPLAY_TIMEOUT:``) and erobs_bt's ``SCENE_CHANGED:`` (a replay refused by the opt-in
+  scene check). Fatal means ``TIMEOUT:`` or ``REPLAY_TIMEOUT:``
   (docs/behaviour.md §3, "Replay and fault").
 * :class:`DetectedPose` and :class:`StepReport`, what a vision or tool step reports.
 
@@ -34,6 +35,9 @@ class ErrorCode(enum.Enum):
     EXECUTION_FAILED = "EXECUTION_FAILED"
     TIMEOUT = "TIMEOUT"
     REPLAY_TIMEOUT = "REPLAY_TIMEOUT"
+    #: A cached trajectory collides with the planning scene as it is now (the opt-in
+    #: ``replay_scene_check``); non-fatal: the unit is planned afresh, once.
+    SCENE_CHANGED = "SCENE_CHANGED"
 
     @property
     def fatal(self) -> bool:
@@ -180,12 +184,18 @@ class Solution:
         start_positions: the arm state planning started from [rad], or ``None``.
         planning_time: wall time spent planning [s] (0 for a solution that was not
             planned in this process).
+        scene_revision: the planning-scene revision it was planned in
+            (``MotionBackend.scene_revision()`` when planning began), or ``None`` when the
+            backend does not track one. Not part of any cache key (the specification keeps
+            the scene out of it); the plan cache keeps it with the entry, so a replay and a
+            plan-ahead can tell that the scene changed since.
     """
 
     segments: tuple[Segment, ...]
     model_revision: str
     start_positions: JointPositions | None = None
     planning_time: float = 0.0
+    scene_revision: str | None = None
 
     @property
     def duration(self) -> float:
@@ -234,11 +244,14 @@ def _solution_to_json(solution: Solution) -> dict[str, Any]:
             segments.append(
                 {"tool": segment.step_index, "gripper": segment.gripper, "command": segment.command}
             )
-    return {
+    document: dict[str, Any] = {
         "model_revision": solution.model_revision,
         "start": list(solution.start_positions) if solution.start_positions is not None else None,
         "segments": segments,
     }
+    if solution.scene_revision is not None:
+        document["scene_revision"] = solution.scene_revision
+    return document
 
 
 def _solution_from_json(data: dict[str, Any]) -> Solution:
@@ -257,4 +270,5 @@ def _solution_from_json(data: dict[str, Any]) -> Solution:
         segments=tuple(segments),
         model_revision=data["model_revision"],
         start_positions=tuple(start) if start is not None else None,  # type: ignore[arg-type]
+        scene_revision=data.get("scene_revision"),
     )

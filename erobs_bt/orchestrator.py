@@ -131,6 +131,13 @@ class Orchestrator:
         safety_period: [s] longest sleep between ticks when nothing happens.
         plan_ahead: plan the next motion unit while a unit executes (execute mode only;
             :mod:`erobs_bt.tree.context`).
+        replay_scene_check: before a cache hit is replayed, check it against the planning
+            scene as it is now (:class:`erobs_bt.tree.behaviours.ReplayCached`); off by
+            default, as the specification's replay runs no collision pass.
+
+    Raises:
+        ValueError: ``replay_scene_check`` with a backend that cannot check a trajectory
+            (its ``checks_replay`` is false: MoveIt's scene lives in move_group).
     """
 
     def __init__(
@@ -144,7 +151,13 @@ class Orchestrator:
         listener: OrchestratorListener | None = None,
         safety_period: float = 0.5,
         plan_ahead: bool = True,
+        replay_scene_check: bool = False,
     ) -> None:
+        if replay_scene_check and not backend.checks_replay:
+            raise ValueError(
+                "replay_scene_check: this backend cannot check a cached trajectory against the "
+                "planning scene (it needs the embedded planner: backend sim or ros2_control)"
+            )
         self.backend = backend
         self.parser = parser
         self.enable_batching = enable_batching
@@ -157,6 +170,7 @@ class Orchestrator:
         )
         self.safety_period = safety_period
         self.plan_ahead = plan_ahead
+        self.replay_scene_check = replay_scene_check
         self._lock = threading.RLock()
         self._wake = threading.Event()
         self._state = State.IDLE
@@ -341,6 +355,7 @@ class Orchestrator:
             timeouts=self.timeouts,
             wake=self._wake.set,
             plan_ahead=self.plan_ahead,
+            replay_scene_check=self.replay_scene_check,
         )
         root = compile_tree(context)
         handle.script, handle.units, handle.root, handle.context = script, context.units, root, context

@@ -41,6 +41,9 @@ class EngineConfig:
         timeouts: per-type timeouts [s] overriding :data:`DEFAULT_TIMEOUTS`.
         plan_ahead: plan the next motion unit while a unit executes (the orchestrator's
             ``plan_ahead``).
+        replay_scene_check: check a cached trajectory against the planning scene before it
+            is replayed (the orchestrator's ``replay_scene_check``); needs a backend whose
+            ``checks_replay`` is true.
         moveit: the ``moveit`` backend's YAML; ``None`` for the packaged ``config/moveit.yaml``.
         ros_namespace: the namespace of a backend's own ROS node (the ``ros2_control``
             backend's link; the ``erobs_bt`` node gives its own); ``None``: ``/``.
@@ -58,6 +61,7 @@ class EngineConfig:
     cache_max_bytes: int = DEFAULT_MAX_BYTES
     timeouts: Mapping[str, float] = field(default_factory=dict)
     plan_ahead: bool = True
+    replay_scene_check: bool = False
     ros_namespace: str | None = None
 
 
@@ -132,5 +136,6 @@ def build_engine(config: EngineConfig, *, listener: OrchestratorListener | None 
         timeouts=config.timeouts,
         listener=listener,
         plan_ahead=config.plan_ahead,
+        replay_scene_check=config.replay_scene_check,
     )
     return Engine(config, backend, parser.registry, orchestrator)

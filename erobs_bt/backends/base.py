@@ -27,6 +27,7 @@ from erobs_bt.motion import (
     as_motion_error,
 )
 from erobs_bt.script.model import JOINT_NAMES, JointPositions, Step
+from erobs_bt.world.cell import Obstacle
 
 __all__ = [
     "JOINT_NAMES",
@@ -71,6 +72,35 @@ class MotionBackend(Protocol):
 
     def model_revision(self) -> str:
         """The revision of the robot model in use, ``<prefix>__<gripper>[__<cup_profile>]``."""
+        ...
+
+    def world_obstacles(self) -> tuple[Obstacle, ...]:
+        """The obstacles the next plan avoids (the planning scene's world): the cell's plus
+        those added at run time, in ``base_link``, sorted by name."""
+        ...
+
+    def set_world_obstacles(self, obstacles: Sequence[Obstacle]) -> str:
+        """Replace the planning scene's world from the next plan on; a plan or motion in
+        flight keeps the world it started with.
+
+        Args:
+            obstacles: the whole new world (the cell's obstacles too, when they are to stay),
+                in ``base_link`` or ``base``.
+
+        Returns:
+            The new scene revision (:meth:`scene_revision`).
+
+        Raises:
+            ValueError: the backend cannot change its world (``backend: moveit``: the scene
+                is move_group's), or malformed obstacles (the message says which); nothing
+                changes.
+        """
+        ...
+
+    def scene_revision(self) -> str:
+        """A short digest of :meth:`world_obstacles` (12 hex digits of SHA-256 over a canonical
+        JSON document, :func:`erobs_bt.world.scene.scene_revision`): the same obstacles, in
+        any order, give the same revision."""
         ...
 
     def prepare_goal(self, start_gripper: str) -> None:
@@ -119,6 +149,29 @@ class MotionBackend(Protocol):
         Returns:
             A future that completes when the motion has finished, or fails with
             ``EXECUTION_FAILED:``, ``TIMEOUT:`` or ``REPLAY_TIMEOUT:``.
+        """
+        ...
+
+    @property
+    def checks_replay(self) -> bool:
+        """True when :meth:`check_replay` can check a trajectory (the planner holds the
+        planning scene: the embedded planner; not MoveIt's move_group)."""
+        ...
+
+    def check_replay(self, solution: Solution, steps: Sequence[Step]) -> str | None:
+        """Check a cached solution densely against the planning scene as it is now, before a
+        replay sends it (the opt-in ``replay_scene_check``); nothing moves.
+
+        Args:
+            solution: the cached solution.
+            steps: the unit's steps (each arm segment's ``step_index`` names one).
+
+        Returns:
+            ``None`` when it is valid now, else what is wrong, naming the step
+            (``tasks[3]: sample 12 at t = 0.480 s in collision (...)``).
+
+        Raises:
+            ValueError: :attr:`checks_replay` is false.
         """
         ...
 

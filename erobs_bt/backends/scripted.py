@@ -36,10 +36,13 @@ from erobs_bt.backends.base import (
     as_motion_error,
 )
 from erobs_bt.script.model import EndEffector, JointPositions, MoveTo, Step, ToolExchange
+from erobs_bt.world.cell import Obstacle
+from erobs_bt.world.scene import World
 
 #: Call kinds that can be scripted: ``plan``, ``execute`` (fresh), ``replay``
-#: (execute with ``replay=True``), ``run_step`` and ``prepare``.
-CALL_KINDS = ("plan", "execute", "replay", "run_step", "prepare")
+#: (execute with ``replay=True``), ``run_step``, ``prepare`` and ``scene_check`` (the
+#: replay scene check: an outcome that fails refuses the replay with its error text).
+CALL_KINDS = ("plan", "execute", "replay", "run_step", "prepare", "scene_check")
 
 _ZERO6 = (0.0,) * 6
 
@@ -109,6 +112,7 @@ class ScriptedBackend:
         self.gripper_states: list[tuple[str, str]] = []
         self.stops = 0
         self._in_flight: set[Future[Any]] = set()
+        self._world = World.of(())
 
     # -- scripting ---------------------------------------------------------------
     def script(self, kind: str, *outcomes: Outcome) -> None:
@@ -153,6 +157,27 @@ class ScriptedBackend:
         """Unknown: no tool changer is modelled."""
         return None
 
+    def world_obstacles(self) -> tuple[Obstacle, ...]:
+        """The world last set (none at first); the scripted backend plans nothing in it."""
+        with self._lock:
+            return self._world.obstacles
+
+    def set_world_obstacles(self, obstacles: Sequence[Obstacle]) -> str:
+        """Keep ``obstacles`` as the world (checked as the motion stack checks them).
+
+        Raises:
+            ValueError: malformed obstacles (:func:`erobs_bt.world.scene.check_obstacles`).
+        """
+        world = World.of(obstacles, where="set_world_obstacles")
+        with self._lock:
+            self._world = world
+        return world.revision
+
+    def scene_revision(self) -> str:
+        """The revision of :meth:`world_obstacles`."""
+        with self._lock:
+            return self._world.revision
+
     def prepare_goal(self, start_gripper: str) -> None:
         outcome = self._next("prepare", {"start_gripper": start_gripper})
         if outcome.raises is not None:
@@ -178,10 +203,11 @@ class ScriptedBackend:
             known = start if start is not None else self._positions
             gripper = self._gripper
             revision = self._revision()
+            scene = self._world.revision
         # With no known arm state the trajectory is drawn from zeros, but the solution
         # does not pretend to know where it starts (start_positions stays None).
         origin = known if known is not None else _ZERO6
-        solution = Solution(_straight_segments(steps, origin, gripper), revision, known)
+        solution = Solution(_straight_segments(steps, origin, gripper), revision, known, scene_revision=scene)
         return self._complete(outcome, lambda: solution, cancellable=True)
 
     def execute(self, solution: Solution, *, replay: bool) -> Future[None]:
@@ -199,6 +225,17 @@ class ScriptedBackend:
                         self.gripper_states.append((segment.gripper, segment.command))
 
         return self._complete(outcome, apply, moves=True)
+
+    @property
+    def checks_replay(self) -> bool:
+        """Always true: the check answers with the next ``scene_check`` outcome."""
+        return True
+
+    def check_replay(self, solution: Solution, steps: Sequence[Step]) -> str | None:
+        """The next queued ``scene_check`` outcome: ``None`` for success (the default), else
+        its error text (what a refused replay reports). Delays and gates do not apply."""
+        outcome = self._next("scene_check", {"segments": len(solution.segments)})
+        return outcome.error
 
     def run_step(self, step: Step) -> Future[str]:
         outcome = self._next("run_step", {"step": step.index, "task_type": step.task_type})

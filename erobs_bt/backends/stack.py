@@ -47,6 +47,7 @@ import logging
 import queue
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
@@ -74,7 +75,7 @@ from erobs_bt.backends.parts import (
     ToolDriver,
 )
 from erobs_bt.backends.vision import run_vision
-from erobs_bt.planning.base import Planner
+from erobs_bt.planning.base import Planner, TrajectoryChecker
 from erobs_bt.planning.forecast import forecast_exchanges
 from erobs_bt.script.model import (
     EndEffector,
@@ -86,7 +87,8 @@ from erobs_bt.script.model import (
     ToolExchange,
     Vision,
 )
-from erobs_bt.world.cell import CellConfig
+from erobs_bt.world.cell import CellConfig, Obstacle
+from erobs_bt.world.scene import World
 from erobs_bt.world.tools import (
     DEFAULT_CONTACT_TOLERANCE,
     PipettorState,
@@ -102,6 +104,11 @@ from erobs_bt.world.tools import (
 from erobs_bt.world.vision import detector_markers
 
 _LOG = logging.getLogger(__name__)
+
+#: How many planning-scene revisions the stack remembers the world of (the ones it planned
+#: in most recently): a cached solution planned in one of them is scene-checked against only
+#: the objects added or moved since (:meth:`MotionStack.check_replay`).
+SCENE_HISTORY = 64
 
 _T = TypeVar("_T")
 
@@ -172,9 +179,12 @@ class MotionStack:
         self._label = label
         self._on_close = tuple(on_close)
         self._state_lock = threading.Lock()
+        self._scene_history: OrderedDict[str, tuple[Obstacle, ...]] = OrderedDict()
+        self._tools_memo: tuple[Solution, ToolState, list[ToolState]] | None = None
         self._tools = tool_state
         self._revision: tuple[ToolState | None, str] = (None, "")  # see model_revision()
         self._cup_override: str | None = None  # see set_cup_override()
+        self._world = World.of(cell.obstacles, where=f"{cell.source or 'cell'}: obstacles")
         self._detectors = detector_markers(cell)
         self._tag_cache: dict[int, NDArray[np.float64]] = {}
         # A tool exchange in progress (action thread only): its operation, and whether the
@@ -219,6 +229,64 @@ class MotionStack:
                 revision = self._planner.model_revision(tools)
                 self._revision = (tools, revision)
             return revision
+
+    def world_obstacles(self) -> tuple[Obstacle, ...]:
+        """The obstacles the next plan avoids: the cell's plus those added at run time, in
+        ``base_link``, sorted by name."""
+        with self._state_lock:
+            return self._world.obstacles
+
+    def scene_revision(self) -> str:
+        """The revision of :meth:`world_obstacles` (:func:`erobs_bt.world.scene.scene_revision`:
+        12 hex digits; the same obstacles, in any order, give the same revision)."""
+        with self._state_lock:
+            return self._world.revision
+
+    def world(self) -> World:
+        """The current planning-scene world (obstacles and revision, one snapshot)."""
+        with self._state_lock:
+            return self._world
+
+    def set_world_obstacles(self, obstacles: Sequence[Obstacle]) -> str:
+        """Replace the planning scene's world from the next plan on.
+
+        A plan already asked for (:meth:`plan`, a tool exchange's or vision step's motions
+        already started) keeps the world it started with, and a motion in flight is not
+        touched: only plans asked for after this call avoid the new obstacles.
+
+        Args:
+            obstacles: the whole world (the cell's obstacles too, when they are to stay), in
+                ``base_link`` or ``base``.
+
+        Returns:
+            The new scene revision (:meth:`scene_revision`).
+
+        Raises:
+            ValueError: the planner keeps its own planning scene (``backend: moveit``: change
+                move_group's), or the obstacles are malformed (a name used twice, a robot
+                link's name, another frame); nothing changes.
+        """
+        owner = self._planner.scene_owner
+        if owner is not None:
+            raise ValueError(
+                f"{self._label}: the planning scene belongs to {owner}; change it there "
+                "(its collision_object, planning_scene and apply_planning_scene)"
+            )
+        world = World.of(obstacles, where="set_world_obstacles")
+        with self._state_lock:
+            previous = self._world
+            self._world = world
+        if world.revision != previous.revision:
+            added = sorted(set(world.names) - set(previous.names))
+            removed = sorted(set(previous.names) - set(world.names))
+            _LOG.info(
+                "planning scene %s -> %s (added %s, removed %s)",
+                previous.revision,
+                world.revision,
+                ", ".join(added) or "none",
+                ", ".join(removed) or "none",
+            )
+        return world.revision
 
     def prepare_goal(self, start_gripper: str) -> None:
         """Mount the script's ``start_gripper`` by hand when another tool is attached.
@@ -276,6 +344,7 @@ class MotionStack:
         fault = self._faults.on_plan(steps) if self._faults is not None else None
         with self._state_lock:
             base = self._tools
+            world = self._world  # the plan keeps the world of this call
         if after is not None:
             revision = self._planner.model_revision(base)
             if after.model_revision != revision:
@@ -303,10 +372,11 @@ class MotionStack:
                     tools if tools is not None else base,
                     cup_profile_for=self.cup_profile_for,
                     contact_tolerance=self._contact_tolerance,
+                    world=world,
                 )
                 a, b, c, d, e, f = q
-                return self._plan_now(steps, (a, b, c, d, e, f), tools=tools)
-            return self._plan_now(steps, start, tools=tools)
+                return self._plan_now(steps, (a, b, c, d, e, f), tools=tools, world=world)
+            return self._plan_now(steps, start, tools=tools, world=world)
 
         return self._submit(self._plan_pool, job, ErrorCode.PLANNING_FAILED, cancellable=True)
 
@@ -362,6 +432,123 @@ class MotionStack:
                     where=f"step {segment.step_index}",
                 )
         return state
+
+    @property
+    def checks_replay(self) -> bool:
+        """True when :meth:`check_replay` can check a trajectory here: the planner checks
+        trajectories in its own world (the embedded planner; not MoveIt, whose scene lives
+        in move_group)."""
+        return isinstance(self._planner, TrajectoryChecker)
+
+    def check_replay(self, solution: Solution, steps: Sequence[Step]) -> str | None:
+        """Check a cached solution densely against the planning scene as it is now, before a
+        replay sends it (the opt-in ``replay_scene_check``; the specification's replay runs no
+        collision pass otherwise).
+
+        Every arm segment is checked by the planner (:meth:`TrajectoryChecker.check_trajectory`:
+        the same allowed-contact rules as planning) with the tool state it would run with: the
+        live tool state carried through the solution as :meth:`predict_tools` carries it (a
+        part picked up by a ``vacuum_on`` is checked with the arm from there). When the stack
+        remembers the world the solution was planned in (its ``scene_revision``, one of the
+        last :data:`SCENE_HISTORY` revisions it planned in), only the objects added or moved
+        since are checked (a removed object cannot make a motion collide; the rest was checked
+        when it was planned), else every check of planning against the whole world. Runs in
+        the caller's thread; nothing moves.
+
+        Args:
+            solution: the cached solution.
+            steps: the unit's steps (an arm segment's ``step_index`` names one of them).
+
+        Returns:
+            ``None`` when the whole solution is valid now, else what is wrong, naming the step.
+
+        Raises:
+            ValueError: the planner cannot check trajectories (:attr:`checks_replay` is false),
+                or a segment names a step that is not a ``moveto`` of ``steps``.
+        """
+        planner = self._planner
+        if not isinstance(planner, TrajectoryChecker):
+            raise ValueError(
+                f"the {type(planner).__name__} planner cannot check a stored trajectory against the "
+                "planning scene (replay_scene_check needs the embedded planner)"
+            )
+        by_index = {step.index: step for step in steps}
+        with self._state_lock:
+            state = self._tools
+            world = self._world
+        only = self._added_since(solution.scene_revision, world)
+        if only is not None and not only:
+            return None  # objects were only removed since it was planned
+        tools = self._tools_along(solution, state)
+        if isinstance(tools, str):
+            return tools
+        for segment, before in zip(solution.segments, tools, strict=True):
+            if isinstance(segment, ArmSegment):
+                step = by_index.get(segment.step_index)
+                if not isinstance(step, MoveTo):
+                    raise ValueError(f"segment of step {segment.step_index} is not a moveto of this unit")
+                problem = planner.check_trajectory(step, segment.points, tools=before, world=world, only=only)
+                if problem is not None:
+                    return problem
+        return None
+
+    def _tools_along(self, solution: Solution, state: ToolState) -> list[ToolState] | str:
+        """The tool state at the start of each of ``solution``'s segments when it runs from
+        ``state`` (carried as :meth:`predict_tools` carries it), or why the bookkeeping refuses
+        a tool command. The last answer is kept: a solution replayed again from the same
+        tool state is not carried through again."""
+        with self._state_lock:
+            memo = self._tools_memo
+        if memo is not None and memo[0] is solution and memo[1] == state:
+            return memo[2]
+        start = solution.start_positions
+        q: tuple[float, ...] = tuple(start if start is not None else self._arm.joint_positions())
+        along: list[ToolState] = []
+        current = state
+        for segment in solution.segments:
+            along.append(current)
+            if isinstance(segment, ArmSegment):
+                if segment.points:
+                    q = segment.points[-1].positions
+                    current = after_motion(self._cell, current, q, contact_tolerance=self._contact_tolerance)
+            else:
+                try:
+                    current, _ = gripper_command(
+                        self._cell,
+                        current,
+                        segment.gripper,
+                        segment.command,
+                        q,
+                        contact_tolerance=self._contact_tolerance,
+                        where=f"step {segment.step_index}",
+                    )
+                except MotionError as exc:
+                    return exc.detail
+        with self._state_lock:
+            self._tools_memo = (solution, state, along)
+        return along
+
+    def _added_since(self, revision: str | None, world: World) -> tuple[Obstacle, ...] | None:
+        """The objects of ``world`` that were not in the world of scene ``revision`` (added,
+        or moved: a moved object differs from its old self); ``None`` when that world is not
+        remembered."""
+        with self._state_lock:
+            then = self._scene_history.get(revision) if revision is not None else None
+        if then is None:
+            return None
+        before = set(then)
+        return tuple(obstacle for obstacle in world.obstacles if obstacle not in before)
+
+    def _remember_world(self, world: World) -> str:
+        """Remember ``world`` (a plan is made in it) among the last :data:`SCENE_HISTORY` for
+        :meth:`check_replay`; returns its revision, the one the solution records."""
+        with self._state_lock:
+            history = self._scene_history
+            history[world.revision] = world.obstacles
+            history.move_to_end(world.revision)
+            while len(history) > SCENE_HISTORY:
+                history.popitem(last=False)
+        return world.revision
 
     def execute(self, solution: Solution, *, replay: bool) -> Future[None]:
         """Play a solution: arm segments on the arm driver, tool segments on the tools, in order.
@@ -643,26 +830,31 @@ class MotionStack:
 
     # -- planning ----------------------------------------------------------------------------
     def _plan_now(
-        self, steps: Sequence[Step], start: JointPositions | None, *, tools: ToolState | None = None
+        self,
+        steps: Sequence[Step],
+        start: JointPositions | None,
+        *,
+        tools: ToolState | None = None,
+        world: World | None = None,
     ) -> Solution:
         """Plan ``steps`` in this thread (the planning core of :meth:`plan` and of single steps).
 
         ``tools``: the tool state to start from (a plan ahead); ``None``: the live one.
+        ``world``: the planning scene's world for every step; ``None``: the current one.
         """
         began = time.monotonic()
-        if tools is not None:
-            state = tools
-        else:
-            with self._state_lock:
-                state = self._tools
+        with self._state_lock:
+            state = tools if tools is not None else self._tools
+            world = world if world is not None else self._world
         revision = self._planner.model_revision(state)
+        scene = self._remember_world(world)
         q0 = tuple(float(x) for x in (start if start is not None else self._arm.joint_positions()))
         q: tuple[float, ...] = q0
         segments: list[Segment] = []
         try:
             for step in steps:
                 if isinstance(step, MoveTo):
-                    segment = self._planner.plan_move(step, q, tools=state)
+                    segment = self._planner.plan_move(step, q, tools=state, world=world)
                     segments.append(segment)
                     q = segment.points[-1].positions
                     state = after_motion(self._cell, state, q, contact_tolerance=self._contact_tolerance)
@@ -698,6 +890,7 @@ class MotionStack:
             model_revision=revision,
             start_positions=q0,  # type: ignore[arg-type]
             planning_time=time.monotonic() - began,
+            scene_revision=scene,
         )
 
     # -- execution -----------------------------------------------------------------------------

@@ -17,11 +17,13 @@ no planner library's types.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from erobs_bt.motion import ArmSegment
+    from erobs_bt.motion import ArmSegment, TrajectoryPoint
     from erobs_bt.script.model import MoveTo
+    from erobs_bt.world.cell import Obstacle
+    from erobs_bt.world.scene import World
     from erobs_bt.world.tools import ToolState
 
 
@@ -46,7 +48,16 @@ class Planner(Protocol):
         """
         ...
 
-    def plan_move(self, step: MoveTo, start: Sequence[float], *, tools: ToolState) -> ArmSegment:
+    @property
+    def scene_owner(self) -> str | None:
+        """``None`` when the planner plans in the world :meth:`plan_move` is given (the motion
+        stack's); otherwise who keeps the planning scene instead (e.g. ``move_group``), and the
+        ``world`` argument is ignored."""
+        ...
+
+    def plan_move(
+        self, step: MoveTo, start: Sequence[float], *, tools: ToolState, world: World | None = None
+    ) -> ArmSegment:
         """Plan one ``moveto`` step.
 
         Args:
@@ -55,6 +66,8 @@ class Planner(Protocol):
             tools: the tool state at the start: the attached tool (its tip frame is what
                 ``cartesian_target`` goals and straight lines place) and the held part
                 (checked for collisions with the arm).
+            world: the planning scene's obstacles to avoid (:class:`~erobs_bt.world.scene.World`,
+                in ``base_link``); ``None``: the world of the previous plan (the cell's at first).
 
         Returns:
             The time-parameterised trajectory, ``step_index = step.index``, whose first
@@ -77,4 +90,43 @@ class Planner(Protocol):
     @property
     def model_reloads(self) -> int:
         """How often the planner loaded another robot model (tool) since it was built."""
+        ...
+
+
+@runtime_checkable
+class TrajectoryChecker(Protocol):
+    """A planner that can check a stored trajectory against its world as it is now: what the
+    opt-in scene check of a replay needs (``replay_scene_check``, docs/behaviour.md §3).
+
+    The embedded planner (:class:`erobs_bt.planning.planner.CellPlanner`) is one; MoveIt's
+    move_group client is not (its scene lives in move_group).
+    """
+
+    def check_trajectory(
+        self,
+        step: MoveTo,
+        points: Sequence[TrajectoryPoint],
+        *,
+        tools: ToolState,
+        world: World | None = None,
+        only: Sequence[Obstacle] | None = None,
+    ) -> str | None:
+        """Check a trajectory planned earlier for ``step`` (a cache entry's segment) densely
+        against the world, the joint limits and the step's path constraints as they are now,
+        with the same rules as planning (the same check spacing, the same allowed tool
+        contact for a straight line along the tool axis).
+
+        Args:
+            step: the step the trajectory implements.
+            points: its samples (``points[0]`` is where it starts), joint positions [rad].
+            tools: the tool state at its start (the attached tool and the held part).
+            world: the planning scene's world as it is now (``None``: the planner's current one).
+            only: the obstacles added or moved since it was planned: only the robot against
+                these is checked (everything else it was checked against is unchanged);
+                ``None``: every check of planning, against the whole world.
+
+        Returns:
+            ``None`` when the whole trajectory is valid, else what is wrong and where
+            (``tasks[3]: sample 12 at t = 0.480 s in collision (wrist_3_link with box1) ...``).
+        """
         ...

@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from erobs_bt.planning.base import Planner
 from erobs_bt.script.model import MoveTo, Step, ToolExchange
 from erobs_bt.world.cell import CellConfig
+from erobs_bt.world.scene import World
 from erobs_bt.world.tools import DEFAULT_CONTACT_TOLERANCE, ToolState, after_motion, run_tool_exchange
 
 
@@ -35,9 +36,11 @@ class _ForecastPort:
         tools: ToolState,
         cup_profile_for: Callable[[str], str | None],
         contact_tolerance: float,
+        world: World | None,
     ) -> None:
         self._cell = cell
         self._planner = planner
+        self._world = world
         self.joints = tuple(float(q) for q in joints)
         self.tools = tools
         self._cup_profile_for = cup_profile_for
@@ -52,7 +55,7 @@ class _ForecastPort:
     def move(self, steps: Sequence[Step]) -> None:
         for step in steps:
             assert isinstance(step, MoveTo), "a tool exchange only moves the arm"
-            segment = self._planner.plan_move(step, self.joints, tools=self.tools)
+            segment = self._planner.plan_move(step, self.joints, tools=self.tools, world=self._world)
             self.joints = segment.points[-1].positions
             self.tools = after_motion(
                 self._cell, self.tools, self.joints, contact_tolerance=self._contact_tolerance
@@ -74,6 +77,7 @@ def forecast_exchanges(
     *,
     cup_profile_for: Callable[[str], str | None],
     contact_tolerance: float = DEFAULT_CONTACT_TOLERANCE,
+    world: World | None = None,
 ) -> tuple[tuple[float, ...], ToolState]:
     """The arm state [rad] and tool state that running ``exchanges`` from ``joints`` with
     ``tools`` will leave (module docstring). Nothing moves; the planner plans every motion.
@@ -86,6 +90,7 @@ def forecast_exchanges(
         tools: the tool state then.
         cup_profile_for: the cup the stack fits on a loaded vacuum gripper (``None``: its default).
         contact_tolerance: [m] TCP-to-part distance that counts as touching.
+        world: the planning scene's world to plan in (``None``: the planner's current one).
 
     Raises:
         MotionError: a step that is no tool exchange, an exchange the bookkeeping refuses
@@ -93,7 +98,7 @@ def forecast_exchanges(
     """
     from erobs_bt.motion import ErrorCode, MotionError
 
-    port = _ForecastPort(cell, planner, joints, tools, cup_profile_for, contact_tolerance)
+    port = _ForecastPort(cell, planner, joints, tools, cup_profile_for, contact_tolerance, world)
     for step in exchanges:
         if not isinstance(step, ToolExchange):
             raise MotionError(

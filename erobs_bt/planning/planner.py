@@ -79,7 +79,9 @@ from erobs_bt.planning.timing import (
 )
 from erobs_bt.script.model import JOINT_NAMES, Constraints, MoveTo
 from erobs_bt.world import kinematics
-from erobs_bt.world.cell import CellConfig
+from erobs_bt.world.cell import CellConfig, Obstacle
+from erobs_bt.world.collision import AttachedObject
+from erobs_bt.world.scene import World
 from erobs_bt.world.tools import RobotModel, ToolState, planning_tip
 
 if TYPE_CHECKING:
@@ -95,6 +97,8 @@ PLANNING_TYPES: frozenset[str] = frozenset({"auto", "cartesian", "pilz", "pilz_p
 _LIMIT_TOLERANCE = 1e-6
 #: Relative slack on velocity/acceleration limits in the final re-check.
 _RATE_SLACK = 1e-6
+#: Trajectories whose sample arrays :meth:`CellPlanner.check_trajectory` keeps.
+_KEPT_SAMPLES = 64
 
 
 class CollisionChecker(Protocol):
@@ -640,13 +644,71 @@ class MotionPlanner:
         motion only. Any other move, or a checker without that method, checks everything.
         """
         allowing = getattr(self._collision, "allowing_tool_contact", None)
-        if planning_type == "pilz_ptp" or not callable(allowing):
-            return contextlib.nullcontext()
-        T = np.eye(4) if T_flange_tip is None else np.asarray(T_flange_tip, dtype=float)
-        if abs(float(np.dot(direction, T[:3, 2]))) < 1.0 - 1e-6:
+        if not callable(allowing) or not self.allows_tool_contact(direction, planning_type, T_flange_tip):
             return contextlib.nullcontext()
         context: contextlib.AbstractContextManager[None] = allowing()
         return context
+
+    @staticmethod
+    def allows_tool_contact(direction: ArrayLike, planning_type: str, T_flange_tip: ArrayLike | None) -> bool:
+        """Whether a relative move along ``direction`` (a unit vector in the flange frame) with
+        ``planning_type`` may bring the tool's contact shapes onto obstacles: a straight line
+        (not ``pilz_ptp``) along the tool axis (the tip frame's z), either way (the rule of
+        :meth:`_contact_allowed`)."""
+        if planning_type == "pilz_ptp":
+            return False
+        T = np.eye(4) if T_flange_tip is None else np.asarray(T_flange_tip, dtype=float)
+        return abs(float(np.dot(np.asarray(direction, dtype=float), T[:3, 2]))) >= 1.0 - 1e-6
+
+    def check_trajectory(
+        self,
+        step: MoveTo,
+        points: Sequence[TrajectoryPoint],
+        *,
+        T_flange_tip: ArrayLike | None = None,
+        tip_link: str | None = None,
+    ) -> str | None:
+        """Check a stored trajectory of ``step`` against the collision model as it is now.
+
+        The checks of planning, applied to samples that were planned earlier (a cache
+        entry's segment, before a replay sends it): the first sample is a valid state, and
+        every sample and the motion between samples, densified to ``check_step`` [rad], is
+        within the joint limits and the step's path constraints and collision-free. A
+        straight line along the tool axis may touch with the tool's contact shapes, as when
+        it was planned (:meth:`_contact_allowed`, the one place that rule lives).
+
+        Args:
+            step: the step the samples implement (its planning type, direction, constraints).
+            points: the samples, positions [rad] in :data:`JOINT_NAMES` order.
+            T_flange_tip: (4, 4) tool tip in the flange frame [m]; ``None``: the flange.
+            tip_link: the tip's link name, for orientation constraints that name it.
+
+        Returns:
+            ``None`` when valid, else ``"<step.path>: <what> at t = <s> s ..."``.
+        """
+        where = step.path
+        if not points:
+            return f"{where}: the trajectory has no points"
+        q = np.array([p.positions for p in points], dtype=float)
+        if q.ndim != 2 or q.shape[1] != 6 or not np.all(np.isfinite(q)):
+            return f"{where}: malformed samples"
+        vector = step.direction_vector
+        if vector is not None and step.distance is not None:
+            allowed = self._contact_allowed(np.asarray(vector, dtype=float), step.planning_type, T_flange_tip)
+        else:
+            allowed = contextlib.nullcontext()
+        with allowed:
+            try:
+                request = self._request(
+                    q[0], step.planning_type, step.constraints, T_flange_tip, tip_link, where
+                )
+            except MotionError as exc:
+                return exc.detail
+            bad = request.validity.first_bad(q)
+        if bad is None:
+            return None
+        index, reason = bad
+        return f"{where}: sample {index} at t = {points[index].time_from_start:.3f} s {reason}"
 
     def plan_cartesian_target(
         self,
@@ -1174,6 +1236,8 @@ class CellPlanner:
             config = replace(config, ompl_seed=int(seed))
         self._cell = cell
         self._model = RobotModel(cell, tools)
+        self._samples_lock = threading.Lock()
+        self._kept_samples: dict[int, tuple[Sequence[TrajectoryPoint], NDArray[np.float64]]] = {}
         self._planner = MotionPlanner(
             collision=self._model.collision,
             named_states=cell.named_states,
@@ -1205,14 +1269,27 @@ class CellPlanner:
         """``<prefix>__<gripper>[__<cup_profile>]`` of ``tools`` (from the cell config)."""
         return self._cell.model_revision(tools.gripper, tools.cup_profile)
 
-    def plan_move(self, step: MoveTo, start: Sequence[float], *, tools: ToolState) -> ArmSegment:
+    @property
+    def scene_owner(self) -> None:
+        """``None``: the embedded planner plans in the world it is given."""
+        return None
+
+    def plan_move(
+        self, step: MoveTo, start: Sequence[float], *, tools: ToolState, world: World | None = None
+    ) -> ArmSegment:
         """Plan ``step`` from ``start`` [rad] with ``tools`` on the model (:meth:`MotionPlanner.plan_move`
-        for the tool's IK frame, :func:`~erobs_bt.world.tools.planning_tip`).
+        for the tool's IK frame, :func:`~erobs_bt.world.tools.planning_tip`), in ``world``
+        (``None``: the model's current world).
 
         Raises:
             MotionError: ``PLANNING_FAILED: <step.path>: <reason>``.
         """
         with self._model.lock:
+            if world is not None:
+                try:
+                    self._model.set_world(world)
+                except ValueError as exc:
+                    raise MotionError(ErrorCode.PLANNING_FAILED, f"{step.path}: world: {exc}") from None
             self._model.sync(tools)
             return self._planner.plan_move(
                 step,
@@ -1220,6 +1297,77 @@ class CellPlanner:
                 T_flange_tip=planning_tip(self._cell, tools),
                 tip_link=self._cell.gripper(tools.gripper).tip_frame,
             )
+
+    def check_trajectory(
+        self,
+        step: MoveTo,
+        points: Sequence[TrajectoryPoint],
+        *,
+        tools: ToolState,
+        world: World | None = None,
+        only: Sequence[Obstacle] | None = None,
+    ) -> str | None:
+        """:meth:`MotionPlanner.check_trajectory` with ``tools`` on the model (its tool tip,
+        the held part) in ``world`` (``None``: the model's current one), under the model's lock
+        (:class:`~erobs_bt.planning.base.TrajectoryChecker`)."""
+        if only is not None:
+            # Only the robot against what changed: the model is not brought to ``tools`` (no
+            # rebuild); the tool and held part are described to the query instead.
+            q = self._samples(points)
+            vector = step.direction_vector
+            contact = (
+                vector is not None
+                and step.distance is not None
+                and self._planner.allows_tool_contact(
+                    vector, step.planning_type, planning_tip(self._cell, tools)
+                )
+            )
+            held = tools.held
+            hit = self._model.collision.first_hit_of(
+                q,
+                only,
+                gripper=tools.gripper,
+                cup_profile=tools.cup_profile,
+                held=None
+                if held is None
+                else AttachedObject(held.part.name, held.part.shape, held.T_tcp_part),
+                allow_contact=contact,
+            )
+            if hit is None:
+                return None
+            index, body, obstacle = hit
+            return (
+                f"{step.path}: sample {index} at t = {points[index].time_from_start:.3f} s in collision "
+                f"({body} with {obstacle}) at {_fmt(q[index])}"
+            )
+        with self._model.lock:
+            if world is not None:
+                try:
+                    self._model.set_world(world)
+                except ValueError as exc:
+                    return f"{step.path}: world: {exc}"
+            self._model.sync(tools)
+            return self._planner.check_trajectory(
+                step,
+                points,
+                T_flange_tip=planning_tip(self._cell, tools),
+                tip_link=self._cell.gripper(tools.gripper).tip_frame,
+            )
+
+    def _samples(self, points: Sequence[TrajectoryPoint]) -> NDArray[np.float64]:
+        """``points``' positions as an (N, 6) array [rad], kept for the last
+        :data:`_KEPT_SAMPLES` trajectories (a cached solution's segments are the same objects
+        at every replay)."""
+        with self._samples_lock:
+            kept = self._kept_samples.get(id(points))
+            if kept is not None and kept[0] is points:
+                return kept[1]
+        q = np.array([p.positions for p in points], dtype=float)
+        with self._samples_lock:
+            if len(self._kept_samples) >= _KEPT_SAMPLES:
+                self._kept_samples.clear()
+            self._kept_samples[id(points)] = (points, q)
+        return q
 
     def follow(self, tools: ToolState) -> None:
         """Bring the model's held part to the live ``tools``, unless a plan holds the model or
@@ -1243,4 +1391,7 @@ class CellPlanner:
             return kinematics.T_BASE_LINK_BASE.copy()
         if frame_id.startswith("marker_") and frame_id[7:].isdigit():
             return self._cell.marker(int(frame_id[7:])).pose.matrix()
+        for obstacle in self._model.world.obstacles:  # the cell's and those added at run time
+            if obstacle.name == frame_id:
+                return obstacle.T_base_link_obstacle()
         return self._cell.obstacle(frame_id).T_base_link_obstacle()

@@ -115,6 +115,7 @@ def engine_config(settings: NodeSettings, *, namespace: str | None = None) -> En
         cache_max_bytes=settings.cache_max_bytes,
         timeouts=dict(settings.timeouts),
         plan_ahead=settings.plan_ahead,
+        replay_scene_check=settings.replay_scene_check,
     )
 
 

@@ -190,6 +190,14 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
         minimum=1,
     ),
     ParameterSpec("plan_ahead", True, "plan the next motion unit while a unit executes (hides planning)"),
+    ParameterSpec(
+        "replay_scene_check",
+        False,
+        "before a cache HIT is replayed, check its trajectory densely against the planning scene as "
+        "it is now; a collision refuses the replay (SCENE_CHANGED, non-fatal: the batch is planned "
+        "afresh once). Off by default: the specification's replay runs no collision pass. Needs the "
+        "embedded planner (backend sim or ros2_control)",
+    ),
     *_timeout_specs(),
     ParameterSpec(
         "run_logs",
@@ -523,6 +531,7 @@ class NodeSettings:
     cache_capacity: int
     cache_max_bytes: int
     plan_ahead: bool
+    replay_scene_check: bool
     timeouts: Mapping[str, float]
     run_logs: bool
     run_log_dir: str

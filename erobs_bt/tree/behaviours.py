@@ -156,6 +156,14 @@ class ReplayCached(FutureBehaviour):
     ``TIMEOUT:``) is recorded as the goal's failure so that the fresh branch is never
     entered; any other error (server unavailable, goal rejected, an unsuccessful result,
     a caught exception) is logged and the selector plans the whole unit afresh, once.
+
+    With the opt-in scene check (``replay_scene_check``) a hit planned in another
+    planning-scene revision than the present one is first checked densely against the
+    scene as it is now (:meth:`MotionBackend.check_replay`, before anything is sent); a
+    problem refuses the replay with the non-fatal ``SCENE_CHANGED:`` error, so the unit is
+    planned afresh once, as the specification's replay table treats any non-fatal error.
+    A hit planned in the present revision is sent unchecked: its plan was checked in this
+    very scene.
     """
 
     def __init__(self, context: GoalContext, unit: Unit) -> None:
@@ -188,10 +196,37 @@ class ReplayCached(FutureBehaviour):
         # The entry carries the key's digest and the motion time (computed when it was
         # stored): a hit encodes and hashes nothing.
         ctx.events.cache_decision(self.unit, CacheStatus.HIT, entry.digest)
+        if ctx.replay_scene_check:
+            refusal = self._scene_refusal(entry.solution)
+            if refusal is not None:
+                self.feedback_message = str(refusal)
+                ctx.events.phase(self.unit, "replay", 0.0, f"refused, planning afresh: {refusal}")
+                return Status.FAILURE
         ctx.start_plan_ahead(self.unit, entry.solution)
         ctx.events.phase(self.unit, "replay", detail=f"{entry.duration:.2f} s of motion")
         self.feedback_message = "replaying"
         return ctx.backend.execute(entry.solution, replay=True)
+
+    def _scene_refusal(self, solution: Solution) -> MotionError | None:
+        """The ``SCENE_CHANGED`` error refusing ``solution``'s replay, or ``None`` to send it.
+
+        Unchecked when it was planned in the present scene revision; else checked now, in
+        the tick thread (a dense collision check, a few ms per segment: bench/).
+        """
+        backend = self.context.backend
+        now = backend.scene_revision()
+        planned_in = solution.scene_revision
+        if planned_in is not None and planned_in == now:
+            return None
+        problem = backend.check_replay(solution, self.unit.steps)
+        if problem is None:
+            return None
+        was = planned_in if planned_in is not None else "unknown"
+        return MotionError(
+            ErrorCode.SCENE_CHANGED,
+            f"the planning scene changed since this trajectory was planned (revision {was}, "
+            f"now {now}); {problem}",
+        )
 
     def on_success(self, result: Any, seconds: float) -> Status:
         self.context.events.phase(self.unit, "replay", seconds, "done")
@@ -239,9 +274,11 @@ class PlanUnit(FutureBehaviour):
 
     In execute mode it first takes the unit's plan-ahead
     (:meth:`GoalContext.take_plan_ahead`): when it may be used, its future is this
-    behaviour's work (possibly still planning). Should that plan-ahead fail, the unit
-    plans afresh from the live state once, and reports that plan's outcome: a failed
-    plan-ahead never fails a unit by itself.
+    behaviour's work (possibly still planning). Should that plan-ahead fail, or have been
+    planned in another planning-scene revision than the present one (an object was added,
+    moved or removed since: the change applies to the next plan, so a plan made before it
+    is not used), the unit plans afresh from the live state once, and reports that plan's
+    outcome: a discarded plan-ahead never fails a unit by itself.
     """
 
     moves = False
@@ -287,12 +324,14 @@ class PlanUnit(FutureBehaviour):
         return ctx.backend.plan(self.unit.steps, start=None)
 
     def update(self) -> Status:
-        """As :meth:`FutureBehaviour.update`; a failed plan-ahead is replaced by a fresh plan."""
+        """As :meth:`FutureBehaviour.update`; a failed or stale plan-ahead is replaced by a
+        fresh plan."""
         future = self._future
-        if self._ahead and future is not None and future.done() and future.exception() is not None:
+        reason = self._discard_reason(future) if self._ahead and future is not None and future.done() else ""
+        if reason:
             self._ahead = False
             ctx = self.context
-            ctx.events.plan_ahead(self.unit, "discarded", f"failed: {future.exception()}; planning afresh")
+            ctx.events.plan_ahead(self.unit, "discarded", f"{reason}; planning afresh")
             self.feedback_message = "planning"
             try:
                 fresh = ctx.backend.plan(self.unit.steps, start=None)
@@ -303,6 +342,21 @@ class PlanUnit(FutureBehaviour):
             self._future = fresh
             fresh.add_done_callback(lambda _f: ctx.wake())
         return super().update()
+
+    def _discard_reason(self, future: Future[Solution]) -> str:
+        """Why a finished plan-ahead may not be used (``""``: it may): it failed, or the
+        planning scene changed since it was planned."""
+        if future.cancelled():
+            return "failed: cancelled"
+        if future.exception() is not None:
+            return f"failed: {future.exception()}"
+        planned_in = future.result().scene_revision
+        if planned_in is None:
+            return ""
+        now = self.context.backend.scene_revision()
+        if planned_in != now:
+            return f"planned in planning-scene revision {planned_in}, the scene is now {now}"
+        return ""
 
     def on_success(self, result: Any, seconds: float) -> Status:
         ctx = self.context

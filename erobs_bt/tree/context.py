@@ -300,6 +300,8 @@ class GoalContext:
         cancel_message: how the cancel was observed ("cancelled", "cancelled while paused").
         plan_ahead_enabled: plan the next motion unit while this one executes (module
             docstring); the orchestrator's ``plan_ahead`` option, never in preview mode.
+        replay_scene_check: check a cache hit against the planning scene as it is now
+            before replaying it (:class:`erobs_bt.tree.behaviours.ReplayCached`).
         ahead: the pending plan-ahead, if any (touched on the goal's tick thread only).
         detected: the pose the goal's last ``detect_only`` vision step detected, if any
             (the result reports it).
@@ -328,6 +330,7 @@ class GoalContext:
     finish_reason: FinishReason | None = None
     cancel_message: str = ""
     plan_ahead_enabled: bool = False
+    replay_scene_check: bool = False
     ahead: PlannedAhead | None = None
     key_document: KeyDocument | None = None
     _next_motion: list[Unit | None] | None = field(default=None, repr=False)
@@ -351,6 +354,7 @@ class GoalContext:
         timeouts: Mapping[str, float] = DEFAULT_TIMEOUTS,
         wake: Callable[[], None] | None = None,
         plan_ahead: bool = False,
+        replay_scene_check: bool = False,
     ) -> GoalContext:
         """The context of a goal made from its plan: the one way a goal's context is built
         (the orchestrator's goals, :mod:`erobs_bt.compose` subtrees, the ``render`` command).
@@ -368,6 +372,7 @@ class GoalContext:
             wake: called when a backend future completes, to tick again (default: nothing).
             plan_ahead: plan the next motion unit while one executes; taken only in execute
                 mode (a preview plans every unit from the live state).
+            replay_scene_check: check a cache hit against the planning scene before replaying it.
 
         Returns:
             The goal's context, its :attr:`key_document` built for an eligible goal.
@@ -384,6 +389,7 @@ class GoalContext:
             timeouts={**DEFAULT_TIMEOUTS, **timeouts},
             wake=wake if wake is not None else _nothing,
             plan_ahead_enabled=plan_ahead and mode is Mode.EXECUTE,
+            replay_scene_check=replay_scene_check,
         )
 
     def cache_key(self, *, model_revision: str, start: Sequence[float] | None) -> CacheKey:

@@ -55,12 +55,14 @@ import hashlib
 import importlib.util
 import json
 import logging
+import math
 import os
 import re
 import tempfile
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import pairwise
 from pathlib import Path
 from typing import Any, Literal
@@ -70,7 +72,7 @@ import numpy as np
 import pinocchio as pin
 from numpy.typing import ArrayLike, NDArray
 
-from erobs_bt.world.cell import ROBOT_LINKS, CellConfig, Shape, ToolShape
+from erobs_bt.world.cell import ROBOT_LINKS, CellConfig, Obstacle, Shape, ToolShape
 from erobs_bt.world.kinematics import JOINT_LIMITS
 
 _LOG = logging.getLogger(__name__)
@@ -504,6 +506,8 @@ class CollisionModel:
         flange = self._robot_model.getFrameId(TOOL_FRAME)
         self._T_joint_flange: pin.SE3 = self._robot_model.frames[flange].placement
         self._tool_joint = self._robot_model.frames[flange].parentJoint
+        self._chain_length, self._arm_reach = _arm_reach(self._robot_model, self._robot_geometry)
+        self._hit_queries: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
         cup = cell.gripper(gripper).cup(cup_profile)
         self._scene: _Scene = self._build_scene(gripper, cup.name if cup is not None else None, None)
 
@@ -609,6 +613,43 @@ class CollisionModel:
                 T_tip_object=tuple(tuple(float(v) for v in row) for row in T),
                 touch_obstacles=tuple(touch_obstacles),
             )
+            self._scene = self._build_scene(scene.gripper, scene.cup_profile, attached)
+
+    @property
+    def obstacles(self) -> tuple[Obstacle, ...]:
+        """The obstacles the model checks against (the cell's, or the last :meth:`set_obstacles`)."""
+        return self._cell.obstacles
+
+    def set_obstacles(self, obstacles: Sequence[Obstacle]) -> None:
+        """Replace the obstacles (the planning scene's world); tool and held object stay.
+
+        Queries already running finish on the scene they started with (each thread takes
+        the new scene at its next query). A held object's ``touch_obstacles`` keep only the
+        obstacles that are still there.
+
+        Args:
+            obstacles: the new world (names unique among the scene's bodies).
+
+        Raises:
+            ValueError: an obstacle name used twice or equal to a robot or tool body's name.
+        """
+        obstacles = tuple(obstacles)
+        with self._lock:
+            scene = self._scene
+            robot = set(scene.names) - {o.name for o in self._cell.obstacles}  # the held object too
+            seen: set[str] = set()
+            for obstacle in obstacles:
+                if obstacle.name in robot:
+                    raise ValueError(f"obstacle {obstacle.name!r}: the name of a body of the robot model")
+                if obstacle.name in seen:
+                    raise ValueError(f"obstacle {obstacle.name!r}: the name is used twice")
+                seen.add(obstacle.name)
+            attached = scene.attached
+            if attached is not None:
+                attached = replace(
+                    attached, touch_obstacles=tuple(n for n in attached.touch_obstacles if n in seen)
+                )
+            self._cell = replace(self._cell, obstacles=obstacles)
             self._scene = self._build_scene(scene.gripper, scene.cup_profile, attached)
 
     def detach_object(self) -> None:
@@ -730,6 +771,206 @@ class CollisionModel:
                 if pin.computeCollisions(model, data, geometry, geometry_data, q, True):
                     return i
         return None
+
+    def first_hit_of(
+        self,
+        qs: ArrayLike,
+        obstacles: Sequence[Obstacle],
+        *,
+        gripper: str,
+        cup_profile: str | None = None,
+        held: AttachedObject | None = None,
+        allow_contact: bool = False,
+    ) -> tuple[int, str, str] | None:
+        """The first sample of ``qs`` at which the robot touches one of ``obstacles``.
+
+        Only the robot's bodies (arm links with ``collision.padding``, the tool ``gripper``
+        with ``cup_profile``, the ``held`` object) against the given obstacles are checked,
+        with the rules of the full model (an obstacle's ``touch_links``; the tool's contact
+        shapes left out when ``allow_contact``, as :meth:`allowing_tool_contact` does for
+        one motion); no self-collision and no other obstacle. This is the check of a
+        trajectory that was valid in an earlier planning scene against the objects added or
+        moved since (a replay's scene check): everything else it was checked against when
+        planned is unchanged. The model's own state (its tool, held object, world) is
+        neither used nor changed, so it runs beside planning.
+
+        Conservative advancement (the classic continuous-collision method): at a checked
+        sample the robot's clearance ``c`` to the obstacles is measured (coal distance
+        queries, less the largest padding); no point of the robot moves farther than
+        :meth:`reach` [m] times the joint-space path length (the sum of ``|Δq|`` over the
+        joints, [rad]), so every configuration along the polyline closer than ``c / reach``
+        in path length is collision-free and is skipped. Where the clearance is gone, each
+        sample is collision-checked as planning checked it. A path far from the objects thus
+        costs a few queries; the whole motion between skipped samples is covered, not only
+        the samples. The geometry of a query is kept for the next one with the same tool,
+        held object and obstacles (the last :data:`_HIT_QUERIES`).
+
+        Args:
+            qs: (N, 6) joint positions [rad], N >= 1.
+            obstacles: the objects to check against, in ``base_link`` or ``base``; their
+                names must differ from the robot's bodies.
+            gripper: the attached tool (a key of ``cell.grippers``).
+            cup_profile: its fitted cup (``None``: the gripper's default).
+            held: the held object, fixed to the tool centre point, or ``None``.
+            allow_contact: leave the tool's contact shapes out (a press or retreat along the
+                tool axis).
+
+        Returns:
+            ``(index, body, obstacle)`` of the first colliding sample, or ``None``.
+
+        Raises:
+            ValueError: bad ``qs``, an unknown gripper or cup, or an obstacle named like a
+                body of the robot.
+        """
+        path = np.asarray(qs, dtype=float)
+        if path.ndim != 2 or path.shape[1] != 6 or path.shape[0] == 0 or not np.all(np.isfinite(path)):
+            raise ValueError(f"qs: expected finite joint values of shape (N, 6), N >= 1, got {path.shape}")
+        if not obstacles:
+            return None
+        cup = self._cell.gripper(gripper).cup(cup_profile)
+        query = self._hit_query(
+            gripper, cup.name if cup is not None else None, held, bool(allow_contact), tuple(obstacles)
+        )
+        if query is None:
+            return None
+        geometry, names, margins, reach = query
+        model = self._robot_model
+        # Per-thread query data (pinocchio's Data and GeometryData), kept with the geometry.
+        kept: dict[int, tuple[Any, Any, Any]] | None = getattr(self._local, "hit_data", None)
+        if kept is None:
+            kept = self._local.hit_data = {}
+        entry = kept.get(id(geometry))
+        if entry is None or entry[0] is not geometry:
+            geometry_data = pin.GeometryData(geometry)
+            for k, margin in enumerate(margins):
+                if margin > 0:
+                    geometry_data.collisionRequests[k].security_margin = margin
+            if len(kept) >= _HIT_QUERIES:
+                kept.clear()
+            entry = kept[id(geometry)] = (geometry, model.createData(), geometry_data)
+        _, data, geometry_data = entry
+        worst_margin = max(margins)
+        # Path length [rad, summed over joints] from the first sample to each sample.
+        length = np.concatenate(([0.0], np.cumsum(np.sum(np.abs(np.diff(path, axis=0)), axis=1))))
+        count = path.shape[0]
+        i = 0
+        while i < count:
+            closest = pin.computeDistances(model, data, geometry, geometry_data, path[i])
+            clearance = geometry_data.distanceResults[closest].min_distance - worst_margin
+            if clearance <= _CLEARANCE_FLOOR:
+                if pin.computeCollisions(model, data, geometry, geometry_data, path[i], True):
+                    for k, result in enumerate(geometry_data.collisionResults):
+                        if result.isCollision():
+                            pair = geometry.collisionPairs[k]
+                            return i, names[pair.first], names[pair.second]
+                i += 1
+                continue
+            # Samples (and the motion to them) closer than clearance / reach are free.
+            i = max(i + 1, int(np.searchsorted(length, length[i] + clearance / reach, side="left")))
+        return None
+
+    def _hit_query(
+        self,
+        gripper: str,
+        cup_profile: str | None,
+        held: AttachedObject | None,
+        allow_contact: bool,
+        obstacles: tuple[Obstacle, ...],
+    ) -> tuple[pin.GeometryModel, tuple[str, ...], tuple[float, ...], float] | None:
+        """The geometry of a :meth:`first_hit_of` query (robot bodies, the obstacles, their
+        pairs), the pairs' padding and the reach; ``None`` when no pair is checked. Cached."""
+        key = (gripper, cup_profile, held, allow_contact, obstacles)
+        with self._lock:
+            cached = self._hit_queries.get(key)
+            if cached is not None:
+                self._hit_queries.move_to_end(key)
+                return cached
+        geometry, names = self._base_geometry(gripper, cup_profile)
+        n_tool = len(names)
+        reach = self.reach(gripper, cup_profile, held)
+        if held is not None:
+            flange = self._robot_model.getFrameId(TOOL_FRAME)
+            T_flange_object = self._cell.gripper(gripper).T_flange_tcp(cup_profile) @ np.array(
+                held.T_tip_object
+            )
+            geometry.addGeometryObject(
+                pin.GeometryObject(
+                    held.name,
+                    self._tool_joint,
+                    flange,
+                    self._T_joint_flange * pin.SE3(T_flange_object),
+                    coal_shape(held.shape),
+                )
+            )
+            names.append(held.name)
+        n_robot = len(names)
+        contact_bodies = (
+            {f"{gripper}/{name}" for name in self._cell.gripper(gripper).contact} if allow_contact else set()
+        )
+        universe = self._robot_model.getFrameId("base_link")
+        padding = self._cell.collision.padding
+        margins: list[float] = []
+        for obstacle in obstacles:
+            if obstacle.name in names[:n_robot]:
+                raise ValueError(f"obstacle {obstacle.name!r} is named like a body of the robot")
+            index = geometry.addGeometryObject(
+                pin.GeometryObject(
+                    obstacle.name,
+                    0,
+                    universe,
+                    pin.SE3(obstacle.T_base_link_obstacle()),
+                    coal_shape(obstacle.shape),
+                )
+            )
+            names.append(obstacle.name)
+            for i in range(n_robot):
+                if names[i] in obstacle.touch_links or (i < n_tool and names[i] in contact_bodies):
+                    continue
+                geometry.addCollisionPair(pin.CollisionPair(i, index))
+                margins.append(padding if names[i] in ROBOT_LINKS else 0.0)
+        query = (geometry, tuple(names), tuple(margins), reach) if margins else None
+        with self._lock:
+            self._hit_queries[key] = query
+            while len(self._hit_queries) > _HIT_QUERIES:
+                self._hit_queries.popitem(last=False)
+        return query
+
+    def reach(
+        self, gripper: str | None = None, cup_profile: str | None = None, held: AttachedObject | None = None
+    ) -> float:
+        """An upper bound [m] on how far any point of the robot (arm links, the tool, the held
+        object) moves per radian of joint motion, summed over the joints.
+
+        A revolute joint ``j`` turning by ``Δq_j`` moves a point ``p`` beyond it by at most
+        ``|Δq_j| * |p - o_j|`` (``o_j`` on its axis), and ``|p - o_j|`` is at most the sum of
+        the joint offsets from joint 1 to the point's joint (the URDF's joint placements) plus
+        the point's distance from that joint (each body's bounding box corners; a tool shape's
+        or the held object's bounding sphere). The largest such sum over the bodies bounds
+        every ``|p - o_j|``, so a motion of ``Δq`` moves no point farther than
+        ``reach * sum(|Δq|)`` (the conservative-advancement bound of :meth:`first_hit_of`).
+
+        Args:
+            gripper: the tool (``None``: the model's current tool, cup and held object).
+            cup_profile: its cup (``None``: the default).
+            held: the held object, or ``None``.
+        """
+        if gripper is None:
+            scene = self._scene
+            gripper, cup_profile, held = scene.gripper, scene.cup_profile, scene.attached
+        bound = self._arm_reach
+        wrist = self._chain_length[self._tool_joint]
+        for _name, shape in self._tool_objects(gripper, cup_profile):
+            placement = self._T_joint_flange.homogeneous @ shape.pose.matrix()
+            bound = max(
+                bound, wrist + float(np.linalg.norm(placement[:3, 3])) + _bounding_radius(shape.shape)
+            )
+        if held is not None:
+            T_flange_object = self._cell.gripper(gripper).T_flange_tcp(cup_profile) @ np.array(
+                held.T_tip_object
+            )
+            placement = self._T_joint_flange.homogeneous @ T_flange_object
+            bound = max(bound, wrist + float(np.linalg.norm(placement[:3, 3])) + _bounding_radius(held.shape))
+        return bound
 
     def body_placements(self, q: ArrayLike) -> dict[str, NDArray[np.float64]]:
         """(4, 4) pose in ``base_link`` of every body at ``q`` (for viewers and tests)."""
@@ -921,6 +1162,44 @@ class CollisionModel:
             disabled_pairs=disabled,
             contact_variant=allow_contact,
         )
+
+
+#: [m] below this clearance :meth:`CollisionModel.first_hit_of` checks each sample for contact.
+_CLEARANCE_FLOOR = 1e-4
+#: How many query geometries :meth:`CollisionModel.first_hit_of` keeps (tool, held object,
+#: obstacles): a solution's segments alternate between a few.
+_HIT_QUERIES = 8
+
+
+def _arm_reach(model: pin.Model, geometry: pin.GeometryModel) -> tuple[list[float], float]:
+    """Per joint, the summed length of the joint offsets from the root to it [m]; and the
+    largest of that plus a body's distance from its joint over the arm's bodies [m] (the
+    corners of each collision geometry's local bounding box): :meth:`CollisionModel.reach`."""
+    chain = [0.0] * model.njoints
+    for j in range(1, model.njoints):
+        chain[j] = chain[model.parents[j]] + float(np.linalg.norm(model.jointPlacements[j].translation))
+    bound = 0.0
+    for obj in geometry.geometryObjects:
+        shape = obj.geometry
+        shape.computeLocalAABB()
+        low, high = np.array(shape.aabb_local.min_), np.array(shape.aabb_local.max_)
+        corners = np.array(
+            [[x, y, z] for x in (low[0], high[0]) for y in (low[1], high[1]) for z in (low[2], high[2])]
+        )
+        T = obj.placement.homogeneous
+        farthest = float(np.max(np.linalg.norm(corners @ T[:3, :3].T + T[:3, 3], axis=1)))
+        bound = max(bound, chain[obj.parentJoint] + farthest)
+    return chain, bound
+
+
+def _bounding_radius(shape: Shape) -> float:
+    """[m] radius of the smallest sphere about the shape's centre that contains it."""
+    if shape.kind == "box":
+        return 0.5 * float(np.linalg.norm(shape.size))
+    if shape.kind == "cylinder":
+        height, radius = shape.size
+        return float(math.hypot(0.5 * height, radius))
+    return float(shape.size[0])
 
 
 def _pair_key(a: str, b: str) -> tuple[str, str]:

@@ -63,6 +63,7 @@ from erobs_bt.script.model import EndEffector, MoveTo, Step, ToolExchange
 from erobs_bt.world.cell import CellConfig, Shape, ShapeKind, read_pose
 from erobs_bt.world.collision import CollisionModel
 from erobs_bt.world.kinematics import fk, invert_pose, pose_distance, xyz_rpy_from_pose
+from erobs_bt.world.scene import World
 
 _LOG = logging.getLogger(__name__)
 
@@ -636,6 +637,7 @@ class RobotModel:
         if collision is None:
             collision = CollisionModel(cell, gripper=state.gripper, cup_profile=state.cup_profile)
         self._collision = collision
+        self._world = World.of(collision.obstacles, where="cell obstacles")
         self._held: str | None = None
         if collision.model_revision != cell.model_revision(state.gripper, state.cup_profile):
             collision.set_gripper(state.gripper, cup_profile=state.cup_profile)
@@ -676,14 +678,37 @@ class RobotModel:
                 if state.held is None:
                     self._collision.detach_object()
                 else:
+                    present = {o.name for o in self._collision.obstacles}
                     self._collision.attach_object(
                         state.held.part.name,
                         state.held.part.shape,
                         np.array(state.held.T_tcp_part),
-                        touch_obstacles=state.held.touch_obstacles,
+                        # the surface it lay on may have left the world since
+                        touch_obstacles=tuple(n for n in state.held.touch_obstacles if n in present),
                     )
                 self._held = held
             return reloaded
+
+    @property
+    def world(self) -> World:
+        """The planning-scene world the model checks against (the cell's obstacles at first)."""
+        return self._world
+
+    def set_world(self, world: World) -> bool:
+        """Bring the model to ``world`` (rebuilt only when its revision differs).
+
+        Returns:
+            True when the model's obstacles changed.
+
+        Raises:
+            ValueError: an obstacle named like a body of the robot model (nothing changes).
+        """
+        with self._lock:
+            if world.revision == self._world.revision:
+                return False
+            self._collision.set_obstacles(world.obstacles)
+            self._world = world
+            return True
 
 
 # ---------------------------------------------------------------------------------------------

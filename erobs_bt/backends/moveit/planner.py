@@ -83,6 +83,7 @@ from erobs_bt.backends.ros2_control.link import RosLink, wait_future, wait_ready
 from erobs_bt.script.model import JointPositions, MoveTo
 from erobs_bt.world.cell import CellConfig
 from erobs_bt.world.kinematics import T_BASE_LINK_BASE, flange_goal_from_tip_goal, pose_from_xyz_rpy
+from erobs_bt.world.scene import World
 from erobs_bt.world.tools import ToolState, planning_tip
 
 _LOG = logging.getLogger(__name__)
@@ -255,8 +256,18 @@ class MoveItPlanner:
             raise MotionError(ErrorCode.EXECUTION_FAILED, f"{where}: {what} refused the change")
 
     # -- planning ----------------------------------------------------------------------------
-    def plan_move(self, step: MoveTo, start: Sequence[float], *, tools: ToolState) -> ArmSegment:
-        """Plan one ``moveto`` step from ``start`` [rad] with ``tools`` attached (module docstring).
+    @property
+    def scene_owner(self) -> str:
+        """``move_group``: its planning scene is the world (``world`` of :meth:`plan_move` is
+        not used; clients change it through move_group's ``collision_object``,
+        ``planning_scene`` and ``apply_planning_scene``)."""
+        return "move_group"
+
+    def plan_move(
+        self, step: MoveTo, start: Sequence[float], *, tools: ToolState, world: World | None = None
+    ) -> ArmSegment:
+        """Plan one ``moveto`` step from ``start`` [rad] with ``tools`` attached (module docstring),
+        in move_group's planning scene (``world`` is not used: :attr:`scene_owner`).
 
         Raises:
             MotionError: ``PLANNING_FAILED: <step.path>: <reason>``.

@@ -676,6 +676,7 @@ class LiveView:
         self.access = Access()
         self.server: WebServer | None = None
         self._streaming_joints = False
+        self._scene_cache: dict[str, Any] | None = None
         self._publish()
         self._threads = [
             threading.Thread(target=self._snapshot_loop, name="live-view-snapshots", daemon=True)
@@ -793,6 +794,7 @@ class LiveView:
     def _publish(self) -> None:
         picture = self.listener.picture()
         picture["tool"] = self._tools()
+        picture["scene"] = self._scene()
         signature = json.dumps(picture, sort_keys=True, default=str)
         with self._published:
             if signature == self._signature:
@@ -803,6 +805,25 @@ class LiveView:
             self._body = json.dumps(picture, default=str).encode("utf-8")
             self._published.notify_all()
         self._wake_async()
+
+    def _scene(self) -> dict[str, Any] | None:
+        """The picture's ``scene``: ``{"revision", "obstacles": [shape]}`` of the planning
+        scene's world now (the backend's ``world_obstacles``, shapes as in ``/api/scene``),
+        built again only when the revision changes; ``None`` when the backend has none."""
+        backend = self.orchestrator.backend
+        try:
+            revision = backend.scene_revision()
+            if self._scene_cache is None or self._scene_cache["revision"] != revision:
+                from erobs_bt.viz.scene import obstacles_json
+
+                self._scene_cache = {
+                    "revision": revision,
+                    "obstacles": obstacles_json(backend.world_obstacles()),
+                }
+            return self._scene_cache
+        except Exception:
+            _LOG.debug("live view: the planning scene is unknown", exc_info=True)
+            return None
 
     def _tools(self) -> dict[str, Any] | None:
         """The picture's ``tool`` (:func:`tools_now`), re-read at every snapshot; ``None``
@@ -1251,7 +1272,11 @@ def console_pages(
     shown = cell if cell is not None else getattr(backend, "cell", None)
 
     def live() -> dict[str, Any]:
-        return {**tools_now(backend), "joint_positions": backend.joint_positions()}
+        state = {**tools_now(backend), "joint_positions": backend.joint_positions()}
+        world = getattr(backend, "world_obstacles", None)
+        if callable(world):
+            state["obstacles"] = world()
+        return state
 
     routes: list[BaseRoute] = []
     try:

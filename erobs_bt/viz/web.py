@@ -45,7 +45,9 @@ goal's recent events, each with ``dt`` [s] since the goal started, never negativ
 ``trajectories`` (index: ``unit``, ``source`` ``plan``/``cache``, ``duration`` [s]),
 ``lingering`` (the run is over, the view stays until Ctrl-C), ``tool`` (the tools now,
 :func:`tools_now`: ``gripper`` attached, ``none`` for the bare flange, and ``docks``
-{number: gripper or null} when the backend tracks them) and ``tree``
+{number: gripper or null} when the backend tracks them), ``scene`` (the planning scene's
+world now: ``revision`` and ``obstacles``, shapes as in ``/api/scene``; ``null`` for a backend
+without a cell of its own) and ``tree``
 (:func:`erobs_bt.viz.model.fold_tree`; a unit shown in full carries ``steps``, its step
 detail, :func:`erobs_bt.viz.model.unit_steps`).
 
@@ -702,9 +704,16 @@ class LiveView:
             self._threads.append(
                 threading.Thread(target=self._poll_joints, name="live-view-joints", daemon=True)
             )
+        # A change of the planning scene's world is drawn at once (the picture's ``scene``).
+        add_world_listener = getattr(backend, "add_world_listener", None)
+        if callable(add_world_listener):
+            add_world_listener(self._world_changed)
         for thread in self._threads:
             thread.start()
         self.orchestrator.listener.add(self.listener)
+
+    def _world_changed(self, _world: Any, _source: str) -> None:
+        self._touch()
 
     # -- async side ---------------------------------------------------------------------
     def attach_loop(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -809,8 +818,11 @@ class LiveView:
     def _scene(self) -> dict[str, Any] | None:
         """The picture's ``scene``: ``{"revision", "obstacles": [shape]}`` of the planning
         scene's world now (the backend's ``world_obstacles``, shapes as in ``/api/scene``),
-        built again only when the revision changes; ``None`` when the backend has none."""
+        built again only when the revision changes; ``None`` when the backend has no cell of
+        its own (a test double: the view keeps the cell file's obstacles)."""
         backend = self.orchestrator.backend
+        if getattr(backend, "cell", None) is None:
+            return None
         try:
             revision = backend.scene_revision()
             if self._scene_cache is None or self._scene_cache["revision"] != revision:
@@ -1016,6 +1028,9 @@ class LiveView:
         self.orchestrator.listener.remove(self.listener)
         if self._streaming_joints:
             self.orchestrator.backend.remove_joint_state_listener(self._joint_state)
+        remove_world_listener = getattr(self.orchestrator.backend, "remove_world_listener", None)
+        if callable(remove_world_listener):
+            remove_world_listener(self._world_changed)
         for thread in self._threads:
             if thread.is_alive():
                 thread.join(5.0)
@@ -1273,9 +1288,8 @@ def console_pages(
 
     def live() -> dict[str, Any]:
         state = {**tools_now(backend), "joint_positions": backend.joint_positions()}
-        world = getattr(backend, "world_obstacles", None)
-        if callable(world):
-            state["obstacles"] = world()
+        if cell is None and shown is not None:  # the backend's own cell: its world now
+            state["obstacles"] = backend.world_obstacles()
         return state
 
     routes: list[BaseRoute] = []

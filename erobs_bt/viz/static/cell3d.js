@@ -637,6 +637,7 @@ export function createCellView(container, scene, options = {}) {
       return {
         loaded: Boolean(robot), joints, meshFiles: meshesLoaded, links, tool: toolName,
         toolColor: drawnToolColor, trajectory: Boolean(trajectory),
+        obstacles: obstacles.children.map((mesh) => mesh.name),
       };
     },
     /** World (= base_link) pose of a link: {xyz: [m], quat_xyzw}; `ghost` for the ghost arm. */

@@ -223,7 +223,9 @@ class MotionStack:
 
     def world_obstacles(self) -> tuple[Obstacle, ...]:
         """The obstacles the next plan avoids: the cell's plus those added at run time, in
-        ``base_link``, sorted by name."""
+        ``base_link``, sorted by name. With a planner that keeps its own scene (``backend:
+        moveit``) these are the cell's obstacles as configured; move_group's scene may hold
+        more (read it with ``get_planning_scene``)."""
         with self._state_lock:
             return self._world.obstacles
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from pathlib import Path
 from types import MappingProxyType
 
 import numpy as np
@@ -190,3 +191,19 @@ def test_a_malformed_tag_mapping_names_the_cell_file_and_key(cell: CellConfig) -
     )
     with pytest.raises(ValueError, match="is the name of tag 1's object too"):
         SimBackend(twice, speed=math.inf)
+
+
+def test_the_tag_mapping_is_read_from_a_cell_file(tmp_path: Path) -> None:
+    from erobs_bt.paths import config_file
+    from erobs_bt.world.config import load_cell
+
+    text = config_file("cell.yaml").read_text()
+    text += "\ncollision_objects:\n  25: {name: vial_rack_guard, shape: cylinder, dimensions: [0.1, 0.03]}\n"
+    path = tmp_path / "tagged_cell.yaml"
+    path.write_text(text)
+    (mapped,) = tag_objects(load_cell(path)).values()
+    assert (mapped.tag, mapped.name, mapped.shape) == (25, "vial_rack_guard", Shape("cylinder", (0.1, 0.03)))
+    assert mapped.tag_offset == (0.0, 0.0, 0.0)
+    path.write_text(text.replace("dimensions: [0.1, 0.03]", "dimensions: [0.1]"))
+    with pytest.raises(ValueError, match=r"tagged_cell\.yaml.*collision_objects\.25\.dimensions"):
+        tag_objects(load_cell(path))

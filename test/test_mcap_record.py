@@ -65,7 +65,7 @@ def check_bag_layout(path: Path, topics: dict[str, str]) -> dict[str, Any]:
         )
         assert schema.data.decode() == message_definition(TOPIC_TYPES[key])
         (qos,) = yaml.safe_load(channel.metadata["offered_qos_profiles"])
-        latched = key in ("execution_state", "tree_snapshot", "status")
+        latched = key in ("execution_state", "tree_snapshot", "status", "planning_scene")
         assert qos["durability"] == ("transient_local" if latched else "volatile"), topic
         assert qos["reliability"] == "reliable"
     (record,) = [m for m in metadata if m.name == "rosbag2"]

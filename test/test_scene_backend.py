@@ -4,6 +4,9 @@ set_world_obstacles, scene_revision (erobs_bt issue 23, item 3)."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
+from pathlib import Path
+from types import MappingProxyType
 
 import numpy as np
 import pytest
@@ -11,13 +14,14 @@ import pytest
 from erobs_bt.backends.base import ErrorCode, MotionBackend
 from erobs_bt.backends.scripted import ScriptedBackend
 from erobs_bt.backends.sim.backend import SimBackend
-from erobs_bt.script.model import MoveTo
+from erobs_bt.script.model import MoveTo, Vision
 from erobs_bt.world.cell import CellConfig, Obstacle, Pose, Shape
 from erobs_bt.world.kinematics import T_BASE_LINK_BASE, fk, xyz_rpy_from_pose
-from erobs_bt.world.scene import World, scene_revision
+from erobs_bt.world.scene import World, scene_revision, tag_objects
 
 from helpers import error_of
 
+SAMPLE_SCAN_1 = tuple(math.radians(d) for d in (13.38, -112.45, -65.22, -90.98, -267.33, -166.94))
 HOME = MoveTo(index=0, path="tasks[0]", spec={}, target="moveit_home")
 
 
@@ -130,3 +134,76 @@ def test_the_scripted_backend_keeps_a_world_too() -> None:
     assert revision == backend.scene_revision() == scene_revision(backend.world_obstacles())
     with pytest.raises(ValueError, match="used twice"):
         backend.set_world_obstacles([box("a", (0, 0, 1)), box("a", (0, 0, 1))])
+
+
+# -- tag-mapped collision objects ------------------------------------------------------------
+
+
+def tagged_cell(cell: CellConfig, objects: object) -> CellConfig:
+    """``cell`` with a top-level ``collision_objects`` section (erobs_bt's cell format)."""
+    return replace(cell, extra=MappingProxyType({**cell.extra, "collision_objects": objects}))
+
+
+def test_a_detected_tag_mapped_to_a_collision_object_adds_it_where_it_is_seen(cell: CellConfig) -> None:
+    mapping = {
+        1: {"name": "bar_guard", "shape": "box", "dimensions": [0.1, 0.05, 0.04], "tag_offset": [0, 0, 0.03]}
+    }
+    tagged = tagged_cell(cell, mapping)
+    assert tag_objects(tagged)[1].name == "bar_guard" and tag_objects(cell) == {}
+    step = Vision(
+        index=3,
+        path="tasks[3]",
+        spec={},
+        kind="vision_moveto",  # type: ignore[arg-type]
+        detector="marker",
+        tag_id=1,
+        scan_poses=("sample_scan_1",),
+        scan_joints=(SAMPLE_SCAN_1,),
+        detect_only=True,
+    )
+    changes: list[tuple[str, str]] = []
+    with SimBackend(tagged, speed=math.inf, seed=1) as backend:
+        backend.add_world_listener(lambda world, source: changes.append((world.revision, source)))
+        before = backend.scene_revision()
+        backend.run_step(step).result(timeout=120)
+
+        (guard,) = [o for o in backend.world_obstacles() if o.name == "bar_guard"]
+        expected = tagged.marker(1).pose.matrix()[:3, 3] + np.array([0, 0, 0.03])
+        np.testing.assert_allclose(guard.T_base_link_obstacle()[:3, 3], expected, atol=1e-9)
+        assert guard.shape == Shape("box", (0.1, 0.05, 0.04))
+        assert backend.scene_revision() != before
+        assert changes == [(backend.scene_revision(), "tag 1")]
+
+        backend.run_step(step).result(timeout=120)  # seen again at the same place: no change
+        assert len(changes) == 1
+
+
+def test_a_malformed_tag_mapping_names_the_cell_file_and_key(cell: CellConfig) -> None:
+    bad = tagged_cell(cell, {1: {"name": "x", "shape": "cone", "dimensions": [1, 1]}})
+    with pytest.raises(ValueError, match=r"collision_objects\.1\.shape"):
+        tag_objects(bad)
+    twice = tagged_cell(
+        cell,
+        {
+            1: {"name": "x", "shape": "sphere", "dimensions": [0.1]},
+            2: {"name": "x", "shape": "sphere", "dimensions": [0.1]},
+        },
+    )
+    with pytest.raises(ValueError, match="is the name of tag 1's object too"):
+        SimBackend(twice, speed=math.inf)
+
+
+def test_the_tag_mapping_is_read_from_a_cell_file(tmp_path: Path) -> None:
+    from erobs_bt.paths import config_file
+    from erobs_bt.world.config import load_cell
+
+    text = config_file("cell.yaml").read_text()
+    text += "\ncollision_objects:\n  25: {name: vial_rack_guard, shape: cylinder, dimensions: [0.1, 0.03]}\n"
+    path = tmp_path / "tagged_cell.yaml"
+    path.write_text(text)
+    (mapped,) = tag_objects(load_cell(path)).values()
+    assert (mapped.tag, mapped.name, mapped.shape) == (25, "vial_rack_guard", Shape("cylinder", (0.1, 0.03)))
+    assert mapped.tag_offset == (0.0, 0.0, 0.0)
+    path.write_text(text.replace("dimensions: [0.1, 0.03]", "dimensions: [0.1]"))
+    with pytest.raises(ValueError, match=r"tagged_cell\.yaml.*collision_objects\.25\.dimensions"):
+        tag_objects(load_cell(path))

@@ -316,3 +316,71 @@ def test_the_console_serves_the_3d_view_of_its_backend_and_the_history(
         assert get(view.url + "static/cell3d.js")[2].startswith("text/javascript")
     finally:
         view.close()
+
+
+def test_the_console_shows_the_planning_scene_of_its_backend_as_it_changes(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """Objects added to the backend's world (the node's live planning scene) reach /api/scene
+    and the picture's ``scene``; removing them takes them out again."""
+    from erobs_bt.backends.sim.backend import SimBackend
+    from erobs_bt.viz.web import console_pages, start_live_view
+    from erobs_bt.world.cell import Obstacle, Pose, Shape
+
+    from helpers import make_orchestrator, wait_for
+
+    monkeypatch.setenv("EROBS_BT_LOG_DIR", str(tmp_path / "runs"))
+    cell = load_cell()
+    with SimBackend(cell, speed=math.inf) as backend:
+        orchestrator = make_orchestrator(backend)
+        view = start_live_view(orchestrator, routes=console_pages(orchestrator))
+        try:
+
+            def picture_scene() -> dict[str, Any]:
+                return json.loads(get(view.url + "api/state")[1])["scene"]
+
+            assert picture_scene()["revision"] == backend.scene_revision()
+            box = Obstacle(
+                name="crate",
+                shape=Shape("box", (0.2, 0.2, 0.3)),
+                frame="base_link",
+                pose=Pose(xyz=(0.4, 0.3, 0.15)),
+            )
+            cell_world = backend.world_obstacles()
+            revision = backend.set_world_obstacles((*cell_world, box))
+            wait_for(lambda: picture_scene()["revision"] == revision, 10.0, "the picture's new scene")
+            (drawn,) = [o for o in picture_scene()["obstacles"] if o["name"] == "crate"]
+            assert drawn["shape"] == "box" and drawn["pose"]["xyz"] == pytest.approx([0.4, 0.3, 0.15])
+            scene = json.loads(get(view.url + "api/scene")[1])
+            assert "crate" in {o["name"] for o in scene["obstacles"]}
+
+            backend.set_world_obstacles(cell_world)
+            wait_for(
+                lambda: "crate" not in {o["name"] for o in picture_scene()["obstacles"]}, 10.0, "removal"
+            )
+            assert "crate" not in {o["name"] for o in json.loads(get(view.url + "api/scene")[1])["obstacles"]}
+        finally:
+            view.close()
+
+
+@needs_chromium
+def test_browser_draws_the_obstacles_the_scene_sets(tmp_path: Path) -> None:
+    with serve(make_app(tmp_path, state=lambda: {"gripper": "epick"})) as url, chromium_page() as page:
+        page.goto(url + "/history")
+        page.wait_for_function(
+            "() => Boolean(window.erobsHistory && window.erobsHistory.view)", timeout=LOAD_TIMEOUT_MS
+        )
+        page.evaluate("window.erobsHistory.view.ready.then(() => true)")
+        view = "window.erobsHistory.view"
+        cell_names = {o.name for o in load_cell().obstacles}
+        assert set(page.evaluate(f"{view}.info().obstacles")) == cell_names
+        crate = {
+            "name": "crate",
+            "shape": "box",
+            "size": [0.2, 0.2, 0.3],
+            "pose": {"xyz": [0.4, 0.3, 0.15], "quat_xyzw": [0, 0, 0, 1]},
+        }
+        page.evaluate(f"(list) => {view}.setObstacles(list)", [crate])
+        assert page.evaluate(f"{view}.info().obstacles") == ["crate"]
+        page.evaluate(f"(list) => {view}.setObstacles(list)", [])
+        assert page.evaluate(f"{view}.info().obstacles") == []

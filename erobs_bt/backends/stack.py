@@ -88,7 +88,7 @@ from erobs_bt.script.model import (
     Vision,
 )
 from erobs_bt.world.cell import CellConfig, Obstacle
-from erobs_bt.world.scene import World
+from erobs_bt.world.scene import TagObject, World, tag_objects
 from erobs_bt.world.tools import (
     DEFAULT_CONTACT_TOLERANCE,
     PipettorState,
@@ -111,6 +111,9 @@ _LOG = logging.getLogger(__name__)
 SCENE_HISTORY = 64
 
 _T = TypeVar("_T")
+
+#: A world listener: ``(the new world, what changed it)`` (:meth:`MotionStack.add_world_listener`).
+WorldListener = Callable[[World, str], None]
 
 
 @dataclass
@@ -185,6 +188,8 @@ class MotionStack:
         self._revision: tuple[ToolState | None, str] = (None, "")  # see model_revision()
         self._cup_override: str | None = None  # see set_cup_override()
         self._world = World.of(cell.obstacles, where=f"{cell.source or 'cell'}: obstacles")
+        self._tag_objects = tag_objects(cell)
+        self._world_listeners: list[WorldListener] = []
         self._detectors = detector_markers(cell)
         self._tag_cache: dict[int, NDArray[np.float64]] = {}
         # A tool exchange in progress (action thread only): its operation, and whether the
@@ -232,7 +237,9 @@ class MotionStack:
 
     def world_obstacles(self) -> tuple[Obstacle, ...]:
         """The obstacles the next plan avoids: the cell's plus those added at run time, in
-        ``base_link``, sorted by name."""
+        ``base_link``, sorted by name. With a planner that keeps its own scene (``backend:
+        moveit``) these are the cell's obstacles as configured; move_group's scene may hold
+        more (read it with ``get_planning_scene``)."""
         with self._state_lock:
             return self._world.obstacles
 
@@ -272,21 +279,69 @@ class MotionStack:
                 f"{self._label}: the planning scene belongs to {owner}; change it there "
                 "(its collision_object, planning_scene and apply_planning_scene)"
             )
-        world = World.of(obstacles, where="set_world_obstacles")
+        return self._replace_world(World.of(obstacles, where="set_world_obstacles"), "set_world_obstacles")
+
+    def add_world_listener(self, listener: WorldListener) -> None:
+        """Call ``listener(world, source)`` after every change of the world (a
+        :meth:`set_world_obstacles`, source ``set_world_obstacles``, or a detected tag's
+        collision object, source ``tag <id>``), from the thread that made it."""
+        with self._state_lock:
+            self._world_listeners.append(listener)
+
+    def remove_world_listener(self, listener: WorldListener) -> None:
+        """Stop calling ``listener`` (no error when it was not added)."""
+        with self._state_lock:
+            if listener in self._world_listeners:
+                self._world_listeners.remove(listener)
+
+    @property
+    def tag_objects(self) -> Mapping[int, TagObject]:
+        """The cell's tag-mapped collision objects by tag id (:func:`erobs_bt.world.scene.tag_objects`)."""
+        return self._tag_objects
+
+    def _replace_world(self, world: World, source: str) -> str:
         with self._state_lock:
             previous = self._world
             self._world = world
+            listeners = tuple(self._world_listeners)
         if world.revision != previous.revision:
             added = sorted(set(world.names) - set(previous.names))
             removed = sorted(set(previous.names) - set(world.names))
             _LOG.info(
-                "planning scene %s -> %s (added %s, removed %s)",
+                "planning scene %s -> %s by %s (added %s, removed %s)",
                 previous.revision,
                 world.revision,
+                source,
                 ", ".join(added) or "none",
                 ", ".join(removed) or "none",
             )
+            for listener in listeners:
+                try:
+                    listener(world, source)
+                except Exception:  # a listener never fails the change
+                    _LOG.exception("world listener failed")
         return world.revision
+
+    def _detected(self, marker_id: int, T_base_link_marker: NDArray[np.float64]) -> None:
+        """A vision step saw ``marker_id``: a tag the cell maps to a collision object puts the
+        object into the world at the detection (replacing its previous placement), as EROBS
+        does; the next plan avoids it. Not with a planner that keeps its own scene."""
+        mapped = self._tag_objects.get(marker_id)
+        if mapped is None:
+            return
+        if self._planner.scene_owner is not None:
+            _LOG.warning(
+                "tag %d: collision object %s not added: the planning scene belongs to %s",
+                marker_id,
+                mapped.name,
+                self._planner.scene_owner,
+            )
+            return
+        obstacle = mapped.obstacle(T_base_link_marker)
+        with self._state_lock:
+            current = self._world
+        others = [o for o in current.obstacles if o.name != obstacle.name]
+        self._replace_world(World.of([*others, obstacle], where=f"tag {marker_id}"), f"tag {marker_id}")
 
     def prepare_goal(self, start_gripper: str) -> None:
         """Mount the script's ``start_gripper`` by hand when another tool is attached.
@@ -1051,6 +1106,7 @@ class MotionStack:
                 detector=self._detector,
                 tag_cache=self._tag_cache,
                 detectors=self._detectors,
+                on_detected=self._detected if self._tag_objects else None,
             )
         if isinstance(step, Pipettor):
             return self._pipettor(step)

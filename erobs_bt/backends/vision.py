@@ -35,7 +35,7 @@ feature's pose).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -124,6 +124,7 @@ def run_vision(
     detector: Detector,
     tag_cache: MutableMapping[int, NDArray[np.float64]],
     detectors: Mapping[str, int] | None = None,
+    on_detected: Callable[[int, NDArray[np.float64]], None] | None = None,
 ) -> str:
     """Run one vision-family step (behaviour in the module docstring).
 
@@ -135,6 +136,8 @@ def run_vision(
         tag_cache: marker id -> pose [base_link] from earlier ``vision_scan`` steps; updated.
         detectors: detector name -> marker id for non-marker detectors
             (default: :func:`detector_markers` of the cell).
+        on_detected: called with each marker id and pose [base_link] the camera saw (the
+            stack adds the tag's collision object, :func:`erobs_bt.world.scene.tag_objects`).
 
     Returns:
         A status message.
@@ -145,6 +148,8 @@ def run_vision(
     """
     if detectors is None:
         detectors = detector_markers(cell)
+    if on_detected is not None:
+        detector = _Reporting(detector, on_detected)
     if step.kind == "vision_scan":
         return _scan_all(step, port, detector, tag_cache)
     state = port.tool_state()
@@ -295,6 +300,26 @@ def _feature_marker(cell: CellConfig, step: Vision, detectors: Mapping[str, int]
             f"(set vision.detectors.{detector} to a marker id in the cell YAML)",
         )
     return detectors[detector]
+
+
+class _Reporting:
+    """A detector that reports every marker it finds (``on_detected`` of :func:`run_vision`)."""
+
+    def __init__(self, detector: Detector, report: Callable[[int, NDArray[np.float64]], None]) -> None:
+        self._detector = detector
+        self._report = report
+
+    def find(self, marker_id: int, joints: Sequence[float]) -> NDArray[np.float64] | str:
+        found = self._detector.find(marker_id, joints)
+        if not isinstance(found, str):
+            self._report(marker_id, found)
+        return found
+
+    def scan(self, joints: Sequence[float]) -> Mapping[int, NDArray[np.float64]]:
+        seen = self._detector.scan(joints)
+        for marker_id, pose in seen.items():
+            self._report(marker_id, pose)
+        return seen
 
 
 def _detect(

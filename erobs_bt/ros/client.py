@@ -377,6 +377,8 @@ class ErobsBtClient:
         self._triggers: dict[str, Any] = {
             key: self.node.create_client(Trigger, self.names[key]) for key in TRIGGER_SERVICES
         }
+        self._scene_clients: dict[str, Any] = {}  # the planning-scene services, at first use
+        self._scene_lock = threading.Lock()
         self._cancel_all: Any = self.node.create_client(
             CancelGoal, f"{self.names['execute']}/_action/cancel_goal"
         )
@@ -581,6 +583,50 @@ class ErobsBtClient:
             raise unreachable(f"service {self.names[key]}", timeout, self.domain_id)
         response = _wait_future(client.call_async(Trigger.Request()), timeout, key)
         return bool(response.success), str(response.message)
+
+    def _scene_client(self, key: str) -> Any:
+        """The service client of a planning-scene service (made at its first use)."""
+        from moveit_msgs.srv import ApplyPlanningScene, GetPlanningScene
+
+        with self._scene_lock:
+            if key not in self._scene_clients:
+                kind = ApplyPlanningScene if key == "apply_planning_scene" else GetPlanningScene
+                self._scene_clients[key] = self.node.create_client(kind, self.names[key])
+            return self._scene_clients[key]
+
+    def get_planning_scene(self, timeout: float = 5.0) -> Any:
+        """The planning scene (``moveit_msgs/PlanningScene``) from ``get_planning_scene`` in the
+        node's namespace: the node's live scene, or move_group's with ``backend: moveit``.
+
+        Raises:
+            TimeoutError: the service is not available or did not answer.
+        """
+        from moveit_msgs.srv import GetPlanningScene
+
+        client = self._scene_client("get_planning_scene")
+        if not client.wait_for_service(timeout_sec=timeout):
+            raise unreachable(f"service {self.names['get_planning_scene']}", timeout, self.domain_id)
+        return _wait_future(
+            client.call_async(GetPlanningScene.Request()), timeout, "get_planning_scene"
+        ).scene
+
+    def apply_planning_scene(self, scene: Any, timeout: float = 5.0) -> bool:
+        """Apply ``scene`` (a ``moveit_msgs/PlanningScene``, usually a diff) through
+        ``apply_planning_scene`` in the node's namespace.
+
+        Returns:
+            The reply's ``success`` (false: refused; the server logs why).
+
+        Raises:
+            TimeoutError: the service is not available or did not answer.
+        """
+        from moveit_msgs.srv import ApplyPlanningScene
+
+        client = self._scene_client("apply_planning_scene")
+        if not client.wait_for_service(timeout_sec=timeout):
+            raise unreachable(f"service {self.names['apply_planning_scene']}", timeout, self.domain_id)
+        request = ApplyPlanningScene.Request(scene=scene)
+        return bool(_wait_future(client.call_async(request), timeout, "apply_planning_scene").success)
 
     def pause(self, timeout: float = 5.0) -> tuple[bool, str]:
         """Request a pause at the next unit boundary."""

@@ -18,6 +18,9 @@
   status CANCELED at the next unit boundary (at once while paused). A goal that has
   already finished is not listed in the answer: "nothing cancelled", exit 1.
 * ``state`` — print the latched execution state, gripper and last tree snapshot.
+* ``scene add-box NAME --size X Y Z --position X Y Z [--frame base_link]``, ``scene remove
+  NAME``, ``scene list`` — the live planning scene (:mod:`erobs_bt.ros.scene`) through
+  MoveIt's ``apply_planning_scene`` and ``get_planning_scene`` in the node's namespace.
 * ``watch`` — draw the node's tree in the terminal as it runs (:mod:`erobs_bt.ros.watch`), or
   a live web view's (``--url``: no ROS).
 * ``sim-hardware`` — run the simulated cell as a hardware node behind ros2_control's
@@ -573,6 +576,140 @@ def sim_move_group(ctx: click.Context) -> None:
     sys.exit(run_move_group(list(ctx.args)))
 
 
+@click.group()
+def scene() -> None:
+    """The node's live planning scene (MoveIt's apply_planning_scene / get_planning_scene).
+
+    Changes reach the next plan, never a motion in flight. With backend moveit the node's
+    namespace holds move_group's services, so the same verbs change move_group's scene.
+    """
+
+
+def _apply_scene(node: str, timeout: float, obj: Any, what: str) -> None:
+    from moveit_msgs.msg import PlanningScene
+
+    console = _console()
+    diff = PlanningScene(is_diff=True)
+    diff.robot_state.is_diff = True
+    diff.world.collision_objects = [obj]
+    with _client(node) as client:
+        try:
+            applied = client.apply_planning_scene(diff, timeout)
+        except TimeoutError as exc:
+            console.print(f"[red]error[/] {exc}", highlight=False)
+            sys.exit(_timeout_exit(exc))
+    if applied:
+        console.print(f"[green]ok[/] {what}", highlight=False)
+        sys.exit(0)
+    console.print(f"[red]refused[/] {what}: the node's log says why", highlight=False)
+    sys.exit(EXIT_FAILED)
+
+
+@scene.command("add-box")
+@click.argument("name")
+@click.option("--size", nargs=3, type=float, required=True, metavar="X Y Z", help="Edge lengths [m].")
+@click.option(
+    "--position", nargs=3, type=float, required=True, metavar="X Y Z", help="Centre [m] in --frame."
+)
+@click.option(
+    "--frame",
+    default="base_link",
+    show_default=True,
+    help="Frame of --position: base_link, world or base.",
+)
+@_node_option
+@_timeout_option
+def scene_add_box(
+    name: str,
+    size: tuple[float, float, float],
+    position: tuple[float, float, float],
+    frame: str,
+    node: str,
+    timeout: float,
+) -> None:
+    """Add (or replace) box NAME in the planning scene's world (a CollisionObject ADD)."""
+    from moveit_msgs.msg import CollisionObject
+    from shape_msgs.msg import SolidPrimitive
+
+    if not name:
+        raise click.BadParameter("an object needs a name", param_hint="NAME")
+    for value in size:
+        if not value > 0:
+            raise click.BadParameter(f"edge lengths must be > 0 m, got {list(size)}", param_hint="--size")
+    obj = CollisionObject(id=name, operation=CollisionObject.ADD)
+    obj.header.frame_id = frame
+    obj.pose.position.x, obj.pose.position.y, obj.pose.position.z = position
+    obj.pose.orientation.w = 1.0
+    obj.primitives = [SolidPrimitive(type=SolidPrimitive.BOX, dimensions=list(size))]
+    _apply_scene(node, timeout, obj, f"box {name} {list(size)} m at {list(position)} m in {frame}")
+
+
+@scene.command("remove")
+@click.argument("name")
+@_node_option
+@_timeout_option
+def scene_remove(name: str, node: str, timeout: float) -> None:
+    """Remove collision object NAME from the planning scene's world (a CollisionObject REMOVE)."""
+    from moveit_msgs.msg import CollisionObject
+
+    if not name:
+        raise click.BadParameter(
+            "give the object's name (an empty one would clear the world)", param_hint="NAME"
+        )
+    _apply_scene(node, timeout, CollisionObject(id=name, operation=CollisionObject.REMOVE), f"removed {name}")
+
+
+@scene.command("list")
+@_node_option
+@_timeout_option
+@click.option("--json", "as_json", is_flag=True, help="Print the objects as JSON.")
+def scene_list(node: str, timeout: float, as_json: bool) -> None:
+    """List the planning scene's collision objects (id, shapes, centre in base_link [m])."""
+    from erobs_bt.ros.planning_scene import SceneError, obstacles_from_collision_object
+
+    console = _console()
+    with _client(node) as client:
+        try:
+            message = client.get_planning_scene(timeout)
+        except TimeoutError as exc:
+            console.print(f"[red]error[/] {exc}", highlight=False)
+            sys.exit(_timeout_exit(exc))
+    rows: list[dict[str, Any]] = []
+    for obj in message.world.collision_objects:
+        try:
+            obstacles = obstacles_from_collision_object(obj)
+        except SceneError as exc:  # a shape this side cannot read (a mesh of move_group's)
+            rows.append({"id": obj.id, "shapes": [], "note": str(exc)})
+            continue
+        rows.append(
+            {
+                "id": obj.id,
+                "shapes": [
+                    {
+                        "shape": o.shape.kind,
+                        "size": [round(v, 6) for v in o.shape.size],
+                        "position": [round(float(v), 6) for v in o.T_base_link_obstacle()[:3, 3]],
+                    }
+                    for o in obstacles
+                ],
+            }
+        )
+    if as_json:
+        click.echo(json.dumps({"objects": rows}, indent=2))
+        return
+    table = Table(title=f"planning scene ({len(rows)} objects)")
+    for column in ("id", "shape", "size [m]", "centre in base_link [m]"):
+        table.add_column(column)
+    for row in rows:
+        if not row["shapes"]:
+            table.add_row(row["id"], "?", "", row.get("note", ""))
+        for k, shape in enumerate(row["shapes"]):
+            table.add_row(
+                row["id"] if k == 0 else "", shape["shape"], str(shape["size"]), str(shape["position"])
+            )
+    console.print(table)
+
+
 COMMANDS: tuple[click.Command, ...] = (
     serve,
     send,
@@ -587,4 +724,5 @@ COMMANDS: tuple[click.Command, ...] = (
     watch,
     sim_hardware,
     sim_move_group,
+    scene,
 )

@@ -12,6 +12,7 @@ topic (node ``erobs_bt`` at ``/``)      type
 ``/erobs_bt/tree_snapshot``            ``erobs_bt_interfaces/msg/TreeSnapshot``
 ``/erobs_bt/execute/_action/feedback`` ``erobs_bt_interfaces/action/ExecuteScript_FeedbackMessage``
 ``/erobs_bt/execute/_action/status``   ``action_msgs/msg/GoalStatusArray``
+``/monitored_planning_scene``          ``moveit_msgs/msg/PlanningScene`` (scene changes)
 =====================================  ==================================================
 
 The names are those of :data:`erobs_bt.ros.params.ENDPOINTS`, resolved as the node
@@ -98,6 +99,7 @@ TOPIC_TYPES: Mapping[str, str] = {
     "tree_snapshot": "erobs_bt_interfaces/msg/TreeSnapshot",
     "feedback": "erobs_bt_interfaces/action/ExecuteScript_FeedbackMessage",
     "status": "action_msgs/msg/GoalStatusArray",
+    "planning_scene": "moveit_msgs/msg/PlanningScene",
 }
 
 
@@ -121,6 +123,7 @@ def topic_names(resolve: Callable[[str], str] | None = None) -> dict[str, str]:
         "tree_snapshot": resolver(ENDPOINT_NAMES["tree_snapshot"]),
         "feedback": f"{action}/_action/feedback",
         "status": f"{action}/_action/status",
+        "planning_scene": resolver("monitored_planning_scene"),
     }
 
 
@@ -278,6 +281,7 @@ _QOS: Mapping[str, tuple[int, bool]] = {
     "tree_snapshot": (50, True),
     "feedback": (10, False),
     "status": (1, True),
+    "planning_scene": (1, True),
 }
 
 
@@ -366,7 +370,7 @@ class McapRecorder(OrchestratorListener):
                 {"offered_qos_profiles": _qos_yaml(depth=depth, latched=latched), "topic_type_hash": ""},
             )
             self.counts[topic] = 0
-            if "/action/" not in type_name and key != "tree_snapshot":
+            if "/action/" not in type_name and key not in ("tree_snapshot", "planning_scene"):
                 # mcap-ros2-support's Writer registers channels without metadata (rosbag2
                 # reads each channel's offered_qos_profiles), so the file is written with
                 # mcap's Writer and the messages are encoded with mcap-ros2-support's
@@ -502,6 +506,11 @@ class McapRecorder(OrchestratorListener):
     def record_snapshot(self, data: bytes, stamp: float) -> None:
         """Record one serialised ``TreeSnapshot`` (the node's), taken at ``stamp`` [s]."""
         self._write("tree_snapshot", data, stamp, received=stamp)
+
+    def record_scene(self, message: Any, stamp: float) -> None:
+        """Record one ``moveit_msgs/PlanningScene`` (the node's ``monitored_planning_scene``,
+        :mod:`erobs_bt.ros.scene`), published at ``stamp`` [s]; serialised by rclpy."""
+        self._write("planning_scene", message, stamp, received=stamp)
 
     # -- writing ------------------------------------------------------------------------
     def _derived_uuid(self, goal_id: str) -> bytes:

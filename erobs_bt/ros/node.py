@@ -197,7 +197,8 @@ class ErobsBtNode(Node):
         if server is not None:
             with contextlib.suppress(Exception):
                 server.close_feedback()
-        for part in (self.__dict__.get("run_logs"), self.__dict__.get("engine"), self.__dict__.get("erobs")):
+        parts = ("scene", "run_logs", "engine", "erobs")
+        for part in (self.__dict__.get(name) for name in parts):
             if part is not None:
                 with contextlib.suppress(Exception):
                     part.close()
@@ -284,6 +285,16 @@ class ErobsBtNode(Node):
                 rate=settings.joint_state_rate,
                 resolve=lambda name: self.resolve_topic_name(name, only_expand=True),
             )
+        #: The live planning scene (:mod:`erobs_bt.ros.scene`); ``None`` with ``backend: moveit``,
+        #: whose scene is move_group's (the node then serves none of its names).
+        self.scene: Any = None
+        if settings.backend != "moveit":
+            from erobs_bt.ros.scene import NodeScene
+
+            self.scene = NodeScene(
+                self, self.backend, self.orchestrator, log=self._log, run_logs=self.run_logs
+            )
+            listeners.add(self.scene)  # after the run logs: a goal's log is open for its scene record
         #: The py_trees_ros snapshot streams (:mod:`erobs_bt.ros.pytrees_streams`), or ``None``.
         self.streams: Any = self.bridge.streams
         #: Where joint states come from: ``"robot"``, ``"listener"`` or ``"timer"``.
@@ -413,6 +424,7 @@ class ErobsBtNode(Node):
             "native": self.settings.native_api,
             "erobs": self.erobs is not None,
             "py_trees_ros": self.streams is not None,
+            "moveit": self.scene is not None,
         }
         native_services = (
             {"pause", "resume", "stop", "reset_fault", "clear_cache", "reset_simulation"}
@@ -447,6 +459,8 @@ class ErobsBtNode(Node):
         if not self.goal_server.close():  # no more goals; the running one halted and ended
             return
         self.bridge.close()
+        if self.scene is not None:
+            self.scene.close()
         if self.erobs is not None:
             self.erobs.close()
         self.engine.close()

@@ -308,7 +308,8 @@ class Endpoint:
         name: the relative name the node uses (remappable).
         kind: ``action``, ``service`` or ``topic``.
         type_name: the interface type, e.g. ``std_srvs/srv/Trigger``.
-        api: ``native``, ``erobs`` or ``py_trees_ros`` (which parameter switches it).
+        api: ``native``, ``erobs`` or ``py_trees_ros`` (which parameter switches it), or
+            ``moveit`` (the live planning scene's names: not served with ``backend: moveit``).
         description: what it is for.
     """
 
@@ -340,6 +341,51 @@ SNAPSHOT_DEPTH = 50
 #: one-step units. Depth is no part of QoS matching: every action client still matches.
 FEEDBACK_DEPTH = 1000
 
+
+#: The live planning scene's names (:mod:`erobs_bt.ros.scene`), MoveIt's, API ``moveit``:
+#: served unless ``backend`` is ``moveit`` (then move_group serves them).
+SCENE_ENDPOINTS: tuple[Endpoint, ...] = (
+    Endpoint(
+        "collision_object",
+        "collision_object",
+        "topic",
+        "moveit_msgs/msg/CollisionObject",
+        "moveit",
+        "subscribed: add, remove, append or move a collision object of the planning scene's world",
+    ),
+    Endpoint(
+        "planning_scene",
+        "planning_scene",
+        "topic",
+        "moveit_msgs/msg/PlanningScene",
+        "moveit",
+        "subscribed: a diff of the world (is_diff), or a whole world that replaces it",
+    ),
+    Endpoint(
+        "apply_planning_scene",
+        "apply_planning_scene",
+        "service",
+        "moveit_msgs/srv/ApplyPlanningScene",
+        "moveit",
+        "apply a planning scene (success false when refused; the reason is logged)",
+    ),
+    Endpoint(
+        "get_planning_scene",
+        "get_planning_scene",
+        "service",
+        "moveit_msgs/srv/GetPlanningScene",
+        "moveit",
+        "the planning scene: the world's collision objects and the robot state",
+    ),
+    Endpoint(
+        "monitored_planning_scene",
+        "monitored_planning_scene",
+        "topic",
+        "moveit_msgs/msg/PlanningScene",
+        "moveit",
+        "the whole planning scene after each change (latched)",
+    ),
+)
 
 #: The node's surface. ``~`` is the node's name, so under ``__ns:=/cell2`` the native
 #: execute action is ``/cell2/erobs_bt/execute`` and the EROBS one ``/cell2/beambot_execution``.
@@ -498,6 +544,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         "py_trees_ros",
         "the default snapshot stream (latched)",
     ),
+    *SCENE_ENDPOINTS,
 )
 
 ENDPOINT_NAMES: Mapping[str, str] = MappingProxyType({e.key: e.name for e in ENDPOINTS})

@@ -392,6 +392,30 @@ class SceneWorld:
                 poses[obj.id] = _key(frame_transform(obj.header.frame_id, where) @ pose_matrix(obj.pose))
         return SceneWorld(MappingProxyType(objects), MappingProxyType(poses))
 
+    def apply_scene(self, scene: Any) -> SceneWorld:
+        """The world after the world part of a ``PlanningScene``: with ``is_diff`` its
+        ``world.collision_objects`` applied in order (:meth:`apply`); without, the same on an
+        empty world (the world is replaced, as MoveIt's ``setPlanningSceneMsg``). The scene's
+        robot state is not looked at.
+
+        Raises:
+            SceneError: the first object refused; the world is unchanged (it is immutable).
+        """
+        world = self if scene.is_diff else SceneWorld()
+        for obj in scene.world.collision_objects:
+            world = world.apply(obj)
+        return world
+
+    def with_object(
+        self, key: str, obstacles: Iterable[Obstacle], pose: tuple[tuple[float, ...], ...]
+    ) -> SceneWorld:
+        """This world with object ``key`` set to ``obstacles`` (in ``base_link``) at object
+        pose ``pose`` (rows of a (4, 4) transform in ``base_link``)."""
+        objects, poses = dict(self.objects), dict(self.poses)
+        objects[key] = tuple(obstacles)
+        poses[key] = pose
+        return SceneWorld(MappingProxyType(objects), MappingProxyType(poses))
+
     def collision_objects(self) -> list[CollisionObject]:
         """The world as ``CollisionObject`` messages (ADD), in id order."""
         return [collision_object_from_obstacles(key, self.objects[key]) for key in sorted(self.objects)]

@@ -337,6 +337,14 @@ class NodeRunLogs(OrchestratorListener):
         if closing:
             self._bag_queue.append((goal_id, _CLOSE_BAG))
 
+    def scene(self, goal_id: str, message: Any, stamp: float) -> None:
+        """Record a ``moveit_msgs/PlanningScene`` the node published on
+        ``monitored_planning_scene`` (``stamp`` [s]) in the goal's bag (O(1) here)."""
+        with self._lock:
+            if goal_id not in self._bags:
+                return
+        self._bag_call(goal_id, "record_scene", message, stamp)
+
     # -- opening ------------------------------------------------------------------------------
     def attach(
         self, backend: MotionBackend, *, rate: float = DEFAULT_JOINT_RATE, resolve: Any = None

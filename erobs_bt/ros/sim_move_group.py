@@ -596,11 +596,9 @@ class SimMoveGroupNode(Node):
             world, version, attached = self._world, self._world_version, dict(self._attached)
             try:
                 if not scene.is_diff:
-                    self._world = SceneWorld()
                     attached = {}
-                for obj in scene.world.collision_objects:
-                    self._world = self._world.apply(obj)
-                    self._world_version += 1
+                self._world = self._world.apply_scene(scene)
+                self._world_version += 1
                 q = self.controller.joint_positions()
                 for message in scene.robot_state.attached_collision_objects:
                     self._apply_attached(message, attached, q)

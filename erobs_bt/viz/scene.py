@@ -47,13 +47,13 @@ import logging
 import re
 import shutil
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from erobs_bt.script.model import JOINT_NAMES
-from erobs_bt.world.cell import CellConfig, Pose, Shape, ToolShape
+from erobs_bt.world.cell import CellConfig, Obstacle, Pose, Shape, ToolShape
 from erobs_bt.world.config import load_cell
 from erobs_bt.world.kinematics import xyz_quat_from_pose
 
@@ -207,6 +207,11 @@ def _shape_json(name: str, shape: Shape, pose: Pose | Any) -> dict[str, Any]:
     return {"name": name, "shape": shape.kind, "size": list(shape.size), "pose": pose_json(matrix)}
 
 
+def obstacles_json(obstacles: Iterable[Obstacle]) -> list[dict[str, Any]]:
+    """The scene JSON's shapes of ``obstacles`` (placed in ``base_link``), in their order."""
+    return [_shape_json(o.name, o.shape, o.T_base_link_obstacle()) for o in obstacles]
+
+
 def _tool_json(cell: CellConfig, name: str) -> dict[str, Any]:
     gripper = cell.gripper(name)
     shapes: list[ToolShape] = list(gripper.collision_shapes())
@@ -225,6 +230,7 @@ def build_scene(
     gripper: str | None = None,
     docks: Mapping[int, str | None] | None = None,
     joint_positions: Sequence[float] | None = None,
+    obstacles: Iterable[Obstacle] | None = None,
 ) -> dict[str, Any]:
     """The scene JSON of ``cell`` (frames and units: see the module docstring).
 
@@ -235,6 +241,9 @@ def build_scene(
             attached tool).
         joint_positions: the arm state [rad], :data:`~erobs_bt.script.model.JOINT_NAMES`
             order (``None``: the cell's initial state).
+        obstacles: the planning scene's world now (the backend's
+            :meth:`~erobs_bt.backends.base.MotionBackend.world_obstacles`; ``None``: the
+            cell's obstacles).
 
     Returns:
         ``{"frame": "base_link", "robot": {"urdf", "joint_names", "flange_link"},
@@ -263,7 +272,7 @@ def build_scene(
         "joint_positions": [float(v) for v in q],
         "tool": {"gripper": attached},
         "tools": {name: _tool_json(cell, name) for name in cell.grippers},
-        "obstacles": [_shape_json(o.name, o.shape, o.T_base_link_obstacle()) for o in cell.obstacles],
+        "obstacles": obstacles_json(cell.obstacles if obstacles is None else obstacles),
         "docks": [
             {
                 "number": d.number,
@@ -282,7 +291,7 @@ def build_scene(
 # Routes
 # ---------------------------------------------------------------------------------------------
 
-#: What a scene provider returns: any of ``gripper``, ``docks``, ``joint_positions`` (the
+#: What a scene provider returns: any of ``gripper``, ``docks``, ``joint_positions``, ``obstacles`` (the
 #: keyword arguments of :func:`build_scene`), read on every ``/api/scene`` request.
 SceneState = Callable[[], Mapping[str, Any]]
 

@@ -50,7 +50,9 @@ goal's recent events, each with ``dt`` [s] since the goal started, never negativ
 ``lingering`` (the run is over, the view stays until Ctrl-C), ``tool`` (the tools now,
 :func:`tools_now`: ``gripper`` attached, ``none`` for the bare flange, and ``docks``
 {number: gripper or null} when the backend tracks them), ``resettable`` (the backend is a
-simulation :meth:`Orchestrator.reset_simulation` can reset) and ``tree``
+simulation :meth:`Orchestrator.reset_simulation` can reset), ``scene`` (the planning scene's
+world now: ``revision`` and ``obstacles``, shapes as in ``/api/scene``; ``null`` for a backend
+without a cell of its own) and ``tree``
 (:func:`erobs_bt.viz.model.fold_tree`; a unit shown in full carries ``steps``, its step
 detail, :func:`erobs_bt.viz.model.unit_steps`).
 
@@ -681,6 +683,7 @@ class LiveView:
         self.access = Access()
         self.server: WebServer | None = None
         self._streaming_joints = False
+        self._scene_cache: dict[str, Any] | None = None
         self._publish()
         self._threads = [
             threading.Thread(target=self._snapshot_loop, name="live-view-snapshots", daemon=True)
@@ -706,9 +709,16 @@ class LiveView:
             self._threads.append(
                 threading.Thread(target=self._poll_joints, name="live-view-joints", daemon=True)
             )
+        # A change of the planning scene's world is drawn at once (the picture's ``scene``).
+        add_world_listener = getattr(backend, "add_world_listener", None)
+        if callable(add_world_listener):
+            add_world_listener(self._world_changed)
         for thread in self._threads:
             thread.start()
         self.orchestrator.listener.add(self.listener)
+
+    def _world_changed(self, _world: Any, _source: str) -> None:
+        self._touch()
 
     # -- async side ---------------------------------------------------------------------
     def attach_loop(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -799,6 +809,7 @@ class LiveView:
         picture = self.listener.picture()
         picture["tool"] = self._tools()
         picture["resettable"] = bool(getattr(self.orchestrator.backend, "resettable", False))
+        picture["scene"] = self._scene()
         signature = json.dumps(picture, sort_keys=True, default=str)
         with self._published:
             if signature == self._signature:
@@ -809,6 +820,28 @@ class LiveView:
             self._body = json.dumps(picture, default=str).encode("utf-8")
             self._published.notify_all()
         self._wake_async()
+
+    def _scene(self) -> dict[str, Any] | None:
+        """The picture's ``scene``: ``{"revision", "obstacles": [shape]}`` of the planning
+        scene's world now (the backend's ``world_obstacles``, shapes as in ``/api/scene``),
+        built again only when the revision changes; ``None`` when the backend has no cell of
+        its own (a test double: the view keeps the cell file's obstacles)."""
+        backend = self.orchestrator.backend
+        if getattr(backend, "cell", None) is None:
+            return None
+        try:
+            revision = backend.scene_revision()
+            if self._scene_cache is None or self._scene_cache["revision"] != revision:
+                from erobs_bt.viz.scene import obstacles_json
+
+                self._scene_cache = {
+                    "revision": revision,
+                    "obstacles": obstacles_json(backend.world_obstacles()),
+                }
+            return self._scene_cache
+        except Exception:
+            _LOG.debug("live view: the planning scene is unknown", exc_info=True)
+            return None
 
     def _tools(self) -> dict[str, Any] | None:
         """The picture's ``tool`` (:func:`tools_now`), re-read at every snapshot; ``None``
@@ -1020,6 +1053,9 @@ class LiveView:
         self.orchestrator.listener.remove(self.listener)
         if self._streaming_joints:
             self.orchestrator.backend.remove_joint_state_listener(self._joint_state)
+        remove_world_listener = getattr(self.orchestrator.backend, "remove_world_listener", None)
+        if callable(remove_world_listener):
+            remove_world_listener(self._world_changed)
         for thread in self._threads:
             if thread.is_alive():
                 thread.join(5.0)
@@ -1279,7 +1315,10 @@ def console_pages(
     shown = cell if cell is not None else getattr(backend, "cell", None)
 
     def live() -> dict[str, Any]:
-        return {**tools_now(backend), "joint_positions": backend.joint_positions()}
+        state = {**tools_now(backend), "joint_positions": backend.joint_positions()}
+        if cell is None and shown is not None:  # the backend's own cell: its world now
+            state["obstacles"] = backend.world_obstacles()
+        return state
 
     routes: list[BaseRoute] = []
     try:

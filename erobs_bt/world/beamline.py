@@ -364,7 +364,7 @@ def compile_beamline(
     grid_targets = {k: v for k, v in targets_in.items() if isinstance(v, dict) and v.get("mode") == "grid"}
 
     collision_objects = beamline.get("collision_objects") or {}
-    _check_collision_objects(collision_objects, source)
+    check_collision_objects(collision_objects, source)
     info = {
         "beamline": str(beamline["beamline"]),
         "file": str(Path(path).resolve()),
@@ -409,8 +409,13 @@ def compile_beamline(
 _TAG_DIMENSIONS = {"box": 3, "cylinder": 2, "sphere": 1}
 
 
-def _check_collision_objects(objects: Any, source: str) -> None:
-    """``collision_objects``: ArUco tag id → ``{name, shape, dimensions, tag_offset}``."""
+def check_collision_objects(objects: Any, source: str) -> None:
+    """``collision_objects``: ArUco tag id → ``{name, shape, dimensions, tag_offset}``
+    (:func:`erobs_bt.world.scene.tag_objects` reads them).
+
+    Raises:
+        CellConfigError: naming ``source`` and the key.
+    """
     if not isinstance(objects, dict):
         raise CellConfigError(source, "collision_objects", "expected a mapping of tag id to object")
     for tag, raw in objects.items():

@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
-from erobs_bt.world.cell import ROBOT_LINKS, Obstacle, Pose
+from erobs_bt.world.cell import ROBOT_LINKS, CellConfig, CellConfigError, Obstacle, Pose, Shape
 from erobs_bt.world.kinematics import xyz_rpy_from_pose
 
 #: The frame every obstacle of a :class:`World` is placed in (MoveIt's planning frame).
@@ -122,3 +124,77 @@ class World:
     def names(self) -> tuple[str, ...]:
         """The obstacles' names, sorted."""
         return tuple(o.name for o in self.obstacles)
+
+
+# ---------------------------------------------------------------------------------------------
+# Tag-mapped collision objects
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TagObject:
+    """A collision object that a detected ArUco tag puts into the world (as EROBS does).
+
+    Attributes:
+        tag: the ArUco tag id (marker id).
+        name: the object's id in the planning scene (an obstacle name).
+        shape: the primitive (``shape_msgs/SolidPrimitive`` dimensions).
+        tag_offset: [m] the object centre in the tag's frame.
+    """
+
+    tag: int
+    name: str
+    shape: Shape
+    tag_offset: tuple[float, float, float]
+
+    def obstacle(self, T_base_link_tag: NDArray[np.float64]) -> Obstacle:
+        """The obstacle for a detection of the tag at ``T_base_link_tag`` ((4, 4), [m]): the
+        tag's orientation, centred at ``tag_offset`` in the tag frame; in ``base_link``."""
+        shift = np.eye(4)
+        shift[:3, 3] = self.tag_offset
+        xyz, rpy = xyz_rpy_from_pose(np.asarray(T_base_link_tag, dtype=float) @ shift, degrees=False)
+        pose = Pose(
+            xyz=(float(xyz[0]), float(xyz[1]), float(xyz[2])),
+            rpy=(float(rpy[0]), float(rpy[1]), float(rpy[2])),
+        )
+        return Obstacle(name=self.name, shape=self.shape, frame=WORLD_FRAME, pose=pose)
+
+
+def tag_objects(cell: CellConfig) -> dict[int, TagObject]:
+    """The cell's tag-mapped collision objects, by tag id.
+
+    Read from the cell file's top-level ``collision_objects`` section (erobs_bt's cell format,
+    docs/cell-config.md) or, for a beamline file, its ``collision_objects`` (kept in
+    ``CellConfig.extra["beamline"]``); both map an ArUco tag id to ``{name, shape: box |
+    cylinder | sphere, dimensions, tag_offset: [x, y, z]}``.
+
+    Raises:
+        CellConfigError: a malformed entry (naming the cell file and the key), or a name
+            used by two tags.
+    """
+    from erobs_bt.world.beamline import check_collision_objects
+
+    source = cell.source or "cell"
+    raw: Any = cell.extra.get("collision_objects")
+    if raw is None:
+        beamline = cell.extra.get("beamline")
+        raw = beamline.get("collision_objects") if isinstance(beamline, Mapping) else None
+    if not raw:
+        return {}
+    check_collision_objects(raw, source)
+    found: dict[int, TagObject] = {}
+    names: dict[str, int] = {}
+    for tag, entry in raw.items():
+        name = str(entry["name"])
+        if name in names:
+            key = f"collision_objects.{tag}.name"
+            raise CellConfigError(source, key, f"{name!r} is the name of tag {names[name]}'s object too")
+        names[name] = int(tag)
+        offset = entry.get("tag_offset", [0.0, 0.0, 0.0])
+        found[int(tag)] = TagObject(
+            tag=int(tag),
+            name=name,
+            shape=Shape(entry["shape"], tuple(float(v) for v in entry["dimensions"])),
+            tag_offset=(float(offset[0]), float(offset[1]), float(offset[2])),
+        )
+    return found

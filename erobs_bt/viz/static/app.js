@@ -524,8 +524,18 @@ async function mountCellView() {
     goal = event.detail.goal_id; // a new goal's trajectory may arrive just before its state
     view.showTrajectory(event.detail, { title: ghostTitle(event.detail) });
   });
+  // The planning scene's world (the picture's `scene`): redrawn when its revision changes.
+  let sceneRevision = "";
+  const showScene = (world) => {
+    if (world && world.revision !== sceneRevision) {
+      sceneRevision = world.revision;
+      view.setObstacles(world.obstacles);
+    }
+  };
+  if (shared.state) showScene(shared.state.scene);
   document.addEventListener("erobs:state", (event) => {
     showTools(event.detail.tool);
+    showScene(event.detail.scene);
     const id = event.detail.goal ? event.detail.goal.id || "" : "";
     if (id !== goal) {
       goal = id;

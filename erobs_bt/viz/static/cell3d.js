@@ -10,6 +10,7 @@
 //   await view.ready;                                            // URDF and meshes loaded
 //   view.setJointPositions(names, q_rad);                        // live /joint_states
 //   view.setTool("epick");                                       // attached gripper
+//   view.setObstacles(picture.scene.obstacles);                  // the planning scene's world
 //   view.showTrajectory(trajectory);   // the console's trajectory JSON (erobs_bt/viz/web.py,
 //                                      // "Trajectories"): {joint_names, time_from_start, positions, ...}
 //   view.seek(1.5); view.play(); view.pause(); view.clearTrajectory(); view.dispose();
@@ -220,9 +221,20 @@ export function createCellView(container, scene, options = {}) {
   world.add(cell);
   const obstacleMaterial = new THREE.MeshStandardMaterial({ color: COLORS.obstacle, roughness: 0.85, transparent: true, opacity: 0.9 });
   const tableMaterial = new THREE.MeshStandardMaterial({ color: COLORS.table, roughness: 0.9 });
-  for (const obstacle of scene.obstacles) {
-    cell.add(shapeMesh(obstacle, obstacle.name === "table" ? tableMaterial : obstacleMaterial));
+  // The planning scene's world: the cell's obstacles and those added at run time (setObstacles).
+  const obstacles = new THREE.Group();
+  obstacles.name = "obstacles";
+  cell.add(obstacles);
+  function fillObstacles(list) {
+    for (const child of [...obstacles.children]) {
+      obstacles.remove(child);
+      child.traverse((part) => { if (part.geometry) part.geometry.dispose(); });
+    }
+    for (const obstacle of list) {
+      obstacles.add(shapeMesh(obstacle, obstacle.name === "table" ? tableMaterial : obstacleMaterial));
+    }
   }
+  fillObstacles(scene.obstacles);
   // One material per tool: attached (full colour) and docked (lighter, translucent).
   const toolMaterials = new Map();
   function toolMaterial(name, docked) {
@@ -537,6 +549,11 @@ export function createCellView(container, scene, options = {}) {
       attachTool();
       render();
     },
+    /** The planning scene's world now: [shape] of the scene JSON (replaces every obstacle drawn). */
+    setObstacles(list) {
+      fillObstacles(list || []);
+      render();
+    },
     /** The tools stored in the docks now: {dock number: gripper name or null}. */
     setDocks(contents) {
       fillDocks(contents);
@@ -620,6 +637,7 @@ export function createCellView(container, scene, options = {}) {
       return {
         loaded: Boolean(robot), joints, meshFiles: meshesLoaded, links, tool: toolName,
         toolColor: drawnToolColor, trajectory: Boolean(trajectory),
+        obstacles: obstacles.children.map((mesh) => mesh.name),
       };
     },
     /** World (= base_link) pose of a link: {xyz: [m], quat_xyzw}; `ghost` for the ghost arm. */

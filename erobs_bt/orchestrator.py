@@ -759,6 +759,10 @@ class _GoalEventsAdapter(GoalEvents):
         self.current: Unit | None = None
         self.cache_status = ""
         self.message = ""
+        # Why the running unit's cache hit was not replayed (a refused replay: the scene
+        # check's SCENE_CHANGED), kept in its status messages until the unit ends: feedback is
+        # published at a bounded rate, so a message of its own could be skipped.
+        self.refusal = ""
         self.parked: str | None = None
 
     def where(self) -> str:
@@ -775,7 +779,11 @@ class _GoalEventsAdapter(GoalEvents):
             total_steps=self.total,
             current_action=unit.label if unit else "",
             progress_percentage=100.0 * self.completed_steps / self.total if self.total else 100.0,
-            status_message=self.message,
+            status_message=(
+                f"{self.message} (replay {self.refusal})"
+                if self.refusal and self.refusal not in self.message
+                else self.message
+            ),
             current_gripper=self.orchestrator.backend.current_gripper(),
             unit_index=unit.index + 1 if unit else 0,
             cache_status=self.cache_status,
@@ -788,6 +796,7 @@ class _GoalEventsAdapter(GoalEvents):
     def unit_started(self, unit: Unit) -> None:
         self.current = unit
         self.cache_status = ""
+        self.refusal = ""
         self.message = f"unit {unit.index + 1}/{len(self.handle.units)}: {unit.label}"
         self._emit("unit_started", unit=unit.index + 1, label=unit.label, first_step=unit.first_step + 1)
         self._publish()
@@ -809,6 +818,8 @@ class _GoalEventsAdapter(GoalEvents):
             self._emit(f"{phase}_started", unit=unit.index + 1, detail=detail)
         else:
             self.message = f"unit {unit.index + 1}: {phase} {detail}".strip()
+            if phase == "replay" and detail.startswith("refused"):
+                self.refusal = detail
             self._emit(f"{phase}_finished", unit=unit.index + 1, seconds=round(seconds, 6), detail=detail)
         self._publish()
 

@@ -223,8 +223,6 @@ def test_a_change_during_a_goal_leaves_the_motion_in_flight_and_is_in_its_run_lo
 
 
 def test_apply_and_get_planning_scene_round_trip(client: ErobsBtClient, talker: SceneTalker) -> None:
-    from moveit_msgs.msg import PlanningScene
-
     before = client.get_planning_scene(10.0)
     assert client.apply_planning_scene(diff_of(box_message("box3", (0.5, 0.5, 0.6), size=0.05)), 10.0)
     with_box = client.get_planning_scene(10.0)
@@ -234,11 +232,25 @@ def test_apply_and_get_planning_scene_round_trip(client: ErobsBtClient, talker: 
         [0.05] * 3
     )
 
-    # a whole scene (not a diff) replaces the world: the one read before, without box3
-    whole = PlanningScene(is_diff=False)
-    whole.world.collision_objects = list(before.world.collision_objects)
-    assert client.apply_planning_scene(whole, 10.0)
+    # the attached tool is reported as MoveIt reports it (the module's node starts with the pipettor
+    # or whatever the last goal left attached)
+    (tool,) = before.robot_state.attached_collision_objects
+    assert tool.link_name == "flange" and len(tool.object.primitives) >= 1
+
+    # a whole scene (not a diff) replaces the world: the one read before, without box3; its
+    # robot state (the attached tool, as read) comes back unchanged
+    assert not before.is_diff
+    assert client.apply_planning_scene(before, 10.0)
     assert ids_of(client.get_planning_scene(10.0)) == ids_of(before)
+    # a diff on the planning_scene topic
+    since = talker.scenes.count
+    talker.diffs.publish(diff_of(box_message("box4", (0.5, -0.5, 0.6), size=0.05)))
+    assert talker.scenes.wait_for(lambda m: "box4" in ids_of(m), 30.0, since=since) is not None
+    since = talker.scenes.count
+    talker.diffs.publish(diff_of(remove_message("box4")))
+    assert talker.scenes.wait_for(lambda m: "box4" not in ids_of(m), 30.0, since=since) is not None
+    assert ids_of(client.get_planning_scene(10.0)) == ids_of(before)
+
     # and the cell still plans: the table keeps the links allowed to touch it
     assert client.clear_cache()[0]
     assert run_to_end(client, BATCH).status_name == "SUCCEEDED"
@@ -247,6 +259,7 @@ def test_apply_and_get_planning_scene_round_trip(client: ErobsBtClient, talker: 
 def test_bad_messages_are_refused_with_a_logged_reason_and_the_node_keeps_serving(
     client: ErobsBtClient, talker: SceneTalker, node: NodeProcess
 ) -> None:
+    from moveit_msgs.msg import AttachedCollisionObject
     from shape_msgs.msg import SolidPrimitive
 
     before = ids_of(client.get_planning_scene(10.0))
@@ -267,6 +280,13 @@ def test_bad_messages_are_refused_with_a_logged_reason_and_the_node_keeps_servin
     ), node.output
 
     assert not client.apply_planning_scene(diff_of(remove_message("never_added")), 10.0)
+    held = diff_of()
+    attached = AttachedCollisionObject(
+        link_name="flange", object=box_message("crate", (0.0, 0.0, 0.1), size=0.05)
+    )
+    held.robot_state.attached_collision_objects = [attached]
+    assert not client.apply_planning_scene(held, 10.0)
+    assert node.wait_for_line(lambda line: "attached_collision_objects ('crate')" in line, 10.0)
     assert not client.apply_planning_scene(diff_of(box_message("forearm_link", (0.5, 0.0, 0.5))), 10.0)
     assert node.wait_for_line(lambda line: "'forearm_link' is the name of a robot link" in line, 10.0)
 

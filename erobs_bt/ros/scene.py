@@ -10,7 +10,8 @@ as they change a ``move_group``'s:
 * serves ``apply_planning_scene`` (``moveit_msgs/srv/ApplyPlanningScene``; ``success`` false
   with the reason logged when the scene is refused) and ``get_planning_scene``
   (``moveit_msgs/srv/GetPlanningScene``: the world and the robot state, joints and the
-  attached tool, as the simulated move_group answers);
+  attached tool as an ``AttachedCollisionObject`` on ``flange``, as the simulated
+  move_group answers; sent back in a whole scene, the tool is accepted as it is);
 * publishes the whole scene on ``monitored_planning_scene`` (latched, as move_group does)
   after every change, so a late subscriber and the run's bag get the scene in force.
 
@@ -47,7 +48,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from moveit_msgs.msg import CollisionObject, PlanningScene, RobotState
+import numpy as np
+from moveit_msgs.msg import AttachedCollisionObject, CollisionObject, PlanningScene, RobotState
 from moveit_msgs.srv import ApplyPlanningScene, GetPlanningScene
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
@@ -56,10 +58,11 @@ from erobs_bt.backends.base import JOINT_NAMES, MotionBackend
 from erobs_bt.orchestrator import Orchestrator, OrchestratorListener
 from erobs_bt.ros.convert import ros_text
 from erobs_bt.ros.nodelog import NodeLog
-from erobs_bt.ros.planning_scene import SceneError, SceneWorld
+from erobs_bt.ros.planning_scene import SceneError, SceneWorld, attached_message
 from erobs_bt.ros.qos import latched_qos
 from erobs_bt.ros.runlogs import NodeRunLogs
 from erobs_bt.world.cell import Obstacle
+from erobs_bt.world.description import TIP_LINK
 from erobs_bt.world.scene import World
 
 #: The topics and services of the live scene: key → MoveIt's (relative) name.
@@ -70,6 +73,10 @@ SCENE_NAMES: Mapping[str, str] = {
     "get_planning_scene": "get_planning_scene",
     "monitored_planning_scene": "monitored_planning_scene",
 }
+
+#: Links that move with the flange: the attached tool may touch them (as the simulated
+#: move_group reports it).
+_FLANGE_LINKS = ("wrist_3_link", "flange", "tool0")
 
 #: The scene's name in its messages.
 SCENE_NAME = "erobs_bt"
@@ -180,8 +187,28 @@ class NodeScene(OrchestratorListener):
         if positions is not None:
             scene.robot_state.joint_state.name = list(JOINT_NAMES)
             scene.robot_state.joint_state.position = [float(v) for v in positions]
+        tool = self._tool_message()
+        if tool is not None:
+            scene.robot_state.attached_collision_objects = [tool]
         scene.world.collision_objects = objects
         return scene
+
+    def _tool_message(self) -> AttachedCollisionObject | None:
+        """The attached tool as MoveIt reports it (the simulated move_group's form): object
+        ``<gripper>`` on ``flange`` with the tool's and its cup's primitives; ``None`` for the
+        bare flange or a backend without a cell."""
+        cell = getattr(self._backend, "cell", None)
+        gripper = self._backend.current_gripper()
+        if cell is None or gripper == "none":
+            return None
+        tool_state = getattr(self._backend, "tool_state", None)
+        cup = tool_state().cup_profile if callable(tool_state) else None
+        shapes = tuple(
+            replace(s, name=f"{gripper}/{s.name}") for s in cell.gripper(gripper).collision_shapes(cup)
+        )
+        if not shapes:
+            return None
+        return attached_message(TIP_LINK, gripper, shapes, np.eye(4), _FLANGE_LINKS)
 
     # -- changes ---------------------------------------------------------------------------
     def _obstacles(self, world: SceneWorld) -> tuple[Obstacle, ...]:
@@ -284,10 +311,11 @@ class NodeScene(OrchestratorListener):
         response.scene = self.scene_message()
         return response
 
-    @staticmethod
-    def _scene_change(world: SceneWorld, scene: Any) -> SceneWorld:
-        attached = scene.robot_state.attached_collision_objects
-        if len(attached):
+    def _scene_change(self, world: SceneWorld, scene: Any) -> SceneWorld:
+        # The attached tool as get_planning_scene reports it comes back in a round trip.
+        tool = self._backend.current_gripper()
+        attached = [a for a in scene.robot_state.attached_collision_objects if a.object.id != tool]
+        if attached:
             ids = ", ".join(repr(a.object.id) for a in attached)
             raise SceneError(
                 f"planning_scene {scene.name!r}: robot_state.attached_collision_objects ({ids}) are not "

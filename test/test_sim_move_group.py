@@ -87,6 +87,7 @@ class Client:
     """A node of this process with pymoveit2's ``MoveIt2`` and raw clients, spun in a thread."""
 
     def __init__(self, domain_id: int, namespace: str = "/") -> None:
+        self.domain_id = domain_id
         from pymoveit2 import MoveIt2
 
         self.context = init_context(domain_id)
@@ -406,6 +407,52 @@ def test_a_cancelled_execution_stops_the_arm_part_way(client: Client) -> None:
     assert code is not None and code.val == MoveItErrorCodes.PREEMPTED
     here = client.live()
     assert not np.allclose(here, start, atol=1e-3) and not np.allclose(here, goal, atol=1e-3)
+
+
+def test_moves_sent_side_by_side_start_where_the_ones_before_really_end(client: Client) -> None:
+    """The moveit planner's predictions against this move_group (compute_fk/compute_ik): every
+    move of a unit of joint goals and straight lines, planned concurrently from its predicted
+    start, continues the previous move's real end, so none is planned again."""
+    from pathlib import Path
+
+    from erobs_bt.backends.base import ArmSegment
+    from erobs_bt.backends.moveit.backend import MoveItBackend
+    from erobs_bt.backends.moveit.model import MoveItConfig
+    from erobs_bt.backends.sim.tools import SimulatedChanger, SimulatedTool
+    from erobs_bt.backends.stack import JOIN_TOLERANCE
+    from erobs_bt.plan import ScriptParser
+
+    cell = load_cell()
+    poses = Path(__file__).resolve().parents[1] / "config" / "poses.yaml"
+    moves = [
+        {"task_type": "moveto", "target": "transport", "planning_type": "joint"},
+        {"task_type": "moveto", "target": "dispense_above", "planning_type": "joint"},
+        {"task_type": "moveto", "direction": "forward", "distance": 0.02, "planning_type": "cartesian"},
+        {"task_type": "moveto", "direction": "backward", "distance": 0.02, "planning_type": "cartesian"},
+    ]
+    import json
+
+    steps = ScriptParser.from_files(cell=None, poses=poses)(
+        json.dumps({"start_gripper": "pipettor", "tasks": moves})
+    ).steps
+    tools = ({name: SimulatedTool(name) for name in cell.grippers}, SimulatedChanger())
+    # The bare flange, as this move_group has it: planning attaches nothing to its scene.
+    with MoveItBackend(
+        cell,
+        None,
+        MoveItConfig(tools="simulated"),
+        tools=tools,
+        gripper="none",
+        domain_id=client.domain_id,
+    ) as stack:
+        solution = stack.plan(steps, start=cell.initial_joint_state).result(120)
+        assert stack.speculation == {"joined": 4, "replanned": 0}, stack.speculation
+    arm = [s for s in solution.segments if isinstance(s, ArmSegment)]
+    assert [s.step_index for s in arm] == [0, 1, 2, 3]
+    q = np.asarray(solution.start_positions)
+    for segment in arm:
+        assert np.max(np.abs(np.asarray(segment.points[0].positions) - q)) <= JOIN_TOLERANCE
+        q = np.asarray(segment.points[-1].positions)
 
 
 @pytest.fixture(scope="module")

@@ -49,7 +49,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
@@ -75,7 +75,7 @@ from erobs_bt.backends.parts import (
     ToolDriver,
 )
 from erobs_bt.backends.vision import run_vision
-from erobs_bt.planning.base import Planner, TrajectoryChecker
+from erobs_bt.planning.base import Planner, RemotePlanner, TrajectoryChecker
 from erobs_bt.planning.forecast import forecast_exchanges
 from erobs_bt.script.model import (
     EndEffector,
@@ -110,6 +110,13 @@ _LOG = logging.getLogger(__name__)
 #: the objects added or moved since (:meth:`MotionStack.check_replay`).
 SCENE_HISTORY = 64
 
+#: [rad] Largest gap (any joint) between where a move's plan really ends and where the next
+#: move, planned concurrently from a prediction (:class:`~erobs_bt.planning.base.RemotePlanner`),
+#: starts, at which the two are kept as one connected sequence: a hundredth of the
+#: controllers' start tolerance (0.01 rad, MoveIt's ``allowed_start_tolerance``), about
+#: 0.05 mm at the tool of a UR5e. A larger gap plans the move again from the real end.
+JOIN_TOLERANCE = 1e-4
+
 _T = TypeVar("_T")
 
 #: A world listener: ``(the new world, what changed it)`` (:meth:`MotionStack.add_world_listener`).
@@ -124,6 +131,7 @@ class _Dispatch:
     stop_generation: int
     fired: bool = False
     cut_placed: bool = False
+    on_final_plan: Callable[[Solution], None] | None = None
 
 
 class MotionStack:
@@ -200,6 +208,10 @@ class MotionStack:
         self._stop_generation = 0
         self._motion_lock = threading.Lock()  # stop() vs. starting a trajectory
         self._plan_pool = _Worker(f"{name}-plan")
+        self._name = name
+        #: Moves of concurrently planned units: ``joined`` (kept), ``replanned`` (their predicted
+        #: start missed the previous move's real end; planned again in order).
+        self.speculation = {"joined": 0, "replanned": 0}
         self._action_pool = _Worker(f"{name}-action")
         self._closed = False
 
@@ -457,6 +469,75 @@ class MotionStack:
         """
         return self.plan(steps, start=start, after=after, crossed=crossed)
 
+    @property
+    def plan_ahead_depth(self) -> int:
+        """How many motion units the engine plans ahead while one executes: the planner's
+        :attr:`~erobs_bt.planning.base.RemotePlanner.plan_ahead_depth` for a slow remote
+        planner, else 1 (the embedded planner plans a unit in milliseconds)."""
+        planner = self._planner
+        return max(1, int(planner.plan_ahead_depth)) if isinstance(planner, RemotePlanner) else 1
+
+    def plan_chained(
+        self, first: Future[Solution], steps: Sequence[Step], *, after: Solution | None = None
+    ) -> Future[Solution]:
+        """Plan a unit ahead of a unit that is itself still being planned ahead (plan-ahead
+        depth 2, :class:`erobs_bt.tree.context.PlansChained`).
+
+        Args:
+            first: the future of the earlier unit's plan; ``steps`` are planned from the end of
+                the solution it resolves to, once it does.
+            steps: the later unit's steps.
+            after: the solution about to be dispatched now, before the earlier unit (``None``:
+                none). The tool state is the live one now, then what executing ``after`` and
+                the earlier unit's solution leave (:meth:`predict_tools`).
+
+        Returns:
+            A future of the later unit's solution, pending until its plan starts (cancelling it
+            before then skips the plan); it fails with ``PLANNING_FAILED`` when ``first``
+            fails or is cancelled.
+        """
+        self._check_open()
+        steps = tuple(steps)
+        with self._state_lock:
+            base = self._tools
+        chained: Future[Solution] = Future()
+
+        def when_planned(done: Future[Solution]) -> None:
+            if chained.done():
+                return  # dropped meanwhile
+            if done.cancelled() or done.exception() is not None:
+                reason = "cancelled" if done.cancelled() else str(done.exception())
+                if chained.set_running_or_notify_cancel():
+                    chained.set_exception(
+                        MotionError(
+                            ErrorCode.PLANNING_FAILED, f"the unit before it was not planned: {reason}"
+                        )
+                    )
+                return
+            before = done.result()
+            fault = self._faults.on_plan(steps) if self._faults is not None else None
+
+            def job() -> Solution:
+                if fault is not None:
+                    _wait(fault.delay)
+                    raise fault.error
+                tools = self.predict_tools(base, after) if after is not None else base
+                tools = self.predict_tools(tools, before)
+                end = before.final_positions()
+                a, b, c, d, e, f = (
+                    float(x) for x in (end if end is not None else self._arm.joint_positions())
+                )
+                return self._plan_now(steps, (a, b, c, d, e, f), tools=tools)
+
+            try:
+                self._submit(self._plan_pool, job, ErrorCode.PLANNING_FAILED, cancellable=True, into=chained)
+            except RuntimeError as exc:  # closed meanwhile
+                if chained.set_running_or_notify_cancel():
+                    chained.set_exception(MotionError(ErrorCode.PLANNING_FAILED, str(exc)))
+
+        first.add_done_callback(when_planned)
+        return chained
+
     def predict_tools(self, state: ToolState, solution: Solution) -> ToolState:
         """The tool state that executing ``solution`` from ``state`` leaves (nothing moves).
 
@@ -659,10 +740,31 @@ class MotionStack:
         Returns:
             A future resolving to a status message, or failing with a :class:`MotionError`.
         """
+        return self.run_step_reporting(step, on_final_plan=None)
+
+    def run_step_reporting(
+        self, step: Step, *, on_final_plan: Callable[[Solution], None] | None
+    ) -> Future[str]:
+        """:meth:`run_step`, reporting the plan of the step's final motion
+        (:class:`erobs_bt.tree.context.ReportsFinalPlan`).
+
+        Args:
+            step: the step.
+            on_final_plan: called on the action thread with the plan of a vision step's final
+                motion (the approach over the detection and its tail, after which the arm does
+                not move again in the step), after it is planned and before it is dispatched:
+                the end of a vision step is known only then. Not called for a step that does
+                not move at its end (a pipettor step, ``detect_only``, ``vision_scan``, a tool
+                exchange). Its exceptions are logged and ignored.
+
+        Returns:
+            As :meth:`run_step`.
+        """
         self._check_open()
         dispatch = self._dispatch(
             "run_step", replay=False, step_types=(step.task_type, step.script_type), step_indices=[step.index]
         )
+        dispatch.on_final_plan = on_final_plan
 
         def job() -> str:
             self._before_motion(dispatch)
@@ -906,10 +1008,13 @@ class MotionStack:
         q0 = tuple(float(x) for x in (start if start is not None else self._arm.joint_positions()))
         q: tuple[float, ...] = q0
         segments: list[Segment] = []
+        ahead = self._plan_concurrently(steps, q0, state, world)
         try:
-            for step in steps:
+            for index, step in enumerate(steps):
                 if isinstance(step, MoveTo):
-                    segment = self._planner.plan_move(step, q, tools=state, world=world)
+                    segment = self._joined(ahead.pop(index, None), q, state)
+                    if segment is None:
+                        segment = self._planner.plan_move(step, q, tools=state, world=world)
                     segments.append(segment)
                     q = segment.points[-1].positions
                     state = after_motion(self._cell, state, q, contact_tolerance=self._contact_tolerance)
@@ -937,6 +1042,8 @@ class MotionStack:
                 raise
             raise MotionError(ErrorCode.PLANNING_FAILED, exc.detail) from exc
         finally:
+            for _, _, future in ahead.values():  # a failure ended the unit: the rest is not needed
+                future.cancel()
             with self._state_lock:
                 live = self._tools
             self._planner.follow(live)
@@ -947,6 +1054,92 @@ class MotionStack:
             planning_time=time.monotonic() - began,
             scene_revision=scene,
         )
+
+    def _plan_concurrently(
+        self, steps: Sequence[Step], q0: tuple[float, ...], state: ToolState, world: World
+    ) -> dict[int, tuple[tuple[float, ...], ToolState, Future[ArmSegment]]]:
+        """Send a unit's moves to a :class:`~erobs_bt.planning.base.RemotePlanner` side by
+        side, each from the end the previous move is predicted to reach, with the tool state
+        the steps before it are predicted to leave; ``{step index: (start [rad], tool state,
+        future of the move's plan)}``. Empty for any other planner, or a unit of one move.
+
+        Predicting stops at the first move whose end cannot be told or the first tool command
+        that fails: those moves and the ones after them are planned in order by
+        :meth:`_plan_now`, which also reports the failure.
+        """
+        planner = self._planner
+        if not isinstance(planner, RemotePlanner) or planner.concurrent_requests < 2:
+            return {}
+        if sum(1 for step in steps if isinstance(step, MoveTo)) < 2:
+            return {}
+        # A pool per unit: the planning thread (a plan-ahead, a forecast) and the action thread
+        # (a tool exchange's or a vision step's own motions) each get their own requests in.
+        pool = ThreadPoolExecutor(planner.concurrent_requests, thread_name_prefix=f"{self._name}-plan-move")
+        ahead: dict[int, tuple[tuple[float, ...], ToolState, Future[ArmSegment]]] = {}
+        q = q0
+        try:
+            for index, step in enumerate(steps):
+                if isinstance(step, MoveTo):
+                    ahead[index] = (
+                        q,
+                        state,
+                        pool.submit(planner.plan_move, step, q, tools=state, world=world),
+                    )
+                    end = planner.predict_end(step, q, tools=state)
+                    if end is None:
+                        break
+                    q = tuple(float(x) for x in end)
+                    state = after_motion(self._cell, state, q, contact_tolerance=self._contact_tolerance)
+                elif isinstance(step, EndEffector):
+                    tool = resolve_end_effector(self._cell, state, step)
+                    if tool is not None:
+                        state, _ = gripper_command(
+                            self._cell,
+                            state,
+                            tool.gripper,
+                            tool.command,
+                            q,
+                            contact_tolerance=self._contact_tolerance,
+                            where=step.path,
+                        )
+        except MotionError:  # the ordered plan reports it
+            pass
+        finally:
+            pool.shutdown(wait=False)  # its threads end when their requests are answered
+        return ahead
+
+    def _joined(
+        self,
+        ahead: tuple[tuple[float, ...], ToolState, Future[ArmSegment]] | None,
+        q: Sequence[float],
+        state: ToolState,
+    ) -> ArmSegment | None:
+        """The concurrently planned move ``ahead`` if it continues the sequence: planned with the
+        tool state ``state`` from within :data:`JOIN_TOLERANCE` of ``q`` [rad], where the
+        previous move really ends (waits for it); ``None``: plan it again from ``q``.
+
+        Raises:
+            MotionError: the move's own planning failed (from the right start: the error is
+                the unit's).
+        """
+        if ahead is None:
+            return None
+        start, planned_state, future = ahead
+        gap = max(abs(float(a) - float(b)) for a, b in zip(start, q, strict=True))
+        if planned_state != state or gap > JOIN_TOLERANCE:
+            future.cancel()
+            self.speculation["replanned"] += 1
+            _LOG.info(
+                "a move planned side by side starts %.2e rad from where the one before ends "
+                "(tolerance %g rad)%s: planned again from there",
+                gap,
+                JOIN_TOLERANCE,
+                "" if planned_state == state else " with another tool state",
+            )
+            return None
+        segment = future.result()
+        self.speculation["joined"] += 1
+        return segment
 
     # -- execution -----------------------------------------------------------------------------
     def _dispatch(
@@ -1166,15 +1359,17 @@ class MotionStack:
         default: ErrorCode,
         *,
         cancellable: bool = False,
+        into: Future[_T] | None = None,
     ) -> Future[_T]:
         """Run ``job`` on ``pool``; any exception becomes a :class:`MotionError` (``default`` code).
 
         ``cancellable``: the future stays pending until the job starts, so cancelling it
         before then skips the job (a dropped plan-ahead); otherwise it is running at once.
         A job the worker never starts (the stack closed first) fails its future with
-        ``EXECUTION_FAILED`` (or is cancelled when still pending).
+        ``EXECUTION_FAILED`` (or is cancelled when still pending). ``into``: a pending future
+        to resolve (one handed out before the job could be submitted), else a new one.
         """
-        future: Future[_T] = Future()
+        future: Future[_T] = into if into is not None else Future()
         if not cancellable:
             future.set_running_or_notify_cancel()
 
@@ -1275,9 +1470,16 @@ class _Port:
     def planning_tip(self) -> NDArray[np.float64]:
         return planning_tip(self._stack.cell, self._stack.tool_state())
 
-    def move(self, steps: Sequence[Step]) -> None:
+    def move(self, steps: Sequence[Step], *, last: bool = False) -> None:
         self._stack._check_stopped(self._dispatch)
         solution = self._stack._plan_now(steps, None)
+        report = self._dispatch.on_final_plan
+        if last and report is not None:
+            self._dispatch.on_final_plan = None
+            try:
+                report(solution)
+            except Exception:  # a plan-ahead that cannot start never fails the step
+                _LOG.exception("reporting the final motion's plan failed")
         self._stack._play(solution.segments, self._dispatch)
 
     def set_tool_state(self, state: ToolState) -> None:

@@ -69,8 +69,12 @@ class VisionPort(Protocol):
         """(4, 4) IK frame of the attached tool in ``flange`` (what cartesian targets place)."""
         ...
 
-    def move(self, steps: Sequence[Step]) -> None:
+    def move(self, steps: Sequence[Step], *, last: bool = False) -> None:
         """Plan ``steps`` from the live state as one sequence and execute them (blocking).
+
+        ``last``: the step's final motion (nothing moves after it): the stack may report its
+        plan before executing it, so that the motion unit after the step can be planned from
+        its end while it executes (plan-ahead, :meth:`erobs_bt.backends.stack.MotionStack.run_step`).
 
         Raises:
             MotionError: planning or execution failed.
@@ -199,7 +203,7 @@ def run_vision(
     else:
         raise _fail(step, f"unknown goal_computer {step.goal_computer!r} (approach_pose, j6_snap)")
     motions.extend(_tail(step, state.gripper, terminal, detection.scan_joints))
-    port.move(motions)
+    port.move(motions, last=True)
     return f"{step.kind}: {seen}; moved relative to it" + (f", {terminal}" if terminal else "")
 
 
@@ -281,7 +285,7 @@ def _hard_coded(step: Vision, port: VisionPort, state: ToolState, terminal: str 
         _moveto(step, "target", target=step.target_pose or "target", target_joints=step.target_joints)
     )
     motions.extend(_tail(step, state.gripper, terminal, step.approach_joints))
-    port.move(motions)
+    port.move(motions, last=True)
     return f"{step.kind}: hard-coded {'approach, ' if step.approach_joints else ''}target" + (
         f", {terminal}" if terminal else ""
     )

@@ -130,3 +130,37 @@ class TrajectoryChecker(Protocol):
             (``tasks[3]: sample 12 at t = 0.480 s in collision (wrist_3_link with box1) ...``).
         """
         ...
+
+
+@runtime_checkable
+class RemotePlanner(Protocol):
+    """A planner whose requests take long (a remote ``move_group``: up to seconds each) and may
+    run side by side. The motion stack then plans a unit's moves concurrently, each from the
+    start the previous move is predicted to end in (:meth:`predict_end`), and keeps a move's
+    plan only when it starts where the previous move's plan really ends (within
+    :data:`erobs_bt.backends.stack.JOIN_TOLERANCE`); otherwise that move is planned again from
+    the real end, so a unit stays one connected sequence. The engine also plans
+    :attr:`plan_ahead_depth` motion units ahead. The embedded planner is not one (its plans
+    take milliseconds of CPU that threads would only share).
+    """
+
+    @property
+    def concurrent_requests(self) -> int:
+        """How many :meth:`Planner.plan_move` calls may run at once (1: one after the other)."""
+        ...
+
+    @property
+    def plan_ahead_depth(self) -> int:
+        """How many motion units the engine plans ahead while one executes (1 or 2,
+        :meth:`erobs_bt.tree.context.GoalContext.start_plan_ahead`)."""
+        ...
+
+    def predict_end(
+        self, step: MoveTo, start: Sequence[float], *, tools: ToolState
+    ) -> tuple[float, ...] | None:
+        """Where :meth:`Planner.plan_move` of ``step`` from ``start`` [rad] would end, without
+        planning: a joint goal's joints, the inverse kinematics of a Cartesian goal seeded
+        with ``start``; ``None`` when it cannot be told (the unit then plans that move and the
+        ones after it in order). Never raises for a goal that cannot be reached: planning
+        reports that."""
+        ...

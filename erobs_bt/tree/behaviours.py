@@ -26,7 +26,14 @@ from py_trees.common import Status
 from erobs_bt.backends.base import ErrorCode, MotionError, Solution, as_motion_error
 from erobs_bt.batching import Unit
 from erobs_bt.timeouts import PLANNING_STEPS_PER_TIMEOUT
-from erobs_bt.tree.context import CacheStatus, FinishReason, GoalContext, Mode
+from erobs_bt.tree.context import (
+    CacheStatus,
+    FinalPlanAhead,
+    FinishReason,
+    GoalContext,
+    Mode,
+    ReportsFinalPlan,
+)
 
 
 class FutureBehaviour(py_trees.behaviour.Behaviour):
@@ -410,18 +417,48 @@ class ExecuteSolution(FutureBehaviour):
 
 
 class RunSingleStep(FutureBehaviour):
-    """Run a non-batched step on the backend (tool exchange, pipettor, vision, …)."""
+    """Run a non-batched step on the backend (tool exchange, pipettor, vision, …).
+
+    A vision step whose backend reports its final motion's plan lets the next motion unit be
+    planned from that plan while the motion executes (:class:`FinalPlanAhead`): the plans are
+    requested on the backend's thread and adopted as the goal's plan-ahead at the next tick.
+    """
 
     def __init__(self, context: GoalContext, unit: Unit) -> None:
         super().__init__(f"Run {unit.label}", context, unit, timeout=context.timeout_for(unit))
+        self._final: FinalPlanAhead | None = None
 
     def start(self) -> Future[str]:
-        self.context.events.phase(self.unit, "run")
+        ctx = self.context
+        ctx.events.phase(self.unit, "run")
         self.feedback_message = "running"
         # A step that does not move the arm (pipettor) lets the next motion unit be planned
         # meanwhile; for any other step start_plan_ahead finds nothing to plan.
-        self.context.start_plan_ahead(self.unit, None)
-        return self.context.backend.run_step(self.unit.steps[0])
+        ctx.start_plan_ahead(self.unit, None)
+        step = self.unit.steps[0]
+        self._final = ctx.plan_ahead_from_final_plan(self.unit)
+        if self._final is not None:
+            backend = ctx.backend
+            assert isinstance(backend, ReportsFinalPlan)
+            return backend.run_step_reporting(step, on_final_plan=self._final)
+        return ctx.backend.run_step(step)
+
+    def update(self) -> Status:
+        """Adopt a plan-ahead requested from the step's final motion (:class:`FinalPlanAhead`),
+        then poll the step's future as :meth:`FutureBehaviour.update`."""
+        if self._final is not None:
+            self._final.adopt()
+        return super().update()
+
+    def terminate(self, new_status: Status) -> None:
+        """Drop a plan-ahead requested but not adopted, then as :meth:`FutureBehaviour.terminate`."""
+        final, self._final = self._final, None
+        if final is not None:
+            if new_status == Status.SUCCESS:
+                final.adopt()
+            else:
+                final.discard()
+        super().terminate(new_status)
 
     def on_success(self, result: Any, seconds: float) -> Status:
         """Report the step's message; keep what a ``detect_only`` step detected (the

@@ -21,7 +21,13 @@ and :meth:`GoalContext.take_plan_ahead`:
   (:data:`PLAN_AHEAD_ACROSS`) when the backend can forecast them (:class:`PlansAcross`:
   the script names the tool, the cell the dock, so the backend plans the exchange's own
   motions from the planned end state and then the unit with the model the exchange will
-  leave); never across a vision step (its target is known only at run time);
+  leave); never across a vision step (its target is known only at run time): the unit
+  after one is planned only once the step has detected its marker and planned its final
+  motion, from that plan's end, while the motion executes (:class:`FinalPlanAhead`, with a
+  backend that reports that plan, :class:`ReportsFinalPlan`);
+* with a slow planner (:class:`PlansChained`, ``plan_ahead_depth`` 2: MoveIt) the motion unit
+  after the planned-ahead one is planned too, from its planned end, as soon as its plan is
+  made, so a short unit in between does not leave too little time (:meth:`_chain`);
 * a unit whose cache key already has an entry (it will replay) is not planned ahead;
 * at the unit's start the plan is used only when the model revision is the live one and
   every live joint is within :data:`PLAN_AHEAD_TOLERANCE` of the plan's start (and, for
@@ -245,6 +251,48 @@ class GoalEvents:
         """
 
 
+@runtime_checkable
+class PlansChained(Protocol):
+    """A backend whose planner is slow enough that the engine plans two motion units ahead
+    (optional; :class:`~erobs_bt.backends.base.MotionBackend` does not require it)."""
+
+    @property
+    def plan_ahead_depth(self) -> int:
+        """How many motion units to plan ahead while one executes (1: the next one only)."""
+        ...
+
+    def plan_chained(
+        self, first: Future[Solution], steps: Sequence[Step], *, after: Solution | None = None
+    ) -> Future[Solution]:
+        """Plan ``steps`` from the end of the solution ``first`` resolves to.
+
+        Args:
+            first: the earlier unit's plan-ahead.
+            steps: the later unit's steps.
+            after: the solution about to be dispatched now (its tool effects, then the earlier
+                unit's, apply to the live tool state), or ``None``.
+
+        Returns:
+            A future of the later unit's solution (fails with ``PLANNING_FAILED`` when
+            ``first`` does; cancelling it before its plan starts skips the plan).
+        """
+        ...
+
+
+@runtime_checkable
+class ReportsFinalPlan(Protocol):
+    """A backend that reports the plan of a single step's final motion before executing it
+    (optional; :class:`~erobs_bt.backends.base.MotionBackend` does not require it): the end of
+    a vision step is known only once its detection is made and its last motion planned."""
+
+    def run_step_reporting(
+        self, step: Step, *, on_final_plan: Callable[[Solution], None] | None
+    ) -> Future[str]:
+        """As :meth:`MotionBackend.run_step`; ``on_final_plan`` is called on the backend's
+        thread with the plan of the step's final motion, before that motion is dispatched."""
+        ...
+
+
 @dataclass
 class PlannedAhead:
     """The one pending plan-ahead of a goal.
@@ -259,6 +307,9 @@ class PlannedAhead:
         after: index of the unit during whose execution it was started.
         started: ``time.monotonic()`` when it was requested.
         crossed: how many tool exchanges lie between (0: none).
+        then: the plan-ahead of the motion unit after this one, planned from this one's
+            planned end (depth 2, :class:`PlansChained`), or ``None``; its ``start`` and
+            ``model_revision`` are ``None`` (the solution's, checked when it is taken).
     """
 
     unit: Unit
@@ -268,6 +319,7 @@ class PlannedAhead:
     after: int
     started: float
     crossed: int = 0
+    then: PlannedAhead | None = None
 
 
 @dataclass
@@ -501,6 +553,7 @@ class GoalContext:
             target, crossed = next_unit, own
         if self.ahead is not None:
             if self.ahead.unit is target:
+                self._chain(self.ahead, unit, solution)
                 return
             self.drop_plan_ahead("superseded")
         revision = self.backend.model_revision()
@@ -536,6 +589,86 @@ class GoalContext:
         else:
             self.ahead = PlannedAhead(target, future, start, revision, unit.index, time.monotonic())
             self.events.plan_ahead(target, "started", f"during unit {unit.index + 1}")
+            self._chain(self.ahead, unit, solution)
+
+    def _chain(self, ahead: PlannedAhead, unit: Unit, solution: Solution | None) -> None:
+        """Plan-ahead depth 2 (:class:`PlansChained`): also plan the motion unit after
+        ``ahead``'s, from ``ahead``'s planned end, while ``unit`` executes, so a short unit
+        between does not leave a slow planner too little time.
+
+        Only with a backend that asks for it, for a plan-ahead not planned across tool
+        exchanges, when only :data:`PLAN_AHEAD_TRANSPARENT` units lie between, never for an
+        eligible goal (one unit). The chained plan is checked like any plan-ahead when its
+        unit starts (:meth:`take_plan_ahead`).
+        """
+        backend = self.backend
+        if ahead.then is not None or ahead.crossed or self.eligible:
+            return
+        if not isinstance(backend, PlansChained) or backend.plan_ahead_depth < 2:
+            return
+        target = self.next_motion_unit(ahead.unit)
+        if target is None:
+            return
+        try:
+            future = backend.plan_chained(ahead.future, target.steps, after=solution)
+        except Exception as exc:  # its unit plans afresh at its start
+            self.events.plan_ahead(target, "discarded", f"could not start: {exc}")
+            return
+        ahead.then = PlannedAhead(target, future, None, None, unit.index, time.monotonic())
+        self.events.plan_ahead(
+            target, "started", f"during unit {unit.index + 1}, after unit {ahead.unit.index + 1}'s plan"
+        )
+
+    def plan_ahead_from_final_plan(self, unit: Unit) -> FinalPlanAhead | None:
+        """The plan-ahead a vision step starts from its final motion's plan, or ``None``.
+
+        A vision step's end is known only when it runs: once its detection is made and its
+        final motion (the approach over the detection and its tail) is planned, the next
+        motion unit is planned from that plan's end while the motion executes, with the same
+        rules as any plan-ahead (checked against the live state when its unit starts). Only
+        with a backend that reports that plan (:class:`ReportsFinalPlan`), in execute mode
+        with plan-ahead on, for a unit of one step that is neither transparent nor a tool
+        exchange, with only :data:`PLAN_AHEAD_TRANSPARENT` units up to the next motion unit,
+        and never for an eligible goal. With :class:`PlansChained` depth 2 the unit after
+        that one is planned too. Call on the tick thread, before the step starts.
+        """
+        if not self.plan_ahead_enabled or self.mode is not Mode.EXECUTE or self.eligible:
+            return None
+        if self.controls.cancel_requested or self.controls.halt is not None:
+            return None
+        if not isinstance(self.backend, ReportsFinalPlan) or len(unit.steps) != 1:
+            return None
+        if unit.steps[0].task_type in PLAN_AHEAD_TRANSPARENT | PLAN_AHEAD_ACROSS or unit.is_motion:
+            return None
+        target = self.next_motion_unit(unit)
+        if target is None:
+            return None
+        then = None
+        backend = self.backend
+        if isinstance(backend, PlansChained) and backend.plan_ahead_depth >= 2:
+            then = self.next_motion_unit(target)
+        return FinalPlanAhead(self, unit, target, then)
+
+    def adopt_plan_ahead(self, made: PlannedAhead, unit: Unit, how: str) -> None:
+        """Make ``made`` (started on a backend thread, see :class:`FinalPlanAhead`) the goal's
+        pending plan-ahead; dropped at once while the goal is being cancelled or halted.
+        Tick thread only."""
+        if self.controls.cancel_requested or self.controls.halt is not None or not self.plan_ahead_enabled:
+            ahead: PlannedAhead | None = made
+            while ahead is not None:
+                ahead.future.cancel()
+                ahead = ahead.then
+            return
+        if self.ahead is not None:
+            self.drop_plan_ahead("superseded")
+        self.ahead = made
+        self.events.plan_ahead(made.unit, "started", f"during unit {unit.index + 1}, {how}")
+        if made.then is not None:
+            self.events.plan_ahead(
+                made.then.unit,
+                "started",
+                f"during unit {unit.index + 1}, after unit {made.unit.index + 1}'s plan",
+            )
 
     def take_plan_ahead(self, unit: Unit) -> Future[Solution] | None:
         """The plan-ahead of ``unit`` if it may be used now, else ``None`` (plan afresh).
@@ -553,6 +686,9 @@ class GoalContext:
             self.ahead = ahead
             self.drop_plan_ahead(f"unit {unit.index + 1} plans first")
             return None
+        # The plan-ahead of the unit after this one (depth 2) stays pending, whatever becomes
+        # of this one: it is checked against the live state when its own unit starts.
+        self.ahead, ahead.then = ahead.then, None
         future = ahead.future
         if ahead.start is None and not future.done():
             # Planned across tool exchanges and still planning: its start and model are known
@@ -631,10 +767,11 @@ class GoalContext:
         started never runs; one that is running finishes on the backend's planner and its
         result is ignored). Idempotent."""
         ahead, self.ahead = self.ahead, None
-        if ahead is None:
-            return
-        ahead.future.cancel()
-        self.events.plan_ahead(ahead.unit, "dropped", reason)
+        while ahead is not None:
+            ahead.future.cancel()
+            self.events.plan_ahead(ahead.unit, "dropped", reason)
+            following, ahead.then = ahead.then, None
+            ahead = following
 
     def planning_timeout_for(self, unit: Unit) -> float:
         """Planning timeout of ``unit`` [s]: ``timeouts["planning"]`` per started block of
@@ -650,6 +787,60 @@ class GoalContext:
         for step in unit.steps:
             total += self.timeouts.get(timeout_key(step), self.timeouts["moveto"])
         return total
+
+
+class FinalPlanAhead:
+    """The plan-ahead a vision step starts from its final motion's plan
+    (:meth:`GoalContext.plan_ahead_from_final_plan`).
+
+    The backend calls it (:class:`ReportsFinalPlan`, on its own thread) with that plan before
+    the motion is dispatched: the next motion unit's plan is requested then, from the plan's
+    end and with the tool state executing it will leave (and, at depth 2, the unit after it,
+    :meth:`PlansChained.plan_chained`). The tick thread then adopts it as the goal's pending
+    plan-ahead (:meth:`adopt`), or drops it when the step is halted (:meth:`discard`).
+    """
+
+    def __init__(self, context: GoalContext, unit: Unit, target: Unit, then: Unit | None) -> None:
+        self._context = context
+        self._unit = unit
+        self._target = target
+        self._then = then
+        self._lock = threading.Lock()
+        self._made: PlannedAhead | None = None
+
+    def __call__(self, solution: Solution) -> None:
+        """The step's final motion is planned (``solution``): request the plans (backend thread)."""
+        end = solution.final_positions()
+        if end is None or len(end) != 6:
+            return
+        a, b, c, d, e, f = (float(x) for x in end)
+        start: JointPositions = (a, b, c, d, e, f)
+        backend = self._context.backend
+        future = backend.plan(self._target.steps, start=start, after=solution)
+        made = PlannedAhead(
+            self._target, future, start, solution.model_revision, self._unit.index, time.monotonic()
+        )
+        if self._then is not None and isinstance(backend, PlansChained):
+            chained = backend.plan_chained(future, self._then.steps, after=solution)
+            made.then = PlannedAhead(self._then, chained, None, None, self._unit.index, time.monotonic())
+        with self._lock:
+            self._made = made
+        self._context.wake()
+
+    def adopt(self) -> None:
+        """Hand a requested plan-ahead to the goal (tick thread; nothing when none is requested)."""
+        with self._lock:
+            made, self._made = self._made, None
+        if made is not None:
+            self._context.adopt_plan_ahead(made, self._unit, "from its final motion's plan")
+
+    def discard(self) -> None:
+        """Cancel a requested plan-ahead the goal has not adopted (the step was halted)."""
+        with self._lock:
+            made, self._made = self._made, None
+        while made is not None:
+            made.future.cancel()
+            made = made.then
 
 
 def _nothing() -> None:

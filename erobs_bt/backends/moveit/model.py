@@ -77,6 +77,15 @@ class MoveItConfig:
         call_timeout: [s] for a service response, on top of ``planning_time``.
         acceptance_timeout: [s] for an ExecuteTrajectory goal response (EROBS 10 s).
         motion_timeout: [s] for the ExecuteTrajectory result beyond the trajectory's duration.
+        concurrent_requests: how many planning requests of one unit are sent at once, each
+            move from where the previous one is predicted to end (joint goals end at their
+            goal; straight lines where ``compute_ik`` puts their end); a move whose prediction
+            misses is planned again in order. 1: one request after the other. It shortens a
+            unit's planning only when move_group answers requests side by side.
+        plan_ahead_depth: how many motion units the engine plans ahead while one executes
+            (1: the next one, from the running unit's planned end; 2: also the one after it,
+            from the next one's planned end), so a short unit does not leave the planner too
+            little time for a long one after it.
         tools: how grippers, the tool changer and the pipettor are commanded:
             ``ros2_control`` (the hardware YAML's GripperCommand, SetIO and pipettor
             interfaces, as the ``ros2_control`` backend does) or ``simulated`` (the tool
@@ -101,6 +110,8 @@ class MoveItConfig:
     call_timeout: float = 10.0
     acceptance_timeout: float = 10.0
     motion_timeout: float = 10.0
+    concurrent_requests: int = 4
+    plan_ahead_depth: int = 2
     tools: str = "ros2_control"
 
     def name(self, relative: str) -> str:
@@ -457,7 +468,15 @@ def parse_moveit_config(data: Any, *, source: str = "") -> MoveItConfig:
     if data is None:
         return MoveItConfig()
     values = check.mapping(data, "")
-    allowed = (*_PLAIN_KEYS, "pipelines", "planning_attempts", "jump_threshold", "tools")
+    allowed = (
+        *_PLAIN_KEYS,
+        "pipelines",
+        "planning_attempts",
+        "jump_threshold",
+        "concurrent_requests",
+        "plan_ahead_depth",
+        "tools",
+    )
     check.only_keys(values, "", allowed)
     settings: dict[str, Any] = {}
     for key, kind in _PLAIN_KEYS.items():
@@ -474,6 +493,14 @@ def parse_moveit_config(data: Any, *, source: str = "") -> MoveItConfig:
     if "planning_attempts" in values:
         settings["planning_attempts"] = check.integer(
             values["planning_attempts"], "planning_attempts", minimum=1
+        )
+    if "concurrent_requests" in values:
+        settings["concurrent_requests"] = check.integer(
+            values["concurrent_requests"], "concurrent_requests", minimum=1
+        )
+    if "plan_ahead_depth" in values:
+        settings["plan_ahead_depth"] = check.integer(
+            values["plan_ahead_depth"], "plan_ahead_depth", minimum=1, maximum=2
         )
     if "tools" in values:
         settings["tools"] = check.choice(values["tools"], "tools", TOOL_MODES)

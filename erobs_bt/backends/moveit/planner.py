@@ -272,9 +272,50 @@ class MoveItPlanner:
         Raises:
             MotionError: ``PLANNING_FAILED: <step.path>: <reason>``.
         """
-        where = step.path
         attached = attached_tool(self._cell, tools, self._config)
-        T_flange_tip = planning_tip(self._cell, tools)
+        kind, goal = self._goal(step, start, tools, attached)
+        if kind == "line":
+            return self._plan_line(step, start, goal, attached)
+        return self._plan_joints(step, start, goal, attached)
+
+    @property
+    def concurrent_requests(self) -> int:
+        """How many planning requests one unit sends to move_group at once
+        (:class:`~erobs_bt.planning.base.RemotePlanner`; ``concurrent_requests`` of the
+        configuration, 1: one after the other)."""
+        return self._config.concurrent_requests
+
+    @property
+    def plan_ahead_depth(self) -> int:
+        """How many motion units the engine plans ahead (``plan_ahead_depth`` of the
+        configuration; :class:`~erobs_bt.planning.base.RemotePlanner`)."""
+        return self._config.plan_ahead_depth
+
+    def predict_end(self, step: MoveTo, start: Sequence[float], *, tools: ToolState) -> JointPositions | None:
+        """Where :meth:`plan_move` would end without planning: a joint goal's joints (Pilz PTP
+        and OMPL end a trajectory at the goal state), the ``compute_ik`` answer for the flange
+        goal of a straight line or a Cartesian goal, seeded with ``start`` [rad] (a straight
+        line ends in the IK branch it starts in); ``None`` when FK or IK does not answer with a
+        solution (planning the step reports why)."""
+        attached = attached_tool(self._cell, tools, self._config)
+        try:
+            kind, goal = self._goal(step, start, tools, attached)
+            if kind == "line":
+                return self._inverse(goal, start, attached, step.path, avoid_collisions=False)
+        except MotionError:
+            return None
+        a, b, c, d, e, f = (float(x) for x in goal)
+        return (a, b, c, d, e, f)
+
+    def _goal(self, step: MoveTo, start: Sequence[float], tools: ToolState, attached: Any) -> tuple[str, Any]:
+        """What ``step`` asks for from ``start``: ``("joints", six joints [rad])`` or
+        ``("line", T_base_link_flange (4, 4))`` for a straight line of the flange.
+
+        Raises:
+            MotionError: ``PLANNING_FAILED`` for an unknown named target, a malformed
+                ``cartesian_target``, an unknown frame, or FK/IK without an answer.
+        """
+        where = step.path
         if step.target is not None:
             goal = step.target_joints
             if goal is None:
@@ -286,13 +327,14 @@ class MoveItPlanner:
                     f"{where}: target {step.target!r} is neither a pose nor a named state of "
                     f"{self._config.group} (known: {known})",
                 )
-            return self._plan_joints(step, start, goal, attached)
+            return "joints", goal
         if step.direction_vector is not None and step.distance is not None:
             T_start = self._forward(start, attached, where)
             T_goal = T_start.copy()
             T_goal[:3, 3] += T_start[:3, :3] @ np.asarray(step.direction_vector, dtype=float) * step.distance
-            return self._plan_line(step, start, T_goal, attached)
+            return "line", T_goal
         if step.cartesian_target is not None:
+            T_flange_tip = planning_tip(self._cell, tools)
             values = [float(v) for v in step.cartesian_target]
             if len(values) not in (3, 6):
                 raise MotionError(
@@ -308,9 +350,8 @@ class MoveItPlanner:
                 T_tip_goal[:3, 3] = (T_frame @ np.append(values, 1.0))[:3]
             T_goal = flange_goal_from_tip_goal(T_tip_goal, T_flange_tip)
             if step.planning_type in ("cartesian", "pilz"):
-                return self._plan_line(step, start, T_goal, attached)
-            goal_joints = self._inverse(T_goal, start, attached, where)
-            return self._plan_joints(step, start, goal_joints, attached)
+                return "line", T_goal
+            return "joints", self._inverse(T_goal, start, attached, where)
         raise MotionError(
             ErrorCode.PLANNING_FAILED,
             f"{where}: moveto has no target, direction/distance or cartesian_target",
@@ -414,16 +455,23 @@ class MoveItPlanner:
         return matrix_of(response.pose_stamped[0].pose)
 
     def _inverse(
-        self, T_flange: NDArray[np.float64], seed: Sequence[float], attached: Any, where: str
+        self,
+        T_flange: NDArray[np.float64],
+        seed: Sequence[float],
+        attached: Any,
+        where: str,
+        *,
+        avoid_collisions: bool = True,
     ) -> JointPositions:
         """Joints [rad] that put the flange at ``T_flange``, from move_group's ``compute_ik``
-        seeded with ``seed`` and checked for collisions."""
+        seeded with ``seed`` and checked for collisions (unless ``avoid_collisions`` is off:
+        a prediction of where a straight line ends, which may press onto a part)."""
         c = self._config
         request = GetPositionIK.Request()
         ik = request.ik_request
         ik.group_name = c.group
         ik.robot_state = robot_state(seed, c, attached)
-        ik.avoid_collisions = True
+        ik.avoid_collisions = avoid_collisions
         ik.ik_link_name = c.flange_link
         ik.pose_stamped.header.frame_id = "base_link"
         ik.pose_stamped.pose = pose_msg(T_flange)

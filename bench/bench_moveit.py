@@ -138,9 +138,7 @@ def motion_units() -> list[tuple[int, str, str]]:
             if types <= PLAN_AHEAD_ACROSS:
                 across.insert(0, f"unit {earlier.index + 1}")
                 continue
-            why = (
-                f"ahead, during unit {earlier.index + 1} ({earlier.label}), from its final motion's plan"
-            )
+            why = f"ahead, during unit {earlier.index + 1} ({earlier.label}), from its final motion's plan"
             break
         rows.append((unit.index + 1, unit.label, why))
     return rows
@@ -220,7 +218,8 @@ def report(latencies: tuple[float, ...] = LATENCIES, embedded: bool = True) -> s
             waited = sum(w for u, w in slow.waits.items() if u != first)
             verdicts.append(
                 f"Against the motion time ({quick.duration:.1f} s, the goal's wall time with 0 s "
-                f"plans and plan-ahead) the {waited:.2f} s of waiting are {waited / quick.duration * 100:.2f} %."
+                f"plans and plan-ahead) the {waited:.2f} s of waiting are "
+                f"{waited / quick.duration * 100:.2f} %."
             )
     reference = shares.get((None, True))
     if reference is not None:

@@ -4,6 +4,8 @@ domain (``/cell1`` and ``/cell2``), each with its own goal, joint states and run
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -54,6 +56,14 @@ def test_default_names_follow_the_node_namespace() -> None:
 
 def test_every_name_of_each_cell_is_under_its_namespace(clients: dict[str, ErobsBtClient]) -> None:
     graph = clients["cell1"].node
+    wanted = {f"/{ns}/erobs_bt/{name}" for ns in ("cell1", "cell2") for name in ("pause", "get_parameters")}
+    # Discovery is asynchronous: look again until this node has seen both cells' services (at
+    # most 30 s); the assertions below then name what is missing.
+    deadline = time.monotonic() + 30.0
+    while not wanted <= {name for name, _types in graph.get_service_names_and_types()}:
+        if time.monotonic() > deadline:
+            break
+        threading.Event().wait(0.05)
     topics = {name for name, _types in graph.get_topic_names_and_types()}
     services = {name for name, _types in graph.get_service_names_and_types()}
     for ns in ("cell1", "cell2"):
@@ -85,7 +95,7 @@ def test_two_cells_run_a_goal_each_at_the_same_time(cells: Cells, clients: dict[
 
     # Each node wrote the goal's run log, named by goal id and script, in its own folder.
     for ns, run_name, steps in (("cell1", "cell_one_run", 2), ("cell2", "cell_two_run", 2)):
-        idle = idle_after_goal(clients[ns], states_before[ns], 5.0)
+        idle = idle_after_goal(clients[ns], states_before[ns], 30.0)
         assert idle is not None
         logs = sorted(cells.run_logs[ns].glob(f"*_{idle.goal_id}_{run_name}.jsonl"))
         assert len(logs) == 1, sorted(p.name for p in cells.run_logs[ns].iterdir())

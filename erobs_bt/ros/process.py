@@ -5,7 +5,10 @@ Both ``erobs_bt_node`` and ``erobs_bt_sim_hardware`` run the same way:
 * ``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST`` unless already set
   (:func:`erobs_bt.ros.ensure_localhost_discovery`);
 * rclpy's own signal handlers are disabled (they shut the context down before the node
-  could stop its motion and publish its final state); SIGINT/SIGTERM only set an event;
+  could stop its motion and publish its final state); SIGINT/SIGTERM only write a byte to a
+  pipe the main thread waits on (a handler that took a lock, such as ``Event.set``'s, could
+  interrupt the main thread inside that very lock: a deadlock, or a RecursionError when the
+  signal is repeated);
 * what start-up built is frozen out of the garbage collector's generations
   (``gc.freeze``: the collections during a goal do not walk it each time);
 * the node is spun by a :class:`~rclpy.executors.MultiThreadedExecutor` on its own
@@ -20,7 +23,10 @@ Both ``erobs_bt_node`` and ``erobs_bt_sim_hardware`` run the same way:
 
 from __future__ import annotations
 
+import contextlib
 import gc
+import os
+import select
 import signal
 import sys
 import threading
@@ -82,10 +88,14 @@ def serve(
     """
     discovery = ensure_localhost_discovery()
     rclpy.init(args=[name, *ros_arguments], signal_handler_options=SignalHandlerOptions.NO)
-    stop = threading.Event()
+    # The self-pipe: a signal handler only writes to it (no lock), the main thread selects on it.
+    wake_read, wake_write = os.pipe()
+    os.set_blocking(wake_write, False)
+    stopped = False
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
+        with contextlib.suppress(OSError):  # the pipe is full (many signals) or closed: enough said
+            os.write(wake_write, b"\0")
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
@@ -129,14 +139,17 @@ def serve(
         spinner.start()
         try:
             on_ready(node, discovery)
-            while not stop.wait(poll) and spinner.is_alive():
-                pass
+            while spinner.is_alive():
+                ready, _, _ = select.select([wake_read], [], [], poll)
+                if ready:
+                    stopped = True
+                    break
         finally:
             node.close()
             executor.shutdown()
             spinner.join()
             node.destroy_node()
-        executor_died = bool(died) or not stop.is_set()
+        executor_died = bool(died) or not stopped
         # A dead executor's exception keeps the callback that raised "in use", so rclpy
         # defers finalising the destroyed node (and rmw keeps its DDS participant, servers
         # and all, in the domain) until a garbage collection: drop the last references and
@@ -153,6 +166,8 @@ def serve(
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        os.close(wake_read)
+        os.close(wake_write)
         if rclpy.ok():
             rclpy.shutdown()
 

@@ -36,6 +36,7 @@ from typing import Any
 from bench_ros import ros_domain, ros_process
 from common import markdown_table
 
+from erobs_bt.backends.moveit.model import MoveItConfig
 from erobs_bt.plan import ScriptParser, plan_goal
 from erobs_bt.tree.context import PLAN_AHEAD_ACROSS, PLAN_AHEAD_TRANSPARENT
 
@@ -43,6 +44,8 @@ REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "config" / "full_experiment.json"
 POSES = REPO / "config" / "poses.yaml"
 LATENCIES = (0.0, 0.5, 2.0)
+#: The moveit backend's settings as packaged (config/moveit.yaml): what the text reports.
+DEFAULTS = MoveItConfig()
 SPEED = 1.0
 
 
@@ -255,8 +258,9 @@ def report(latencies: tuple[float, ...] = LATENCIES, embedded: bool = True) -> s
         "Plan-ahead plans across the tool exchanges (the exchange forecast with the same "
         "planner), never across the vision step: the unit after it is planned from the vision "
         "step's final motion's plan, once its marker is seen. With MoveIt the engine sends a "
-        "unit's moves side by side (`concurrent_requests` 4, each from the predicted end of the "
-        "one before) and plans two units ahead (`plan_ahead_depth` 2). "
+        f"unit's moves side by side (`concurrent_requests` {DEFAULTS.concurrent_requests}, each "
+        "from the predicted end of the "
+        f"one before) and plans {DEFAULTS.plan_ahead_depth} units ahead (`plan_ahead_depth`). "
         "`embedded`: the same script with the in-process simulated cell and its own planner "
         f"(`backend: sim`, speed {SPEED:g}), in the same bench run. The share leaves out the "
         "planning a tool exchange or the vision step does for its own motions when it runs "

@@ -556,17 +556,32 @@ class MotionStack:
             if isinstance(segment, ArmSegment):
                 if segment.points:
                     q = segment.points[-1].positions
-                    state = after_motion(self._cell, state, q, contact_tolerance=self._contact_tolerance)
+                    state = self._after_move(state, q)
             else:
-                state, _ = gripper_command(
-                    self._cell,
-                    state,
-                    segment.gripper,
-                    segment.command,
-                    q,
-                    contact_tolerance=self._contact_tolerance,
-                    where=f"step {segment.step_index}",
-                )
+                state = self._after_tool(state, segment, q, f"step {segment.step_index}")
+        return state
+
+    def _after_move(self, state: ToolState, q: Sequence[float]) -> ToolState:
+        """The tool state once the arm reaches ``q`` [rad] (:func:`~erobs_bt.world.tools.after_motion`
+        with the stack's contact tolerance: a pipettor picks up a tip it touches)."""
+        return after_motion(self._cell, state, q, contact_tolerance=self._contact_tolerance)
+
+    def _after_tool(self, state: ToolState, tool: ToolSegment, q: Sequence[float], where: str) -> ToolState:
+        """The tool state after ``tool``'s command with the arm at ``q`` [rad]
+        (:func:`~erobs_bt.world.tools.gripper_command` with the stack's contact tolerance).
+
+        Raises:
+            MotionError: the bookkeeping refuses the command (``where`` names the step).
+        """
+        state, _ = gripper_command(
+            self._cell,
+            state,
+            tool.gripper,
+            tool.command,
+            q,
+            contact_tolerance=self._contact_tolerance,
+            where=where,
+        )
         return state
 
     @property
@@ -646,18 +661,10 @@ class MotionStack:
             if isinstance(segment, ArmSegment):
                 if segment.points:
                     q = segment.points[-1].positions
-                    current = after_motion(self._cell, current, q, contact_tolerance=self._contact_tolerance)
+                    current = self._after_move(current, q)
             else:
                 try:
-                    current, _ = gripper_command(
-                        self._cell,
-                        current,
-                        segment.gripper,
-                        segment.command,
-                        q,
-                        contact_tolerance=self._contact_tolerance,
-                        where=f"step {segment.step_index}",
-                    )
+                    current = self._after_tool(current, segment, q, f"step {segment.step_index}")
                 except MotionError as exc:
                     return exc.detail
         with self._state_lock:
@@ -1017,21 +1024,13 @@ class MotionStack:
                         segment = self._planner.plan_move(step, q, tools=state, world=world)
                     segments.append(segment)
                     q = segment.points[-1].positions
-                    state = after_motion(self._cell, state, q, contact_tolerance=self._contact_tolerance)
+                    state = self._after_move(state, q)
                 elif isinstance(step, EndEffector):
                     tool = resolve_end_effector(self._cell, state, step)
                     if tool is None:
                         continue
                     segments.append(tool)
-                    state, _ = gripper_command(
-                        self._cell,
-                        state,
-                        tool.gripper,
-                        tool.command,
-                        q,
-                        contact_tolerance=self._contact_tolerance,
-                        where=step.path,
-                    )
+                    state = self._after_tool(state, tool, q, step.path)
                 else:
                     raise MotionError(
                         ErrorCode.PLANNING_FAILED,
@@ -1089,19 +1088,11 @@ class MotionStack:
                     if end is None:
                         break
                     q = tuple(float(x) for x in end)
-                    state = after_motion(self._cell, state, q, contact_tolerance=self._contact_tolerance)
+                    state = self._after_move(state, q)
                 elif isinstance(step, EndEffector):
                     tool = resolve_end_effector(self._cell, state, step)
                     if tool is not None:
-                        state, _ = gripper_command(
-                            self._cell,
-                            state,
-                            tool.gripper,
-                            tool.command,
-                            q,
-                            contact_tolerance=self._contact_tolerance,
-                            where=step.path,
-                        )
+                        state = self._after_tool(state, tool, q, step.path)
         except MotionError:  # the ordered plan reports it
             pass
         finally:
@@ -1128,7 +1119,8 @@ class MotionStack:
         gap = max(abs(float(a) - float(b)) for a, b in zip(start, q, strict=True))
         if planned_state != state or gap > JOIN_TOLERANCE:
             future.cancel()
-            self.speculation["replanned"] += 1
+            with self._state_lock:
+                self.speculation["replanned"] += 1
             _LOG.info(
                 "a move planned side by side starts %.2e rad from where the one before ends "
                 "(tolerance %g rad)%s: planned again from there",
@@ -1138,7 +1130,8 @@ class MotionStack:
             )
             return None
         segment = future.result()
-        self.speculation["joined"] += 1
+        with self._state_lock:
+            self.speculation["joined"] += 1
         return segment
 
     # -- execution -----------------------------------------------------------------------------

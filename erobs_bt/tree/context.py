@@ -321,6 +321,13 @@ class PlannedAhead:
     crossed: int = 0
     then: PlannedAhead | None = None
 
+    def cancel(self) -> None:
+        """Cancel this plan-ahead's future and those chained after it (:attr:`then`)."""
+        ahead: PlannedAhead | None = self
+        while ahead is not None:
+            ahead.future.cancel()
+            ahead = ahead.then
+
 
 @dataclass
 class GoalContext:
@@ -654,10 +661,7 @@ class GoalContext:
         pending plan-ahead; dropped at once while the goal is being cancelled or halted.
         Tick thread only."""
         if self.controls.cancel_requested or self.controls.halt is not None or not self.plan_ahead_enabled:
-            ahead: PlannedAhead | None = made
-            while ahead is not None:
-                ahead.future.cancel()
-                ahead = ahead.then
+            made.cancel()
             return
         if self.ahead is not None:
             self.drop_plan_ahead("superseded")
@@ -838,9 +842,8 @@ class FinalPlanAhead:
         """Cancel a requested plan-ahead the goal has not adopted (the step was halted)."""
         with self._lock:
             made, self._made = self._made, None
-        while made is not None:
-            made.future.cancel()
-            made = made.then
+        if made is not None:
+            made.cancel()
 
 
 def _nothing() -> None:

@@ -10,12 +10,16 @@
 from __future__ import annotations
 
 import json
+import math
 import socket
+from dataclasses import replace
+from types import MappingProxyType
 from typing import Any
 
 import py_trees
 
-from erobs_bt.script.model import EndEffector, MoveTo, Pause, Pipettor, Step, ToolExchange
+from erobs_bt.script.model import EndEffector, MoveTo, Pause, Pipettor, Step, ToolExchange, Vision
+from erobs_bt.world.cell import CellConfig
 
 HOME_DEG = [0.0, -90.0, -90.0, -90.0, 90.0, 0.0]
 
@@ -63,6 +67,37 @@ def tool_exchange(index: int, operation: str = "dock", gripper: str = "epick") -
         gripper=gripper,
         dock_number=1,
     )
+
+
+#: ``sample_scan_1`` of the packaged cell, where the camera sees marker 1 (the sample bar) [rad].
+SAMPLE_SCAN_1 = tuple(math.radians(d) for d in (13.38, -112.45, -65.22, -90.98, -267.33, -166.94))
+#: A tag-1 collision object (``collision_objects`` format): a box 3 cm above the tag.
+BAR_GUARD: dict[str, Any] = {
+    "name": "bar_guard",
+    "shape": "box",
+    "dimensions": [0.1, 0.05, 0.04],
+    "tag_offset": [0, 0, 0.03],
+}
+
+
+def detect_tag_1(index: int = 3) -> Vision:
+    """A ``vision_moveto`` step that only detects marker 1 from ``sample_scan_1``."""
+    return Vision(
+        index=index,
+        path=f"tasks[{index}]",
+        spec={},
+        kind="vision_moveto",  # type: ignore[arg-type]
+        detector="marker",
+        tag_id=1,
+        scan_poses=("sample_scan_1",),
+        scan_joints=(SAMPLE_SCAN_1,),
+        detect_only=True,
+    )
+
+
+def tagged_cell(cell: CellConfig, objects: object) -> CellConfig:
+    """``cell`` with a top-level ``collision_objects`` section (erobs_bt's cell format)."""
+    return replace(cell, extra=MappingProxyType({**cell.extra, "collision_objects": objects}))
 
 
 def renumber(steps: list[Step]) -> list[Step]:

@@ -4,24 +4,29 @@ set_world_obstacles, scene_revision (erobs_bt issue 23, item 3)."""
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 from pathlib import Path
-from types import MappingProxyType
+from typing import Any, cast
 
 import numpy as np
 import pytest
 
-from erobs_bt.backends.base import ErrorCode, MotionBackend
+from erobs_bt.backends.base import ErrorCode, MotionBackend, MotionError
 from erobs_bt.backends.scripted import ScriptedBackend
 from erobs_bt.backends.sim.backend import SimBackend
-from erobs_bt.script.model import MoveTo, Vision
+from erobs_bt.backends.sim.controller import SimController
+from erobs_bt.backends.sim.tools import SimulatedChanger, SimulatedTool
+from erobs_bt.backends.stack import MotionStack
+from erobs_bt.planning.base import Planner, SceneKeeper
+from erobs_bt.planning.planner import CellPlanner
+from erobs_bt.script.model import MoveTo
 from erobs_bt.world.cell import CellConfig, Obstacle, Pose, Shape
 from erobs_bt.world.kinematics import T_BASE_LINK_BASE, fk, xyz_rpy_from_pose
 from erobs_bt.world.scene import World, scene_revision, tag_objects
+from erobs_bt.world.tools import initial_tool_state, mounted_at_start
+from erobs_bt.world.vision import CalibratedMarkerDetector
 
-from helpers import error_of
+from helpers import BAR_GUARD, SAMPLE_SCAN_1, detect_tag_1, error_of, tagged_cell
 
-SAMPLE_SCAN_1 = tuple(math.radians(d) for d in (13.38, -112.45, -65.22, -90.98, -267.33, -166.94))
 HOME = MoveTo(index=0, path="tasks[0]", spec={}, target="moveit_home")
 
 
@@ -139,28 +144,10 @@ def test_the_scripted_backend_keeps_a_world_too() -> None:
 # -- tag-mapped collision objects ------------------------------------------------------------
 
 
-def tagged_cell(cell: CellConfig, objects: object) -> CellConfig:
-    """``cell`` with a top-level ``collision_objects`` section (erobs_bt's cell format)."""
-    return replace(cell, extra=MappingProxyType({**cell.extra, "collision_objects": objects}))
-
-
 def test_a_detected_tag_mapped_to_a_collision_object_adds_it_where_it_is_seen(cell: CellConfig) -> None:
-    mapping = {
-        1: {"name": "bar_guard", "shape": "box", "dimensions": [0.1, 0.05, 0.04], "tag_offset": [0, 0, 0.03]}
-    }
-    tagged = tagged_cell(cell, mapping)
+    tagged = tagged_cell(cell, {1: BAR_GUARD})
     assert tag_objects(tagged)[1].name == "bar_guard" and tag_objects(cell) == {}
-    step = Vision(
-        index=3,
-        path="tasks[3]",
-        spec={},
-        kind="vision_moveto",  # type: ignore[arg-type]
-        detector="marker",
-        tag_id=1,
-        scan_poses=("sample_scan_1",),
-        scan_joints=(SAMPLE_SCAN_1,),
-        detect_only=True,
-    )
+    step = detect_tag_1()
     changes: list[tuple[str, str]] = []
     with SimBackend(tagged, speed=math.inf, seed=1) as backend:
         backend.add_world_listener(lambda world, source: changes.append((world.revision, source)))
@@ -176,6 +163,73 @@ def test_a_detected_tag_mapped_to_a_collision_object_adds_it_where_it_is_seen(ce
 
         backend.run_step(step).result(timeout=120)  # seen again at the same place: no change
         assert len(changes) == 1
+
+
+class SceneOfItsOwn:
+    """The embedded planner behind a planning scene it keeps itself (a
+    :class:`~erobs_bt.planning.base.SceneKeeper`, as move_group is) that refuses objects named
+    in ``refused`` and keeps the others by name."""
+
+    def __init__(self, planner: CellPlanner, refused: frozenset[str] = frozenset()) -> None:
+        self._planner = planner
+        self._refused = refused
+        self.objects: dict[str, list[Obstacle]] = {}
+
+    scene_owner = "its own scene"
+
+    def put_object(self, obstacle: Obstacle, *, where: str) -> None:
+        if obstacle.name in self._refused:
+            raise MotionError(ErrorCode.EXECUTION_FAILED, f"{where}: the scene refused it")
+        self.objects.setdefault(obstacle.name, []).append(obstacle)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._planner, name)
+
+
+def stack_planning_in(cell: CellConfig, planner: SceneOfItsOwn) -> MotionStack:
+    """The simulated cell's parts with ``planner``."""
+    tools = initial_tool_state(cell, mounted_at_start(cell))
+    return MotionStack(
+        cell,
+        planner=cast(Planner, planner),
+        arm=SimController(cell.initial_joint_state, speed=math.inf),
+        tool_drivers={name: SimulatedTool(name) for name in cell.grippers},
+        changer=SimulatedChanger(),
+        detector=CalibratedMarkerDetector(cell),
+        tool_state=tools,
+    )
+
+
+def test_a_planner_keeping_its_own_scene_gets_the_tags_object_and_a_refusal_fails_the_step(
+    cell: CellConfig,
+) -> None:
+    tagged = tagged_cell(cell, {1: BAR_GUARD})
+    step = detect_tag_1()
+    start = tuple(cell.initial_joint_state)
+    keeper = SceneOfItsOwn(CellPlanner(tagged, initial_tool_state(tagged, mounted_at_start(tagged)), seed=1))
+    assert isinstance(keeper, SceneKeeper)
+    with stack_planning_in(tagged, keeper) as stack:
+        before = stack.scene_revision()
+        stack.run_step(step).result(timeout=120)
+        stack.run_step(step).result(timeout=120)  # the same placement: not sent again
+        (placed,) = keeper.objects["bar_guard"]
+        expected = tagged.marker(1).pose.matrix()[:3, 3] + np.array([0, 0, 0.03])
+        np.testing.assert_allclose(placed.T_base_link_obstacle()[:3, 3], expected, atol=1e-9)
+        assert stack.scene_revision() == before  # the stack's world stays the cell's
+
+    refusing = SceneOfItsOwn(
+        CellPlanner(tagged, initial_tool_state(tagged, mounted_at_start(tagged)), seed=1),
+        refused=frozenset({"bar_guard"}),
+    )
+    with stack_planning_in(tagged, refusing) as stack:
+        error = error_of(stack.run_step(step))
+        assert error.code is ErrorCode.EXECUTION_FAILED
+        assert str(error).startswith(
+            "EXECUTION_FAILED: tasks[3]: vision_moveto: tag 1: collision object bar_guard: "
+        ), str(error)
+        assert "the scene refused it" in str(error)
+        assert np.allclose(stack.joint_positions(), SAMPLE_SCAN_1, atol=1e-6)  # seen, then stopped
+        assert start != SAMPLE_SCAN_1
 
 
 def test_a_malformed_tag_mapping_names_the_cell_file_and_key(cell: CellConfig) -> None:

@@ -35,9 +35,10 @@ from ros_fixtures import RosEnvironment, RosProcess
 from sensor_msgs.msg import JointState
 from shape_msgs.msg import SolidPrimitive
 
+from erobs_bt.backends.moveit.model import pose_msg
 from erobs_bt.ros.client import Recorder, latched_qos
 from erobs_bt.ros.domain import init_context
-from erobs_bt.ros.planning_scene import SceneError, SceneWorld, pose_matrix, pose_message
+from erobs_bt.ros.planning_scene import SceneError, SceneWorld, pose_matrix
 from erobs_bt.ros.sim_move_group import READY_PREFIX, read_faults
 from erobs_bt.script.model import JOINT_NAMES
 from erobs_bt.world import kinematics
@@ -455,6 +456,52 @@ def test_moves_sent_side_by_side_start_where_the_ones_before_really_end(client: 
         q = np.asarray(segment.points[-1].positions)
 
 
+def test_a_detected_tag_puts_its_collision_object_into_move_groups_scene(
+    client: Client, caplog: pytest.LogCaptureFixture
+) -> None:
+    """With backend moveit a vision step that sees a tag the cell maps to a collision object
+    puts the object into move_group's planning scene where the tag is (as EROBS does), once
+    per placement; the stack's own world stays the cell's."""
+    import logging
+
+    from erobs_bt.backends.moveit.backend import MoveItBackend
+    from erobs_bt.backends.moveit.model import MoveItConfig
+    from erobs_bt.backends.sim.tools import SimulatedChanger, SimulatedTool
+
+    from helpers import BAR_GUARD, detect_tag_1, tagged_cell
+
+    cell = tagged_cell(CELL, {1: BAR_GUARD})
+    step = detect_tag_1()
+
+    def holds_guard(scene: Any) -> bool:
+        return any(o.id == "bar_guard" for o in scene.world.collision_objects)
+
+    tools = ({name: SimulatedTool(name) for name in cell.grippers}, SimulatedChanger())
+    caplog.set_level(logging.INFO, logger="erobs_bt.backends.stack")
+    seen = client.scenes.count
+    with MoveItBackend(
+        cell, None, MoveItConfig(tools="simulated"), tools=tools, gripper="none", domain_id=client.domain_id
+    ) as stack:
+        world = stack.scene_revision()
+        stack.run_step(step).result(120)
+        assert client.scenes.wait_for(holds_guard, TIMEOUT, since=seen) is not None
+        scene = client.call(client.scene_service, GetPlanningScene.Request()).scene
+        (placed,) = [o for o in scene.world.collision_objects if o.id == "bar_guard"]
+        T_object = pose_matrix(placed.pose) @ pose_matrix(placed.primitive_poses[0])
+        expected = cell.marker(1).pose.matrix()[:3, 3] + np.array([0.0, 0.0, 0.03])
+        np.testing.assert_allclose(T_object[:3, 3], expected, atol=1e-6)
+        assert placed.header.frame_id == "base_link"
+        assert list(placed.primitives[0].dimensions) == pytest.approx([0.1, 0.05, 0.04])
+
+        stack.run_step(step).result(120)  # seen again at the same place: not sent again
+        assert stack.scene_revision() == world
+    put = [r for r in caplog.records if "put into move_group's planning scene" in r.getMessage()]
+    assert len(put) == 1, [r.getMessage() for r in put]
+    seen = client.scenes.count
+    client.moveit2.remove_collision_object("bar_guard")
+    assert client.scenes.wait_for(lambda scene: not holds_guard(scene), TIMEOUT, since=seen) is not None
+
+
 @pytest.fixture(scope="module")
 def faulty(ros_env: RosEnvironment) -> Iterator[Client]:
     faults = (
@@ -524,7 +571,7 @@ def _box(name: str, xyz: tuple[float, float, float], operation: int = CollisionO
     obj.header.frame_id = "base_link"
     T = np.eye(4)
     T[:3, 3] = xyz
-    obj.pose = pose_message(T)
+    obj.pose = pose_msg(T)
     obj.primitives = [SolidPrimitive(type=SolidPrimitive.BOX, dimensions=[0.1, 0.2, 0.3])]
     return obj
 
@@ -562,7 +609,7 @@ def test_the_scene_conversion_follows_moveits_operations() -> None:
         [o.T_base_link_obstacle() for o in world.obstacles()],
         atol=1e-9,
     )
-    assert isinstance(pose_message(np.eye(4)), Pose)
+    assert isinstance(pose_msg(np.eye(4)), Pose)
 
 
 def test_the_verb_and_the_console_script_refuse_a_bad_configuration(

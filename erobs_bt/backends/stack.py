@@ -75,7 +75,7 @@ from erobs_bt.backends.parts import (
     ToolDriver,
 )
 from erobs_bt.backends.vision import run_vision
-from erobs_bt.planning.base import Planner, RemotePlanner, TrajectoryChecker
+from erobs_bt.planning.base import Planner, RemotePlanner, SceneKeeper, TrajectoryChecker
 from erobs_bt.planning.forecast import forecast_exchanges
 from erobs_bt.script.model import (
     EndEffector,
@@ -197,6 +197,7 @@ class MotionStack:
         self._cup_override: str | None = None  # see set_cup_override()
         self._world = World.of(cell.obstacles, where=f"{cell.source or 'cell'}: obstacles")
         self._tag_objects = tag_objects(cell)
+        self._placed: dict[str, Obstacle] = {}  # tag objects put into a SceneKeeper's scene
         self._world_listeners: list[WorldListener] = []
         self._detectors = detector_markers(cell)
         self._tag_cache: dict[int, NDArray[np.float64]] = {}
@@ -336,20 +337,43 @@ class MotionStack:
 
     def _detected(self, marker_id: int, T_base_link_marker: NDArray[np.float64]) -> None:
         """A vision step saw ``marker_id``: a tag the cell maps to a collision object puts the
-        object into the world at the detection (replacing its previous placement), as EROBS
-        does; the next plan avoids it. Not with a planner that keeps its own scene."""
+        object into the planning scene at the detection (replacing its previous placement), as
+        EROBS does; the next plan avoids it. With a planner that keeps its own scene
+        (:class:`~erobs_bt.planning.base.SceneKeeper`: move_group) the object goes into that
+        scene, once per new placement; the stack's world stays the cell's.
+
+        Raises:
+            MotionError: ``EXECUTION_FAILED: tag <id>: …`` when the planner's scene refuses the
+                object (the vision step fails before it moves on what it saw).
+        """
         mapped = self._tag_objects.get(marker_id)
         if mapped is None:
             return
-        if self._planner.scene_owner is not None:
-            _LOG.warning(
-                "tag %d: collision object %s not added: the planning scene belongs to %s",
+        obstacle = mapped.obstacle(T_base_link_marker)
+        owner = self._planner.scene_owner
+        if owner is not None:
+            if not isinstance(self._planner, SceneKeeper):
+                _LOG.warning(
+                    "tag %d: collision object %s not added: the planning scene belongs to %s",
+                    marker_id,
+                    mapped.name,
+                    owner,
+                )
+                return
+            with self._state_lock:
+                if self._placed.get(obstacle.name) == obstacle:
+                    return
+            self._planner.put_object(obstacle, where=f"tag {marker_id}: collision object {obstacle.name}")
+            with self._state_lock:
+                self._placed[obstacle.name] = obstacle
+            _LOG.info(
+                "tag %d: collision object %s put into %s's planning scene at %s m",
                 marker_id,
-                mapped.name,
-                self._planner.scene_owner,
+                obstacle.name,
+                owner,
+                [round(v, 4) for v in obstacle.pose.xyz],
             )
             return
-        obstacle = mapped.obstacle(T_base_link_marker)
         with self._state_lock:
             current = self._world
         others = [o for o in current.obstacles if o.name != obstacle.name]

@@ -153,7 +153,7 @@ def run_vision(
     if detectors is None:
         detectors = detector_markers(cell)
     if on_detected is not None:
-        detector = _Reporting(detector, on_detected)
+        detector = _Reporting(detector, on_detected, step)
     if step.kind == "vision_scan":
         return _scan_all(step, port, detector, tag_cache)
     state = port.tool_state()
@@ -307,22 +307,32 @@ def _feature_marker(cell: CellConfig, step: Vision, detectors: Mapping[str, int]
 
 
 class _Reporting:
-    """A detector that reports every marker it finds (``on_detected`` of :func:`run_vision`)."""
+    """A detector that reports every marker it finds (``on_detected`` of :func:`run_vision`);
+    a report's ``MotionError`` fails ``step``, its path and kind put before the reason."""
 
-    def __init__(self, detector: Detector, report: Callable[[int, NDArray[np.float64]], None]) -> None:
+    def __init__(
+        self, detector: Detector, report: Callable[[int, NDArray[np.float64]], None], step: Vision
+    ) -> None:
         self._detector = detector
         self._report = report
+        self._step = step
+
+    def _tell(self, marker_id: int, pose: NDArray[np.float64]) -> None:
+        try:
+            self._report(marker_id, pose)
+        except MotionError as exc:
+            raise _fail(self._step, exc.detail) from None
 
     def find(self, marker_id: int, joints: Sequence[float]) -> NDArray[np.float64] | str:
         found = self._detector.find(marker_id, joints)
         if not isinstance(found, str):
-            self._report(marker_id, found)
+            self._tell(marker_id, found)
         return found
 
     def scan(self, joints: Sequence[float]) -> Mapping[int, NDArray[np.float64]]:
         seen = self._detector.scan(joints)
         for marker_id, pose in seen.items():
-            self._report(marker_id, pose)
+            self._tell(marker_id, pose)
         return seen
 
 

@@ -164,3 +164,21 @@ class RemotePlanner(Protocol):
         ones after it in order). Never raises for a goal that cannot be reached: planning
         reports that."""
         ...
+
+
+@runtime_checkable
+class SceneKeeper(Protocol):
+    """A planner that keeps its own planning scene (:attr:`Planner.scene_owner` is not
+    ``None``, e.g. move_group) and takes objects into it: how the motion stack puts a detected
+    tag's collision object (:func:`erobs_bt.world.scene.tag_objects`) where the planner will
+    avoid it, as EROBS adds it to MoveIt's planning scene."""
+
+    def put_object(self, obstacle: Obstacle, *, where: str) -> None:
+        """Add ``obstacle`` (in ``base_link``) to the planning scene, replacing an object of the
+        same name; the next plan avoids it.
+
+        Raises:
+            MotionError: ``EXECUTION_FAILED: <where>: …`` when the scene refuses it or does not
+                answer (the object is then not in the scene).
+        """
+        ...

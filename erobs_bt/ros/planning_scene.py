@@ -38,17 +38,15 @@ from types import MappingProxyType
 from typing import Any
 
 import numpy as np
-from geometry_msgs.msg import Point, Pose, Quaternion
 from moveit_msgs.msg import AttachedCollisionObject, CollisionObject
-from numpy.typing import ArrayLike, NDArray
-from shape_msgs.msg import SolidPrimitive
+from numpy.typing import NDArray
 
+from erobs_bt.backends.moveit.model import SHAPE_TYPES, collision_object_msg
 from erobs_bt.world.cell import Obstacle, Shape, ToolShape
 from erobs_bt.world.cell import Pose as WorldPose
 from erobs_bt.world.kinematics import (
     T_BASE_LINK_BASE,
     pose_from_xyz_quat,
-    quat_from_matrix,
     rpy_from_matrix,
 )
 
@@ -59,10 +57,7 @@ SCENE_FRAMES: Mapping[str, NDArray[np.float64]] = MappingProxyType(
     {"": np.eye(4), "base_link": np.eye(4), "world": np.eye(4), "base": np.array(T_BASE_LINK_BASE)}
 )
 #: SolidPrimitive type → world-model shape kind.
-_KINDS: Mapping[int, str] = MappingProxyType(
-    {SolidPrimitive.BOX: "box", SolidPrimitive.SPHERE: "sphere", SolidPrimitive.CYLINDER: "cylinder"}
-)
-_TYPES: Mapping[str, int] = MappingProxyType({kind: code for code, kind in _KINDS.items()})
+_KINDS: Mapping[int, str] = MappingProxyType({code: kind for kind, code in SHAPE_TYPES.items()})
 _OPERATIONS: Mapping[str, str] = MappingProxyType(
     {"ADD": "ADD", "REMOVE": "REMOVE", "APPEND": "APPEND", "MOVE": "MOVE"}
 )
@@ -102,17 +97,6 @@ def pose_matrix(pose: Any) -> NDArray[np.float64]:
     if norm < 1e-9:
         quat, norm = np.array([0.0, 0.0, 0.0, 1.0]), 1.0
     return pose_from_xyz_quat(xyz, quat / norm)
-
-
-def pose_message(T: ArrayLike) -> Pose:
-    """The ``geometry_msgs/Pose`` of a (4, 4) transform [m]."""
-    matrix = np.asarray(T, dtype=float)
-    x, y, z, w = (float(v) for v in quat_from_matrix(matrix[:3, :3]))
-    t = matrix[:3, 3]
-    return Pose(
-        position=Point(x=float(t[0]), y=float(t[1]), z=float(t[2])),
-        orientation=Quaternion(x=x, y=y, z=z, w=w),
-    )
 
 
 def frame_transform(frame_id: str, where: str) -> NDArray[np.float64]:
@@ -208,13 +192,9 @@ def obstacles_from_collision_object(obj: Any) -> tuple[Obstacle, ...]:
 def collision_object_from_obstacles(name: str, obstacles: Iterable[Obstacle]) -> CollisionObject:
     """One ``CollisionObject`` (ADD, frame ``base_link``, identity object pose) holding the
     primitives of ``obstacles``, each at its pose in ``base_link``."""
-    message = CollisionObject(id=name, operation=CollisionObject.ADD)
-    message.header.frame_id = PLANNING_FRAME
-    message.pose.orientation.w = 1.0
-    for obstacle in obstacles:
-        message.primitives.append(_primitive(obstacle.shape))
-        message.primitive_poses.append(pose_message(obstacle.T_base_link_obstacle()))
-    return message
+    return collision_object_msg(
+        name, PLANNING_FRAME, [(o.shape, o.T_base_link_obstacle()) for o in obstacles]
+    )
 
 
 def tool_shapes_from_attached(
@@ -265,10 +245,6 @@ def tool_shapes_from_attached(
     )
 
 
-def _primitive(shape: Shape) -> SolidPrimitive:
-    return SolidPrimitive(type=_TYPES[shape.kind], dimensions=list(shape.size))
-
-
 def attached_message(
     link_name: str,
     name: str,
@@ -286,16 +262,14 @@ def attached_message(
         T_flange_link: (4, 4) pose of ``link_name`` in ``flange``.
         touch_links: links it may touch.
     """
-    message = AttachedCollisionObject(link_name=link_name, touch_links=list(touch_links))
-    obj = message.object
-    obj.id, obj.operation = name, CollisionObject.ADD
-    obj.header.frame_id = link_name
-    obj.pose.orientation.w = 1.0
     T_link_flange = np.linalg.inv(T_flange_link)
-    for shape in shapes:
-        obj.primitives.append(_primitive(shape.shape))
-        obj.primitive_poses.append(pose_message(T_link_flange @ shape.pose.matrix()))
-    return message
+    return AttachedCollisionObject(
+        link_name=link_name,
+        touch_links=list(touch_links),
+        object=collision_object_msg(
+            name, link_name, [(s.shape, T_link_flange @ s.pose.matrix()) for s in shapes]
+        ),
+    )
 
 
 def world_object(

@@ -119,6 +119,7 @@ from std_msgs.msg import String
 from trajectory_msgs.msg import JointTrajectoryPoint
 
 from erobs_bt.backends.base import ArmSegment, ErrorCode, MotionError, TrajectoryPoint
+from erobs_bt.backends.moveit.model import pose_msg
 from erobs_bt.backends.sim.controller import SimController
 from erobs_bt.backends.sim.faults import FaultInjector, FaultSpec, parse_fault_section
 from erobs_bt.planning.planner import MotionPlanner, PlannerConfig
@@ -130,7 +131,6 @@ from erobs_bt.ros.planning_scene import (
     frame_transform,
     operation_name,
     pose_matrix,
-    pose_message,
     tool_shapes_from_attached,
     world_object,
 )
@@ -1067,7 +1067,7 @@ class SimMoveGroupNode(Node):
             for link in request.fk_link_names:
                 if link not in self._frames:
                     raise _Failure(MoveItErrorCodes.INVALID_LINK_NAME, f"unknown link {link!r}")
-                pose = PoseStamped(pose=pose_message(np.linalg.inv(T_base_frame) @ self.link_pose(q, link)))
+                pose = PoseStamped(pose=pose_msg(np.linalg.inv(T_base_frame) @ self.link_pose(q, link)))
                 pose.header.frame_id = request.header.frame_id or PLANNING_FRAME
                 poses.append(pose)
             response.pose_stamped = poses

@@ -12,8 +12,9 @@ from __future__ import annotations
 import hashlib
 import math
 import xml.etree.ElementTree as ET
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -29,14 +30,15 @@ from moveit_msgs.msg import (
     RobotTrajectory,
 )
 from moveit_msgs.msg import Constraints as ConstraintsMsg
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 from shape_msgs.msg import SolidPrimitive
 from trajectory_msgs.msg import JointTrajectoryPoint
 
 from erobs_bt.backends.base import ArmSegment, ErrorCode, MotionError, TrajectoryPoint
 from erobs_bt.script.model import JOINT_NAMES, Constraints, JointPositions
-from erobs_bt.world.cell import CellConfig, ToolShape
+from erobs_bt.world.cell import CellConfig, Obstacle, Shape, ToolShape
 from erobs_bt.world.kinematics import quat_from_matrix
+from erobs_bt.world.scene import WORLD_FRAME
 from erobs_bt.world.tools import ToolState
 
 #: Pilz's point-to-point planner first, OMPL's default planner (RRTConnect) as fallback:
@@ -239,11 +241,12 @@ def tool_shapes(cell: CellConfig, tools: ToolState) -> tuple[ToolShape, ...]:
 # -- messages -----------------------------------------------------------------------------------
 
 
-def pose_msg(T: NDArray[np.float64]) -> Pose:
-    """A ``geometry_msgs/Pose`` of a (4, 4) transform."""
+def pose_msg(T: ArrayLike) -> Pose:
+    """The ``geometry_msgs/Pose`` of a (4, 4) transform [m] (unit quaternion, x y z w)."""
+    matrix = np.asarray(T, dtype=float)
     msg = Pose()
-    msg.position.x, msg.position.y, msg.position.z = (float(v) for v in T[:3, 3])
-    x, y, z, w = (float(v) for v in quat_from_matrix(T[:3, :3]))
+    msg.position.x, msg.position.y, msg.position.z = (float(v) for v in matrix[:3, 3])
+    x, y, z, w = (float(v) for v in quat_from_matrix(matrix[:3, :3]))
     msg.orientation.x, msg.orientation.y, msg.orientation.z, msg.orientation.w = x, y, z, w
     return msg
 
@@ -259,11 +262,38 @@ def matrix_of(pose: Pose) -> NDArray[np.float64]:
     return T
 
 
-_SHAPE_TYPES = {
-    "box": SolidPrimitive.BOX,
-    "cylinder": SolidPrimitive.CYLINDER,
-    "sphere": SolidPrimitive.SPHERE,
-}
+#: World-model shape kind -> ``shape_msgs/SolidPrimitive`` type (the dimensions are in the
+#: same order in both: box x y z, cylinder height radius, sphere radius).
+SHAPE_TYPES: Mapping[str, int] = MappingProxyType(
+    {"box": SolidPrimitive.BOX, "cylinder": SolidPrimitive.CYLINDER, "sphere": SolidPrimitive.SPHERE}
+)
+
+
+def primitive_msg(shape: Shape) -> SolidPrimitive:
+    """The ``shape_msgs/SolidPrimitive`` of a world-model shape (dimensions in metres)."""
+    return SolidPrimitive(type=SHAPE_TYPES[shape.kind], dimensions=[float(v) for v in shape.size])
+
+
+def collision_object_msg(
+    object_id: str, frame_id: str, placed: Iterable[tuple[Shape, NDArray[np.float64]]]
+) -> CollisionObject:
+    """A ``moveit_msgs/CollisionObject`` (operation ``ADD``, identity object pose in
+    ``frame_id``) holding one primitive per ``(shape, T_frame_primitive)`` pair, in order."""
+    obj = CollisionObject(id=object_id, operation=CollisionObject.ADD)
+    obj.header.frame_id = frame_id
+    obj.pose.orientation.w = 1.0
+    for shape, T in placed:
+        obj.primitives.append(primitive_msg(shape))
+        obj.primitive_poses.append(pose_msg(T))
+    return obj
+
+
+def obstacle_msg(obstacle: Obstacle) -> CollisionObject:
+    """The ``CollisionObject`` (``ADD``, frame ``base_link``) of one world obstacle, id = its
+    name (MoveIt's ``ADD`` of a known id replaces that object)."""
+    return collision_object_msg(
+        obstacle.name, WORLD_FRAME, [(obstacle.shape, obstacle.T_base_link_obstacle())]
+    )
 
 
 def tool_object_id(gripper: str) -> str:
@@ -279,22 +309,14 @@ def attached_tool(cell: CellConfig, tools: ToolState, config: MoveItConfig) -> A
     """
     if tools.gripper == "none":
         return None
-    shapes = tool_shapes(cell, tools)
     attached = AttachedCollisionObject()
     attached.link_name = config.flange_link
     attached.touch_links = [config.flange_link]
-    obj = CollisionObject()
-    obj.header.frame_id = config.flange_link
-    obj.id = tool_object_id(tools.gripper)
-    obj.pose.orientation.w = 1.0
-    obj.operation = CollisionObject.ADD
-    for shape in shapes:
-        primitive = SolidPrimitive()
-        primitive.type = _SHAPE_TYPES[shape.shape.kind]
-        primitive.dimensions = [float(v) for v in shape.shape.size]
-        obj.primitives.append(primitive)
-        obj.primitive_poses.append(pose_msg(shape.pose.matrix()))
-    attached.object = obj
+    attached.object = collision_object_msg(
+        tool_object_id(tools.gripper),
+        config.flange_link,
+        [(shape.shape, shape.pose.matrix()) for shape in tool_shapes(cell, tools)],
+    )
     return attached
 
 

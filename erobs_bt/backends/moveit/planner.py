@@ -26,9 +26,11 @@ time-parameterises every trajectory (the speed scaling is EROBS's 0.2).
 
 The live tool is attached in the planning scene too (:meth:`MoveItPlanner.follow`, through
 ``apply_planning_scene``): a tool exchange detaches the old tool and attaches the new one;
-move_group is never restarted. Named states are the SRDF's ``group_state`` entries of the
-arm group (``robot_description_semantic`` of the move_group node) and the model revision
-includes a digest of the URDF and SRDF move_group loaded (:func:`.model.model_revision`).
+move_group is never restarted. A detected tag's collision object goes into the same scene
+(:meth:`MoveItPlanner.put_object`, a world object in ``base_link``). Named states are the
+SRDF's ``group_state`` entries of the arm group (``robot_description_semantic`` of the
+move_group node) and the model revision includes a digest of the URDF and SRDF move_group
+loaded (:func:`.model.model_revision`).
 
 Why the interfaces directly and not pymoveit2: pymoveit2's ``MoveIt2`` plans from the live
 ``/joint_states`` or one start state it keeps, executes what it planned itself, and waits
@@ -71,6 +73,7 @@ from erobs_bt.backends.moveit.model import (
     model_revision,
     moveit_error,
     named_states_from_srdf,
+    obstacle_msg,
     path_constraints,
     pose_msg,
     positions_of,
@@ -81,7 +84,7 @@ from erobs_bt.backends.moveit.model import (
 )
 from erobs_bt.backends.ros2_control.link import RosLink, wait_future, wait_ready
 from erobs_bt.script.model import JointPositions, MoveTo
-from erobs_bt.world.cell import CellConfig
+from erobs_bt.world.cell import CellConfig, Obstacle
 from erobs_bt.world.kinematics import T_BASE_LINK_BASE, flange_goal_from_tip_goal, pose_from_xyz_rpy
 from erobs_bt.world.scene import World
 from erobs_bt.world.tools import ToolState, planning_tip
@@ -254,6 +257,20 @@ class MoveItPlanner:
             raise MotionError(ErrorCode.EXECUTION_FAILED, exc.detail) from None
         if not answer.success:
             raise MotionError(ErrorCode.EXECUTION_FAILED, f"{where}: {what} refused the change")
+
+    def put_object(self, obstacle: Obstacle, *, where: str) -> None:
+        """Add (or move) ``obstacle`` in move_group's planning scene: a world ``CollisionObject``
+        (``ADD``, frame ``base_link``, id = the obstacle's name) through ``apply_planning_scene``
+        (:class:`~erobs_bt.planning.base.SceneKeeper`).
+
+        Raises:
+            MotionError: ``EXECUTION_FAILED`` when the scene service refuses or is missing.
+        """
+        diff = PlanningScene(is_diff=True)
+        diff.robot_state.is_diff = True
+        diff.world.collision_objects.append(obstacle_msg(obstacle))
+        with self._scene_lock:
+            self._apply(diff, where)
 
     # -- planning ----------------------------------------------------------------------------
     @property

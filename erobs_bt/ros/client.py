@@ -48,20 +48,22 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Generic, TypeVar
 
-from action_msgs.msg import GoalInfo, GoalStatus
+from action_msgs.msg import GoalInfo, GoalStatus, GoalStatusArray
 from action_msgs.srv import CancelGoal
 from erobs_bt_interfaces.action import ExecuteScript
 from erobs_bt_interfaces.msg import ExecutionState, TreeSnapshot
 from rcl_interfaces.msg import Log
 from rclpy.action import ActionClient
+from rclpy.action.client import ClientGoalHandle
 from rclpy.event_handler import SubscriptionEventCallbacks
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_action_status_default
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 from std_srvs.srv import Empty, Trigger
 from trajectory_msgs.msg import JointTrajectory
+from unique_identifier_msgs.msg import UUID
 
 from erobs_bt.ros.domain import init_context
 from erobs_bt.ros.params import (
@@ -382,6 +384,16 @@ class ErobsBtClient:
         self._cancel_all: Any = self.node.create_client(
             CancelGoal, f"{self.names['execute']}/_action/cancel_goal"
         )
+        #: The action's ``GoalStatusArray`` messages (what :meth:`send` reads when a goal's
+        #: accept response does not come: :meth:`_answer_of`).
+        self.goal_statuses: Recorder[Any] = Recorder(maxlen=100)
+        self.node.create_subscription(
+            GoalStatusArray,
+            f"{self.names['execute']}/_action/status",
+            self.goal_statuses.add,
+            qos_profile_action_status_default,
+            event_callbacks=_QUIET,
+        )
         self.node.create_subscription(
             ExecutionState,
             self.names["execution_state"],
@@ -504,6 +516,39 @@ class ErobsBtClient:
         return False
 
     # -- goals -----------------------------------------------------------------------
+    def _answer_of(self, future: Any, goal_id: Any, timeout: float) -> Any:
+        """The server's answer to a goal request: its ``ClientGoalHandle``.
+
+        A response can be lost: the server answers a request from a client whose reply
+        reader it has not matched yet (right after one of them started), and Fast DDS drops
+        the answer. When none came within ``timeout`` but the action's status lists the goal,
+        the server accepted it: the goal is adopted with a handle built from its id (feedback
+        was registered under that id when it was sent; result and cancel requests name it).
+
+        Raises:
+            TimeoutError: no answer within ``timeout`` and the status does not list the goal
+                (not received, or rejected).
+        """
+        try:
+            return _wait_future(future, timeout, "goal request")
+        except TimeoutError:
+            wanted = bytes(goal_id.uuid)
+            latest = self.goal_statuses.latest()
+            listed = latest is not None and any(
+                bytes(status.goal_info.goal_id.uuid) == wanted for status in latest.status_list
+            )
+            if not listed:
+                raise
+        _LOG.warning(
+            "goal %s: the server's accept response did not arrive within %g s, but its status "
+            "lists the goal: following it",
+            wanted.hex(),
+            timeout,
+        )
+        return ClientGoalHandle(
+            self._action, goal_id, ExecuteScript.Impl.SendGoalService.Response(accepted=True)
+        )
+
     def send(
         self,
         full_json: str,
@@ -524,7 +569,8 @@ class ErobsBtClient:
             The goal; ``run.wait()`` blocks for its result.
 
         Raises:
-            TimeoutError: the action server is not available or did not answer.
+            TimeoutError: the action server is not available or did not answer (a lost
+                answer to a goal the server accepted is recovered: :meth:`_answer_of`).
         """
         if not self._action.wait_for_server(timeout_sec=timeout):
             raise unreachable(f"action server {self.names['execute']}", timeout, self.domain_id)
@@ -536,8 +582,11 @@ class ErobsBtClient:
             if on_feedback is not None:
                 on_feedback(message.feedback)
 
-        goal_handle = _wait_future(
-            self._action.send_goal_async(goal, feedback_callback=feedback), timeout, "goal request"
+        goal_id = UUID(uuid=list(uuid.uuid4().bytes))
+        goal_handle = self._answer_of(
+            self._action.send_goal_async(goal, feedback_callback=feedback, goal_uuid=goal_id),
+            goal_id,
+            timeout,
         )
         run.accepted = bool(goal_handle.accepted)
         if not run.accepted:

@@ -87,6 +87,7 @@ def test_validate_and_run_on_lix_print_the_warning(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["validate", str(script), "--cell", str(beamline)])
     assert result.exit_code == 0, result.output
     assert warning in result.stderr.splitlines()
+    assert result.stderr.count("the pose registry is empty") == 1, result.stderr
     assert "warning tasks[0].notes: unknown field of moveto, ignored" in result.stderr
     # The registry is empty: a CMS pose name is not found.
     cms_pose = tmp_path / "cms_pose.json"

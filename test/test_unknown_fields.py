@@ -105,6 +105,19 @@ def test_other_unknown_fields_are_ignored_with_a_warning_and_stay_out_of_the_key
     assert "notes" not in noted.steps[0].spec and "description" not in noted.steps[1].spec
 
 
+def test_the_cache_key_is_the_same_with_and_without_unknown_fields() -> None:
+    from erobs_bt.cache import KeyDocument, make_key
+
+    start = (0.0, -1.57, -1.57, -1.57, 1.57, 0.0)
+    keys = [
+        make_key(parse_script(text), model_revision="epick", start=start)
+        for text in (doc([move()]), doc([move(notes="a", speed=1)], operator="x"))
+    ]
+    assert keys[0] == keys[1] and keys[0].digest() == keys[1].digest()
+    noted = parse_script(doc([move(notes="a")]))
+    assert KeyDocument.of(noted).key(model_revision="epick", start=start) == keys[0]
+
+
 @pytest.mark.parametrize("task_type", sorted(set(TASK_FIELDS) - {"pause"}))
 def test_every_task_type_but_pause_ignores_an_unknown_field(task_type: str) -> None:
     task = {"task_type": task_type, "comment": "x"}

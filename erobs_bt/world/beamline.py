@@ -385,8 +385,8 @@ def compile_beamline(
     warnings: list[str] = []
     if poses is not None and not poses.is_file():
         # EROBS reads a missing registry as an empty one (orchestrator._load_poses_registry).
+        # Said by the front ends (beamline_warnings), not logged here: a CLI has no handler.
         warnings.append(missing_poses_warning(source, poses))
-        _LOG.warning("%s", warnings[-1])
         poses = None
 
     targets_in = beamline.get("vision_targets") or {}

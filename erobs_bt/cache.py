@@ -11,7 +11,8 @@ What is in the key (docs/script-format.md, "Cache eligibility"):
   whole-turn difference is a different key. ``-0.0`` and ``0.0`` are the same.
 
 What is deliberately *not* in the key: the planning scene, the contents of model or
-calibration files, the ``run_name`` and other ignored envelope fields, registry poses
+calibration files, the ``run_name`` and other ignored fields of the script and of its tasks
+(the parser drops a task's unknown fields from the step), registry poses
 the script does not use, and registry entries overridden by inline poses. Moving an
 obstacle therefore leaves a stored plan replayable; a fresh preview refreshes it.
 

@@ -134,16 +134,20 @@ def _workspace_callback(ctx: click.Context, _param: click.Parameter, value: Path
 
 def _cell_callback(ctx: click.Context, _param: click.Parameter, value: Path | None) -> Path | None:
     """``--cell`` as a file in erobs_bt's cell format (a beamline file is compiled; see
-    :func:`erobs_bt.world.beamline.resolve_cell_file`)."""
+    :func:`erobs_bt.world.beamline.resolve_cell_file`); what compiling it warned of (a
+    missing ``poses_file``) is printed as ``warning <text>`` on stderr."""
     if value is None and not os.environ.get("BEAMBOT_BEAMLINE_CONFIG", "").strip():
         return None  # the packaged cell: nothing to import
-    from erobs_bt.world.beamline import resolve_cell_file
+    from erobs_bt.world.beamline import beamline_warnings, resolve_cell_file
     from erobs_bt.world.cell import CellConfigError
 
     try:
-        return resolve_cell_file(value, workspace=ctx.meta.get("erobs_bt.workspace"))
+        cell = resolve_cell_file(value, workspace=ctx.meta.get("erobs_bt.workspace"))
     except CellConfigError as exc:
         raise click.BadParameter(str(exc), ctx=ctx, param=_param) from None
+    for warning in beamline_warnings(cell):
+        echo_labelled("warning", warning, err=True, fg="yellow")
+    return cell
 
 
 _CELL_FILE_OPTION = click.option(

@@ -152,6 +152,18 @@ CASES: list[Case] = [
     ),
     Case("NUL in a target", encode(script([to("a\u0000")])), "tasks[0].target", "NUL character"),
     Case(
+        "lone surrogate in an unknown key",
+        encode(script([{**to("a"), "\ud800note": 1}])),
+        "tasks[0].\\ud800note",
+        "key: the string holds a lone UTF-16 surrogate",
+    ),
+    Case(
+        "NUL in an unknown key",
+        encode(script([{**to("a"), "no\u0000te": 1}])),
+        "tasks[0].no\\x00te",
+        "key: the string holds a NUL character",
+    ),
+    Case(
         "NUL in a task type",
         encode(script([{"task_type": "pause\u0000"}])),
         "tasks[0].task_type",
@@ -301,6 +313,25 @@ CASES: list[Case] = [
         encode(script([move(target="a", direction="up", distance=0.1)])),
         "tasks[0]",
         "exactly one of target",
+    ),
+    # -- fields no one reads: ignored with a warning, unless misspelled or too many (issue 38) -----
+    Case(
+        "misspelled planning_type",
+        encode(script([move(target="a", planing_type="cartesian")])),
+        "tasks[0].planing_type",
+        "did you mean 'planning_type'?",
+    ),
+    Case(
+        "misspelled script key",
+        encode(script([to("a")], start_griper="epick")),
+        "start_griper",
+        "did you mean 'start_gripper'?",
+    ),
+    Case(
+        "1,001 unknown fields",
+        encode(script([{**to("a"), **{f"x{i}": 0 for i in range(1001)}}])),
+        "tasks[0].x1000",
+        "Limits.max_unknown_fields",
     ),
     Case(
         "the issue's unknown target",

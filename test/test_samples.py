@@ -114,7 +114,10 @@ def test_legacy_place_on_hotplate_is_rejected_with_the_erobs_text(samples_dir: P
     with pytest.raises(ScriptError) as caught:
         parse_script((samples_dir / "legacy_place_on_hotplate.json").read_bytes())
     assert str(caught.value) == (
-        "tasks[0]: MoveTo goal must specify exactly one of target, direction/distance, or cartesian_target"
+        "tasks[0]: MoveTo goal must specify exactly one of target, direction/distance, or cartesian_target; "
+        "this step gives target and direction/distance. EROBS jazzy_dev made the relative move of direction "
+        "and distance with it and ignored target: keep direction and distance for that move, or keep only "
+        "target for a move to 'moveit_home'"
     )
     assert caught.value.path == "tasks[0]"
 

@@ -75,7 +75,7 @@ from erobs_bt.ros.params import (
 from erobs_bt.ros.process import EXIT_CONFIG, EXIT_EXECUTOR_DIED, serve
 from erobs_bt.ros.runlogs import NodeRunLogs
 from erobs_bt.session import EngineConfig, build_engine
-from erobs_bt.world.beamline import resolve_cell_file
+from erobs_bt.world.beamline import beamline_warnings, resolve_cell_file
 
 __all__ = [
     "CANCELED_OUTSIDE_ROS",
@@ -237,6 +237,8 @@ class ErobsBtNode(Node):
                 config.cell, settings.poses_file or None, option="the poses_file parameter"
             )
         )
+        for warning in beamline_warnings(config.cell):  # a missing poses_file: an empty registry
+            self.get_logger().warning(warning)
         self.backend: MotionBackend = self.engine.backend
         self.orchestrator: Orchestrator = self.engine.orchestrator
         self._fit_cup(settings.cup_profile)

@@ -7,11 +7,12 @@ once, so that a rejected script moves nothing (docs/behaviour.md §1, "Validatio
    no numbers that overflow to infinity (Python's ``json`` accepts both), no
    duplicate keys, bounded nesting;
 2. the envelope: ``start_gripper`` (a cell gripper), ``tasks`` (a non-empty list of
-   objects with a known ``task_type`` and only the fields of that type,
-   :data:`TASK_FIELDS`), optional ``poses``; the keys EROBS writes and does not read
-   (:data:`EROBS_SCRIPT_KEYS`, :data:`EROBS_TASK_FIELDS`) and ``$``-keys (``$schema``)
-   are ignored and are not part of the cache key; any other key is an error naming the
-   closest known one;
+   objects with a known ``task_type``; the fields of each type, :data:`TASK_FIELDS`),
+   optional ``poses``; the keys EROBS writes and does not read (:data:`EROBS_SCRIPT_KEYS`,
+   :data:`EROBS_TASK_FIELDS`) and ``$``-keys (``$schema``) are ignored and are not part
+   of the cache key; any other key is ignored too, as EROBS ignores it, with a warning and
+   out of the cache key, unless it is a near miss of a known one (``planing_type``), an
+   error naming it (:func:`_unknown_fields`, the one place that decides);
 3. macro expansion (:mod:`erobs_bt.script.macros`), before anything else, so every
    later rule and limit sees the expanded steps;
 4. every step, in order, while tracking the gripper that will be attached at that
@@ -33,18 +34,21 @@ silently do something else): booleans are never numbers; pose names in
 preconditions and the gripper of ``end_effector`` steps are checked against the
 tracked gripper; objects with a closed schema (``constraints``, ``led_color``, a
 macro's ``config``) reject unknown keys; ``pause`` rejects fields (it has no timer);
-unknown keys of a script or a task are errors (EROBS ignores them, so a misspelled
-``planing_type`` silently planned with the default), except those EROBS itself writes,
-which are ignored and stay in the task's ``spec``.
+a key of a script or a task that is a near miss of a known field (:func:`near_miss`) is
+an error (EROBS ignores it, so a misspelled ``planing_type`` silently planned with the
+default). The fields EROBS itself writes stay in the task's ``spec``; other unknown
+fields are dropped from it. A ``moveto`` with several modes is refused as EROBS's newest
+parser refuses it, saying what ``jazzy_dev`` (which ran it) made of it and what to keep.
 
 Warnings (:attr:`Script.warnings <erobs_bt.script.model.Script.warnings>`), not errors:
-a pose the script uses, or the roll/pitch/yaw of a ``cartesian_target`` or an orientation
-constraint, whose every angle is within ±2π and not all zero looks like radians where
-degrees are expected.
+an unknown field that is no near miss (ignored); a pose the script uses, or the
+roll/pitch/yaw of a ``cartesian_target`` or an orientation constraint, whose every angle
+is within ±2π and not all zero looks like radians where degrees are expected.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import re
@@ -88,7 +92,9 @@ __all__ = [
     "EMPTY_SCRIPT",
     "EROBS_SCRIPT_KEYS",
     "EROBS_TASK_FIELDS",
+    "MAX_FIELD_WARNINGS",
     "MAX_LENGTH",
+    "NEAR_MISS_RATIO",
     "PIPETTOR_OPERATIONS",
     "PLANNING_TYPES",
     "SCRIPT_KEYS",
@@ -98,6 +104,7 @@ __all__ = [
     "VISION_PRESETS",
     "Limits",
     "dock_problem",
+    "near_miss",
     "parse_script",
 ]
 
@@ -258,10 +265,10 @@ _VISION_FIELDS = (
 )
 _MACRO_FIELDS = ("row", "col", "element_index", "config")
 
-#: The fields each ``task_type`` reads, besides ``task_type`` itself; any other field is an
-#: error naming the closest one (a misspelled ``planing_type`` would otherwise be ignored and
-#: the step run with its default). :func:`erobs_bt.script.schema.script_schema` lists the
-#: same fields.
+#: The fields each ``task_type`` reads, besides ``task_type`` itself; a near miss of one is an
+#: error naming it (a misspelled ``planing_type`` would otherwise be ignored and the step run
+#: with its default), any other field is ignored with a warning (:func:`_unknown_fields`).
+#: :func:`erobs_bt.script.schema.script_schema` lists the same fields.
 TASK_FIELDS: Mapping[str, tuple[str, ...]] = MappingProxyType(
     {
         "moveto": (
@@ -294,6 +301,19 @@ EROBS_TASK_FIELDS: Mapping[str, tuple[str, ...]] = MappingProxyType(
         "pickup_vial": ("position",),
     }
 )
+
+#: How similar (:class:`difflib.SequenceMatcher` ratio) an unknown field's name must be to a
+#: field the script or task reads to be taken for its misspelling, an error, rather than a
+#: field of someone else's, ignored with a warning (:func:`near_miss`). ``planing_type`` is
+#: 0.96, ``distnace`` 0.88, ``volume`` for ``volume_pct`` 0.75; ``description`` for
+#: ``direction`` (0.70) and ``notes`` are no near misses.
+NEAR_MISS_RATIO = 0.75
+
+#: The most unknown-field warnings a script gives; the rest are counted in one more.
+MAX_FIELD_WARNINGS = 10
+
+#: Longer keys are shown cut in paths and warnings.
+_SHOWN_KEY_CHARS = 60
 
 #: The keys of a script itself.
 SCRIPT_KEYS: tuple[str, ...] = ("start_gripper", "tasks", "poses")
@@ -341,13 +361,18 @@ def parse_script(
     if "tasks" not in document:
         raise ScriptError("", "Task script missing 'tasks'")
 
-    v.only_keys(
-        document,
-        "",
-        SCRIPT_KEYS,
-        owner="the script",
-        also=(*EROBS_SCRIPT_KEYS, *(key for key in document if key.startswith("$"))),
-    )
+    # Unknown fields, ignored with a warning: (path, what they are unknown to).
+    ignored = [
+        (_shown_key(key), "the script")
+        for key in _unknown_fields(
+            document,
+            "",
+            SCRIPT_KEYS,
+            owner="the script",
+            also=(*EROBS_SCRIPT_KEYS, *(key for key in document if key.startswith("$"))),
+            budget=limits.max_unknown_fields,
+        )
+    ]
     parser = _Parser(vocabulary if vocabulary is not None else CellVocabulary.default(), registry, limits)
     start_gripper = document["start_gripper"]
     if not isinstance(start_gripper, str):
@@ -358,6 +383,7 @@ def parse_script(
     if not isinstance(tasks, list) or not tasks:
         raise ScriptError("tasks", "must be a non-empty list", sep=" ")
     poses = inline_poses(document["poses"], limits=limits) if document.get("poses") is not None else {}
+    tasks = list(tasks)
     for index, task in enumerate(tasks):
         if not isinstance(task, dict):
             raise ScriptError(f"tasks[{index}]", "must be an object", sep=" ")
@@ -370,13 +396,18 @@ def parse_script(
                 sep=" ",
             )
         if task_type != "pause":  # a pause's fields: the step's own message (it has no timer)
-            v.only_keys(
+            unknown = _unknown_fields(
                 task,
                 f"tasks[{index}]",
                 ("task_type", *TASK_FIELDS[task_type]),
                 owner=task_type,
                 also=EROBS_TASK_FIELDS.get(task_type, ()),
+                budget=limits.max_unknown_fields - len(ignored),
             )
+            if unknown:  # ignored: not in the step's spec, so neither in the key nor anywhere else
+                dropped = set(unknown)
+                tasks[index] = {key: value for key, value in task.items() if key not in dropped}
+                ignored.extend((v.join(f"tasks[{index}]", _shown_key(key)), task_type) for key in unknown)
 
     expanded = expand_macros(
         tasks,
@@ -397,8 +428,108 @@ def parse_script(
         steps=steps,
         poses=MappingProxyType(used),
         task_count=len(tasks),
-        warnings=(*warnings, *parser.warnings),
+        warnings=(*_ignored_warnings(ignored), *warnings, *parser.warnings),
     )
+
+
+def _normal_name(name: str) -> str:
+    """``planningType``, ``Planning-Type``, ``planning type`` → ``planning_type``."""
+    return re.sub(r"[-\s]+", "_", re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name)).lower()
+
+
+def near_miss(name: Any, known: Sequence[str]) -> str | None:
+    """The known field ``name`` misspells, or ``None`` when it is no near miss.
+
+    A near miss is a name that, lower-cased with ``-``, spaces and camelCase read as ``_``,
+    is a known one or has a :class:`difflib.SequenceMatcher` similarity of at least
+    :data:`NEAR_MISS_RATIO` to one (``planing_type``, ``planningType``, ``Target``,
+    ``distnace``, ``pose`` for ``poses``). A longer name cannot reach that similarity,
+    whatever its text, so nothing is compared for it.
+    """
+    if not isinstance(name, str) or not known:
+        return None
+    longest = max(len(k) for k in known)
+    if len(name) > 2 * longest:
+        return None
+    normal = _normal_name(name)
+    if normal in known:
+        return normal
+    # The ratio is at most 2·min/(a+b) of the two lengths, so only names whose lengths are
+    # within r/(2 - r) of each other can reach r: the others are not compared.
+    near = NEAR_MISS_RATIO / (2.0 - NEAR_MISS_RATIO)
+    candidates = [k for k in known if min(len(k), len(normal)) >= near * max(len(k), len(normal))]
+    found = difflib.get_close_matches(normal, candidates, n=1, cutoff=NEAR_MISS_RATIO)
+    return found[0] if found else None
+
+
+def _unknown_fields(
+    value: Mapping[str, Any],
+    path: str,
+    known: Sequence[str],
+    *,
+    owner: str,
+    also: Sequence[str] = (),
+    budget: int,
+) -> list[str]:
+    """The fields of the script (``path`` ``""``) or of a task that erobs_bt does not read:
+    the one place that decides what an unknown field is.
+
+    EROBS ignores every key it does not read, at the top and inside tasks; so does erobs_bt,
+    with a warning, unless the key is a near miss of one ``owner`` reads (:func:`near_miss`):
+    a misspelled ``planing_type`` would otherwise run the step with its default, so it is an
+    error. ``also`` are the keys EROBS itself writes and does not read (``run_name``,
+    ``$schema``, ``position``, ``marker_dictionary``): ignored without a word.
+
+    Returns:
+        The unknown keys, in order (the caller drops them and warns of them,
+        :func:`_ignored_warnings`).
+
+    Raises:
+        ScriptError: at ``<path>.<key>`` for the first near miss: ``unknown field of moveto;
+            did you mean 'planning_type'? (allowed: ...)``; or for the unknown key past
+            ``budget`` (what is left of ``Limits.max_unknown_fields``).
+    """
+    unknown: list[str] = []
+    for key in value:
+        if key in known or key in also:
+            continue
+        if len(unknown) >= budget:
+            raise ScriptError(
+                v.join(path, _shown_key(key)),
+                "the script has more unknown fields than Limits.max_unknown_fields allows; erobs_bt "
+                "ignores a few, as EROBS does, not this many",
+            )
+        match = near_miss(key, known)
+        if match is not None:
+            raise ScriptError(
+                v.join(path, _shown_key(key)),
+                f"unknown field of {owner}; did you mean {match!r}? (allowed: {', '.join(sorted(known))})",
+            )
+        unknown.append(key)
+    return unknown
+
+
+def _shown_key(key: str) -> str:
+    """A key for a path or a warning: as written when short and printable, else escaped and
+    cut (``'xxxxxxxx…' (100000 characters)``), so hostile text stays one short line."""
+    if len(key) <= _SHOWN_KEY_CHARS and key.isprintable() and key.strip() == key and key:
+        return key
+    text = f"'{_ascii_safe(key[:_SHOWN_KEY_CHARS])}'"
+    return f"{text}… ({len(key)} characters)" if len(key) > _SHOWN_KEY_CHARS else text
+
+
+def _ignored_warnings(ignored: Sequence[tuple[str, str]]) -> list[str]:
+    """One warning per ignored unknown field (``(path, owner)``), at most
+    :data:`MAX_FIELD_WARNINGS`, then one that counts the rest."""
+    warnings = [
+        f"{where}: unknown field of {owner}, ignored (EROBS ignores it too; it is not part of the "
+        "plan-cache key)"
+        for where, owner in ignored[:MAX_FIELD_WARNINGS]
+    ]
+    if len(ignored) > MAX_FIELD_WARNINGS:
+        rest = len(ignored) - MAX_FIELD_WARNINGS
+        warnings.append(f"{ignored[MAX_FIELD_WARNINGS][0]}: and {rest} more unknown fields, ignored")
+    return warnings
 
 
 def _angles(values: Sequence[float]) -> str:
@@ -758,6 +889,68 @@ def _constraints(value: Any, path: str) -> Constraints | None:
     return Constraints(tuple(joints), tuple(orientations))
 
 
+def _jazzy_dev_mode(spec: Mapping[str, Any]) -> str | None:
+    """The mode EROBS ``jazzy_dev`` @ 739cc0c ran a ``moveto`` in, or ``None`` for none.
+
+    That branch had no mode check: ``MoveToStages.add_to_task``
+    (``src/beambot/beambot/stages/move_to_stages.py``) took the relative move when
+    ``direction`` was set and ``distance`` was not 0, else the Cartesian move when
+    ``cartesian_target`` had at least 3 values, else the named move when ``target`` was set,
+    and ignored the other fields.
+    """
+    distance = spec.get("distance")
+    if _given(spec, "direction") and v.is_number(distance) and distance != 0:
+        return "relative"
+    target_xyz = spec.get("cartesian_target")
+    if isinstance(target_xyz, list) and len(target_xyz) >= 3:
+        return "cartesian"
+    return "named" if _given(spec, "target") else None
+
+
+def _modes_error(spec: Mapping[str, Any], *, named: bool, relative: bool, cartesian: bool) -> str:
+    """EROBS's refusal of a ``moveto`` without exactly one mode; when it gives several, what
+    to keep and what EROBS ``jazzy_dev`` made of it (:func:`_jazzy_dev_mode`):
+
+    ``MoveTo goal must specify exactly one of target, direction/distance, or
+    cartesian_target; this step gives target and direction/distance. EROBS jazzy_dev made
+    the relative move of direction and distance with it and ignored target: keep direction
+    and distance for that move, or keep only target for a move to 'moveit_home'``.
+    """
+    given = [mode for mode, on in (("named", named), ("relative", relative), ("cartesian", cartesian)) if on]
+    if len(given) < 2:
+        return _EXACTLY_ONE
+    target = _quoted(spec.get("target"))
+    label = {"named": "target", "relative": "direction/distance", "cartesian": "cartesian_target"}
+    keep = {
+        "named": f"only target for a move to {target}",
+        "relative": "only direction and distance for the relative move",
+        "cartesian": "only cartesian_target for the Cartesian move",
+    }
+    text = f"{_EXACTLY_ONE}; this step gives {' and '.join(label[mode] for mode in given)}."
+    old = _jazzy_dev_mode(spec)
+    if old is None:  # jazzy_dev refused it too ("No valid move target specified")
+        return f"{text} Keep {' or '.join(keep[mode] for mode in given)}"
+    distance = spec.get("distance")
+    present = {
+        "target": _given(spec, "target"),
+        "direction": _given(spec, "direction"),
+        "distance": distance is not None and not (v.is_number(distance) and distance == 0),
+        "cartesian_target": _given(spec, "cartesian_target"),
+    }
+    own = {"named": ("target",), "relative": ("direction", "distance"), "cartesian": ("cartesian_target",)}
+    ignored = [key for key, on in present.items() if on and key not in own[old]]
+    made = {
+        "named": f"the move to {target}",
+        "relative": "the relative move of direction and distance",
+        "cartesian": "the Cartesian move to cartesian_target",
+    }
+    others = " or ".join(keep[mode] for mode in given if mode != old)
+    return (
+        f"{text} EROBS jazzy_dev made {made[old]} with it and ignored {' and '.join(ignored)}: "
+        f"keep {' and '.join(own[old])} for that move, or keep {others}"
+    )
+
+
 def _check_length(value: float, path: str) -> float:
     """Reject a length [m] no UR5e move can have (``|value| > MAX_LENGTH``)."""
     if abs(value) > MAX_LENGTH:
@@ -907,7 +1100,7 @@ class _Parser:
         )
         cartesian = _given(spec, "cartesian_target")
         if named + relative + cartesian != 1:
-            raise ScriptError(path, _EXACTLY_ONE)
+            raise ScriptError(path, _modes_error(spec, named=named, relative=relative, cartesian=cartesian))
         common: dict[str, Any] = {
             "index": index,
             "path": path,

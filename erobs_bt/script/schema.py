@@ -14,10 +14,13 @@ time; the parser checks more (a pose name must resolve, a step must suit the too
 attached at that point, a ``moveto`` has exactly one mode). The rule the tests hold it to
 (test/test_script_schema.py): whatever the schema rejects, the parser rejects.
 
-Conventions taken from the parser: a ``null`` optional field counts as absent; a task
-has only the fields of its type and the script only its own keys, besides those EROBS
-writes and does not read (``run_name``; ``position``, ``marker_dictionary``) and a script's
-``$``-keys (``$schema``), all ignored.
+Conventions taken from the parser: a ``null`` optional field counts as absent; the keys
+EROBS writes and does not read (``run_name``; ``position``, ``marker_dictionary``) and a
+script's ``$``-keys (``$schema``) are ignored; any other key of the script or of a task
+(but a ``pause``, which takes none) is valid and marked ``deprecated``
+(:data:`UNKNOWN_FIELD`), for the parser ignores it with a warning; the parser refuses it
+when it is a near miss of a known field, which the schema cannot express (it is looser
+there, never stricter).
 """
 
 from __future__ import annotations
@@ -36,7 +39,6 @@ from erobs_bt.script.parse import (
     MAX_SECONDS,
     PIPETTOR_OPERATIONS,
     PLANNING_TYPES,
-    SCRIPT_KEYS,
     TASK_FIELDS,
     TASK_TYPES,
     TOOL_OPERATIONS,
@@ -131,14 +133,33 @@ def _constraints() -> dict[str, Any]:
     )
 
 
+#: Any other field: valid, but flagged. The parser ignores it with a warning (or refuses
+#: it when it is a near miss of a known one, which a schema cannot say); JSON Schema has no
+#: warnings, so the field is marked ``deprecated`` (an annotation: the value stays valid),
+#: which editors show as a warning (VS Code also reads ``deprecationMessage``).
+UNKNOWN_FIELD: dict[str, Any] = {
+    "deprecated": True,
+    "description": "not a field erobs_bt reads: ignored with a warning, as EROBS ignores it",
+    "deprecationMessage": (
+        "unknown field: erobs_bt ignores it with a warning, as EROBS does (a misspelling of a "
+        "known field is an error)"
+    ),
+}
+
+
 def _task(task_type: str, properties: dict[str, Any], **extra: Any) -> dict[str, Any]:
-    """The rules of one ``task_type``: its fields' schemas, and no field but the parser's
-    (:data:`~erobs_bt.script.parse.TASK_FIELDS` and the ones EROBS writes,
-    :data:`~erobs_bt.script.parse.EROBS_TASK_FIELDS`)."""
+    """The rules of one ``task_type``: its fields' schemas (every field of
+    :data:`~erobs_bt.script.parse.TASK_FIELDS` and the ones EROBS writes,
+    :data:`~erobs_bt.script.parse.EROBS_TASK_FIELDS`), any other field
+    :data:`UNKNOWN_FIELD` unless ``extra`` closes the object."""
     names = ["task_type", *TASK_FIELDS[task_type], *EROBS_TASK_FIELDS.get(task_type, ())]
     return {
         "if": {"properties": {"task_type": {"const": task_type}}, "required": ["task_type"]},
-        "then": {"properties": properties, "propertyNames": {"enum": names}, **extra},
+        "then": {
+            "properties": {name: properties.get(name, {}) for name in names},
+            "additionalProperties": UNKNOWN_FIELD,
+            **extra,
+        },
     }
 
 
@@ -290,8 +311,10 @@ def script_schema(
         ),
         "type": "object",
         "required": ["start_gripper", "tasks"],
-        "propertyNames": {"anyOf": [{"enum": [*SCRIPT_KEYS, *EROBS_SCRIPT_KEYS]}, {"pattern": "^\\$"}]},
+        "patternProperties": {"^\\$": {"description": "ignored (for editors: $schema, $comment)"}},
+        "additionalProperties": UNKNOWN_FIELD,
         "properties": {
+            **{key: {"description": "written by EROBS, ignored"} for key in EROBS_SCRIPT_KEYS},
             "start_gripper": {"enum": grippers, "description": "the tool attached when the script starts"},
             "poses": _optional(
                 {

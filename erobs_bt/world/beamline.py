@@ -41,8 +41,11 @@ beamline gripper the packaged cell does not know gets a bare tip at the flange (
 geometry) and a warning. MoveIt's default padding is none, so the compiled cell's collision
 padding is 0 unless the packaged cell's is asked for.
 
-Every file that cannot be read (the beamline file, its scene file, poses file or SRDF) is a
-:class:`~erobs_bt.world.cell.CellConfigError` naming it, raised before anything moves.
+Every file that cannot be read (the beamline file, its scene file or SRDF) is a
+:class:`~erobs_bt.world.cell.CellConfigError` naming it, raised before anything moves. A
+``poses_file`` that does not exist is, as in EROBS (``orchestrator._load_poses_registry``),
+an empty registry and a warning (:func:`beamline_warnings`; ``validate``/``run`` print it,
+the node logs it).
 """
 
 from __future__ import annotations
@@ -218,6 +221,30 @@ def expand_srdf(xacro_file: Path, gripper: str, workspace: Path, *, source: str)
             packages.reset()
 
 
+def missing_poses_warning(source: str, poses: Path) -> str:
+    """The warning for a ``poses_file`` that does not exist (the registry is then empty)."""
+    return (
+        f"{source}: poses_file: {poses} does not exist; the pose registry is empty, as in EROBS "
+        "(pose names resolve from a script's poses and the named states only)"
+    )
+
+
+def beamline_warnings(cell: str | Path | None) -> tuple[str, ...]:
+    """What compiling a beamline file warned of (``beamline.warnings`` of the compiled
+    ``cell.yaml``: a missing ``poses_file``), for the front ends to show; ``()`` for the
+    packaged cell, a cell in erobs_bt's own format, or a file that cannot be read (its
+    reader reports that)."""
+    if cell is None:
+        return ()
+    try:
+        document = safe_load_yaml(Path(cell).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, ValueError):
+        return ()
+    info = document.get("beamline") if isinstance(document, dict) else None
+    found = info.get("warnings") if isinstance(info, dict) else None
+    return tuple(str(w) for w in found) if isinstance(found, list) else ()
+
+
 def compile_beamline(
     path: str | Path,
     *,
@@ -355,8 +382,12 @@ def compile_beamline(
         obstacles = _scene_obstacles(resolve_path(str(scene_file), path, root), source)
     poses_file = beamline.get("poses_file")
     poses = resolve_path(str(poses_file), path, root) if poses_file else None
+    warnings: list[str] = []
     if poses is not None and not poses.is_file():
-        raise CellConfigError(source, "poses_file", f"cannot read {poses}: no such file")
+        # EROBS reads a missing registry as an empty one (orchestrator._load_poses_registry).
+        # Said by the front ends (beamline_warnings), not logged here: a CLI has no handler.
+        warnings.append(missing_poses_warning(source, poses))
+        poses = None
 
     targets_in = beamline.get("vision_targets") or {}
     if not isinstance(targets_in, dict):
@@ -381,6 +412,7 @@ def compile_beamline(
         "tool_exchange": beamline.get("tool_exchange") or {},
         "collision_objects": collision_objects,
         "disabled_collisions": sorted([list(p) for p in disabled]),
+        "warnings": warnings,
     }
     for key in ("velocity_scaling", "acceleration_scaling"):
         if info[key] is not None:

@@ -20,7 +20,6 @@ from test_replay_scene_check import BOX, ELIGIBLE, EMPTY, START, primed
 
 from erobs_bt.backends.scripted import ScriptedBackend
 from erobs_bt.console import ConsoleProgress
-from erobs_bt.goal import unchecked_replay_in
 
 from helpers import Recorder, make_orchestrator, wait_for
 
@@ -30,6 +29,8 @@ def unchecked(recorder: Recorder) -> list[dict[str, Any]]:
 
 
 def test_off_by_default_a_hit_from_another_scene_revision_replays_and_says_it_was_not_checked() -> None:
+    from erobs_bt.goal import unchecked_replay_in
+
     recorder = Recorder()
     backend, orchestrator = primed(recorder)
     backend.set_world_obstacles([BOX])

@@ -21,7 +21,6 @@ from test_ros_node import LONG_BATCH, wait_feedback
 from test_ros_scene import SceneTalker, box_message, ids_of, remove_message, run_to_end
 from test_ros_scene_replay import BATCH, flange_between
 
-from erobs_bt.goal import unchecked_replay_in
 from erobs_bt.ros import commands
 from erobs_bt.ros.client import ErobsBtClient
 
@@ -50,6 +49,7 @@ def client(node: NodeProcess) -> Iterator[ErobsBtClient]:
 def test_a_replay_through_a_new_box_is_sent_unchecked_and_the_feedback_says_so(
     client: ErobsBtClient, node: NodeProcess
 ) -> None:
+    from erobs_bt.goal import unchecked_replay_in
     from erobs_bt.madsci.cells import RosCell
 
     talker = SceneTalker(client)

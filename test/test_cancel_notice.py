@@ -144,3 +144,31 @@ def test_a_cancel_of_a_preview_says_the_running_unit_finishes_planning() -> None
         reply.message == f"cancel accepted: the goal ends after unit 1 (its planning runs to its end); {STOP}"
     )
     assert handle.wait(10).status is GoalStatus.CANCELED
+
+
+def test_the_web_console_answers_a_cancel_with_what_it_will_do() -> None:
+    from test_web_view import CONTROL, get_state, post
+
+    from erobs_bt.viz.web import start_live_view
+
+    backend = ScriptedBackend()
+    gate = threading.Event()
+    backend.script("execute", Outcome.ok(gate=gate))
+    orchestrator = make_orchestrator(backend)
+    view = start_live_view(orchestrator, rate=50.0)
+    try:
+        handle = orchestrator.submit(FOUR_UNITS, dry_run=False)
+        wait_for(lambda: backend.count("execute") == 1, message="unit 1 dispatched")
+        status, body = post(view.url, "cancel", CONTROL)
+        notice = f"{AFTER} 1 (its motion runs to its end); {STOP}"
+        assert status == 200 and body["success"] and body["message"] == notice, body
+        wait_for(lambda: get_state(view.url)["state_message"] == notice, message="the state message")
+        wait_for(
+            lambda: notice in ((get_state(view.url)["feedback"] or {}).get("status_message") or ""),
+            message="the feedback shown",
+        )
+        gate.set()
+        assert handle.wait(10).status is GoalStatus.CANCELED
+    finally:
+        gate.set()
+        view.close()

@@ -178,8 +178,9 @@ def unchecked_replay_notice(planned_in: str | None, now: str, *, checkable: bool
         "replay_scene_check is false; replay_scene_check:=true, or erobs-bt run --replay-scene-check, "
         "checks such a replay against the scene first"
         if checkable
-        else "this backend cannot check a cached trajectory, its scene lives in move_group; clearing "
-        "the plan cache, ~/clear_cache or erobs-bt clear-cache, makes the next run plan afresh"
+        else "this backend cannot check a cached trajectory, replay_scene_check needs the embedded "
+        "planner of backend sim or ros2_control; clearing the plan cache, ~/clear_cache or erobs-bt "
+        "clear-cache, makes the next run plan afresh"
     )
     return (
         f"{UNCHECKED_REPLAY}: planned in planning-scene revision {planned_in or 'unknown'}, the scene "

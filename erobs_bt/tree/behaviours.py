@@ -227,10 +227,10 @@ class ReplayCached(FutureBehaviour):
         the tick thread (a dense collision check, a few ms per segment: bench/).
         """
         backend = self.context.backend
-        now = backend.scene_revision()
-        planned_in = solution.scene_revision
-        if planned_in is not None and planned_in == now:
+        now = self._scene_changed(solution)
+        if now is None:
             return None
+        planned_in = solution.scene_revision
         problem = backend.check_replay(solution, self.unit.steps)
         if problem is None:
             return None
@@ -241,17 +241,23 @@ class ReplayCached(FutureBehaviour):
             f"now {now}); {problem}",
         )
 
+    def _scene_changed(self, solution: Solution) -> str | None:
+        """The planning scene's revision now when ``solution`` was planned in another one (or
+        in one it did not record); ``None`` when it was planned in this very scene."""
+        now = self.context.backend.scene_revision()
+        planned_in = solution.scene_revision
+        return None if planned_in is not None and planned_in == now else now
+
     def _tell_unchecked(self, solution: Solution) -> None:
         """Without the scene check, a hit planned in another planning-scene revision (or one
         not recorded) is sent as the specification's replay is, unchecked: say so
         (:meth:`GoalEvents.replay_unchecked`), naming what would check it. One revision read,
         no collision check."""
-        backend = self.context.backend
-        now = backend.scene_revision()
-        planned_in = solution.scene_revision
-        if planned_in is not None and planned_in == now:
+        now = self._scene_changed(solution)
+        if now is None:
             return
-        notice = unchecked_replay_notice(planned_in, now, checkable=backend.checks_replay)
+        backend = self.context.backend
+        notice = unchecked_replay_notice(solution.scene_revision, now, checkable=backend.checks_replay)
         self.context.events.replay_unchecked(self.unit, notice)
 
     def on_success(self, result: Any, seconds: float) -> Status:

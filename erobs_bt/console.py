@@ -2,8 +2,8 @@
 
 :class:`ConsoleProgress` is an :class:`~erobs_bt.orchestrator.OrchestratorListener`
 that prints one line per unit phase as run-log records arrive (unit start, cache
-decision, plan/replay/execute timings, pauses, errors) and keeps per-run totals for
-the final summary.
+decision, plan/replay/execute timings, a replay sent unchecked from another planning-scene
+revision, pauses, errors) and keeps per-run totals for the final summary.
 """
 
 from __future__ import annotations
@@ -35,6 +35,8 @@ class RunTotals:
         replay_time: wall time replaying cached solutions [s].
         cache: count of cache decisions by status (``HIT``, ``MISS``, ``INELIGIBLE``).
         units: units completed.
+        unchecked: the notices of cache hits replayed unchecked although planned in another
+            planning-scene revision (``replay_unchecked`` records), ``unit N: …``.
     """
 
     planning_time: float = 0.0
@@ -42,6 +44,7 @@ class RunTotals:
     replay_time: float = 0.0
     cache: dict[str, int] = field(default_factory=dict)
     units: int = 0
+    unchecked: list[str] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
 
 
@@ -100,6 +103,10 @@ class ConsoleProgress(OrchestratorListener):
                 self.console.print(f"{prefix} {mark} {phase} {seconds:.2f} s  {detail}", highlight=False)
             elif kind == "unit_succeeded":
                 totals.units += 1
+            elif kind == "replay_unchecked":
+                notice = str(record.get("message", ""))
+                totals.unchecked.append(f"unit {unit}: {notice}")
+                self.console.print(f"{prefix} [yellow]![/] {notice}", highlight=False)
 
     def summary(self, result: Result, *, title: str) -> Table:
         """A table of the goal's outcome and timings."""
@@ -118,4 +125,6 @@ class ConsoleProgress(OrchestratorListener):
         table.add_row("execution time", f"{totals.execution_time:.2f} s")
         table.add_row("replay time", f"{totals.replay_time:.2f} s")
         table.add_row("wall time", f"{time.monotonic() - totals.started:.2f} s")
+        for notice in totals.unchecked:
+            table.add_row("notice", f"[yellow]{notice}[/]")
         return table

@@ -148,6 +148,56 @@ class Reply:
     message: str
 
 
+#: How the orchestrator's answer to an accepted cancel begins (``cancel accepted: the goal ends
+#: after unit 3 (its motion runs to its end); ...``, made by ``Orchestrator.cancel``): its
+#: reply, the CANCELING state's message and, until the goal ends, the feedback's status message.
+CANCEL_ACCEPTED = "cancel accepted"
+#: The end of that answer while a unit runs: the cancel does not interrupt it, ``stop`` does.
+HALT_NOW = "to halt now: stop (erobs-bt stop, ~/stop)"
+
+#: How the notice of a cache hit replayed without a scene check although it was planned in
+#: another planning-scene revision begins (:func:`unchecked_replay_notice`).
+UNCHECKED_REPLAY = "replayed unchecked"
+
+
+def unchecked_replay_notice(planned_in: str | None, now: str, *, checkable: bool) -> str:
+    """The notice of a cache hit replayed unchecked although it was planned in another
+    planning-scene revision (``replay_scene_check`` off, the specification's replay): the two
+    revisions, that no collision check ran, and what would check it.
+
+    It holds no parenthesis, so it can be found in a status message that carries it as
+    ``… (<notice>)`` (:func:`unchecked_replay_in`).
+
+    Args:
+        planned_in: the revision the solution was planned in (``None``: not recorded).
+        now: the planning scene's revision now (``MotionBackend.scene_revision``).
+        checkable: the backend can check a replay (``MotionBackend.checks_replay``): the
+            notice names ``replay_scene_check``; else it names the cache clear.
+    """
+    how = (
+        "replay_scene_check is false; replay_scene_check:=true, or erobs-bt run --replay-scene-check, "
+        "checks such a replay against the scene first"
+        if checkable
+        else "this backend cannot check a cached trajectory, replay_scene_check needs the embedded "
+        "planner of backend sim or ros2_control; clearing the plan cache, ~/clear_cache or erobs-bt "
+        "clear-cache, makes the next run plan afresh"
+    )
+    return (
+        f"{UNCHECKED_REPLAY}: planned in planning-scene revision {planned_in or 'unknown'}, the scene "
+        f"is now {now}; sent without a collision check, as {how}"
+    )
+
+
+def unchecked_replay_in(status_message: str) -> str:
+    """The :func:`unchecked_replay_notice` a feedback's status message carries, ``""`` when none
+    (a client of the node sees the notice only in the feedback)."""
+    start = status_message.find(f"({UNCHECKED_REPLAY}: ")
+    if start < 0:
+        return ""
+    end = status_message.find(")", start)
+    return status_message[start + 1 : end if end >= 0 else len(status_message)]
+
+
 @dataclass(frozen=True)
 class Feedback:
     """Progress of the running goal.

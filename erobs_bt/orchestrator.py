@@ -58,6 +58,8 @@ from erobs_bt.backends.base import ErrorCode, MotionBackend, MotionError, Soluti
 from erobs_bt.batching import Unit
 from erobs_bt.cache import PlanCache
 from erobs_bt.goal import (
+    CANCEL_ACCEPTED,
+    HALT_NOW,
     Feedback,
     GoalHandle,
     GoalRejected,
@@ -413,6 +415,14 @@ class Orchestrator:
         it arrives during (or just after) the final unit; the running unit is never
         interrupted (use :meth:`stop` for that).
 
+        This is the one place a cancel is accepted, so the one place that says what it will
+        do (:meth:`_cancel_notice`: ``cancel accepted: the goal ends after unit 3 (its motion
+        runs to its end); to halt now: stop (erobs-bt stop, ~/stop)``, or ``… the goal is
+        paused, so it ends at once``). That text is the reply, the message of the CANCELING
+        state (the node's ``~/execution_state``, which ``erobs-bt cancel`` and MADSci's cancel
+        print) and, from the goal thread at once and in every later feedback of the goal, part
+        of the feedback's status message (the front ends show it from there).
+
         Args:
             goal_id: cancel only this goal; ``None``: whatever goal is running.
 
@@ -428,14 +438,39 @@ class Orchestrator:
                     if goal_id is not None:
                         return Reply(False, f"{goal_id} is not running; nothing to cancel")
                     return Reply(True, "No task is currently executing; nothing to cancel")
-                paused = self._state is State.PAUSED
+                notice = self._cancel_notice(goal, paused=self._state is State.PAUSED)
+                events = goal.context.events if goal.context is not None else None
+                if isinstance(events, _GoalEventsAdapter):  # before the goal thread is woken
+                    events.cancel_accepted(notice)
                 controls.request_cancel()
-                self._transition(State.CANCELING, "cancel requested")
-                if paused:
-                    return Reply(True, "Cancelling the paused goal")
-                return Reply(True, "Cancel requested; stopping at the next unit boundary")
+                self._transition(State.CANCELING, notice)
+                return Reply(True, notice)
         finally:
             self._deliver()
+
+    @staticmethod
+    def _cancel_notice(goal: GoalHandle, *, paused: bool) -> str:
+        """What an accepted cancel of ``goal`` will do, for people: ``cancel accepted: …``
+        (:data:`~erobs_bt.goal.CANCEL_ACCEPTED`). Paused: it ends at once. A unit running (or
+        planning, or finishing before a requested pause): the goal ends after it, 1-based
+        number as in the feedback, and ``stop`` halts now. Before the first unit, or between
+        units: it ends before the next one starts."""
+        events = goal.context.events if goal.context is not None else None
+        unit = events.current if isinstance(events, _GoalEventsAdapter) else None
+        if paused:
+            return f"{CANCEL_ACCEPTED}: the goal is paused, so it ends at once"
+        if unit is None:
+            return f"{CANCEL_ACCEPTED}: the goal ends before its first unit starts"
+        number = unit.index + 1
+        assert isinstance(events, _GoalEventsAdapter)
+        if events.unit_done:
+            if number == len(goal.units):
+                return f"{CANCEL_ACCEPTED}: the goal ends now, its last unit done"
+            return f"{CANCEL_ACCEPTED}: the goal ends before unit {number + 1} starts"
+        work = "planning" if goal.dry_run else "motion"
+        return (
+            f"{CANCEL_ACCEPTED}: the goal ends after unit {number} (its {work} runs to its end); {HALT_NOW}"
+        )
 
     def stop(self) -> Reply:
         """Stop now: halt the motion at once (controlled deceleration) and abort the goal.
@@ -591,6 +626,7 @@ class Orchestrator:
             )
             while ctx.controls.halt is None:
                 self._wake.clear()
+                events.announce()  # a cancel accepted since the last tick: its feedback, now
                 visits = 0
                 statistics.started()
                 for _node in root.tick():
@@ -639,6 +675,7 @@ class Orchestrator:
         assert ctx is not None and handle.script is not None
         events = ctx.events
         assert isinstance(events, _GoalEventsAdapter)
+        events.announce()  # a cancel accepted during the last tick: its feedback before the result
         total = len(handle.script.steps)
         completed = events.completed_steps
         root_ok = handle.root is not None and handle.root.status == Status.SUCCESS
@@ -759,10 +796,17 @@ class _GoalEventsAdapter(GoalEvents):
         self.current: Unit | None = None
         self.cache_status = ""
         self.message = ""
-        # Why the running unit's cache hit was not replayed (a refused replay: the scene
-        # check's SCENE_CHANGED), kept in its status messages until the unit ends: feedback is
-        # published at a bounded rate, so a message of its own could be skipped.
-        self.refusal = ""
+        # What the running unit's replay did beside the plain replay (refused by the scene
+        # check's SCENE_CHANGED, or sent unchecked from another planning-scene revision), kept
+        # in its status messages until the unit ends: feedback is published at a bounded rate,
+        # so a message of its own could be skipped.
+        self.replay_note = ""
+        # The running unit has succeeded (the next one has not started).
+        self.unit_done = False
+        # What an accepted cancel will do (Orchestrator.cancel), kept in every later status
+        # message of the goal; ``_announce``: not yet published (the goal thread does it).
+        self.cancel_notice = ""
+        self._announce = False
         self.parked: str | None = None
 
     def where(self) -> str:
@@ -779,30 +823,51 @@ class _GoalEventsAdapter(GoalEvents):
             total_steps=self.total,
             current_action=unit.label if unit else "",
             progress_percentage=100.0 * self.completed_steps / self.total if self.total else 100.0,
-            status_message=(
-                f"{self.message} (replay {self.refusal})"
-                if self.refusal and self.refusal not in self.message
-                else self.message
-            ),
+            status_message=self._status_message(),
             current_gripper=self.orchestrator.backend.current_gripper(),
             unit_index=unit.index + 1 if unit else 0,
             cache_status=self.cache_status,
         )
         self.orchestrator.listener.feedback(self.handle.goal_id, feedback)
 
+    def _status_message(self) -> str:
+        """The message, then what must not be lost to the feedback's rate bound: the unit's
+        replay note and the accepted cancel's notice, each once, in parentheses."""
+        text = self.message
+        for note in (self.replay_note, self.cancel_notice):
+            if note and note not in text:
+                text = f"{text} ({note})"
+        return text
+
     def _emit(self, event: str, **fields: Any) -> None:
         self.orchestrator._emit(self.handle.goal_id, event, **fields)
 
+    def cancel_accepted(self, notice: str) -> None:
+        """A cancel was accepted (:meth:`Orchestrator.cancel`, any thread): keep its notice
+        for every later feedback; the goal thread publishes one at once (:meth:`announce`)."""
+        self.cancel_notice = notice
+        self._announce = True
+
+    def announce(self) -> None:
+        """On the goal thread: publish a feedback when a cancel was accepted since the last one
+        (feedback comes from the goal thread only: the ROS cancel callback accepts a cancel
+        while holding the lock the action's feedback needs)."""
+        if self._announce:
+            self._announce = False
+            self._publish()
+
     def unit_started(self, unit: Unit) -> None:
         self.current = unit
+        self.unit_done = False
         self.cache_status = ""
-        self.refusal = ""
+        self.replay_note = ""
         self.message = f"unit {unit.index + 1}/{len(self.handle.units)}: {unit.label}"
         self._emit("unit_started", unit=unit.index + 1, label=unit.label, first_step=unit.first_step + 1)
         self._publish()
 
     def unit_succeeded(self, unit: Unit) -> None:
         self.completed_steps += len(unit.steps)
+        self.unit_done = True
         self.message = f"unit {unit.index + 1} done"
         self._emit("unit_succeeded", unit=unit.index + 1, completed_steps=self.completed_steps)
         self._publish()
@@ -819,8 +884,13 @@ class _GoalEventsAdapter(GoalEvents):
         else:
             self.message = f"unit {unit.index + 1}: {phase} {detail}".strip()
             if phase == "replay" and detail.startswith("refused"):
-                self.refusal = detail
+                self.replay_note = f"replay {detail}"
             self._emit(f"{phase}_finished", unit=unit.index + 1, seconds=round(seconds, 6), detail=detail)
+        self._publish()
+
+    def replay_unchecked(self, unit: Unit, notice: str) -> None:
+        self.replay_note = notice
+        self._emit("replay_unchecked", unit=unit.index + 1, message=notice)
         self._publish()
 
     def paused(self, reason: str) -> None:

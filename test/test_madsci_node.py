@@ -350,6 +350,11 @@ def test_cancel_ends_the_goal_canceled_at_the_next_unit_boundary(
     nothing = node.admin(AdminCommands.CANCEL)
 
     assert cancelled.success, cancelled
+    # Said at once: after which unit the goal ends, and how to halt now (issue 40, item 7).
+    assert cancelled.data.startswith(
+        "cancel accepted: the goal ends after unit 1 (its motion runs to its end); to halt now: stop"
+    ), cancelled
+    assert cancelled.data.endswith("from MADSci: the admin command safety_stop"), cancelled
     assert result.status == ActionStatus.CANCELLED, result
     assert result.json_result["status"] == "CANCELED" and result.json_result["error_code"] == "CANCELED"
     assert result.json_result["completed_steps"] == 6, result.json_result  # the batch finished

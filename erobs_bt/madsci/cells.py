@@ -29,12 +29,12 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from erobs_bt.goal import Feedback, OrchestratorListener, Result, State
+from erobs_bt.goal import Feedback, OrchestratorListener, Result, State, unchecked_replay_in
 
 _LOG = logging.getLogger(__name__)
 
@@ -110,6 +110,10 @@ class Outcome:
         gripper: the attached gripper after the goal.
         run_log: the goal's JSON Lines run log, when it can be read here.
         bag: the goal's ROS 2 bag (MCAP), when it can be read here.
+        notices: what the goal did that an operator must know although it did not fail, in
+            order: ``unit N: replayed unchecked: …`` for each cache hit replayed without a
+            scene check although planned in another planning-scene revision
+            (:func:`erobs_bt.goal.unchecked_replay_notice`).
     """
 
     status: str
@@ -123,6 +127,7 @@ class Outcome:
     gripper: str = ""
     run_log: Path | None = None
     bag: Path | None = None
+    notices: tuple[str, ...] = ()
 
     @property
     def success(self) -> bool:
@@ -219,6 +224,7 @@ class _Track:
 
     cache_status: str = ""
     unit: tuple[int, int, int] | None = None  # (unit_index, current_step, total_steps) of its feedback
+    notices: list[str] = field(default_factory=list)  # Outcome.notices, from the feedback
 
 
 class RosCell(Cell):
@@ -271,9 +277,15 @@ class RosCell(Cell):
         self._changed()
 
     def _on_feedback(self, track: _Track, feedback: Any) -> None:
+        # A unit's notice stays in its feedback until it ends (the node thins feedback).
+        unchecked = unchecked_replay_in(str(feedback.status_message))
         with self._lock:
             if feedback.cache_status:
                 track.cache_status = str(feedback.cache_status)
+            if unchecked:
+                notice = f"unit {int(feedback.unit_index)}: {unchecked}"
+                if notice not in track.notices:
+                    track.notices.append(notice)
             unit = (int(feedback.unit_index), int(feedback.current_step), int(feedback.total_steps))
             changed = unit != track.unit and track is self._active  # not a late one of an earlier goal
             track.unit = unit
@@ -347,6 +359,7 @@ class RosCell(Cell):
                 self._lock.wait(0.1)  # the result completes a future, not this condition
             lost = not run.done()
             cache_status = track.cache_status
+            notices = tuple(track.notices)
         if lost:
             return Outcome(
                 "NODE_LOST",
@@ -373,6 +386,7 @@ class RosCell(Cell):
             gripper=self._client.grippers.latest() or "",
             run_log=run_log,
             bag=bag,
+            notices=notices,
         )
 
     def _unfollow(self, track: _Track, previous: _Track | None) -> None:
@@ -423,17 +437,20 @@ class RosCell(Cell):
         return self._trigger("clear_cache")
 
     def cancel(self) -> tuple[bool, str]:
-        """Cancel whatever goal the node runs (the action protocol's cancel-all request)."""
+        """Cancel whatever goal the node runs (the action protocol's cancel-all request); the
+        message is what the node said the cancel will do (``cancel accepted: the goal ends
+        after unit 3 (its motion runs to its end); to halt now: stop …``,
+        :meth:`~erobs_bt.ros.client.ErobsBtClient.cancel_all_said`)."""
         from erobs_bt.ros.client import CANCEL_CODES
 
         try:
-            response = self._client.cancel_all(self.timeout)
+            response, said = self._client.cancel_all_said(self.timeout)
         except TimeoutError as exc:
             return False, f"{self.name}: {exc}"
         goals = len(response.goals_canceling)
         code = CANCEL_CODES.get(response.return_code, str(response.return_code))
         if code == "ERROR_NONE" and goals:
-            return True, f"cancel accepted for {goals} goal(s): it ends at the next unit boundary"
+            return True, said or f"cancel accepted for {goals} goal(s): it ends at the next unit boundary"
         return False, f"nothing to cancel ({code})"
 
     def close(self) -> None:
@@ -459,6 +476,11 @@ class _EngineListener(OrchestratorListener):
         """The cell's view keeps the goal id and the gripper it ended with."""
         self.cell._finished(goal_id)
 
+    def event(self, goal_id: str, record: Mapping[str, Any]) -> None:
+        """The goal's notices (``replay_unchecked`` records)."""
+        if record.get("event") == "replay_unchecked":
+            self.cell._notice(goal_id, f"unit {record.get('unit')}: {record.get('message', '')}")
+
 
 class EmbeddedCell(Cell):
     """A cell whose engine runs in this process (:func:`erobs_bt.session.build_engine`), as
@@ -478,6 +500,7 @@ class EmbeddedCell(Cell):
         self._lock = threading.Lock()
         self._view = CellView(self.name, True, "", "IDLE", "", "", 0, 0, 0, "")
         self._cache_status = ""
+        self._notices: dict[str, list[str]] = {}  # goal id → Outcome.notices
         self.engine = build_engine(config, listener=_EngineListener(self))
         self.run_logs = None
         if run_log_dir is not None:
@@ -520,6 +543,10 @@ class EmbeddedCell(Cell):
         if changed:
             self._changed()
 
+    def _notice(self, goal_id: str, notice: str) -> None:
+        with self._lock:
+            self._notices.setdefault(goal_id, []).append(notice)
+
     def _finished(self, goal_id: str) -> None:
         with self._lock:
             self._view = replace(self._view, goal_id=goal_id, gripper=self.engine.backend.current_gripper())
@@ -543,6 +570,7 @@ class EmbeddedCell(Cell):
         run_log = self.run_logs.path_of(handle.goal_id) if self.run_logs is not None else None
         with self._lock:
             cache_status = self._cache_status
+            notices = tuple(self._notices.pop(handle.goal_id, ()))
         return Outcome(
             result.status.value,
             result.error_code,
@@ -554,6 +582,7 @@ class EmbeddedCell(Cell):
             cache_status=cache_status,
             gripper=self.engine.backend.current_gripper(),
             run_log=run_log,
+            notices=notices,
         )
 
     def _reply(self, method: str) -> tuple[bool, str]:

@@ -10,7 +10,8 @@ Actions (``POST /action/<name>`` with ``{"args": {...}}``, then ``/start``):
 * ``run_script(script, dry_run=False)`` — ``script`` is the JSON text or a path this node can
   read. Blocks the cell until the goal ends. Results: ``json_result`` is a
   :class:`RunScriptResult` (status, error code and message with the step path,
-  completed/total steps, cache status, goal id, gripper); files ``run_log`` (JSON Lines) and
+  completed/total steps, cache status, goal id, gripper, notices: a cached plan replayed
+  unchecked from another planning-scene revision); files ``run_log`` (JSON Lines) and
   ``bag`` (ROS 2 bag, MCAP) when this node can read them (``--run-log-dir`` for a ROS cell;
   an embedded engine has the run log only);
   a workcell manager stores the result and both files as datapoints in the lab's data
@@ -25,7 +26,8 @@ Actions (``POST /action/<name>`` with ``{"args": {...}}``, then ``/start``):
 * ``reset_fault()``, ``clear_cache()`` — the engine's own, with its answer.
 
 Admin commands (``POST /admin/<command>``): ``pause``/``resume`` (at the next unit boundary),
-``cancel`` (the running goal ends CANCELED at the next unit boundary), ``safety_stop`` (stop
+``cancel`` (the running goal ends CANCELED at the next unit boundary; the answer says after
+which unit, ``cancel accepted: the goal ends after unit 3 …``), ``safety_stop`` (stop
 now: the arm decelerates to rest, the goal aborts ``STOPPED``; the node then stays
 ``stopped`` and refuses ``run_script`` until ``reset``), ``reset`` (clears that latch; a
 FAULTED engine needs ``reset_fault``), ``lock``/``unlock`` (MADSci's), ``shutdown`` (this
@@ -76,6 +78,7 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
+from erobs_bt.goal import HALT_NOW
 from erobs_bt.madsci.cells import DEFAULT_TIMEOUT, Cell, CellView, Outcome
 
 _LOG = logging.getLogger(__name__)
@@ -156,6 +159,13 @@ class RunScriptResult(BaseModel):
     dry_run: bool = Field(description="The goal was a preview (planned, nothing moved).")
     cache_status: str = Field(description="Last plan-cache outcome: HIT, MISS, INELIGIBLE or ''.")
     gripper: str = Field(description="The attached gripper after the goal.")
+    notices: list[str] = Field(
+        default_factory=list,
+        description="What the goal did that an operator must know although it did not fail: "
+        "'unit N: replayed unchecked: ...' for each cached plan replayed without a collision check "
+        "although planned in another planning-scene revision (replay_scene_check is false), "
+        "naming what would check it.",
+    )
 
 
 class RunFiles(ActionFiles):
@@ -376,6 +386,7 @@ class ErobsBtNode(RestNode):
             dry_run=outcome.dry_run,
             cache_status=outcome.cache_status,
             gripper=outcome.gripper,
+            notices=list(outcome.notices),
         ).model_dump(mode="json")
         if outcome.goal_id:  # a goal the engine ran (a refusal is not one)
             self._last_result = json_result
@@ -440,8 +451,13 @@ class ErobsBtNode(RestNode):
         return self._admin(*self.cell.resume())
 
     def cancel(self) -> AdminCommandResponse:
-        """Cancel the running goal: it ends CANCELED at the next unit boundary (at once while paused)."""
-        return self._admin(*self.cell.cancel())
+        """Cancel the running goal: it ends CANCELED at the next unit boundary (at once while
+        paused); ``data`` says when (``cancel accepted: the goal ends after unit 3 (its motion
+        runs to its end); to halt now: stop …``: here, the admin command ``safety_stop``)."""
+        accepted, message = self.cell.cancel()
+        if accepted and HALT_NOW in message:
+            message += "; from MADSci: the admin command safety_stop"
+        return self._admin(accepted, message)
 
     def safety_stop(self) -> AdminCommandResponse:
         """Stop now: the arm decelerates to rest, the goal aborts STOPPED; the node then stays

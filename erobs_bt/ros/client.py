@@ -65,6 +65,7 @@ from std_srvs.srv import Empty, Trigger
 from trajectory_msgs.msg import JointTrajectory
 from unique_identifier_msgs.msg import UUID
 
+from erobs_bt.goal import CANCEL_ACCEPTED
 from erobs_bt.ros.domain import init_context
 from erobs_bt.ros.params import (
     ENDPOINTS,
@@ -765,6 +766,34 @@ class ErobsBtClient:
             raise unreachable(f"action server {self.names['execute']}", timeout, self.domain_id)
         request = CancelGoal.Request(goal_info=GoalInfo())
         return _wait_future(self._cancel_all.call_async(request), timeout, "cancel")
+
+    def cancel_all_said(self, timeout: float = 5.0) -> tuple[Any, str]:
+        """:meth:`cancel_all`, and what the node said the cancel will do.
+
+        The action's cancel answer carries no text; the node's orchestrator says it as the
+        message of the CANCELING state it publishes on ``~/execution_state`` before it
+        answers (``cancel accepted: the goal ends after unit 3 (its motion runs to its end);
+        …``, :meth:`erobs_bt.orchestrator.Orchestrator.cancel`). The latched state is awaited
+        first, so the subscription is matched before the cancel is sent. A paused goal ends at
+        once: its IDLE state may replace the CANCELING one on the latched topic (history 1),
+        and its message (``goal-3 cancelled while paused``) is what is said then.
+
+        Returns:
+            The ``CancelGoal`` response (:func:`cancel_accepted`) and the message, ``""`` when
+            the cancel was refused or no state came within ``timeout``.
+
+        Raises:
+            TimeoutError: the action server is not available or did not answer.
+        """
+        self.states.wait_for(lambda _m: True, timeout)
+        since = self.states.count
+        response = self.cancel_all(timeout)
+        if not cancel_accepted(response):
+            return response, ""
+        said = self.states.wait_for(
+            lambda m: str(m.message).startswith(CANCEL_ACCEPTED) or m.state == "IDLE", timeout, since=since
+        )
+        return response, str(said.message) if said is not None else ""
 
     # -- latched topics ---------------------------------------------------------------
     def wait_for_state(self, state: str, timeout: float = 10.0, *, since: int = 0) -> Any:

@@ -320,10 +320,16 @@ def send(script: Path, dry_run: bool, node: str, timeout: float) -> None:
         "(the exit status says how it ended; Ctrl-C cancels the goal)"
     )
     text = script.read_text(encoding="utf-8")
+    from erobs_bt.goal import unchecked_replay_in
+
     with _client(node) as client:
         last = [""]
+        notices: list[str] = []  # the goal's unchecked replays, repeated under the result
 
         def show(feedback: Any) -> None:
+            unchecked = unchecked_replay_in(feedback.status_message)
+            if unchecked and f"unit {feedback.unit_index}: {unchecked}" not in notices:
+                notices.append(f"unit {feedback.unit_index}: {unchecked}")
             line = _feedback_line(feedback)
             if line != last[0]:
                 last[0] = line
@@ -365,6 +371,8 @@ def send(script: Path, dry_run: bool, node: str, timeout: float) -> None:
             table.add_row("error", f"[red]{result.error_message}[/]")
             table.add_row("error code", result.error_code)
         table.add_row("steps", f"{result.completed_steps}/{result.total_steps} completed")
+        for notice in notices:
+            table.add_row("notice", f"[yellow]{notice}[/]")
         out.print(table)
         sys.exit(goal_exit_code(result.success, result.error_code))
 
@@ -452,19 +460,27 @@ def clear_cache(node: str, timeout: float) -> None:
 @_node_option
 @_timeout_option
 def cancel(node: str, timeout: float) -> None:
-    """Cancel the node's active goal (action cancel-all; takes effect at the next unit boundary)."""
+    """Cancel the node's active goal (action cancel-all; takes effect at the next unit boundary).
+
+    Prints what the node said the cancel will do (``cancel accepted: the goal ends after unit
+    3 (its motion runs to its end); to halt now: stop …``): the running unit is not
+    interrupted; ``erobs-bt stop`` halts it now.
+    """
     from erobs_bt.ros.client import CANCEL_CODES, cancel_accepted
 
     console = _console()
     with _client(node) as client:
         try:
-            response = client.cancel_all(timeout)
+            response, said = client.cancel_all_said(timeout)
         except TimeoutError as exc:
             console.print(f"[red]error[/] {exc}", highlight=False)
             sys.exit(_timeout_exit(exc))
     if cancel_accepted(response):  # listed: a refused cancel is answered ERROR_NONE, unlisted
         goals = len(response.goals_canceling)
-        console.print(f"[green]ok[/] cancelling {goals} goal(s); it stops at the next unit boundary")
+        console.print(
+            f"[green]ok[/] {said or f'cancelling {goals} goal(s); it stops at the next unit boundary'}",
+            highlight=False,
+        )
         sys.exit(0)
     code = CANCEL_CODES.get(response.return_code, str(response.return_code))
     console.print(

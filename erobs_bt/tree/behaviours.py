@@ -25,6 +25,7 @@ from py_trees.common import Status
 
 from erobs_bt.backends.base import ErrorCode, MotionError, Solution, as_motion_error
 from erobs_bt.batching import Unit
+from erobs_bt.goal import unchecked_replay_notice
 from erobs_bt.timeouts import PLANNING_STEPS_PER_TIMEOUT
 from erobs_bt.tree.context import (
     CacheStatus,
@@ -170,7 +171,10 @@ class ReplayCached(FutureBehaviour):
     problem refuses the replay with the non-fatal ``SCENE_CHANGED:`` error, so the unit is
     planned afresh once, as the specification's replay table treats any non-fatal error.
     A hit planned in the present revision is sent unchecked: its plan was checked in this
-    very scene.
+    very scene. Without the check (the default, the specification's replay), a hit planned
+    in another revision is sent unchecked all the same, and the goal's events say so
+    (:meth:`GoalEvents.replay_unchecked`: feedback, run log, console), naming the parameter
+    that would check it.
     """
 
     def __init__(self, context: GoalContext, unit: Unit) -> None:
@@ -209,6 +213,8 @@ class ReplayCached(FutureBehaviour):
                 self.feedback_message = str(refusal)
                 ctx.events.phase(self.unit, "replay", 0.0, f"refused, planning afresh: {refusal}")
                 return Status.FAILURE
+        else:
+            self._tell_unchecked(entry.solution)
         ctx.start_plan_ahead(self.unit, entry.solution)
         ctx.events.phase(self.unit, "replay", detail=f"{entry.duration:.2f} s of motion")
         self.feedback_message = "replaying"
@@ -221,10 +227,10 @@ class ReplayCached(FutureBehaviour):
         the tick thread (a dense collision check, a few ms per segment: bench/).
         """
         backend = self.context.backend
-        now = backend.scene_revision()
-        planned_in = solution.scene_revision
-        if planned_in is not None and planned_in == now:
+        now = self._scene_changed(solution)
+        if now is None:
             return None
+        planned_in = solution.scene_revision
         problem = backend.check_replay(solution, self.unit.steps)
         if problem is None:
             return None
@@ -234,6 +240,25 @@ class ReplayCached(FutureBehaviour):
             f"the planning scene changed since this trajectory was planned (revision {was}, "
             f"now {now}); {problem}",
         )
+
+    def _scene_changed(self, solution: Solution) -> str | None:
+        """The planning scene's revision now when ``solution`` was planned in another one (or
+        in one it did not record); ``None`` when it was planned in this very scene."""
+        now = self.context.backend.scene_revision()
+        planned_in = solution.scene_revision
+        return None if planned_in is not None and planned_in == now else now
+
+    def _tell_unchecked(self, solution: Solution) -> None:
+        """Without the scene check, a hit planned in another planning-scene revision (or one
+        not recorded) is sent as the specification's replay is, unchecked: say so
+        (:meth:`GoalEvents.replay_unchecked`), naming what would check it. One revision read,
+        no collision check."""
+        now = self._scene_changed(solution)
+        if now is None:
+            return
+        backend = self.context.backend
+        notice = unchecked_replay_notice(solution.scene_revision, now, checkable=backend.checks_replay)
+        self.context.events.replay_unchecked(self.unit, notice)
 
     def on_success(self, result: Any, seconds: float) -> Status:
         self.context.events.phase(self.unit, "replay", seconds, "done")

@@ -234,6 +234,11 @@ class GoalEvents:
     def phase(self, unit: Unit, phase: str, seconds: float | None = None, detail: str = "") -> None:
         """A phase of a unit began or ended (``plan``, ``execute``, ``replay``, ``run``)."""
 
+    def replay_unchecked(self, unit: Unit, notice: str) -> None:
+        """``unit``'s cache hit, planned in another planning-scene revision, is replayed
+        without a scene check (``replay_scene_check`` off); ``notice`` says so
+        (:func:`erobs_bt.goal.unchecked_replay_notice`). Reported before the replay is sent."""
+
     def paused(self, reason: str) -> None:
         """The goal is now paused (at a boundary or a ``pause`` step)."""
 

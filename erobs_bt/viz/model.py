@@ -43,20 +43,29 @@ STATUSES = ("INVALID", "RUNNING", "SUCCESS", "FAILURE")
 
 @dataclass
 class UnitNotes:
-    """What the event stream adds to a unit: cache decision, phase times, error.
+    """What the event stream adds to a unit: cache decision, phase times, error, notice.
 
     Attributes:
         cache: ``HIT``, ``MISS``, ``INELIGIBLE`` or ``""``.
         seconds: phase name (``plan``, ``execute``, ``replay``, ``run``) → duration [s].
         error: the error detail of a failed phase, ``""`` when none.
+        notice: what an operator must know of a unit that did not fail: its cache hit was
+            replayed unchecked although planned in another planning-scene revision (the
+            ``replay_unchecked`` record's message), ``""`` when none.
     """
 
     cache: str = ""
     seconds: dict[str, float] = field(default_factory=dict)
     error: str = ""
+    notice: str = ""
 
     def as_json(self) -> dict[str, Any]:
-        return {"cache": self.cache, "seconds": dict(self.seconds), "error": self.error}
+        return {
+            "cache": self.cache,
+            "seconds": dict(self.seconds),
+            "error": self.error,
+            "notice": self.notice,
+        }
 
 
 def _name(node: NodeLike) -> str:

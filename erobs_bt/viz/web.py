@@ -120,7 +120,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -345,6 +345,8 @@ class LiveViewListener(OrchestratorListener):
             note = self._notes.setdefault(unit, UnitNotes())
             if event == "cache":
                 note.cache = str(record.get("status", ""))
+            elif event == "replay_unchecked":
+                note.notice = str(record.get("message", ""))
             phase, _, edge = event.rpartition("_")
             if phase in _PHASE_EVENTS and edge == "finished":
                 note.seconds[phase] = float(record.get("seconds", 0.0))
@@ -461,7 +463,7 @@ class LiveViewListener(OrchestratorListener):
             self.dirty = False
             root = self._root
             handle = self._handle
-            notes = {unit: UnitNotes(n.cache, dict(n.seconds), n.error) for unit, n in self._notes.items()}
+            notes = {unit: replace(n, seconds=dict(n.seconds)) for unit, n in self._notes.items()}
             feedback = dict(self._feedback) if self._feedback is not None else None
             execution = self._execution
             positions = self._positions

@@ -116,6 +116,7 @@ function unitEntry(entry, motion) {
     entry.cache ? el("span", { class: "cache", "data-cache": entry.cache }, entry.cache) : null,
     seconds(entry.seconds) ? el("span", { class: "timing" }, seconds(entry.seconds)) : null,
     entry.error ? el("span", { class: "message" }, entry.error) : null,
+    entry.notice ? el("span", { class: "notice" }, entry.notice) : null,
   );
   const details = el(
     "details",

@@ -54,14 +54,15 @@ def _align(offset: int, size: int) -> int:
 
 
 @functools.cache
-def _fields(message_type: type) -> tuple[tuple[str, Any], ...]:
+def _fields(message_type: Any) -> tuple[tuple[str, Any], ...]:
     """``(attribute, rosidl type)`` of each field of a generated message class, in order."""
     names = tuple(message_type.get_fields_and_field_types())
     return tuple(zip(names, message_type.SLOT_TYPES, strict=True))
 
 
 def _message_end(msg: Any, offset: int) -> int:
-    fields = _fields(type(msg))
+    message_type: Any = type(msg)
+    fields = _fields(message_type)
     if not fields:
         return offset + 1  # structure_needs_at_least_one_member
     for name, kind in fields:

@@ -7,21 +7,28 @@ watcher found no blackboard service on the node)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import sys
 import threading
+from pathlib import Path
 from typing import Any
 
+import pytest
 from conftest import Cells
 from py_trees_ros_interfaces.srv import CloseBlackboardStream, GetBlackboardVariables, OpenBlackboardStream
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from ros_fixtures import NodeProcess, RosProcess, ros_environment
 from std_msgs.msg import String
 
 from erobs_bt.ros.client import ErobsBtClient, Recorder
 from erobs_bt.ros.domain import init_context
 
-from helpers import POSES
+from helpers import POSES, SUCK, move, script_json
+
+pytestmark = pytest.mark.ros
 
 NODE = "/cell1/erobs_bt"
 TYPES = {
@@ -128,3 +135,47 @@ def test_the_watcher_lists_the_goal_context_and_follows_the_chosen_keys(cells: C
     assert at_pause is not None, f"the pause never reached {topic}"
     assert values(at_pause)["/unit"] == "2", at_pause.data
     assert closed is True and closed_again is False
+
+
+WATCHER = (
+    "import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler);"
+    "from py_trees_ros.programs.blackboard_watcher import main; "
+    "sys.argv[0] = 'py-trees-blackboard-watcher'; main(sys.argv[1:])"
+)
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("py_trees_ros") is None,
+    reason="py_trees_ros is not importable (not installable from PyPI; see the README's real-tools section)",
+)
+def test_py_trees_blackboard_watcher_lists_and_follows_the_goal_context(tmp_path: Path) -> None:
+    """py_trees_ros's own program, unchanged, where it is importable (as test_py_trees_ros_tools)."""
+    with ros_environment(tmp_path / "ros_log") as environment:
+        node = NodeProcess(environment, {"speed": 5.0})
+        node.start()
+        try:
+            listing = RosProcess(environment, [sys.executable, "-c", WATCHER, "--list"], None, cwd=tmp_path)
+            listing.start()
+            assert listing.wait_for_line(lambda line: line.strip() == "/cache_status", 60.0), listing.output
+            watcher = RosProcess(
+                environment, [sys.executable, "-c", WATCHER, "/state", "unit"], None, cwd=tmp_path
+            )
+            watcher.start()
+            try:
+                assert watcher.wait_for_line(lambda line: "creating subscription" in line, 60.0), (
+                    watcher.output
+                )
+                assert watcher.wait_for_line(lambda line: "/state" in line, 30.0), watcher.output
+                with ErobsBtClient(domain_id=environment.domain_id) as client:
+                    assert client.wait_for_server(30.0), node.output
+                    run = client.send(script_json([move("a"), SUCK, move("home")]))
+                    assert run.accepted, run.rejection
+                    assert run.wait(120.0).success
+                assert watcher.wait_for_line(lambda line: line.split() == ["/unit", ":", "3"], 30.0), (
+                    watcher.output
+                )
+            finally:
+                watcher.stop()
+                listing.stop()
+        finally:
+            assert node.stop() == 0, node.output

@@ -5,7 +5,8 @@ Verbs, by what they need:
 * ``validate`` — parse, expand, group and key a script; nothing moves.
 * ``schema`` — print the JSON Schema of scripts (draft 2020-12).
 * ``run`` / ``preview`` — execute or preview a script on the embedded simulated cell
-  (Ctrl-C cancels at the next unit boundary, a second Ctrl-C stops now).
+  (Ctrl-C cancels at the next unit boundary, a second Ctrl-C stops now; SIGTERM stops now
+  and ends the process, the live view of ``--view`` included).
 * ROS verbs (:mod:`erobs_bt.ros.commands`): ``serve``, ``send``, ``pause``, ``resume``,
   ``cancel``, ``stop``, ``reset-fault``, ``clear-cache``, ``state``; viewers
   (:mod:`erobs_bt.viz.commands`): ``watch`` and others; ``madsci-node`` (:mod:`erobs_bt.madsci.commands`):
@@ -45,6 +46,7 @@ from erobs_bt.commandline import (
     EXIT_INVALID,
     POSES_HELP,
     ConfigurationError,
+    SignalPipe,
     echo_labelled,
     fail_configuration,
     fail_invalid,
@@ -182,15 +184,37 @@ def main() -> None:
 class Terminated(KeyboardInterrupt):
     """SIGTERM arrived (``kill``, a service manager, a container stop).
 
-    A :class:`KeyboardInterrupt`, so every "until Ctrl-C" command ends as it does on Ctrl-C;
+    A :class:`KeyboardInterrupt`, so every "until Ctrl-C" command ends as it does on Ctrl-C.
+    ``run`` and ``preview`` take SIGTERM over while their engine runs (:func:`_sigterm_pipe`):
     a running goal is stopped at once instead of at the next unit boundary (the arm
-    decelerates to rest, the goal ends STOPPED), so the process ends promptly with its run
-    log and ROS 2 bag closed.
+    decelerates to rest, the goal ends STOPPED) and the process ends promptly, with its run
+    log, ROS 2 bag and live view closed.
     """
 
 
 def _terminate(signum: int, frame: object) -> None:
     raise Terminated()
+
+
+def _sigterm_pipe() -> SignalPipe | None:
+    """SIGTERM on a :class:`~erobs_bt.commandline.SignalPipe` for ``run``/``preview``, when
+    ``erobs-bt`` is the program (:func:`_interruptible` installed :func:`_terminate`), else
+    ``None`` (a host program keeps its own handler).
+
+    Raising :class:`Terminated` from the handler could interrupt the main thread anywhere,
+    in the engine's shutdown or inside a lock; the run's loops look at the pipe instead
+    (:func:`_wait`, the keyboard at a pause, :func:`_linger`), stop the goal now and end the
+    process, whatever the live view was doing. A second SIGTERM while the arm stops and the
+    files close is only noted on the pipe.
+    """
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    if signal.getsignal(signal.SIGTERM) is not _terminate:
+        return None
+    return SignalPipe((signal.SIGTERM,))
 
 
 def _interruptible() -> None:
@@ -531,6 +555,7 @@ def _run_goals(
     engine.orchestrator.listener.add(run_log)
     bag = None if no_mcap else _start_bag(engine, mcap_file, log_path, errors)
     live_view = None
+    term = _sigterm_pipe()
     try:
         if view_port is not None:
             from erobs_bt.viz.web import console_pages, start_live_view
@@ -567,6 +592,9 @@ def _run_goals(
             )
         code = 0
         for attempt in range(1, repeat + 1):
+            if term is not None and term.received:  # between repeats: no further run
+                console.print("[red]SIGTERM[/]: no further repeat", highlight=False)
+                break
             if attempt > 1 and not dry_run and not _start_over(engine, start, progress, console):
                 code = EXIT_FAILED
                 break
@@ -575,7 +603,7 @@ def _run_goals(
             handle = engine.orchestrator.submit(text, dry_run=dry_run, paused=start_paused and attempt == 1)
             if live_view is not None:
                 live_view.note_submitted(handle.goal_id, text)
-            result = _wait(engine, handle, auto_resume, console, pauses)
+            result = _wait(engine, handle, auto_resume, console, pauses, term)
             console.print(progress.summary(result, title=f"{script.name} — {verb} {attempt}/{repeat}"))
             if not result.success:
                 code = EXIT_FAILED
@@ -584,7 +612,10 @@ def _run_goals(
         if delivered is not None and not dry_run:
             console.print(delivered, highlight=False)
         if live_view is not None:
-            _linger(live_view, console)
+            if term is not None and term.received:
+                console.print("[red]SIGTERM[/]: closing the live view and exiting", highlight=False)
+            else:
+                _linger(live_view, console, term)
         return code
     finally:
         if live_view is not None:
@@ -596,6 +627,10 @@ def _run_goals(
             from erobs_bt.viz.bag import how_to_open
 
             console.print(f"ROS 2 bag: {bag.path}  ({how_to_open(bag.path)})", highlight=False)
+        if term is not None:
+            # erobs-bt is the program and exits now: a SIGTERM during the interpreter's own
+            # shutdown is ignored rather than raised there.
+            term.close(ignore=True)
 
 
 @contextlib.contextmanager
@@ -662,8 +697,8 @@ def _start_bag(engine: Any, path: Path | None, log_path: Path, errors: Console) 
     return bag
 
 
-def _linger(live_view: Any, console: Console) -> None:
-    """Keep the live view serving after the run until Ctrl-C (the page says so too)."""
+def _linger(live_view: Any, console: Console, term: SignalPipe | None = None) -> None:
+    """Keep the live view serving after the run until Ctrl-C or SIGTERM (the page says so too)."""
     import threading
 
     live_view.set_lingering(True)
@@ -674,8 +709,9 @@ def _linger(live_view: Any, console: Console) -> None:
             "press Ctrl-C to exit[/]",
             highlight=False,
         )
-        while not forever.wait(1.0):
+        while not (term.wait(1.0) if term is not None else forever.wait(1.0)):
             pass
+        console.print("SIGTERM: closing the live view", highlight=False)
     except KeyboardInterrupt:
         console.print("Ctrl-C: closing the live view", highlight=False)
 
@@ -745,34 +781,56 @@ def _wait(
     auto_resume: float | None,
     console: Console,
     pauses: TerminalPauses,
+    term: SignalPipe | None = None,
 ) -> Any:
     """Wait for a goal, attending its pauses (the keyboard beside the live view:
     :class:`erobs_bt.keyboard.TerminalPauses`, or ``--auto-resume``); Ctrl-C cancels at the
-    next unit boundary (twice: stops now), SIGTERM stops now (:class:`Terminated`)."""
+    next unit boundary (twice: stops now), SIGTERM stops now (``term``, the pipe it arrives
+    on; :class:`Terminated` where there is none)."""
     import time
 
     from erobs_bt.orchestrator import State
 
     orchestrator = engine.orchestrator
-    try:
-        while not handle.done():
-            if orchestrator.state is State.PAUSED:
-                if auto_resume is not None and pauses.at_pause_step():
-                    time.sleep(auto_resume)
-                    console.print("[yellow]auto-resume[/]", highlight=False)
-                    orchestrator.resume()
-                else:
-                    pauses.attend(handle)
-            time.sleep(0.02)
-    except Terminated:
+
+    def sleep(seconds: float) -> bool:
+        """Sleep; True when SIGTERM has arrived."""
+        if term is None:
+            time.sleep(seconds)
+            return False
+        return term.wait(seconds)
+
+    def stop_now() -> Any:
         console.print("[red]SIGTERM: stopping now[/]: the arm decelerates to rest, the goal aborts (STOPPED)")
         orchestrator.stop()
         return handle.wait()
+
+    def until_done() -> Any:
+        while not handle.done():
+            if sleep(0.02):
+                return stop_now()
+        return handle.result
+
+    try:
+        while not handle.done():
+            if term is not None and term.received:
+                return stop_now()
+            if orchestrator.state is State.PAUSED:
+                if auto_resume is not None and pauses.at_pause_step():
+                    if sleep(auto_resume):
+                        continue
+                    console.print("[yellow]auto-resume[/]", highlight=False)
+                    orchestrator.resume()
+                else:
+                    pauses.attend(handle, interrupted=lambda: term is not None and term.received)
+            sleep(0.02)
+    except Terminated:
+        return stop_now()
     except KeyboardInterrupt:
         console.print("[yellow]Ctrl-C: cancelling at the next unit boundary (Ctrl-C again to stop now)[/]")
         orchestrator.cancel()
         try:
-            return handle.wait()
+            return until_done()
         except KeyboardInterrupt:
             console.print("[red]stopping now[/]: the arm decelerates to rest, the goal aborts (STOPPED)")
             orchestrator.stop()

@@ -1,6 +1,7 @@
 """What the ``erobs-bt`` verb modules share: exit codes, the script loader, the lines that
-report an invalid script or configuration, ``--poses``'s help, and whether ``erobs-bt`` is
-the program.
+report an invalid script or configuration, ``--poses``'s help, whether ``erobs-bt`` is
+the program, and signals received on a pipe (:class:`SignalPipe`, the node's process and
+``run`` alike).
 
 :mod:`erobs_bt.cli` (the group and the embedded-cell verbs), :mod:`erobs_bt.ros.commands`
 and :mod:`erobs_bt.viz.commands` all import it; it imports none of them, so the verb modules
@@ -13,10 +14,15 @@ Exit codes: :data:`EXIT_FAILED` (1) the goal failed (planning, execution, cancel
 
 from __future__ import annotations
 
+import contextlib
 import os
+import select
+import signal
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from types import FrameType
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
@@ -141,3 +147,68 @@ def is_the_program() -> bool:
     entry = Path(sys.argv[0]) if sys.argv and sys.argv[0] else Path()
     as_module = entry.name in ("__main__.py", "cli.py") and entry.parent.name == "erobs_bt"
     return entry.name == "erobs-bt" or as_module
+
+
+class SignalPipe:
+    """Signals received as bytes on a pipe that the main thread waits on (the self-pipe).
+
+    The handler only writes the signal's number to the pipe: it takes no lock and raises
+    nothing, so it cannot interrupt the main thread inside a lock it holds (``Event.set``
+    in a handler could: a deadlock, or a RecursionError when the signal came again) nor
+    in the middle of a shutdown. The main thread looks when it suits it: :meth:`wait`
+    (``select`` on the pipe, also a way to sleep) or :attr:`received`. Used by the node's
+    process (:func:`erobs_bt.ros.process.serve`: SIGINT and SIGTERM) and by ``erobs-bt run``
+    (SIGTERM: a process manager ending the process).
+
+    Call from the main thread (Python runs signal handlers there).
+
+    Args:
+        signals: the signals to take over (``signal.SIGTERM``, …); their handlers found are
+            put back by :meth:`close`.
+    """
+
+    def __init__(self, signals: Sequence[int]) -> None:
+        self._read, self._write = os.pipe()
+        os.set_blocking(self._read, False)
+        os.set_blocking(self._write, False)
+        #: The signals received so far, in order (read from the pipe by :meth:`wait`).
+        self.signals: list[int] = []
+        self._previous: dict[int, Any] = {number: signal.signal(number, self._handle) for number in signals}
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        with contextlib.suppress(OSError):  # the pipe is full (many signals) or closed: enough said
+            os.write(self._write, bytes((signum,)))
+
+    def fileno(self) -> int:
+        """The pipe's read end (readable once a signal arrived and was not read yet)."""
+        return self._read
+
+    def wait(self, timeout: float) -> bool:
+        """Wait at most ``timeout`` [s] for a signal; True when one has arrived (now or before).
+
+        Raises:
+            ValueError: the pipe was closed (:meth:`close`).
+        """
+        wait = 0.0 if self.signals else max(0.0, timeout)  # one has come: only read what is new
+        ready, _, _ = select.select([self._read], [], [], wait)
+        if ready:
+            with contextlib.suppress(BlockingIOError):
+                self.signals.extend(os.read(self._read, 64))
+        return bool(self.signals)
+
+    @property
+    def received(self) -> bool:
+        """A signal has arrived (looks at the pipe without waiting)."""
+        return self.wait(0.0)
+
+    def close(self, *, ignore: bool = False) -> None:
+        """Put the handlers found back and close the pipe; with ``ignore``, ignore these
+        signals instead (the interpreter's own shutdown still to come, when ``erobs-bt`` is
+        the program, must not be killed half-way by one). Safe to call twice."""
+        for number, handler in self._previous.items():
+            signal.signal(number, signal.SIG_IGN if ignore else handler)
+        self._previous = {}
+        for fd in (self._read, self._write):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._read = self._write = -1

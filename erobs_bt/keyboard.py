@@ -28,7 +28,7 @@ import select
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import IO, TYPE_CHECKING, Any
 
 from erobs_bt.goal import OrchestratorListener, State
@@ -159,13 +159,19 @@ class TerminalPauses(OrchestratorListener):
         a person whatever ``--auto-resume`` says."""
         return self.orchestrator.state is State.PAUSED and self._unit_label == "pause"
 
-    def attend(self, handle: GoalHandle) -> None:
+    def attend(self, handle: GoalHandle, *, interrupted: Callable[[], bool] = lambda: False) -> None:
         """Attend a ``PAUSED`` goal from the terminal until the pause is over.
 
         Enter resumes, ``c`` + Enter cancels; a resume or cancel from another front end ends
         the wait with a line saying what happened. Without a keyboard the goal stays paused
         (never cancelled) and this waits for another front end, Ctrl-C (KeyboardInterrupt,
         raised to the caller) or SIGTERM.
+
+        Args:
+            handle: the paused goal.
+            interrupted: looked at every :data:`POLL`; when it turns true (SIGTERM arrived,
+                ``erobs-bt run``) this returns at once, the goal still paused, for the caller
+                to act.
         """
         with self._changed:  # the PAUSED the caller saw has reached the listeners
             while self._state is not State.PAUSED and not handle.done():
@@ -175,7 +181,7 @@ class TerminalPauses(OrchestratorListener):
             return
 
         def paused() -> bool:
-            return self._changes == began and not handle.done()
+            return self._changes == began and not handle.done() and not interrupted()
 
         console, keyboard = self.console, self.keyboard
         if not keyboard.closed:
@@ -218,7 +224,7 @@ class TerminalPauses(OrchestratorListener):
             with self._changed:
                 while paused():
                     self._changed.wait(POLL)  # short waits: Ctrl-C is taken between them
-        if not handle.done():
+        if not handle.done() and not interrupted():
             with self._changed:
                 after = self._state
             names: dict[State | None, str] = {State.RUNNING: "resumed", State.CANCELING: "cancelling"}

@@ -15,7 +15,7 @@ Pressing it makes the first branch succeed on the next tick: the selector halts 
 py_trees stops the running leaf, and the leaf stops the motion it started. Run it::
 
     scripts/env.sh .venv/bin/python examples/estop_two_scripts.py            # both scripts
-    scripts/env.sh .venv/bin/python examples/estop_two_scripts.py --estop 2  # e-stop in unit 2
+    scripts/env.sh .venv/bin/python examples/estop_two_scripts.py --estop 3  # e-stop in unit 3
 
 The tree is ticked with ``py_trees.trees.BehaviourTree.tick()``; between ticks the loop waits
 for the next backend event (or 0.5 s), so ticks follow the work rather than a fixed rate.
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -125,33 +126,66 @@ def tick_until(
 
 
 def main() -> int:
-    """Run both scripts on the simulated cell, optionally pressing the e-stop in a unit of pick."""
+    """Run both scripts on the simulated cell, optionally pressing the e-stop in a unit of pick.
+
+    With ``--estop UNIT`` the e-stop is pressed once pick has reached that unit and the arm
+    moves; the output shows the motion halted (the arm at rest, how far it went after the
+    press), the tree with the hold running and the work halted, and each script's final
+    state with the steps it completed.
+    """
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--estop", type=int, metavar="UNIT", help="press the e-stop once pick starts UNIT")
+    parser.add_argument(
+        "--estop",
+        type=int,
+        metavar="UNIT",
+        help="press the e-stop once pick moves the arm in UNIT (or later)",
+    )
     parser.add_argument("--speed", type=float, default=5.0, help="sim speed factor (default 5)")
     args = parser.parse_args()
     backend = create_backend("sim", speed=args.speed)
+    controller = backend.controller  # type: ignore[attr-defined]
     pressed = threading.Event()
+    at_press: list[Any] = []  # the arm's state when the e-stop was pressed
     tree, pick, place = build(backend, pressed)
     try:
 
-        def finished() -> bool:
-            if args.estop and not pressed.is_set() and pick.current_unit >= args.estop:
-                print(f"e-stop pressed in unit {pick.current_unit} of pick")
+        def reacted() -> bool:
+            due = args.estop and not pressed.is_set() and pick.current_unit >= args.estop
+            if due and controller.is_busy():
+                at_press.append(controller.joint_state())
+                print(f"e-stop pressed in unit {pick.current_unit} of pick, the arm moving")
                 pressed.set()
                 pick.wake()
+                return False  # the next tick reacts: the selector halts the work
             if pressed.is_set():
-                return not backend.controller.is_busy()  # type: ignore[attr-defined]
+                return True  # this tick halted the work; the halted leaf stopped its motion
             return tree.root.status in (Status.SUCCESS, Status.FAILURE)
 
-        tick_until(tree, pick, finished)
+        tick_until(tree, pick, reacted)
+        if pressed.is_set():
+            if not controller.wait_idle(30.0):  # the stop ramp: at most the joints' deceleration
+                print("the arm did not come to rest within 30 s")
+                return 1
+            tree.tick()  # the e-stop is still held: the hold keeps the cell stopped
+            rest = controller.joint_state()
+            fastest = max(abs(v) for v in at_press[0].velocities)
+            moved = max(abs(b - a) for a, b in zip(at_press[0].positions, rest.positions, strict=True))
+            still = max(abs(v) for v in rest.velocities)
+            print(
+                f"motion halted: the arm is at rest (joint speeds {still:.1f} rad/s, "
+                f"{fastest:.2f} rad/s at the press; {math.degrees(moved):.1f}° of travel to stop)"
+            )
         print(py_trees.display.unicode_tree(tree.root, show_status=True))
         for subtree in (pick, place):
             outcome = subtree.outcome()
             steps = f"{outcome.completed_steps}/{outcome.total_steps} steps"
-            print(f"{subtree.root.name}: {outcome.status.value}, {steps}")
+            if pressed.is_set() and outcome.status is Status.INVALID:
+                how = "halted by the e-stop" if subtree.current_unit else "never started"
+                print(f"{subtree.root.name}: {outcome.status.value} ({how}), {steps}")
+            else:
+                print(f"{subtree.root.name}: {outcome.status.value}, {steps}")
         return 0 if tree.root.status == Status.SUCCESS or pressed.is_set() else 1
     finally:
         backend.close()  # type: ignore[attr-defined]

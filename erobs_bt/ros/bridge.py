@@ -61,6 +61,8 @@ class PublisherBridge(OrchestratorListener):
         erobs: EROBS's API (:class:`erobs_bt.ros.erobs_api.ErobsApi`), or ``None``.
         streams_type: :class:`erobs_bt.ros.pytrees_streams.SnapshotStreams`, or ``None``
             when py_trees_ros's interfaces are not installed.
+        blackboard_type: :class:`erobs_bt.ros.pytrees_streams.BlackboardStreams`, or ``None``
+            as ``streams_type``.
         service_group: the callback group of the stream services.
     """
 
@@ -76,6 +78,7 @@ class PublisherBridge(OrchestratorListener):
         erobs: Any,
         streams_type: Any,
         service_group: CallbackGroup,
+        blackboard_type: Any = None,
     ) -> None:
         self._node = node
         self._orchestrator = orchestrator
@@ -124,6 +127,10 @@ class PublisherBridge(OrchestratorListener):
                 on_open=self.snapshots.request_full,
                 statistics=lambda: orchestrator.tick_statistics.times,
             )
+        #: The py_trees_ros blackboard streams (the goal context's keys), or ``None``.
+        self.blackboard: Any = None
+        if blackboard_type is not None:
+            self.blackboard = blackboard_type(node, context=self.context_items, callback_group=service_group)
         self._timers: list[Timer] = [
             node.create_timer(
                 1.0 / settings.snapshot_rate,
@@ -274,6 +281,8 @@ class PublisherBridge(OrchestratorListener):
             self.snapshots.poll()
         if self.streams is not None:
             self.streams.poll()
+        if self.blackboard is not None:
+            self.blackboard.poll()
 
     def _snapshot_subscriber_matched(self, info: Any) -> None:
         # A new ~/tree_snapshot subscriber needs the structure: send a full snapshot next.

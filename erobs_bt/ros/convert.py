@@ -37,12 +37,12 @@ from typing import Any
 from builtin_interfaces.msg import Duration, Time
 from erobs_bt_interfaces.action import ExecuteScript
 from erobs_bt_interfaces.msg import BehaviourStatus, ExecutionState, TreeSnapshot
-from rclpy.serialization import serialize_message
 from sensor_msgs.msg import JointState
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from erobs_bt.backends.base import ArmSegment, Solution
 from erobs_bt.orchestrator import Feedback, Result, State
+from erobs_bt.ros.cdr import serialize_exact
 from erobs_bt.ros.snapshots import BehaviourState, TreeState, TreeStructure, TreeTracker
 from erobs_bt.tree.compile import collector_paused
 
@@ -543,7 +543,8 @@ class SnapshotSerializer:
     A snapshot of the tracker's goal, full or a delta, is serialised from kept parts
     (:class:`TreeSnapshotEncoder`, one per tracker, sharing the encodings of statuses and
     messages between goals); a snapshot without a tree (a rejected script) is built as a
-    message (:func:`snapshot_to_msg`) and serialised by rclpy. Not thread-safe: one caller
+    message (:func:`snapshot_to_msg`) and serialised by rclpy, exactly its bytes
+    (:func:`~erobs_bt.ros.cdr.serialize_exact`). Not thread-safe: one caller
     at a time (a snapshot throttle's publish callback).
     """
 
@@ -565,8 +566,7 @@ class SnapshotSerializer:
             if state.full:
                 return self._encoder.full(state, with_json=with_json)
             return self._encoder.delta(state)
-        data: bytes = serialize_message(snapshot_to_msg(state, with_json=with_json))
-        return data
+        return serialize_exact(snapshot_to_msg(state, with_json=with_json))
 
 
 def snapshot_from_msg(msg: TreeSnapshot) -> TreeState:

@@ -46,6 +46,8 @@ CDR: messages of ``msg`` types are encoded by ``mcap-ros2-support`` from the sch
 (``test/test_mcap_record.py``). ``mcap-ros2-support`` (0.6) cannot parse an action's derived
 type names (``ExecuteScript_FeedbackMessage`` is not ``CamelCase``), so the action feedback
 is serialized by ``rclpy`` (the rmw's own CDR) and its schema is generated the same way.
+What rclpy serialises is written exactly (:func:`erobs_bt.ros.cdr.serialize_exact`: the rmw's
+buffer ends in leftover memory), so a strict reader (rosbags) reads every message.
 Tree snapshots are the node's own bytes (:class:`~erobs_bt.ros.convert.TreeSnapshotEncoder`
 writes rclpy's CDR from kept parts, a test checks it byte for byte; deltas are serialized by
 ``rclpy``): at 1,000 units the schema-driven encoder took about a second for one full tree.
@@ -338,8 +340,7 @@ class McapRecorder(OrchestratorListener):
         from mcap_ros2 import __version__ as mcap_ros2_version
 
         # Imported here, not on the goal thread at the first feedback (about a second).
-        from rclpy.serialization import serialize_message
-
+        from erobs_bt.ros.cdr import serialize_exact
         from erobs_bt.ros.convert import SnapshotSerializer, feedback_supersedes
         from erobs_bt.ros.snapshots import SnapshotThrottle
 
@@ -352,7 +353,7 @@ class McapRecorder(OrchestratorListener):
         self._writer.start(
             profile="ros2", library=f"erobs_bt mcap_record; mcap-ros2-support {mcap_ros2_version}"
         )
-        self._serialize = serialize_message
+        self._serialize = serialize_exact
         self._channels: dict[str, int] = {}
         self._encoders: dict[str, Callable[[Any], bytes]] = {}
         self.counts: dict[str, int] = {}
@@ -509,7 +510,8 @@ class McapRecorder(OrchestratorListener):
 
     def record_scene(self, message: Any, stamp: float) -> None:
         """Record one ``moveit_msgs/PlanningScene`` (the node's ``monitored_planning_scene``,
-        :mod:`erobs_bt.ros.scene`), published at ``stamp`` [s]; serialised by rclpy."""
+        :mod:`erobs_bt.ros.scene`), published at ``stamp`` [s]; serialised by rclpy, exactly
+        its bytes (:func:`erobs_bt.ros.cdr.serialize_exact`)."""
         self._write("planning_scene", message, stamp, received=stamp)
 
     # -- writing ------------------------------------------------------------------------

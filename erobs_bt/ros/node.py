@@ -263,6 +263,7 @@ class ErobsBtNode(Node):
             run_logs=self.run_logs,
             erobs=self.erobs,
             streams_type=_optional("erobs_bt.ros.pytrees_streams", "SnapshotStreams", self),
+            blackboard_type=_optional("erobs_bt.ros.pytrees_streams", "BlackboardStreams", self),
             service_group=self._service_group,
         )
         self.goal_server = GoalServer(

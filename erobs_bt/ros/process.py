@@ -6,9 +6,9 @@ Both ``erobs_bt_node`` and ``erobs_bt_sim_hardware`` run the same way:
   (:func:`erobs_bt.ros.ensure_localhost_discovery`);
 * rclpy's own signal handlers are disabled (they shut the context down before the node
   could stop its motion and publish its final state); SIGINT/SIGTERM only write a byte to a
-  pipe the main thread waits on (a handler that took a lock, such as ``Event.set``'s, could
-  interrupt the main thread inside that very lock: a deadlock, or a RecursionError when the
-  signal is repeated);
+  pipe the main thread waits on (:class:`erobs_bt.commandline.SignalPipe`: a handler that
+  took a lock, such as ``Event.set``'s, could interrupt the main thread inside that very
+  lock: a deadlock, or a RecursionError when the signal is repeated);
 * what start-up built is frozen out of the garbage collector's generations
   (``gc.freeze``: the collections during a goal do not walk it each time);
 * the node is spun by a :class:`~rclpy.executors.MultiThreadedExecutor` on its own
@@ -23,22 +23,19 @@ Both ``erobs_bt_node`` and ``erobs_bt_sim_hardware`` run the same way:
 
 from __future__ import annotations
 
-import contextlib
 import gc
-import os
-import select
 import signal
 import sys
 import threading
 import traceback
 from collections.abc import Callable, Sequence
-from types import FrameType
 from typing import Protocol, TypeVar
 
 import rclpy
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.signals import SignalHandlerOptions
 
+from erobs_bt.commandline import SignalPipe
 from erobs_bt.ros import ensure_localhost_discovery
 
 #: Exit status when the node could not start (a bad parameter, argument or file).
@@ -89,15 +86,8 @@ def serve(
     discovery = ensure_localhost_discovery()
     rclpy.init(args=[name, *ros_arguments], signal_handler_options=SignalHandlerOptions.NO)
     # The self-pipe: a signal handler only writes to it (no lock), the main thread selects on it.
-    wake_read, wake_write = os.pipe()
-    os.set_blocking(wake_write, False)
+    signals = SignalPipe((signal.SIGINT, signal.SIGTERM))
     stopped = False
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        with contextlib.suppress(OSError):  # the pipe is full (many signals) or closed: enough said
-            os.write(wake_write, b"\0")
-
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         try:
             node = make_node()
@@ -140,8 +130,7 @@ def serve(
         try:
             on_ready(node, discovery)
             while spinner.is_alive():
-                ready, _, _ = select.select([wake_read], [], [], poll)
-                if ready:
+                if signals.wait(poll):
                     stopped = True
                     break
         finally:
@@ -164,10 +153,7 @@ def serve(
             return EXIT_EXECUTOR_DIED
         return 0
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        os.close(wake_read)
-        os.close(wake_write)
+        signals.close()
         if rclpy.ok():
             rclpy.shutdown()
 

@@ -42,6 +42,18 @@ blackboard, so there is no blackboard activity to report. ``statistics`` are the
 tick timing (:class:`~erobs_bt.goal.TickStatistics`: tick count, the last tick's start,
 durations and intervals with their means and variances, in seconds).
 
+Blackboard streams (what ``py-trees-blackboard-watcher`` uses, py_trees_ros 2.x
+``blackboard.py``): :class:`BlackboardStreams` serves ``~/blackboard_streams/get_variables``
+(``GetBlackboardVariables`` → ``variables``), ``~/blackboard_streams/open``
+(``OpenBlackboardStream``: ``variables``, ``filter_on_visited_path``,
+``with_activity_stream`` → the stream's ``topic``, ``~/blackboard_streams/_watcher_<N>``)
+and ``~/blackboard_streams/close`` (``CloseBlackboardStream``: ``topic_name`` → ``result``).
+The watcher finds them by their types. The variables are the goal context's keys (the
+same ``/goal_id``, ``/state``, ``/unit``, … as ``blackboard_on_visited_path``); a stream is a
+latched ``std_msgs/String`` that carries the chosen keys, one ``name: value`` line each,
+whenever one of their values changed and someone subscribes (its first subscriber gets
+the current values).
+
 Cost: a ``BehaviourTree`` message holds the whole tree, so one publication is linear in
 its size. The messages of a goal's behaviours are built once (from the
 :class:`~erobs_bt.ros.snapshots.TreeTracker` the ``~/tree_snapshot`` throttle keeps) and
@@ -66,8 +78,11 @@ from diagnostic_msgs.msg import KeyValue as DiagnosticKeyValue
 from py_trees_ros_interfaces.msg import Behaviour as BehaviourMsg
 from py_trees_ros_interfaces.msg import BehaviourTree, ServiceDetails
 from py_trees_ros_interfaces.srv import (
+    CloseBlackboardStream,
     CloseSnapshotStream,
+    GetBlackboardVariables,
     IntrospectServices,
+    OpenBlackboardStream,
     OpenSnapshotStream,
     ReconfigureSnapshotStream,
 )
@@ -76,6 +91,7 @@ from rclpy.event_handler import PublisherEventCallbacks
 from rclpy.expand_topic_name import expand_topic_name
 from rclpy.node import Node
 from rclpy.time import Time
+from std_msgs.msg import String
 from unique_identifier_msgs.msg import UUID
 
 from erobs_bt.goal import TickTimes
@@ -535,6 +551,162 @@ class SnapshotStreams:
         statistics.tick_interval_average = times.interval_mean
         statistics.tick_interval_variance = times.interval_variance
         return tree
+
+    def close(self) -> None:
+        """Close every stream (the services go with the node)."""
+        for topic in self.topics():
+            self._remove(topic)
+
+
+class _BlackboardView:
+    """One blackboard stream: its topic, publisher and chosen variables (empty: all)."""
+
+    def __init__(self, topic: str, publisher: Any, variables: Sequence[str], activity: bool) -> None:
+        self.topic = topic
+        self.publisher = publisher
+        self.variables = tuple(dict.fromkeys(absolute_key(v) for v in variables if v.strip()))
+        self.activity = activity
+        self.last: str | None = None  # the text last published
+        self.watched = False  # a subscriber has been seen
+
+    def text(self, context: Sequence[tuple[str, str]]) -> str:
+        """The chosen variables, one ``name: value`` line each (``-`` for an unknown one)."""
+        values = dict(context)
+        names = self.variables or tuple(values)
+        width = max((len(name) for name in names), default=0)
+        lines = [f"    {name:<{width}} : {values.get(name, '-')}" for name in sorted(names)]
+        data = "\n".join(lines)
+        if not self.activity:
+            return data
+        return (
+            f"Blackboard Data\n{data}\nBlackboard Activity Stream\n"
+            "    (none: erobs_bt keeps the goal context in a typed object, not in py_trees' blackboard)"
+        )
+
+
+def absolute_key(name: str) -> str:
+    """A blackboard variable name as py_trees writes keys: absolute (``unit`` → ``/unit``)."""
+    name = name.strip().strip(",[]")
+    return name if name.startswith("/") else f"/{name}"
+
+
+class BlackboardStreams:
+    """The py_trees_ros blackboard-stream services of a node, over the goal context (see the
+    module docstring for the names and types).
+
+    Thread-safe. The node calls :meth:`poll` from a timer (publishes what changed to the
+    streams that have a subscriber) and :meth:`close` on shutdown.
+
+    A stream whose subscribers have all gone (the watcher exited: it does not call close)
+    is closed at the next poll; one that never had a subscriber stays open until closed.
+    ``filter_on_visited_path`` keeps every key (the goal context belongs to the goal that
+    the tree visits); ``with_activity_stream`` adds an activity section, which is empty
+    (erobs_bt writes no py_trees blackboard, so there is no activity to report).
+
+    Args:
+        node: the node the services and topics belong to.
+        context: gives the goal context as ``(key, value)`` pairs (``/goal_id``, …).
+        callback_group: for the three services.
+    """
+
+    def __init__(
+        self,
+        node: Node,
+        *,
+        context: Callable[[], Sequence[tuple[str, str]]],
+        callback_group: CallbackGroup | None = None,
+    ) -> None:
+        self.node = node
+        self._context = context
+        self._lock = threading.Lock()
+        self._views: dict[str, _BlackboardView] = {}
+        self._counter = 0
+        #: Messages published on the streams so far.
+        self.published = 0
+        self._services = [
+            node.create_service(
+                GetBlackboardVariables,
+                "~/blackboard_streams/get_variables",
+                self._get_variables,
+                callback_group=callback_group,
+            ),
+            node.create_service(
+                OpenBlackboardStream, "~/blackboard_streams/open", self._open, callback_group=callback_group
+            ),
+            node.create_service(
+                CloseBlackboardStream,
+                "~/blackboard_streams/close",
+                self._close,
+                callback_group=callback_group,
+            ),
+        ]
+
+    def topics(self) -> list[str]:
+        """The open streams' topics."""
+        with self._lock:
+            return sorted(self._views)
+
+    def _get_variables(self, request: Any, response: Any) -> Any:
+        response.variables = [key for key, _ in self._context()]
+        return response
+
+    def _open(self, request: Any, response: Any) -> Any:
+        with self._lock:
+            topic = expand_topic_name(
+                f"~/blackboard_streams/_watcher_{self._counter}",
+                self.node.get_name(),
+                self.node.get_namespace(),
+            )
+            self._counter += 1
+            # No QoS event handlers: never in a wait set, so safe to destroy from a callback
+            # (see the module docstring).
+            publisher = self.node.create_publisher(
+                String,
+                topic,
+                latched_qos(),
+                event_callbacks=PublisherEventCallbacks(use_default_callbacks=False),
+            )
+            self._views[topic] = _BlackboardView(
+                topic, publisher, list(request.variables), bool(request.with_activity_stream)
+            )
+        response.topic = topic
+        self.node.get_logger().info(f"blackboard stream opened: {topic}")
+        return response
+
+    def _remove(self, topic: str) -> bool:
+        with self._lock:
+            view = self._views.pop(topic, None)
+        if view is None:
+            return False
+        self.node.destroy_publisher(view.publisher)
+        return True
+
+    def _close(self, request: Any, response: Any) -> Any:
+        response.result = self._remove(request.topic_name)
+        return response
+
+    def poll(self) -> None:
+        """Publish to each stream with a subscriber its variables when they changed since it
+        last published (the first time: the current values); close the streams whose
+        subscribers have gone."""
+        gone: list[str] = []
+        with self._lock:  # a stream closed meanwhile is out of the map before its publisher goes
+            context: Sequence[tuple[str, str]] | None = None
+            for view in self._views.values():
+                if view.publisher.get_subscription_count() == 0:
+                    if view.watched:
+                        gone.append(view.topic)
+                    continue
+                view.watched = True
+                if context is None:
+                    context = self._context()
+                text = view.text(context)
+                if text != view.last:
+                    view.publisher.publish(String(data=text))
+                    view.last = text
+                    self.published += 1
+        for topic in gone:
+            self._remove(topic)
 
     def close(self) -> None:
         """Close every stream (the services go with the node)."""

@@ -121,6 +121,7 @@ def serve_arguments(
     speed: float | None = None,
     no_batching: bool = False,
     faults: Path | None = None,
+    docks: str | None = None,
 ) -> list[str]:
     """The ROS arguments ``serve`` starts the node with: the params file, then overrides.
 
@@ -139,6 +140,8 @@ def serve_arguments(
         overrides["enable_batching"] = False
     if faults is not None:
         overrides["faults_file"] = str(faults.resolve())
+    if docks is not None:
+        overrides["docks"] = docks
     args = ["--ros-args", "--params-file", str(params_file)]
     for name, value in overrides.items():
         args += ["-p", f"{name}:={_ros_value(value)}"]
@@ -169,6 +172,11 @@ def _console(*, stderr: bool = False, closed_note: str | None = None) -> Any:
 @click.option("--no-batching", is_flag=True, help="One unit per step (enable_batching:=false).")
 @click.option("--faults", type=_existing_file(), help="Sim fault-injection YAML (parameter faults_file).")
 @click.option(
+    "--docks",
+    metavar="N=GRIPPER,...",
+    help="What the docks hold at start (parameter docks), e.g. 1=hande,4=epick.",
+)
+@click.option(
     "--view/--no-view", default=True, show_default=True, help="Serve the live web view on 127.0.0.1."
 )
 @click.option(
@@ -186,6 +194,7 @@ def serve(
     speed: float | None,
     no_batching: bool,
     faults: Path | None,
+    docks: str | None,
     view: bool,
     view_port: int,
 ) -> None:
@@ -197,7 +206,14 @@ def serve(
     console = _console()
     params = params_file if params_file is not None else config_file("erobs_bt.yaml")
     args = serve_arguments(
-        params, backend=backend, cell=cell, poses=poses, speed=speed, no_batching=no_batching, faults=faults
+        params,
+        backend=backend,
+        cell=cell,
+        poses=poses,
+        speed=speed,
+        no_batching=no_batching,
+        faults=faults,
+        docks=docks,
     )
 
     views: list[Any] = []

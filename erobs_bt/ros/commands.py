@@ -494,7 +494,7 @@ def cancel(node: str, timeout: float) -> None:
 @_node_option
 @_timeout_option
 def state(node: str, timeout: float) -> None:
-    """Print the node's latched execution state, gripper and last tree snapshot."""
+    """Print the node's latched execution state, gripper, docks and last tree snapshot."""
     console = _console()
     with _client(node) as client:
         message = client.states.wait_for(lambda _m: True, timeout)
@@ -506,6 +506,7 @@ def state(node: str, timeout: float) -> None:
             )
             sys.exit(EXIT_UNREACHABLE)
         gripper = client.grippers.wait_for(lambda _m: True, 1.0)
+        docks = client.docks.wait_for(lambda _m: True, 1.0)
         # The latched history may hold older trees (an earlier goal's, or this goal's first
         # one when nobody watched it since): wait for one that shows the state, which the
         # node sends on subscribing (erobs_bt.ros.client.shows_state).
@@ -523,6 +524,7 @@ def state(node: str, timeout: float) -> None:
         step = f"step {message.current_step}/{message.total_steps}"
         table.add_row("running", f"unit {message.unit_index}, {step}")
     table.add_row("gripper", gripper if gripper is not None else "?")
+    table.add_row("docks", docks if docks is not None else "?")
     table.add_row("last snapshot", tree.summary() if tree is not None else "none")
     console.print(table)
 

@@ -454,6 +454,15 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         "attached gripper (latched)",
     ),
     Endpoint(
+        "docks",
+        "~/docks",
+        "topic",
+        "std_msgs/msg/String",
+        "native",
+        "what the tool changer's docks hold, '1: hande, 2: empty, ...' (latched; a backend that "
+        "tracks its docks)",
+    ),
+    Endpoint(
         "preview_trajectory",
         "~/preview_trajectory",
         "topic",

@@ -588,7 +588,11 @@ def with_dock_contents(
     document = _read_yaml(source, what="", source=str(source))
     if not isinstance(document, dict):
         raise CellConfigError(str(source), "", "expected a mapping")
-    numbers = [d.get("number") for d in document.get("docks") or [] if isinstance(d, dict)]
+    numbers = [
+        int(d["number"])
+        for d in document.get("docks") or []
+        if isinstance(d, dict) and isinstance(d.get("number"), int)
+    ]
     for number, tool in docks.items():
         if number not in numbers:
             raise CellConfigError(

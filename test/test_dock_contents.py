@@ -56,11 +56,11 @@ def test_the_tool_exchange_block_makes_the_shift_and_the_sequence_of_the_step() 
     assert [m.path for m in (*inbound, *outbound)] == [
         "tasks[0] (approach load_approach)",
         "tasks[0] (shift to dock 2: right 0.150 m)",  # 0.15 * (reference 3 - dock 2) > 0: right
-        "tasks[0] (load step 1: forward 0.030 m)",
+        "tasks[0] (load step 1: forward 0.030 m)",  # the tool is taken here, at the seat
         "tasks[0] (load step 2: up 0.150 m)",
-        "tasks[0] (load step 3: backward 0.030 m)",  # after the tool changed hands
+        "tasks[0] (load step 3: backward 0.030 m)",
     ]
-    assert len(outbound) == 1
+    assert len(outbound) == 2
     shift = inbound[1]
     assert shift.direction_vector == (0.0, -1.0, 0.0) and shift.planning_type == "cartesian"  # type: ignore[attr-defined]
     # Dock 4 lies on the other side (left), the reference dock needs no shift.
@@ -69,6 +69,7 @@ def test_the_tool_exchange_block_makes_the_shift_and_the_sequence_of_the_step() 
         "tasks[0] (shift to dock 4: left 0.150 m)",
         "tasks[0] (dock step 1: forward 0.030 m)",
     ]
+    assert [m.path for m in outbound] == ["tasks[0] (dock step 3: backward 0.030 m)"]  # left in the holder
     inbound, _ = exchange_moves(cell, _exchange("load", "pipettor", 3))
     assert [m.path for m in inbound][1] == "tasks[0] (load step 1: forward 0.030 m)"
 

@@ -38,8 +38,8 @@ are ours):
   tool, a dock that is empty and no held part; ``load`` needs the bare flange (``none``)
   and the dock to hold ``gripper``. The arm moves as EROBS moves it by the cell's
   ``tool_exchange`` block (:func:`exchange_moves`): to the step's ``approach_pose``, a
-  lateral shift to the dock, then the load or dock sequence; the tool changes hands before
-  the last move. Every motion is planned by the planner with the collision model of the
+  lateral shift to the dock, then the load or dock sequence; the tool changes hands at the
+  dock's seat. Every motion is planned by the planner with the collision model of the
   tool attached at that moment. The model revision changes with the tool, and
   :class:`RobotModel` reloads the collision model only when the revision changes.
 """
@@ -778,9 +778,12 @@ def exchange_moves(cell: CellConfig, step: ToolExchange) -> tuple[tuple[Step, ..
     3. the ``load_sequence`` or ``dock_sequence``, each a straight ``cartesian`` move in the
        flange frame (EROBS's Cartesian planner with ``min_fraction`` 1).
 
-    EROBS plans them all with the robot model of the tool attached before the exchange; the
-    simulated tool changes hands before the sequence's last move (the retreat), which is
-    planned with the tool as it is after the exchange.
+    The tool changes hands at the dock's seat: a load takes hold of it after the load
+    sequence's first move (EROBS's CMS block: "attach to magnet"), a dock leaves it before the
+    dock sequence's last move (after "set tool into holder"); the moves after that are planned
+    with the tool as it is after the exchange (EROBS plans them all with the model of the tool
+    before it and restarts MoveIt afterwards). The simulated hardware node locks and unlocks
+    the changer only there (:meth:`~erobs_bt.world.cell.CellConfig.dock_seat`).
 
     Returns:
         ``(moves before the tool changes hands, moves after)``.
@@ -824,7 +827,9 @@ def exchange_moves(cell: CellConfig, step: ToolExchange) -> tuple[tuple[Step, ..
                 planning_type="cartesian",
             )
         )
-    return tuple(moves[:-1]), tuple(moves[-1:])
+    sequence_start = len(moves) - len(changer.sequence(step.operation))
+    split = sequence_start + 1 if step.operation == "load" else len(moves) - 1
+    return tuple(moves[:split]), tuple(moves[split:])
 
 
 def run_tool_exchange(

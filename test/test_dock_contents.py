@@ -253,6 +253,7 @@ def test_state_and_reset_sim_show_the_docks_the_parameter_set(ros_env: object, t
             timeout=120,
         )
         assert reset.returncode == 0, reset.stdout + reset.stderr
+        assert "docks at start: 1: hande, 2: empty, 3: empty, 4: epick (the docks parameter)" in node.output
         assert (
             "ok simulation reset: none attached; docks 1: hande, 2: empty, 3: empty, 4: epick" in reset.stdout
         )

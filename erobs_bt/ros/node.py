@@ -75,7 +75,7 @@ from erobs_bt.ros.params import (
 from erobs_bt.ros.process import EXIT_CONFIG, EXIT_EXECUTOR_DIED, serve
 from erobs_bt.ros.runlogs import NodeRunLogs
 from erobs_bt.session import EngineConfig, build_engine
-from erobs_bt.world.beamline import parse_dock_contents, resolve_cell_file
+from erobs_bt.world.beamline import dock_contents_text, parse_dock_contents, resolve_cell_file
 
 __all__ = [
     "CANCELED_OUTSIDE_ROS",
@@ -241,6 +241,12 @@ class ErobsBtNode(Node):
         )
         self.backend: MotionBackend = self.engine.backend
         self.orchestrator: Orchestrator = self.engine.orchestrator
+        docks = self.backend.dock_contents()
+        if docks is not None:
+            self.get_logger().info(
+                f"docks at start: {dock_contents_text(docks)}"
+                + (" (the docks parameter)" if settings.docks else " (the cell's)")
+            )
         self._fit_cup(settings.cup_profile)
 
         self.erobs: Any = None

@@ -220,7 +220,6 @@ def test_the_docks_parameter_is_the_nodes_cell() -> None:
         engine_config(NodeSettings.from_values({"docks": "pipettor"}))
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="the ROS tier runs on Linux")
 def test_state_and_reset_sim_show_the_docks_the_parameter_set(ros_env: object, tmp_path: Path) -> None:
     import subprocess
 

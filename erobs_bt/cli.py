@@ -134,22 +134,42 @@ def _workspace_callback(ctx: click.Context, _param: click.Parameter, value: Path
     return value
 
 
+def _docks_callback(ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    if value:
+        from erobs_bt.world.beamline import parse_dock_contents
+
+        try:
+            ctx.meta["erobs_bt.docks"] = parse_dock_contents(value)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), ctx=ctx, param=_param) from None
+    return value
+
+
 def _cell_callback(ctx: click.Context, _param: click.Parameter, value: Path | None) -> Path | None:
-    """``--cell`` as a file in erobs_bt's cell format (a beamline file is compiled; see
-    :func:`erobs_bt.world.beamline.resolve_cell_file`); what compiling it warned of (a
-    missing ``poses_file``) is printed as ``warning <text>`` on stderr."""
-    if value is None and not os.environ.get("BEAMBOT_BEAMLINE_CONFIG", "").strip():
+    """``--cell`` as a file in erobs_bt's cell format (a beamline file is compiled; ``--docks``
+    applied; see :func:`erobs_bt.world.beamline.resolve_cell_file`); what compiling it warned
+    of (a missing ``poses_file``) is printed as ``warning <text>`` on stderr."""
+    docks = ctx.meta.get("erobs_bt.docks")
+    if value is None and not docks and not os.environ.get("BEAMBOT_BEAMLINE_CONFIG", "").strip():
         return None  # the packaged cell: nothing to import
     from erobs_bt.world.beamline import beamline_warnings, resolve_cell_file
     from erobs_bt.world.cell import CellConfigError
 
     try:
-        cell = resolve_cell_file(value, workspace=ctx.meta.get("erobs_bt.workspace"))
+        cell = resolve_cell_file(value, workspace=ctx.meta.get("erobs_bt.workspace"), docks=docks)
     except CellConfigError as exc:
         raise click.BadParameter(str(exc), ctx=ctx, param=_param) from None
     for warning in beamline_warnings(cell):
         echo_labelled("warning", warning, err=True, fg="yellow")
     return cell
+
+
+#: ``--docks``' help (the node's ``docks`` parameter takes the same text).
+DOCKS_HELP = (
+    "What the docks hold at start, e.g. 1=hande,4=epick (3= for an empty dock; a dock not "
+    "named is empty), instead of what the cell file says (a beamline file's dock_number). "
+    "The tool on the arm is the script's start_gripper."
+)
 
 
 _CELL_FILE_OPTION = click.option(
@@ -169,9 +189,19 @@ _WORKSPACE_OPTION = click.option(
 )
 
 
+_DOCKS_OPTION = click.option(
+    "--docks",
+    metavar="N=GRIPPER,...",
+    is_eager=True,
+    expose_value=False,
+    callback=_docks_callback,
+    help=DOCKS_HELP,
+)
+
+
 def _CELL_OPTION(command: Any) -> Any:
-    """``--cell`` and ``--workspace`` (a beamline file's workspace root)."""
-    return _WORKSPACE_OPTION(_CELL_FILE_OPTION(command))
+    """``--cell``, ``--workspace`` (a beamline file's workspace root) and ``--docks``."""
+    return _DOCKS_OPTION(_WORKSPACE_OPTION(_CELL_FILE_OPTION(command)))
 
 
 @click.group(cls=_Verbs, context_settings={"help_option_names": ["-h", "--help"]})
@@ -269,6 +299,7 @@ def validate(script: Path, poses: Path | None, cell: Path | None, no_batching: b
         fail_invalid(script, exc)
     report = plan.describe()
     registry = pose_registry_file(cell, poses)
+    docks_text, dock_issue = assumed_docks(cell, plan)
     if as_json:
         click.echo(
             json.dumps(
@@ -276,6 +307,8 @@ def validate(script: Path, poses: Path | None, cell: Path | None, no_batching: b
                     "valid": True,
                     **report,
                     "pose_registry": None if registry is None else str(registry),
+                    "docks_at_start": docks_text,
+                    "dock_problem": dock_issue or None,
                 },
                 indent=2,
             )
@@ -300,8 +333,30 @@ def validate(script: Path, poses: Path | None, cell: Path | None, no_batching: b
         f"previewable:    {'yes' if report['previewable'] else 'no — ' + report['preview_error']}",
         f"key sha256:     {report['key_sha256']}",
         describe_pose_registry(cell, poses),
+        f"docks at start: {docks_text}" + (f" — {dock_issue} (set --docks)" if dock_issue else ""),
     ]
     click.echo("\n".join(lines), color=use_color())
+
+
+def _start_docks(cell: Path | None, start_gripper: str) -> dict[int, str | None]:
+    """What the docks of ``cell`` (``None``: the packaged one) hold when a goal with
+    ``start_gripper`` starts on a fresh cell: the cell's dock contents, less the start tool
+    (it is mounted on the arm)."""
+    from erobs_bt.script.vocabulary import CellVocabulary
+
+    vocabulary = CellVocabulary.load(cell) if cell is not None else CellVocabulary.default()
+    return {n: (None if tool == start_gripper else tool) for n, tool in vocabulary.docks.items()}
+
+
+def assumed_docks(cell: Path | None, plan: Any) -> tuple[str, str]:
+    """``("1: hande, 2: empty, …", problem)``: the dock contents ``validate`` assumed when the
+    goal starts on a fresh cell, and why its tool exchanges cannot run with them
+    (:func:`erobs_bt.script.parse.dock_problem`; ``""`` when they can)."""
+    from erobs_bt.script.parse import dock_problem
+    from erobs_bt.world.beamline import dock_contents_text
+
+    docks = _start_docks(cell, plan.script.start_gripper)
+    return dock_contents_text(docks), dock_problem(plan.script.steps, docks)
 
 
 @main.command()
@@ -343,6 +398,7 @@ def _engine_options(command: Any) -> Any:
         ),
         _CELL_FILE_OPTION,
         _WORKSPACE_OPTION,
+        _DOCKS_OPTION,
         click.option(
             "--faults",
             type=click.Path(exists=True, dir_okay=False, path_type=Path),

@@ -161,9 +161,12 @@ def test_the_beamline_becomes_the_cell(tmp_path: Path) -> None:
     epick = cell.grippers["epick"]
     assert epick.default_cup_profile == "10mm_dia" and epick.z_offset == -0.005
     assert cell.grippers["none"].actions == ()
-    # Docks: dock numbers of the beamline; the tool on the arm at start (the ePick) stays there.
-    assert {d.number: d.gripper for d in cell.docks}[1] == "hande"
-    assert {d.number: d.gripper for d in cell.docks}[4] is None
+    # Docks 1 .. the highest number named; each gripper's dock_number is where it is stored
+    # at start (issue 38 item 3: the ePick's dock_number 4 puts it in dock 4, not on the arm).
+    assert {d.number: d.gripper for d in cell.docks} == {1: "hande", 2: None, 3: None, 4: "epick"}
+    # The tool_exchange block drives the dock motions (issue 38 item 2).
+    assert cell.tool_changer is not None and cell.tool_changer.dock_spacing == 0.15
+    assert cell.tool_changer.reference_dock == 3
     # Named states from the SRDF xacro (radians in the model).
     assert cell.named_states["upright"] == pytest.approx((0.0, -1.5708, 0.0, -1.5708, 0.0, 0.0))
     # Scene obstacles: shapes, sizes, frames (map is the root frame, base_link).

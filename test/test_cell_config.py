@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from erobs_bt.world.cell import DEFAULT_CELL_PATH, CellConfigError, load_cell
+from erobs_bt.world.kinematics import fk
 
 
 @pytest.fixture
@@ -198,9 +199,12 @@ def test_lookups_of_docks_markers_and_obstacles() -> None:
     cell = load_cell()
     dock = cell.dock(3)
     assert dock.gripper == "pipettor"
-    approach = dock.approach_pose()
-    np.testing.assert_allclose(approach[:3, 3] - dock.pose.matrix()[:3, 3], dock.approach)
-    np.testing.assert_allclose(approach[:3, 0], [0.0, 0.0, -1.0], atol=1e-12)  # flange x down
+    seat = cell.dock_seat(3)
+    assert seat is not None
+    # dock 3 is centred on load_approach: its seat is 0.03 m below it (the load's first move)
+    T_approach = fk([math.radians(a) for a in (143.73, -129.69, -124.24, -15.92, -270.41, -216.3)])
+    np.testing.assert_allclose(seat[:3, 3], T_approach[:3, 3] + seat[:3, 0] * 0.03, atol=1e-9)
+    np.testing.assert_allclose(seat[:3, 0], [0.0, 0.0, -1.0], atol=0.01)  # flange x down
     assert cell.marker(25).size > 0
     assert cell.obstacle("table").shape.kind == "box"
     with pytest.raises(ValueError, match=r"Unknown dock: 9 \(available: 1, 2, 3, 4\)"):

@@ -58,8 +58,12 @@ def test_the_scene_is_the_cell_description_in_base_link() -> None:
         3: "pipettor",
         4: None,
     }
+    # A dock is drawn at its seat (config/cell.yaml's tool_exchange block: dock 1 lies
+    # 2 x 0.15 m to the right of dock 3, which is centred on load_approach).
     dock = next(d for d in scene["docks"] if d["number"] == 1)
-    assert dock["pose"]["xyz"] == [0.458, 0.391, -0.017]
+    seat = cell.dock_seat(1)
+    assert seat is not None and dock["pose"]["xyz"] == pytest.approx(list(seat[:3, 3]), abs=1e-6)
+    assert dock["pose"]["xyz"] == pytest.approx([0.308, -0.692, -0.015], abs=3e-3)
     epick = scene["tools"]["epick"]
     assert [s["name"] for s in epick["shapes"]] == ["body", "extension", "cup"]
     # TCP = tip (0.125 along flange x) + cup 0.017 - compression 0.007.

@@ -43,6 +43,7 @@ from erobs_bt.ros.qos import latched_qos
 from erobs_bt.ros.runlogs import NodeRunLogs
 from erobs_bt.ros.snapshots import SnapshotThrottle, TreeState
 from erobs_bt.script.model import JOINT_NAMES
+from erobs_bt.world.beamline import dock_contents_text
 
 __all__ = ["PublisherBridge"]
 
@@ -92,6 +93,7 @@ class PublisherBridge(OrchestratorListener):
         self._goal_id = ""
         self._progress = (0, 0, 0)  # current_step, total_steps, unit_index of the goal
         self._gripper = ""
+        self._docks = ""
         self._goal_context: dict[str, str] = {}
         self._joint_listener: Callable[..., None] | None = None
 
@@ -102,6 +104,7 @@ class PublisherBridge(OrchestratorListener):
         self._gripper_pub = (
             node.create_publisher(String, "~/current_gripper", latched_qos()) if native else None
         )
+        self._docks_pub = node.create_publisher(String, "~/docks", latched_qos()) if native else None
         self._preview_pub = (
             node.create_publisher(JointTrajectory, "~/preview_trajectory", latched_qos()) if native else None
         )
@@ -250,7 +253,13 @@ class PublisherBridge(OrchestratorListener):
 
     def _publish_gripper(self) -> None:
         gripper = self._backend.current_gripper()
+        contents = self._backend.dock_contents()
+        docks = dock_contents_text(contents) if contents is not None else ""
         with self._lock:
+            if docks and docks != self._docks:
+                self._docks = docks
+                if self._docks_pub is not None:
+                    self._docks_pub.publish(String(data=convert.ros_text(docks)))
             if gripper == self._gripper:
                 return
             self._gripper = gripper

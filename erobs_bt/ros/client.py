@@ -366,6 +366,8 @@ class ErobsBtClient:
         self.node = Node(name, context=self.context, start_parameter_services=False)
         self.states: Recorder[Any] = Recorder()
         self.grippers: Recorder[str] = Recorder()
+        #: ``~/docks``: what the docks hold (``1: hande, 2: empty, …``).
+        self.docks: Recorder[str] = Recorder()
         self.snapshots: Recorder[Any] = Recorder()
         self.trees: Recorder[TreeState] = Recorder(maxlen=100)
         self._assembler = SnapshotAssembler()
@@ -406,6 +408,13 @@ class ErobsBtClient:
             String,
             self.names["current_gripper"],
             lambda m: self.grippers.add(m.data),
+            latched_qos(),
+            event_callbacks=_QUIET,
+        )
+        self.node.create_subscription(
+            String,
+            self.names["docks"],
+            lambda m: self.docks.add(m.data),
             latched_qos(),
             event_callbacks=_QUIET,
         )

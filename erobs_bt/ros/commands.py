@@ -121,6 +121,7 @@ def serve_arguments(
     speed: float | None = None,
     no_batching: bool = False,
     faults: Path | None = None,
+    docks: str | None = None,
 ) -> list[str]:
     """The ROS arguments ``serve`` starts the node with: the params file, then overrides.
 
@@ -139,6 +140,8 @@ def serve_arguments(
         overrides["enable_batching"] = False
     if faults is not None:
         overrides["faults_file"] = str(faults.resolve())
+    if docks is not None:
+        overrides["docks"] = docks
     args = ["--ros-args", "--params-file", str(params_file)]
     for name, value in overrides.items():
         args += ["-p", f"{name}:={_ros_value(value)}"]
@@ -169,6 +172,11 @@ def _console(*, stderr: bool = False, closed_note: str | None = None) -> Any:
 @click.option("--no-batching", is_flag=True, help="One unit per step (enable_batching:=false).")
 @click.option("--faults", type=_existing_file(), help="Sim fault-injection YAML (parameter faults_file).")
 @click.option(
+    "--docks",
+    metavar="N=GRIPPER,...",
+    help="What the docks hold at start (parameter docks), e.g. 1=hande,4=epick.",
+)
+@click.option(
     "--view/--no-view", default=True, show_default=True, help="Serve the live web view on 127.0.0.1."
 )
 @click.option(
@@ -186,6 +194,7 @@ def serve(
     speed: float | None,
     no_batching: bool,
     faults: Path | None,
+    docks: str | None,
     view: bool,
     view_port: int,
 ) -> None:
@@ -197,7 +206,14 @@ def serve(
     console = _console()
     params = params_file if params_file is not None else config_file("erobs_bt.yaml")
     args = serve_arguments(
-        params, backend=backend, cell=cell, poses=poses, speed=speed, no_batching=no_batching, faults=faults
+        params,
+        backend=backend,
+        cell=cell,
+        poses=poses,
+        speed=speed,
+        no_batching=no_batching,
+        faults=faults,
+        docks=docks,
     )
 
     views: list[Any] = []
@@ -494,7 +510,7 @@ def cancel(node: str, timeout: float) -> None:
 @_node_option
 @_timeout_option
 def state(node: str, timeout: float) -> None:
-    """Print the node's latched execution state, gripper and last tree snapshot."""
+    """Print the node's latched execution state, gripper, docks and last tree snapshot."""
     console = _console()
     with _client(node) as client:
         message = client.states.wait_for(lambda _m: True, timeout)
@@ -506,6 +522,7 @@ def state(node: str, timeout: float) -> None:
             )
             sys.exit(EXIT_UNREACHABLE)
         gripper = client.grippers.wait_for(lambda _m: True, 1.0)
+        docks = client.docks.wait_for(lambda _m: True, 1.0)
         # The latched history may hold older trees (an earlier goal's, or this goal's first
         # one when nobody watched it since): wait for one that shows the state, which the
         # node sends on subscribing (erobs_bt.ros.client.shows_state).
@@ -523,6 +540,7 @@ def state(node: str, timeout: float) -> None:
         step = f"step {message.current_step}/{message.total_steps}"
         table.add_row("running", f"unit {message.unit_index}, {step}")
     table.add_row("gripper", gripper if gripper is not None else "?")
+    table.add_row("docks", docks if docks is not None else "?")
     table.add_row("last snapshot", tree.summary() if tree is not None else "none")
     console.print(table)
 

@@ -75,7 +75,12 @@ from erobs_bt.ros.params import (
 from erobs_bt.ros.process import EXIT_CONFIG, EXIT_EXECUTOR_DIED, serve
 from erobs_bt.ros.runlogs import NodeRunLogs
 from erobs_bt.session import EngineConfig, build_engine
-from erobs_bt.world.beamline import beamline_warnings, resolve_cell_file
+from erobs_bt.world.beamline import (
+    beamline_warnings,
+    dock_contents_text,
+    parse_dock_contents,
+    resolve_cell_file,
+)
 
 __all__ = [
     "CANCELED_OUTSIDE_ROS",
@@ -100,7 +105,9 @@ def engine_config(settings: NodeSettings, *, namespace: str | None = None) -> En
     """The :class:`~erobs_bt.session.EngineConfig` the node's parameters describe; a
     backend's own ROS node goes into ``namespace`` (the node's); an empty ``poses_file`` is
     the cell's default registry (:func:`~erobs_bt.plan.pose_registry_file`)."""
-    cell = resolve_cell_file(settings.cell_config or None)  # erobs_bt's format or a beamline file
+    docks = parse_dock_contents(settings.docks, where="parameter docks") if settings.docks else None
+    # erobs_bt's format or a beamline file, with the docks' contents at start
+    cell = resolve_cell_file(settings.cell_config or None, docks=docks)
     return EngineConfig(
         ros_namespace=namespace,
         backend=settings.backend,
@@ -241,6 +248,12 @@ class ErobsBtNode(Node):
             self.get_logger().warning(warning)
         self.backend: MotionBackend = self.engine.backend
         self.orchestrator: Orchestrator = self.engine.orchestrator
+        docks = self.backend.dock_contents()
+        if docks is not None:
+            self.get_logger().info(
+                f"docks at start: {dock_contents_text(docks)}"
+                + (" (the docks parameter)" if settings.docks else " (the cell's)")
+            )
         self._fit_cup(settings.cup_profile)
 
         self.erobs: Any = None

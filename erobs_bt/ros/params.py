@@ -154,6 +154,13 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
     ),
     ParameterSpec("cell_config", "", "cell YAML for the sim backend; '' = the packaged config/cell.yaml"),
     ParameterSpec(
+        "docks",
+        "",
+        "what the docks hold at start, e.g. '1=hande,4=epick' ('3=' for an empty dock; a dock not "
+        "named is empty), instead of what cell_config says (a beamline file's dock_number); "
+        "'' = the cell's (the CLI's --docks)",
+    ),
+    ParameterSpec(
         "hardware_config",
         "",
         "ros2_control backend: the cell's ROS interfaces YAML; '' = config/ur5e_ros2_control.yaml",
@@ -447,6 +454,15 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         "attached gripper (latched)",
     ),
     Endpoint(
+        "docks",
+        "~/docks",
+        "topic",
+        "std_msgs/msg/String",
+        "native",
+        "what the tool changer's docks hold, '1: hande, 2: empty, ...' (latched; a backend that "
+        "tracks its docks)",
+    ),
+    Endpoint(
         "preview_trajectory",
         "~/preview_trajectory",
         "topic",
@@ -592,6 +608,7 @@ class NodeSettings:
 
     backend: str
     cell_config: str
+    docks: str
     hardware_config: str
     moveit_config: str
     poses_file: str

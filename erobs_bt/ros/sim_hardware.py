@@ -716,7 +716,9 @@ class SimHardwareNode(Node):
     def _seated_dock(self) -> int | None:
         T = fk(self.controller.joint_positions())
         for dock in self.cell.docks:
-            D = dock.pose.matrix()
+            D = self.cell.dock_seat(dock.number)
+            if D is None:
+                continue
             distance = float(np.linalg.norm(T[:3, 3] - D[:3, 3]))
             cos = (np.trace(D[:3, :3].T @ T[:3, :3]) - 1.0) / 2.0
             angle = float(np.arccos(np.clip(cos, -1.0, 1.0)))

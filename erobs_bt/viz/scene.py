@@ -249,9 +249,12 @@ def build_scene(
         ``{"frame": "base_link", "robot": {"urdf", "joint_names", "flange_link"},
         "joint_positions", "tool": {"gripper"}, "tools": {name: {"name", "tip_frame",
         "tcp", "actions", "shapes"}}, "obstacles": [shape], "docks": [{"number",
-        "gripper", "pose", "approach"}], "markers": [{"id", "size", "pose"}], "parts":
-        [shape]}``; a dock's ``pose`` is the flange pose with the tool seated, so a stored
-        tool is drawn by putting its shapes (given in the flange frame) under that pose.
+        "gripper", "pose"}], "markers": [{"id", "size", "pose"}], "parts": [shape]}``; a
+        dock's ``pose`` is the flange pose with the tool seated
+        (:meth:`~erobs_bt.world.cell.CellConfig.dock_seat`, from the cell's ``tool_exchange``
+        block), so a stored tool is drawn by putting its shapes (given in the flange frame)
+        under that pose; ``null`` when the cell places its docks nowhere (the tool is listed,
+        not drawn).
 
     Raises:
         ValueError: an unknown gripper, or ``joint_positions`` is not six numbers.
@@ -274,17 +277,17 @@ def build_scene(
         "tools": {name: _tool_json(cell, name) for name in cell.grippers},
         "obstacles": obstacles_json(cell.obstacles if obstacles is None else obstacles),
         "docks": [
-            {
-                "number": d.number,
-                "gripper": docks.get(d.number),
-                "pose": pose_json(d.pose.matrix()),
-                "approach": list(d.approach),
-            }
+            {"number": d.number, "gripper": docks.get(d.number), "pose": _seat_json(cell, d.number)}
             for d in cell.docks
         ],
         "markers": [{"id": m.id, "size": m.size, "pose": pose_json(m.pose.matrix())} for m in cell.markers],
         "parts": [_shape_json(p.name, p.shape, p.matrix()) for p in parse_parts(cell)],
     }
+
+
+def _seat_json(cell: CellConfig, number: int) -> dict[str, Any] | None:
+    seat = cell.dock_seat(number)
+    return None if seat is None else pose_json(seat)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -21,7 +21,12 @@ What comes from where (beamline keys → the cell)::
                                             group's group_states of the SRDF)
     grippers.<g>.tip_frame, z_offset      → grippers.<g>.tip_frame, z_offset
     grippers.<g>.cup_profile              → grippers.<g>.default_cup_profile
-    grippers.<g>.dock_number              → docks[number].gripper
+    grippers.<g>.dock_number              → docks[number].gripper: stored there at start
+                                            (docks 1 .. the highest number named)
+    tool_exchange {dock_spacing_m, reference_dock, load_sequence, dock_sequence}
+                                          → tool_exchange (the dock and load motions), placed
+                                            in the simulated world from the registry's
+                                            load_approach pose (approach_deg)
     robot.velocity_scaling, acceleration_scaling, tool_exchange, collision_objects,
     cameras, vision_targets (all modes)   → kept in CellConfig.extra["beamline"]
     vision_targets (mode grid)            → vision_targets.yaml beside the compiled cell
@@ -35,8 +40,8 @@ What comes from where (beamline keys → the cell)::
     collision pairs                       → CellConfig.extra["beamline"]["disabled_collisions"]
 
 What a beamline file does not say and the simulator needs (each tool's primitives and tip
-pose in ``flange``, the dock seats, the initial joint state, the simulated markers and parts)
-is taken from the packaged cell (``config/cell.yaml``) by gripper name and dock number; a
+pose in ``flange``, the initial joint state, the simulated markers and parts)
+is taken from the packaged cell (``config/cell.yaml``) by gripper name; a
 beamline gripper the packaged cell does not know gets a bare tip at the flange (no tool
 geometry) and a warning. MoveIt's default padding is none, so the compiled cell's collision
 padding is 0 unless the packaged cell's is asked for.
@@ -312,7 +317,7 @@ def compile_beamline(
     # Grippers: the beamline's names, states, tip frames and offsets; geometry from the base.
     base_grippers = base.get("grippers") or {}
     grippers: dict[str, Any] = {}
-    docks_by_number: dict[int, str] = {}
+    docks_by_number: dict[int, str | None] = {}
     for name, raw in grippers_in.items():
         key = f"grippers.{name}"
         if not isinstance(raw, dict):
@@ -358,23 +363,6 @@ def compile_beamline(
     if "none" not in grippers:  # erobs_bt's bare flange (LiX declares no `none`)
         grippers["none"] = dict(base_grippers["none"])
 
-    # Docks: the base cell's seats by number, holding the beamline's tools. The tool on the
-    # arm at start (the base's empty dock) stays on the arm.
-    docks = []
-    for dock in base.get("docks") or []:
-        number = dock["number"]
-        holder = docks_by_number.get(number)
-        if dock.get("gripper") is None and holder is not None:
-            holder = None if holder == _mounted_at_start(base) else holder
-        docks.append({**dock, "gripper": holder})
-    for number in sorted(set(docks_by_number) - {d["number"] for d in base.get("docks") or []}):
-        raise CellConfigError(
-            source,
-            f"grippers.{docks_by_number[number]}.dock_number",
-            f"dock {number} has no seat pose in {base_cell} (docks: "
-            f"{', '.join(str(d['number']) for d in base.get('docks') or [])})",
-        )
-
     # Obstacles: the scene file's.
     obstacles: list[dict[str, Any]] = []
     scene_file = beamline.get("scene_file")
@@ -389,6 +377,26 @@ def compile_beamline(
         warnings.append(missing_poses_warning(source, poses))
         poses = None
 
+    # The tool changer: EROBS's tool_exchange block (its keys; EROBS ignores others), placed in
+    # the simulated world from the registry's load approach pose. Docks: 1 .. the highest
+    # number the file names; each gripper's dock_number is where it is stored at start.
+    changer_in = beamline.get("tool_exchange")
+    changer = None
+    if changer_in is not None:
+        if not isinstance(changer_in, dict):
+            raise CellConfigError(source, "tool_exchange", "expected a mapping")
+        changer = {k: changer_in[k] for k in TOOL_EXCHANGE_KEYS if k in changer_in}
+        approach = (
+            _registry_pose(poses, LOAD_APPROACH_POSE, source)
+            if poses is not None and poses.is_file()
+            else None
+        )
+        if approach is not None:
+            changer["approach_deg"] = approach
+    numbers = set(docks_by_number)
+    if changer is not None and isinstance(changer.get("reference_dock"), int):
+        numbers.add(int(changer["reference_dock"]))
+    docks = [{"number": n, "gripper": docks_by_number.get(n)} for n in range(1, max(numbers, default=0) + 1)]
     targets_in = beamline.get("vision_targets") or {}
     if not isinstance(targets_in, dict):
         raise CellConfigError(source, "vision_targets", "expected a mapping of targets")
@@ -430,6 +438,8 @@ def compile_beamline(
         "docks": docks,
         "markers": base.get("markers") or [],
     }
+    if changer is not None:
+        document["tool_exchange"] = changer
     for key in ("parts", "camera", "vision", "faults"):
         if key in base:
             document[key] = base[key]
@@ -478,11 +488,25 @@ def check_collision_objects(objects: Any, source: str) -> None:
             _number(value, source, f"{key}.tag_offset[{j}]")
 
 
-def _mounted_at_start(base: Mapping[str, Any]) -> str | None:
-    """The tool on the arm when the base cell starts: the one gripper with no dock holding it."""
-    docked = {d.get("gripper") for d in base.get("docks") or []}
-    loose = [g for g in (base.get("grippers") or {}) if g != "none" and g not in docked]
-    return loose[0] if len(loose) == 1 else None
+#: The keys of EROBS's ``tool_exchange`` block (``tool_exchange_stages.py`` requires them all).
+TOOL_EXCHANGE_KEYS = ("dock_spacing_m", "reference_dock", "load_sequence", "dock_sequence")
+
+#: The pose of the registry the simulated docks are placed from (EROBS's CMS scripts load
+#: their tools from it; :class:`erobs_bt.world.cell.ToolChanger`'s ``approach``).
+LOAD_APPROACH_POSE = "load_approach"
+
+
+def _registry_pose(path: Path, name: str, source: str) -> list[float] | None:
+    """Pose ``name`` [deg] of the registry at ``path``, or ``None`` when it has none."""
+    document = _read_yaml(path, what="poses_file", source=source)
+    value = document.get(name) if isinstance(document, dict) else None
+    if (
+        isinstance(value, list)
+        and len(value) == 6
+        and all(isinstance(a, int | float) and not isinstance(a, bool) for a in value)
+    ):
+        return [float(a) for a in value]
+    return None
 
 
 def load_beamline(
@@ -520,49 +544,134 @@ def compiled_cell_path(
     poses_text = poses.read_text(encoding="utf-8") if poses is not None else None
     cell_text = yaml.safe_dump(document, sort_keys=False)
     targets_text = yaml.safe_dump(targets, sort_keys=False) if targets else None
+    return _write_cell_files(
+        document["name"],
+        {"poses.yaml": poses_text, "vision_targets.yaml": targets_text, "cell.yaml": cell_text},
+        directory,
+    )
+
+
+def _write_cell_files(name: str, texts: Mapping[str, str | None], directory: str | Path | None) -> Path:
+    """Write a cell directory (``cell.yaml`` last; a ``None`` text removes its file) into
+    ``directory`` (default: a folder named after the content's SHA-256 under the user's cache
+    directory) and return its ``cell.yaml``."""
     if directory is None:
         from erobs_bt.world.collision import default_cache_dir
 
-        digest = hashlib.sha256(
-            json.dumps([cell_text, poses_text, targets_text], sort_keys=True).encode()
-        ).hexdigest()[:16]
-        directory = default_cache_dir() / "beamline" / f"{document['name']}-{digest}"
+        digest = hashlib.sha256(json.dumps(dict(texts), sort_keys=True).encode()).hexdigest()[:16]
+        directory = default_cache_dir() / "beamline" / f"{name}-{digest}"
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
-    for name, text in (
-        ("poses.yaml", poses_text),
-        ("vision_targets.yaml", targets_text),
-        ("cell.yaml", cell_text),
-    ):
+    for file, text in sorted(texts.items(), key=lambda item: item[0] == "cell.yaml"):
         if text is None:
-            (out / name).unlink(missing_ok=True)
+            (out / file).unlink(missing_ok=True)
             continue
-        # Atomic: another process compiling the same beamline never reads half a file.
-        fd, tmp = tempfile.mkstemp(dir=out, prefix=f".{name}.")
+        # Atomic: another process compiling the same cell never reads half a file.
+        fd, tmp = tempfile.mkstemp(dir=out, prefix=f".{file}.")
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
-        os.replace(tmp, out / name)
+        os.replace(tmp, out / file)
     return out / "cell.yaml"
 
 
-def resolve_cell_file(path: str | Path | None, *, workspace: str | Path | None = None) -> Path | None:
+def parse_dock_contents(text: str, *, where: str = "--docks") -> dict[int, str | None]:
+    """``1=hande,4=epick`` (the ``--docks`` option, the node's ``docks`` parameter) as
+    ``{1: "hande", 4: "epick"}``; ``3=`` or ``3=empty`` names an empty dock.
+
+    Raises:
+        ValueError: ``<where>: <reason>`` for a malformed entry or a dock named twice.
+    """
+    out: dict[int, str | None] = {}
+    for entry in (e.strip() for e in text.split(",")):
+        if not entry:
+            continue
+        number, sep, tool = (part.strip() for part in entry.partition("="))
+        if not sep or not number.isdigit() or int(number) < 1:
+            raise ValueError(
+                f"{where}: expected <dock number>=<gripper> entries, e.g. 1=hande,4=epick (got {entry!r})"
+            )
+        if int(number) in out:
+            raise ValueError(f"{where}: dock {number} is named twice")
+        out[int(number)] = None if tool in ("", "empty", "none") else tool
+    return out
+
+
+def dock_contents_text(docks: Mapping[int, str | None]) -> str:
+    """``1: hande, 2: empty, …``: what the docks hold, for people (validate, reset-sim, state)."""
+    return ", ".join(f"{n}: {tool or 'empty'}" for n, tool in sorted(docks.items())) or "none"
+
+
+def with_dock_contents(
+    cell_file: str | Path | None, docks: Mapping[int, str | None], *, directory: str | Path | None = None
+) -> Path:
+    """A cell file like ``cell_file`` (erobs_bt's format; ``None``: the packaged cell) whose
+    docks hold ``docks`` at start, without editing it (``--docks``, the node's ``docks``).
+
+    The given docks replace what the file stores: a dock not named is empty. Written as
+    :func:`compiled_cell_path` writes a compiled beamline (with the ``poses.yaml`` and
+    ``vision_targets.yaml`` beside the source file, so the cell's defaults stay the same),
+    so every reader of the cell sees the same docks.
+
+    Raises:
+        CellConfigError: an unknown dock or gripper, or a tool named in two docks (naming
+            the option and the source file).
+    """
+    source = Path(cell_file) if cell_file is not None else DEFAULT_CELL_PATH
+    document = _read_yaml(source, what="", source=str(source))
+    if not isinstance(document, dict):
+        raise CellConfigError(str(source), "", "expected a mapping")
+    numbers = [
+        int(d["number"])
+        for d in document.get("docks") or []
+        if isinstance(d, dict) and isinstance(d.get("number"), int)
+    ]
+    for number, tool in docks.items():
+        if number not in numbers:
+            raise CellConfigError(
+                "docks option",
+                str(number),
+                f"{source} has no dock {number} (docks: {', '.join(map(str, numbers)) or 'none'})",
+            )
+        if tool is not None and list(docks.values()).count(tool) > 1:
+            raise CellConfigError("docks option", str(number), f"the {tool} is named in two docks")
+    document = {**document, "docks": [{"number": n, "gripper": docks.get(n)} for n in numbers]}
+    try:
+        parse_cell(document, source=f"{source} with docks {dock_contents_text(docks)}")
+    except CellConfigError as exc:
+        raise CellConfigError("docks option", "", str(exc)) from None
+    texts: dict[str, str | None] = {"cell.yaml": yaml.safe_dump(document, sort_keys=False)}
+    for name in ("poses.yaml", "vision_targets.yaml"):
+        beside = source.parent / name
+        texts[name] = beside.read_text(encoding="utf-8") if beside.is_file() else None
+    return _write_cell_files(f"{document.get('name', 'cell')}-docks", texts, directory)
+
+
+def resolve_cell_file(
+    path: str | Path | None,
+    *,
+    workspace: str | Path | None = None,
+    docks: Mapping[int, str | None] | None = None,
+) -> Path | None:
     """What ``--cell`` / ``cell_config`` name, as a file in erobs_bt's cell format.
 
     ``None`` means the packaged cell, unless ``BEAMBOT_BEAMLINE_CONFIG`` names a beamline
     file (as EROBS reads it); a beamline file is compiled (:func:`compiled_cell_path`); any
-    other file is returned as is (its reader reports its problems).
+    other file is returned as is (its reader reports its problems). ``docks`` (``--docks``,
+    the node's ``docks``) sets what the docks hold at start (:func:`with_dock_contents`).
 
     Raises:
         CellConfigError: the beamline file (or the one the variable names) is unreadable
-            or invalid.
+            or invalid, or ``docks`` does not fit the cell.
     """
     if path is None:
         env = os.environ.get(BEAMLINE_ENV_VAR, "").strip()
-        if not env:
-            return None
-        path = Path(os.path.abspath(os.path.expanduser(env)))
-        if not path.is_file():
-            raise CellConfigError(str(path), "", f"{BEAMLINE_ENV_VAR} names a file that does not exist")
-    if is_beamline_file(path):
-        return compiled_cell_path(path, workspace=workspace)
-    return Path(path)
+        if env:
+            path = Path(os.path.abspath(os.path.expanduser(env)))
+            if not path.is_file():
+                raise CellConfigError(str(path), "", f"{BEAMLINE_ENV_VAR} names a file that does not exist")
+    resolved: Path | None = None
+    if path is not None:
+        resolved = compiled_cell_path(path, workspace=workspace) if is_beamline_file(path) else Path(path)
+    if docks:
+        return with_dock_contents(resolved, docks)
+    return resolved

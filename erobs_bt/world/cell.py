@@ -46,8 +46,15 @@ roll-pitch-yaw about fixed x, y, z as in URDF)::
     docks:                                      list (tool changer)
       - number: <int ≥ 1>                       unique
         gripper: <gripper> | null               tool stored there at start
-        pose: {xyz: [3], rpy_deg: [3]}          flange pose with the tool seated
-        approach: [dx, dy, dz]                  [m] seated pose → approach point, base_link
+    tool_exchange:                              the dock geometry, in EROBS's beamline form
+                                                (required with docks; ToolChanger)
+      dock_spacing_m: <m > 0>                   docks on a uniform spacing along the IK
+                                                frame's (flange) Y
+      reference_dock: <int ≥ 1>                 the dock centred on the approach pose
+      load_sequence: [{direction, distance}]    relative moves (flange frame, metres) after
+      dock_sequence: [{direction, distance}]    the lateral shift, as in a moveto
+      approach_deg: [6 numbers]                 optional, erobs_bt's: the load approach pose
+                                                the simulated docks are placed from [deg]
     markers:                                    list (fiducials for the vision tasks)
       - id: <int ≥ 0>                           unique
         family: <str>                           optional, default aruco_4x4_50
@@ -74,7 +81,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Literal, cast
+from typing import Any, ClassVar, Literal, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -83,7 +90,7 @@ from erobs_bt.script.errors import ScriptError
 from erobs_bt.script.vocabulary import DEFAULT_CELL_PATH as _VOCABULARY_CELL_PATH
 from erobs_bt.script.vocabulary import CellVocabulary
 from erobs_bt.validation import Checker, ConfigError, ErrorFactory, read_yaml
-from erobs_bt.world.kinematics import T_BASE_LINK_BASE, pose_from_xyz_rpy
+from erobs_bt.world.kinematics import T_BASE_LINK_BASE, fk, pose_from_xyz_rpy
 
 #: The packaged cell description of this repository.
 DEFAULT_CELL_PATH: Path = _VOCABULARY_CELL_PATH
@@ -118,6 +125,7 @@ _KNOWN_SECTIONS = frozenset(
         "obstacles",
         "docks",
         "markers",
+        "tool_exchange",
     }
 )
 
@@ -303,25 +311,128 @@ class Obstacle:
 
 @dataclass(frozen=True)
 class Dock:
-    """A tool-changer dock.
+    """A tool-changer dock (where it is: :meth:`ToolChanger.seat`).
 
     Attributes:
         number: the ``dock_number`` of ``tool_exchange`` steps.
         gripper: the tool stored there when the cell starts, or ``None``.
-        pose: flange pose in ``base_link`` with the tool seated.
-        approach: [m] offset in ``base_link`` from the seated flange position to the point
-            where the arm approaches and retreats (straight line).
     """
 
     number: int
     gripper: str | None
-    pose: Pose
-    approach: tuple[float, float, float]
 
-    def approach_pose(self) -> NDArray[np.float64]:
-        """(4, 4) flange pose in ``base_link`` at the approach point (seated orientation)."""
-        T = self.pose.matrix()
-        T[:3, 3] += np.asarray(self.approach)
+
+#: ``direction`` of a relative move → unit vector in the flange frame (EROBS's
+#: ``DIRECTION_VECTORS``; ``erobs_bt.script.parse.DIRECTION_VECTORS`` is the same table).
+_DIRECTIONS: Mapping[str, tuple[float, float, float]] = MappingProxyType(
+    {
+        "forward": (1.0, 0.0, 0.0),
+        "x": (1.0, 0.0, 0.0),
+        "backward": (-1.0, 0.0, 0.0),
+        "-x": (-1.0, 0.0, 0.0),
+        "right": (0.0, -1.0, 0.0),
+        "y": (0.0, -1.0, 0.0),
+        "left": (0.0, 1.0, 0.0),
+        "-y": (0.0, 1.0, 0.0),
+        "up": (0.0, 0.0, 1.0),
+        "z": (0.0, 0.0, 1.0),
+        "down": (0.0, 0.0, -1.0),
+        "-z": (0.0, 0.0, -1.0),
+    }
+)
+
+
+@dataclass(frozen=True)
+class RelativeMove:
+    """One straight move of a tool exchange: ``distance`` [m] along ``direction``.
+
+    Attributes:
+        direction: ``forward``, ``up``, … (a ``moveto`` direction).
+        vector: its unit vector in the flange frame (the IK frame EROBS moves in).
+        distance: [m] > 0.
+    """
+
+    direction: str
+    vector: tuple[float, float, float]
+    distance: float
+
+    def matrix(self) -> NDArray[np.float64]:
+        """(4, 4) the move as a flange-frame translation (right-multiplied onto the flange pose)."""
+        T = np.eye(4)
+        T[:3, 3] = np.asarray(self.vector) * self.distance
+        return T
+
+
+@dataclass(frozen=True)
+class ToolChanger:
+    """The dock geometry of ``tool_exchange``, as EROBS computes its motions
+    (``beambot/stages/tool_exchange_stages.py``): from the step's approach pose, a lateral
+    shift of ``dock_spacing · (reference_dock − dock_number)`` along the flange's Y
+    (``right`` when positive, else ``left``; none under 0.1 mm), then ``load_sequence`` or
+    ``dock_sequence`` move by move.
+
+    Attributes:
+        dock_spacing: [m] between dock centres (``dock_spacing_m``).
+        reference_dock: the dock centred on the approach pose.
+        load_sequence: the moves of a load, after the shift.
+        dock_sequence: the moves of a dock, after the shift.
+        approach: [rad] the load approach pose the simulated docks are placed from
+            (``approach_deg``), or ``None`` (the docks have no place in the simulated world).
+    """
+
+    dock_spacing: float
+    reference_dock: int
+    load_sequence: tuple[RelativeMove, ...]
+    dock_sequence: tuple[RelativeMove, ...]
+    approach: tuple[float, ...] | None = None
+
+    #: A lateral shift shorter than this [m] is not made (EROBS's 1e-4).
+    MIN_SHIFT: ClassVar[float] = 1e-4
+
+    def shift(self, number: int) -> RelativeMove | None:
+        """The lateral move from the approach pose to dock ``number``'s line, or ``None``."""
+        offset = self.dock_spacing * (self.reference_dock - number)
+        if abs(offset) < self.MIN_SHIFT:
+            return None
+        direction = "right" if offset >= 0 else "left"
+        return RelativeMove(direction, _DIRECTIONS[direction], abs(offset))
+
+    def sequence(self, operation: str) -> tuple[RelativeMove, ...]:
+        """``load_sequence`` for ``load``, ``dock_sequence`` for ``dock``.
+
+        Raises:
+            ValueError: another operation.
+        """
+        if operation == "load":
+            return self.load_sequence
+        if operation == "dock":
+            return self.dock_sequence
+        raise ValueError(f"Unknown tool exchange operation: {operation!r} (expected 'load' or 'dock')")
+
+    def seat(
+        self, number: int, T_base_approach: NDArray[np.float64] | None = None
+    ) -> NDArray[np.float64] | None:
+        """(4, 4) flange pose in ``base_link`` where a load from dock ``number`` takes hold of
+        the tool: the approach pose, the shift, then the load's first move (``attach``).
+
+        Args:
+            number: the dock.
+            T_base_approach: the flange at the approach pose (default: forward kinematics
+                of :attr:`approach`).
+
+        Returns:
+            The pose, or ``None`` without an approach pose.
+        """
+        if T_base_approach is None:
+            if self.approach is None:
+                return None
+            T_base_approach = fk(self.approach)
+        T = np.array(T_base_approach, dtype=float)
+        shift = self.shift(number)
+        if shift is not None:
+            T = T @ shift.matrix()
+        if self.load_sequence:
+            T = T @ self.load_sequence[0].matrix()
         return T
 
 
@@ -375,6 +486,7 @@ class CellConfig:
         grippers: name → gripper.
         obstacles: fixed objects.
         docks: tool-changer docks, by ascending number.
+        tool_changer: their geometry (``tool_exchange``), or ``None`` (a cell without one).
         markers: fiducials.
         collision: collision settings.
         extra: top-level sections this module does not interpret (e.g. ``faults``).
@@ -394,6 +506,7 @@ class CellConfig:
     collision: CollisionSettings
     extra: Mapping[str, Any]
     vocabulary: CellVocabulary | None = None
+    tool_changer: ToolChanger | None = None
 
     def gripper(self, name: str) -> GripperConfig:
         """The gripper called ``name``.
@@ -433,6 +546,16 @@ class CellConfig:
                 return dock
         available = ", ".join(str(d.number) for d in self.docks) or "none"
         raise ValueError(f"Unknown dock: {number} (available: {available})")
+
+    def dock_seat(self, number: int) -> NDArray[np.float64] | None:
+        """(4, 4) flange pose in ``base_link`` with the tool seated in dock ``number``
+        (:meth:`ToolChanger.seat`), or ``None`` when the cell places its docks nowhere.
+
+        Raises:
+            ValueError: no such dock.
+        """
+        self.dock(number)
+        return self.tool_changer.seat(number) if self.tool_changer is not None else None
 
     def marker(self, marker_id: int) -> Marker:
         """The marker with ``marker_id``.
@@ -637,7 +760,7 @@ def _read_docks(r: _Reader, value: Any, grippers: Mapping[str, GripperConfig]) -
     for i, item in enumerate(r.array(value, "docks")):
         k = f"docks[{i}]"
         raw = r.mapping(item, k)
-        r.only_keys(raw, k, ("number", "gripper", "pose", "approach"))
+        r.only_keys(raw, k, ("number", "gripper"))
         number = r.integer(r.required(raw, "number", k), f"{k}.number", minimum=1)
         if any(d.number == number for d in docks):
             raise r.fail(f"{k}.number", f"duplicate dock number {number}")
@@ -648,16 +771,45 @@ def _read_docks(r: _Reader, value: Any, grippers: Mapping[str, GripperConfig]) -
                 raise r.fail(
                     f"{k}.gripper", f"unknown gripper {gripper!r} (available: {', '.join(sorted(grippers))})"
                 )
-        approach = r.numbers(r.required(raw, "approach", k), f"{k}.approach", 3)
-        docks.append(
-            Dock(
-                number=number,
-                gripper=gripper,
-                pose=r.pose(r.required(raw, "pose", k), f"{k}.pose"),
-                approach=(approach[0], approach[1], approach[2]),
-            )
-        )
+            other = next((d.number for d in docks if d.gripper == gripper), None)
+            if other is not None:
+                raise r.fail(f"{k}.gripper", f"the {gripper} is also in dock {other}")
+        docks.append(Dock(number=number, gripper=gripper))
     return tuple(sorted(docks, key=lambda d: d.number))
+
+
+def _read_moves(r: _Reader, value: Any, key: str) -> tuple[RelativeMove, ...]:
+    moves: list[RelativeMove] = []
+    for i, item in enumerate(r.array(value, key, non_empty=True)):
+        k = f"{key}[{i}]"
+        raw = r.mapping(item, k)
+        r.only_keys(raw, k, ("direction", "distance"))
+        direction = r.choice(
+            r.required(raw, "direction", k), f"{k}.direction", tuple(_DIRECTIONS), what="direction"
+        )
+        distance = r.number(r.required(raw, "distance", k), f"{k}.distance", unit="m", positive=True)
+        moves.append(RelativeMove(direction, _DIRECTIONS[direction], distance))
+    return tuple(moves)
+
+
+def _read_tool_changer(r: _Reader, value: Any) -> ToolChanger | None:
+    if value is None:
+        return None
+    k = "tool_exchange"
+    raw = r.mapping(value, k)
+    r.only_keys(
+        raw, k, ("dock_spacing_m", "reference_dock", "load_sequence", "dock_sequence", "approach_deg")
+    )
+    approach = raw.get("approach_deg")
+    return ToolChanger(
+        dock_spacing=r.number(
+            r.required(raw, "dock_spacing_m", k), f"{k}.dock_spacing_m", unit="m", positive=True
+        ),
+        reference_dock=r.integer(r.required(raw, "reference_dock", k), f"{k}.reference_dock", minimum=1),
+        load_sequence=_read_moves(r, r.required(raw, "load_sequence", k), f"{k}.load_sequence"),
+        dock_sequence=_read_moves(r, r.required(raw, "dock_sequence", k), f"{k}.dock_sequence"),
+        approach=None if approach is None else r.joints_deg(approach, f"{k}.approach_deg"),
+    )
 
 
 def _read_markers(r: _Reader, value: Any) -> tuple[Marker, ...]:
@@ -737,6 +889,7 @@ def parse_cell(document: Any, *, source: str) -> CellConfig:
         grippers=grippers,
         obstacles=_read_obstacles(r, root.get("obstacles", [])),
         docks=_read_docks(r, root.get("docks", []), grippers),
+        tool_changer=_read_tool_changer(r, root.get("tool_exchange")),
         markers=_read_markers(r, root.get("markers", [])),
         collision=_read_collision(r, root.get("collision", {})),
         extra=MappingProxyType({k: v for k, v in root.items() if k not in _KNOWN_SECTIONS}),

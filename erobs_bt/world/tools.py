@@ -36,13 +36,12 @@ are ours):
   unless the ``pipettor:`` section of the cell YAML says otherwise.
 * **Tool changer** (:func:`run_tool_exchange`): ``dock`` needs ``gripper`` == the attached
   tool, a dock that is empty and no held part; ``load`` needs the bare flange (``none``)
-  and the dock to hold ``gripper``. The arm moves to the step's ``approach_pose`` (if
-  given), to the dock's approach point (a straight line from the approach pose, else a
-  free joint-space move), straight into the seated pose, releases or grabs the tool, and
-  backs out straight to the approach point. Every motion is planned by the planner with
-  the collision model of the tool attached at that moment. The model revision changes
-  with the tool, and :class:`RobotModel` reloads the collision model only when the
-  revision changes.
+  and the dock to hold ``gripper``. The arm moves as EROBS moves it by the cell's
+  ``tool_exchange`` block (:func:`exchange_moves`): to the step's ``approach_pose``, a
+  lateral shift to the dock, then the load or dock sequence; the tool changes hands at the
+  dock's seat. Every motion is planned by the planner with the collision model of the
+  tool attached at that moment. The model revision changes with the tool, and
+  :class:`RobotModel` reloads the collision model only when the revision changes.
 """
 
 from __future__ import annotations
@@ -62,7 +61,7 @@ from erobs_bt.motion import ErrorCode, MotionError, ToolSegment
 from erobs_bt.script.model import EndEffector, MoveTo, Step, ToolExchange
 from erobs_bt.world.cell import CellConfig, Shape, ShapeKind, read_pose
 from erobs_bt.world.collision import CollisionModel
-from erobs_bt.world.kinematics import fk, invert_pose, pose_distance, xyz_rpy_from_pose
+from erobs_bt.world.kinematics import fk, invert_pose
 from erobs_bt.world.scene import World
 
 _LOG = logging.getLogger(__name__)
@@ -75,8 +74,6 @@ PART_KINDS: tuple[str, ...] = ("sample", "pipette_tip")
 PIPETTOR_OPERATIONS: tuple[str, ...] = ("SUCK", "EXPEL", "EJECT_TIP", "SET_LED")
 #: Volumes closer than this (fraction of the stroke) are equal.
 _VOLUME_EPS = 1e-9
-#: A straight leg shorter than this [m] (and this rotation [rad]) is skipped.
-_SAME_POSE = (1e-4, 1e-3)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -765,24 +762,74 @@ def planning_tip(cell: CellConfig, state: ToolState) -> NDArray[np.float64]:
     return T @ shift
 
 
-def _flange_pose_step(
-    cell: CellConfig,
-    state: ToolState,
-    step: ToolExchange,
-    T_base_flange: NDArray[np.float64],
-    label: str,
-    *,
-    line: bool,
-) -> MoveTo:
-    """A ``moveto`` that puts the flange at ``T_base_flange`` (as a tip target of ``state``'s tool)."""
-    xyz, rpy = xyz_rpy_from_pose(T_base_flange @ planning_tip(cell, state), degrees=False)
-    return MoveTo(
-        index=step.index,
-        path=f"{step.path} ({label})",
-        spec={},
-        cartesian_target=(*(float(v) for v in xyz), *(float(v) for v in rpy)),
-        planning_type="pilz" if line else "auto",
-    )
+def exchange_moves(cell: CellConfig, step: ToolExchange) -> tuple[tuple[Step, ...], tuple[Step, ...]]:
+    """The motions of a ``tool_exchange`` step, as EROBS makes them from the cell's
+    ``tool_exchange`` block (:class:`~erobs_bt.world.cell.ToolChanger`), split where the tool
+    changes hands.
+
+    The one place these motions are computed: the simulated cell, the ``ros2_control`` and
+    ``moveit`` backends (all through :func:`run_tool_exchange`) and planning ahead
+    (:mod:`erobs_bt.planning.forecast`) run them; the console shows what they run. The moves:
+
+    1. the step's ``approach_pose`` (joint space, ``auto``; without one the arm starts from
+       where it is);
+    2. the lateral shift to the dock's line (:meth:`ToolChanger.shift`), a straight
+       ``cartesian`` move in the flange frame;
+    3. the ``load_sequence`` or ``dock_sequence``, each a straight ``cartesian`` move in the
+       flange frame (EROBS's Cartesian planner with ``min_fraction`` 1).
+
+    The tool changes hands at the dock's seat: a load takes hold of it after the load
+    sequence's first move (EROBS's CMS block: "attach to magnet"), a dock leaves it before the
+    dock sequence's last move (after "set tool into holder"); the moves after that are planned
+    with the tool as it is after the exchange (EROBS plans them all with the model of the tool
+    before it and restarts MoveIt afterwards). The simulated hardware node locks and unlocks
+    the changer only there (:meth:`~erobs_bt.world.cell.CellConfig.dock_seat`).
+
+    Returns:
+        ``(moves before the tool changes hands, moves after)``.
+
+    Raises:
+        MotionError: ``EXECUTION_FAILED`` when the cell has no ``tool_exchange`` block.
+    """
+    changer = cell.tool_changer
+    if changer is None:
+        raise MotionError(
+            ErrorCode.EXECUTION_FAILED,
+            f"{step.path}: tool_exchange {step.operation}: the cell has no tool_exchange block "
+            f"(dock_spacing_m, reference_dock, load_sequence, dock_sequence) in {cell.source or 'the cell'}",
+        )
+    moves: list[Step] = []
+    if step.approach_joints is not None:
+        moves.append(
+            MoveTo(
+                index=step.index,
+                path=f"{step.path} (approach {step.approach_pose or 'pose'})",
+                spec={},
+                target=step.approach_pose or "approach_pose",
+                target_joints=step.approach_joints,
+            )
+        )
+    relative = []
+    shift = changer.shift(step.dock_number)
+    if shift is not None:
+        relative.append((f"shift to dock {step.dock_number}", shift))
+    for i, move in enumerate(changer.sequence(step.operation), start=1):
+        relative.append((f"{step.operation} step {i}", move))
+    for label, move in relative:
+        moves.append(
+            MoveTo(
+                index=step.index,
+                path=f"{step.path} ({label}: {move.direction} {move.distance:.3f} m)",
+                spec={},
+                direction=move.direction,
+                direction_vector=move.vector,
+                distance=move.distance,
+                planning_type="cartesian",
+            )
+        )
+    sequence_start = len(moves) - len(changer.sequence(step.operation))
+    split = sequence_start + 1 if step.operation == "load" else len(moves) - 1
+    return tuple(moves[:split]), tuple(moves[split:])
 
 
 def run_tool_exchange(
@@ -790,14 +837,13 @@ def run_tool_exchange(
     step: ToolExchange,
     port: ToolPort,
 ) -> str:
-    """Dock or load a tool through the dock geometry (sequence in the module docstring).
+    """Dock or load a tool by the cell's tool-changer geometry (:func:`exchange_moves`).
 
-    The dock poses are flange poses; each motion is a ``moveto`` with a
-    ``cartesian_target`` for the attached tool's tip (:func:`planning_tip`) that puts the
-    flange there, planned by the backend's planner from the live state.
+    Each motion is planned by the backend's planner from the live state, with the collision
+    model of the tool attached at that moment.
 
     Args:
-        cell: the cell (docks).
+        cell: the cell (docks, ``tool_exchange``).
         step: the ``tool_exchange`` step.
         port: the backend.
 
@@ -837,36 +883,9 @@ def run_tool_exchange(
     else:
         raise fail("operation must be dock or load")
 
-    T_seated = dock.pose.matrix()
-    T_approach = dock.approach_pose()
-    inbound: list[Step] = []
-    if step.approach_joints is not None:
-        inbound.append(
-            MoveTo(
-                index=step.index,
-                path=f"{where} (approach pose)",
-                spec={},
-                target=step.approach_pose or "approach_pose",
-                target_joints=step.approach_joints,
-            )
-        )
-        T_from = fk(step.approach_joints)
-    else:
-        T_from = fk(port.joint_positions())
-    distance, angle = pose_distance(T_from, T_approach)
-    if distance > _SAME_POSE[0] or angle > _SAME_POSE[1]:
-        inbound.append(
-            _flange_pose_step(
-                cell,
-                state,
-                step,
-                T_approach,
-                f"dock {dock.number} approach",
-                line=step.approach_joints is not None,
-            )
-        )
-    inbound.append(_flange_pose_step(cell, state, step, T_seated, f"into dock {dock.number}", line=True))
-    port.move(inbound)
+    inbound, outbound = exchange_moves(cell, step)
+    if inbound:
+        port.move(list(inbound))
 
     state = port.tool_state()
     docks = dict(state.docks)
@@ -883,6 +902,7 @@ def run_tool_exchange(
             docks=MappingProxyType(docks),
         )
     port.set_tool_state(new)
-    port.move([_flange_pose_step(cell, new, step, T_approach, f"out of dock {dock.number}", line=True)])
+    if outbound:
+        port.move(list(outbound))
     done = "docked in" if step.operation == "dock" else "loaded from"
     return f"{step.gripper} {done} dock {dock.number}; attached: {new.gripper}"

@@ -251,7 +251,9 @@ export function createCellView(container, scene, options = {}) {
   for (const dock of scene.docks) {
     const frame = new THREE.Group();
     frame.name = `dock:${dock.number}`;
-    applyPose(frame, dock.pose);
+    // A cell that places its docks nowhere (no approach pose): the stored tool is listed only.
+    if (dock.pose) applyPose(frame, dock.pose);
+    else frame.visible = false;
     const ring = new THREE.Mesh(
       new THREE.CylinderGeometry(0.045, 0.045, 0.006, 32).rotateZ(Math.PI / 2),
       new THREE.MeshStandardMaterial({ color: COLORS.dock, roughness: 0.7 }),

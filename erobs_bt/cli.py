@@ -136,7 +136,7 @@ def _workspace_callback(ctx: click.Context, _param: click.Parameter, value: Path
 
 def _docks_callback(ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
     if value:
-        from erobs_bt.world.beamline import parse_dock_contents
+        from erobs_bt.script.vocabulary import parse_dock_contents
 
         try:
             ctx.meta["erobs_bt.docks"] = parse_dock_contents(value)
@@ -353,7 +353,7 @@ def assumed_docks(cell: Path | None, plan: Any) -> tuple[str, str]:
     goal starts on a fresh cell, and why its tool exchanges cannot run with them
     (:func:`erobs_bt.script.parse.dock_problem`; ``""`` when they can)."""
     from erobs_bt.script.parse import dock_problem
-    from erobs_bt.world.beamline import dock_contents_text
+    from erobs_bt.script.vocabulary import dock_contents_text
 
     docks = _start_docks(cell, plan.script.start_gripper)
     return dock_contents_text(docks), dock_problem(plan.script.steps, docks)

@@ -43,7 +43,7 @@ from erobs_bt.ros.qos import latched_qos
 from erobs_bt.ros.runlogs import NodeRunLogs
 from erobs_bt.ros.snapshots import SnapshotThrottle, TreeState
 from erobs_bt.script.model import JOINT_NAMES
-from erobs_bt.world.beamline import dock_contents_text
+from erobs_bt.script.vocabulary import dock_contents_text
 
 __all__ = ["PublisherBridge"]
 

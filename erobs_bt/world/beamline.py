@@ -70,6 +70,7 @@ from typing import Any
 import yaml
 
 from erobs_bt.script._values import safe_load_yaml
+from erobs_bt.script.vocabulary import dock_contents_text
 from erobs_bt.world.cell import DEFAULT_CELL_PATH, CellConfig, CellConfigError, parse_cell
 
 _LOG = logging.getLogger(__name__)
@@ -572,33 +573,6 @@ def _write_cell_files(name: str, texts: Mapping[str, str | None], directory: str
             handle.write(text)
         os.replace(tmp, out / file)
     return out / "cell.yaml"
-
-
-def parse_dock_contents(text: str, *, where: str = "--docks") -> dict[int, str | None]:
-    """``1=hande,4=epick`` (the ``--docks`` option, the node's ``docks`` parameter) as
-    ``{1: "hande", 4: "epick"}``; ``3=`` or ``3=empty`` names an empty dock.
-
-    Raises:
-        ValueError: ``<where>: <reason>`` for a malformed entry or a dock named twice.
-    """
-    out: dict[int, str | None] = {}
-    for entry in (e.strip() for e in text.split(",")):
-        if not entry:
-            continue
-        number, sep, tool = (part.strip() for part in entry.partition("="))
-        if not sep or not number.isdigit() or int(number) < 1:
-            raise ValueError(
-                f"{where}: expected <dock number>=<gripper> entries, e.g. 1=hande,4=epick (got {entry!r})"
-            )
-        if int(number) in out:
-            raise ValueError(f"{where}: dock {number} is named twice")
-        out[int(number)] = None if tool in ("", "empty", "none") else tool
-    return out
-
-
-def dock_contents_text(docks: Mapping[int, str | None]) -> str:
-    """``1: hande, 2: empty, …``: what the docks hold, for people (validate, reset-sim, state)."""
-    return ", ".join(f"{n}: {tool or 'empty'}" for n, tool in sorted(docks.items())) or "none"
 
 
 def with_dock_contents(

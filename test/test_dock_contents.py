@@ -23,8 +23,8 @@ from click.testing import CliRunner
 
 from erobs_bt.cli import main
 from erobs_bt.script.model import ToolExchange
-from erobs_bt.session import EngineConfig, build_engine
 from erobs_bt.script.vocabulary import parse_dock_contents
+from erobs_bt.session import EngineConfig, build_engine
 from erobs_bt.world.beamline import resolve_cell_file, with_dock_contents
 from erobs_bt.world.cell import CellConfigError
 from erobs_bt.world.config import load_cell

@@ -26,8 +26,8 @@ from conftest import require_samples
 from erobs_bt.plan import pose_registry_file
 from erobs_bt.script.errors import ScriptError
 from erobs_bt.script.model import ToolExchange
-from erobs_bt.session import Engine, EngineConfig, build_engine
 from erobs_bt.script.vocabulary import dock_contents_text
+from erobs_bt.session import Engine, EngineConfig, build_engine
 from erobs_bt.world.beamline import resolve_cell_file
 from erobs_bt.world.config import load_cell
 from erobs_bt.world.kinematics import fk

@@ -74,8 +74,8 @@ from erobs_bt.ros.params import (
 )
 from erobs_bt.ros.process import EXIT_CONFIG, EXIT_EXECUTOR_DIED, serve
 from erobs_bt.ros.runlogs import NodeRunLogs
-from erobs_bt.session import EngineConfig, build_engine
 from erobs_bt.script.vocabulary import dock_contents_text, parse_dock_contents
+from erobs_bt.session import EngineConfig, build_engine
 from erobs_bt.world.beamline import beamline_warnings, resolve_cell_file
 
 __all__ = [

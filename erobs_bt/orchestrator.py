@@ -87,6 +87,7 @@ from erobs_bt.tree.context import (
     Mode,
 )
 from erobs_bt.tree.decorators import fault_of
+from erobs_bt.wording import count
 
 __all__ = [
     "Feedback",
@@ -364,7 +365,8 @@ class Orchestrator:
         self._last_goal_id = handle.goal_id
         self._controls = controls
         self._transition(
-            State.RUNNING, f"{handle.goal_id}: {len(script.steps)} steps, {len(handle.units)} units"
+            State.RUNNING,
+            f"{handle.goal_id}: {count(len(script.steps), 'step')}, {count(len(handle.units), 'unit')}",
         )
         for warning in script.warnings:  # valid but suspicious (radians for degrees): say so, run it
             self._emit(handle.goal_id, "script_warning", message=warning)
@@ -542,8 +544,8 @@ class Orchestrator:
 
     def clear_cache(self) -> Reply:
         """Drop every cached solution."""
-        count = self.cache.clear()
-        return Reply(True, f"cleared {count} cached solution(s)")
+        cleared = self.cache.clear()
+        return Reply(True, f"cleared {count(cleared, 'cached solution')}")
 
     def shutdown(self, timeout: float = 10.0, *, reason: str = SHUTDOWN_REASON) -> None:
         """Halt the running goal (it aborts with ``SHUTDOWN: <reason>``), stop the backend's

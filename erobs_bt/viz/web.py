@@ -1007,7 +1007,7 @@ class LiveView:
             reply = self.orchestrator.reset_simulation(by=by)
             self._touch()
             if not reply.success:
-                return 409, {"success": False, "message": f"refused: {reply.message}"}
+                return 409, {"success": False, "message": reply.message}  # "reset refused: <why>"
         self.note_submitted("", text)  # the goal id is not known before submit returns
         try:
             handle = self.orchestrator.submit(text, dry_run=preview)

@@ -513,6 +513,19 @@ def compiled_cell_path(
     return out / "cell.yaml"
 
 
+def compiled_from(cell: str | Path) -> Mapping[str, Any] | None:
+    """What a cell file compiled by :func:`compiled_cell_path` was made from: its ``beamline``
+    section (``file``: the beamline file, ``poses_file``: the beamline's pose registry or
+    ``None``, …); ``None`` for a cell written in erobs_bt's format or a file that cannot be
+    read. The front ends name these, not the compiled copies in the cache directory."""
+    try:
+        document = yaml.safe_load(Path(cell).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError, UnicodeDecodeError):
+        return None
+    info = document.get("beamline") if isinstance(document, dict) else None
+    return info if isinstance(info, dict) and isinstance(info.get("file"), str) else None
+
+
 def resolve_cell_file(path: str | Path | None, *, workspace: str | Path | None = None) -> Path | None:
     """What ``--cell`` / ``cell_config`` name, as a file in erobs_bt's cell format.
 

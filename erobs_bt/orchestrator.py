@@ -192,6 +192,19 @@ class Orchestrator:
         self.ticks = 0
         #: The running (or last) goal's tick timing (py_trees_ros ``Statistics``).
         self.tick_statistics = TickStatistics()
+        # A backend that reports a unit's plan move by move (MotionStack.add_plan_listener):
+        # the feedback then says how far the plan is (a MoveIt unit plans one request per move).
+        add_plan_listener = getattr(backend, "add_plan_listener", None)
+        if callable(add_plan_listener):
+            add_plan_listener(self._plan_progress)
+
+    def _plan_progress(self, steps: tuple[Any, ...], planned: int, moves: int) -> None:
+        """The backend's plan progress (a planning thread): the running goal's feedback says
+        it while those steps are the unit it is planning (:meth:`_GoalEventsAdapter.plan_progress`)."""
+        goal = self._goal
+        events = goal.context.events if goal is not None and goal.context is not None else None
+        if isinstance(events, _GoalEventsAdapter):
+            events.plan_progress(steps, planned, moves)
 
     # -- queries -------------------------------------------------------------------
     @property
@@ -766,6 +779,7 @@ class _GoalEventsAdapter(GoalEvents):
         # published at a bounded rate, so a message of its own could be skipped.
         self.refusal = ""
         self.parked: str | None = None
+        self.planning: Unit | None = None  # the unit whose plan phase has started, not ended
 
     def where(self) -> str:
         """``unit 2/5 (batch[2]: moveto, end_effector)`` for the running unit."""
@@ -815,6 +829,8 @@ class _GoalEventsAdapter(GoalEvents):
         self._publish()
 
     def phase(self, unit: Unit, phase: str, seconds: float | None = None, detail: str = "") -> None:
+        if phase == "plan":
+            self.planning = unit if seconds is None else None
         if seconds is None:
             self.message = f"unit {unit.index + 1}: {phase}"
             self._emit(f"{phase}_started", unit=unit.index + 1, detail=detail)
@@ -823,6 +839,21 @@ class _GoalEventsAdapter(GoalEvents):
             if phase == "replay" and detail.startswith("refused"):
                 self.refusal = detail
             self._emit(f"{phase}_finished", unit=unit.index + 1, seconds=round(seconds, 6), detail=detail)
+        self._publish()
+
+    def plan_progress(self, steps: tuple[Any, ...], planned: int, moves: int) -> None:
+        """``unit 2: plan, 3/16 moves planned`` while ``steps`` are the unit being planned (a
+        plan ahead of a later unit, or a tool exchange's own moves, says nothing here).
+        Called from the planning thread, before the plan's future completes, so the plan's
+        end (:meth:`phase`, on the goal thread) always comes after it."""
+        unit = self.planning
+        if (
+            unit is None
+            or len(unit.steps) != len(steps)
+            or any(a is not b for a, b in zip(unit.steps, steps, strict=True))
+        ):
+            return
+        self.message = f"unit {unit.index + 1}: plan, {planned}/{count(moves, 'move')} planned"
         self._publish()
 
     def paused(self, reason: str) -> None:

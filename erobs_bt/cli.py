@@ -101,6 +101,14 @@ class _Verbs(click.Group):
             for command in importlib.import_module(module).COMMANDS:
                 self.add_command(command)
 
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        """click's ``main``, with a closed stdout failing no verb (:mod:`erobs_bt.stdio`), from
+        before the arguments are parsed (``erobs-bt --help | head -1`` too), when ``erobs-bt``
+        is the program (``sys.stdout`` belongs to it)."""
+        if is_the_program():
+            guard_stdout()
+        return super().main(*args, **kwargs)
+
     def list_commands(self, ctx: click.Context) -> list[str]:
         self._load_lazy()
         return super().list_commands(ctx)
@@ -176,9 +184,6 @@ def _CELL_OPTION(command: Any) -> Any:
 def main() -> None:
     """Run EROBS lab-robot task scripts as behaviour trees."""
     _interruptible()
-    if is_the_program():
-        # A closed pipe (`erobs-bt validate X | head -1`) fails no verb (erobs_bt.stdio).
-        guard_stdout()
 
 
 class Terminated(KeyboardInterrupt):

@@ -61,8 +61,9 @@ def erobs_bt_into_a_closed_pipe(*args: str) -> subprocess.CompletedProcess[str]:
         ("validate", "--json", str(SCRIPT)),
         ("schema",),
         ("export", "--format", "btcpp", str(SCRIPT)),
+        ("--help",),
     ],
-    ids=["validate", "validate-json", "schema", "export"],
+    ids=["validate", "validate-json", "schema", "export", "help"],
 )
 def test_a_reader_that_goes_away_fails_no_verb(args: tuple[str, ...]) -> None:
     done = erobs_bt_into_a_closed_pipe(*args)

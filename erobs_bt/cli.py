@@ -18,7 +18,8 @@ the parser configured from the same cell and pose-registry files
 ``run`` accepts and rejects the rest with the same message.
 
 Exit codes: 0 success, 1 the goal failed (planning, execution, cancel), 2 the script
-or a configuration file is invalid.
+or a configuration file is invalid. A reader of the output that goes away (``validate X |
+head -1``) changes none of them (:mod:`erobs_bt.stdio`).
 
 Start-up: ``validate`` is what editors and pre-commit hooks call, so it imports only the
 parser and click (its report and its rejection lines are printed with click, not rich, which
@@ -57,18 +58,20 @@ from erobs_bt.commandline import (
     print_warnings,
     use_color,
 )
-from erobs_bt.plan import NotPreviewableError, describe_pose_registry, pose_registry_file
+from erobs_bt.plan import (
+    NotPreviewableError,
+    describe_pose_registry,
+    pose_registry_file,
+    pose_registry_source,
+)
 from erobs_bt.script.errors import ScriptError
+from erobs_bt.stdio import guard_stdout
+from erobs_bt.wording import count
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from erobs_bt.keyboard import TerminalPauses
-
-
-def _count(n: int, noun: str) -> str:
-    """``1 task``, ``3 tasks``: a count with its noun (English plural by ``s``)."""
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def aligned(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
@@ -99,6 +102,14 @@ class _Verbs(click.Group):
         for module in LAZY_VERB_MODULES:
             for command in importlib.import_module(module).COMMANDS:
                 self.add_command(command)
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        """click's ``main``, with a closed stdout failing no verb (:mod:`erobs_bt.stdio`), from
+        before the arguments are parsed (``erobs-bt --help | head -1`` too), when ``erobs-bt``
+        is the program (``sys.stdout`` belongs to it)."""
+        if is_the_program():
+            guard_stdout()
+        return super().main(*args, **kwargs)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         self._load_lazy()
@@ -298,7 +309,7 @@ def validate(script: Path, poses: Path | None, cell: Path | None, no_batching: b
             sys.exit(EXIT_INVALID)
         fail_invalid(script, exc)
     report = plan.describe()
-    registry = pose_registry_file(cell, poses)
+    registry = pose_registry_source(cell, poses)  # a beamline's own file, not its compiled copy
     docks_text, dock_issue = assumed_docks(cell, plan)
     if as_json:
         click.echo(
@@ -316,8 +327,8 @@ def validate(script: Path, poses: Path | None, cell: Path | None, no_batching: b
         return
     echo_labelled(
         "valid",
-        f"{script}: {_count(report['tasks'], 'task')} → {_count(report['total_steps'], 'step')}, "
-        f"{_count(len(plan.units), 'unit')} (batching {'off' if no_batching else 'on'})",
+        f"{script}: {count(report['tasks'], 'task')} → {count(report['total_steps'], 'step')}, "
+        f"{count(len(plan.units), 'unit')} (batching {'off' if no_batching else 'on'})",
         err=False,
         fg="green",
     )
@@ -632,7 +643,7 @@ def _run_goals(
         else:
             cache = "eligible"
         console.print(
-            f"[bold]{verb}[/] {script.name}: {plan.total_steps} steps, {len(units)} units, "
+            f"[bold]{verb}[/] {script.name}: {count(plan.total_steps, 'step')}, {count(len(units), 'unit')}, "
             f"backend {backend}, speed ×{speed:g}, cache {cache}",
             highlight=False,
         )
@@ -660,7 +671,9 @@ def _run_goals(
             if live_view is not None:
                 live_view.note_submitted(handle.goal_id, text)
             result = _wait(engine, handle, auto_resume, console, pauses, term)
-            console.print(progress.summary(result, title=f"{script.name} — {verb} {attempt}/{repeat}"))
+            console.print(
+                progress.summary(result, title=f"{script.name} — {verb} {attempt}/{repeat}", dry_run=dry_run)
+            )
             if not result.success:
                 code = EXIT_FAILED
                 break

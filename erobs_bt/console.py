@@ -18,6 +18,7 @@ from rich.console import Console
 
 from erobs_bt.orchestrator import OrchestratorListener, Result, State
 from erobs_bt.terminal import make_console, state_style
+from erobs_bt.wording import steps_done
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -108,8 +109,9 @@ class ConsoleProgress(OrchestratorListener):
                 totals.unchecked.append(f"unit {unit}: {notice}")
                 self.console.print(f"{prefix} [yellow]![/] {notice}", highlight=False)
 
-    def summary(self, result: Result, *, title: str) -> Table:
-        """A table of the goal's outcome and timings."""
+    def summary(self, result: Result, *, title: str, dry_run: bool = False) -> Table:
+        """A table of the goal's outcome and timings; ``dry_run``: a preview, whose steps and
+        units were planned, not executed (:func:`erobs_bt.wording.steps_done`)."""
         from rich.table import Table  # after the run: not on the way to the first motion
 
         totals = self.totals
@@ -118,8 +120,8 @@ class ConsoleProgress(OrchestratorListener):
         table.add_row("result", status)
         if result.error_message:
             table.add_row("error", f"[red]{result.error_message}[/]")
-        table.add_row("steps", f"{result.completed_steps}/{result.total_steps} completed")
-        table.add_row("units", f"{totals.units}/{self._units_total} completed")
+        table.add_row("steps", steps_done(result.completed_steps, result.total_steps, dry_run=dry_run))
+        table.add_row("units", steps_done(totals.units, self._units_total, dry_run=dry_run))
         table.add_row("cache", ", ".join(f"{k} {v}" for k, v in sorted(totals.cache.items())) or "-")
         table.add_row("planning time", f"{totals.planning_time:.2f} s")
         table.add_row("execution time", f"{totals.execution_time:.2f} s")

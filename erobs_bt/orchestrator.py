@@ -89,6 +89,7 @@ from erobs_bt.tree.context import (
     Mode,
 )
 from erobs_bt.tree.decorators import fault_of
+from erobs_bt.wording import count
 
 __all__ = [
     "Feedback",
@@ -193,6 +194,19 @@ class Orchestrator:
         self.ticks = 0
         #: The running (or last) goal's tick timing (py_trees_ros ``Statistics``).
         self.tick_statistics = TickStatistics()
+        # A backend that reports a unit's plan move by move (MotionStack.add_plan_listener):
+        # the feedback then says how far the plan is (a MoveIt unit plans one request per move).
+        add_plan_listener = getattr(backend, "add_plan_listener", None)
+        if callable(add_plan_listener):
+            add_plan_listener(self._plan_progress)
+
+    def _plan_progress(self, steps: tuple[Any, ...], planned: int, moves: int) -> None:
+        """The backend's plan progress (a planning thread): the running goal's feedback says
+        it while those steps are the unit it is planning (:meth:`_GoalEventsAdapter.plan_progress`)."""
+        goal = self._goal
+        events = goal.context.events if goal is not None and goal.context is not None else None
+        if isinstance(events, _GoalEventsAdapter):
+            events.plan_progress(steps, planned, moves)
 
     # -- queries -------------------------------------------------------------------
     @property
@@ -366,7 +380,8 @@ class Orchestrator:
         self._last_goal_id = handle.goal_id
         self._controls = controls
         self._transition(
-            State.RUNNING, f"{handle.goal_id}: {len(script.steps)} steps, {len(handle.units)} units"
+            State.RUNNING,
+            f"{handle.goal_id}: {count(len(script.steps), 'step')}, {count(len(handle.units), 'unit')}",
         )
         for warning in script.warnings:  # valid but suspicious (radians for degrees): say so, run it
             self._emit(handle.goal_id, "script_warning", message=warning)
@@ -577,8 +592,8 @@ class Orchestrator:
 
     def clear_cache(self) -> Reply:
         """Drop every cached solution."""
-        count = self.cache.clear()
-        return Reply(True, f"cleared {count} cached solution(s)")
+        cleared = self.cache.clear()
+        return Reply(True, f"cleared {count(cleared, 'cached solution')}")
 
     def shutdown(self, timeout: float = 10.0, *, reason: str = SHUTDOWN_REASON) -> None:
         """Halt the running goal (it aborts with ``SHUTDOWN: <reason>``), stop the backend's
@@ -808,6 +823,7 @@ class _GoalEventsAdapter(GoalEvents):
         self.cancel_notice = ""
         self._announce = False
         self.parked: str | None = None
+        self.planning: Unit | None = None  # the unit whose plan phase has started, not ended
 
     def where(self) -> str:
         """``unit 2/5 (batch[2]: moveto, end_effector)`` for the running unit."""
@@ -878,6 +894,8 @@ class _GoalEventsAdapter(GoalEvents):
         self._publish()
 
     def phase(self, unit: Unit, phase: str, seconds: float | None = None, detail: str = "") -> None:
+        if phase == "plan":
+            self.planning = unit if seconds is None else None
         if seconds is None:
             self.message = f"unit {unit.index + 1}: {phase}"
             self._emit(f"{phase}_started", unit=unit.index + 1, detail=detail)
@@ -891,6 +909,21 @@ class _GoalEventsAdapter(GoalEvents):
     def replay_unchecked(self, unit: Unit, notice: str) -> None:
         self.replay_note = notice
         self._emit("replay_unchecked", unit=unit.index + 1, message=notice)
+        self._publish()
+
+    def plan_progress(self, steps: tuple[Any, ...], planned: int, moves: int) -> None:
+        """``unit 2: plan, 3/16 moves planned`` while ``steps`` are the unit being planned (a
+        plan ahead of a later unit, or a tool exchange's own moves, says nothing here).
+        Called from the planning thread, before the plan's future completes, so the plan's
+        end (:meth:`phase`, on the goal thread) always comes after it."""
+        unit = self.planning
+        if (
+            unit is None
+            or len(unit.steps) != len(steps)
+            or any(a is not b for a, b in zip(unit.steps, steps, strict=True))
+        ):
+            return
+        self.message = f"unit {unit.index + 1}: plan, {planned}/{count(moves, 'move')} planned"
         self._publish()
 
     def paused(self, reason: str) -> None:

@@ -46,6 +46,7 @@ __all__ = [
     "plan_goal",
     "plan_script",
     "pose_registry_file",
+    "pose_registry_source",
 ]
 
 #: The packaged pose registry, measured on the packaged cell (``config/poses.yaml``): the
@@ -85,14 +86,45 @@ def describe_pose_registry(
     """``pose registry: config/poses.yaml (default of the packaged cell; another with
     --poses)`` — which registry :func:`pose_registry_file` chose and why, for the front
     ends' start-up line; ``option`` is how the user gives another (the node's
-    ``poses_file``)."""
+    ``poses_file``). A beamline's registry is named as the beamline names it
+    (:func:`pose_registry_source`), not as the copy the compiled cell reads."""
     chosen = pose_registry_file(cell, poses)
+    origin = _beamline_origin(cell) if poses is None else None
+    if origin is not None:
+        beamline = _shown_path(Path(origin["file"]))
+        if chosen is None or not origin.get("poses_file"):
+            return (
+                f"pose registry: none (the beamline {beamline} names no poses_file; give one with {option})"
+            )
+        shown = _shown_path(Path(origin["poses_file"]))
+        return f"pose registry: {shown} (poses_file of the beamline {beamline}; another with {option})"
     if chosen is None:
         return f"pose registry: none (no {CELL_POSES_NAME} beside {cell}; give one with {option})"
     if poses is not None:
         return f"pose registry: {_shown_path(chosen)}"
     whose = "the packaged cell" if cell is None else f"the cell {cell}"
     return f"pose registry: {_shown_path(chosen)} (default of {whose}; another with {option})"
+
+
+def pose_registry_source(cell: Path | str | None, poses: Path | str | None) -> Path | None:
+    """The user's own file for the registry :func:`pose_registry_file` chooses: that file,
+    or, for a cell compiled from an EROBS beamline file, the beamline's ``poses_file`` (the
+    compiled cell reads a copy of it in the cache directory, which no user wrote)."""
+    chosen = pose_registry_file(cell, poses)
+    origin = _beamline_origin(cell) if poses is None and chosen is not None else None
+    if origin is not None and origin.get("poses_file"):
+        return Path(origin["poses_file"])
+    return chosen
+
+
+def _beamline_origin(cell: Path | str | None) -> Any:
+    """The beamline a compiled cell was made from (:func:`erobs_bt.world.beamline.compiled_from`),
+    else ``None``."""
+    if cell is None:
+        return None
+    from erobs_bt.world.beamline import compiled_from
+
+    return compiled_from(cell)
 
 
 def _shown_path(path: Path) -> str:

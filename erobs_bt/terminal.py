@@ -3,12 +3,12 @@ goal (``validate``) do not import the orchestrator; :mod:`erobs_bt.console` re-e
 
 from __future__ import annotations
 
-import contextlib
-import os
 import sys
 from typing import Any
 
 from rich.console import Console
+
+from erobs_bt.stdio import say_when_stdout_closes, stdout_closed
 
 #: The rich style of each execution state (:class:`erobs_bt.goal.State` values, the
 #: ``ExecutionState.state`` strings) wherever a terminal shows one: ``erobs-bt run``'s
@@ -40,8 +40,8 @@ def make_console(*, stderr: bool = False, closed_note: str | None = None) -> Con
 
     Args:
         stderr: print to stderr instead of stdout.
-        closed_note: when given, a closed stream (``erobs-bt send … | head``) does not end
-            the program: see :class:`ClosableConsole`, which says ``closed_note`` on stderr.
+        closed_note: when given, said on stderr when the stream closes (``erobs-bt send …
+            | head``), which ends no verb (:mod:`erobs_bt.stdio`; :class:`ClosableConsole`).
     """
     stream = sys.stderr if stderr else sys.stdout
     options: dict[str, Any] = {"stderr": stderr, "emoji": False}
@@ -58,10 +58,12 @@ class ClosableConsole(Console):
     ``erobs-bt send SCRIPT | head`` closes the pipe after a few lines. rich's reaction to
     the failed write (:class:`BrokenPipeError`) is to raise ``SystemExit(1)`` from the
     printing thread; raised in an rclpy callback it ended the client's spin thread, so the
-    goal's result never arrived and the command hung. This console instead points its
-    stream's file descriptor at ``/dev/null`` (so no later write, Python's own flush at
-    exit included, fails again), prints nothing more, says ``note`` once on stderr, and
-    lets the caller go on (``send`` waits for the goal's result and exits with its code).
+    goal's result never arrived and the command hung. This console instead reacts as every
+    verb does to a closed stdout (:func:`erobs_bt.stdio.stdout_closed`: the stream goes to
+    ``/dev/null``, ``note`` is said once on stderr), prints nothing more, and lets the caller
+    go on (``send`` waits for the goal's result and exits with its code). Under ``erobs-bt``
+    the guarded ``sys.stdout`` (:func:`erobs_bt.stdio.guard_stdout`) sees the closed pipe
+    first; this hook serves a console writing to an unguarded stream.
 
     Args:
         note: what to say on stderr when the stream has closed.
@@ -71,20 +73,10 @@ class ClosableConsole(Console):
     def __init__(self, note: str, **options: Any) -> None:
         super().__init__(**options)
         self.note = note
-        self.closed = False
+        say_when_stdout_closes(note)
 
     def on_broken_pipe(self) -> None:
         """Hook override (rich calls it when a write failed with ``BrokenPipeError``): go
-        quiet, send the stream to ``/dev/null`` and say so on stderr, instead of exiting."""
-        with self._lock:
-            if self.closed:
-                return
-            self.closed = True
-            self.quiet = True
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            try:
-                os.dup2(devnull, self.file.fileno())
-            finally:
-                os.close(devnull)
-        with contextlib.suppress(OSError):  # stderr gone too: nobody is left to tell
-            print(self.note, file=sys.stderr, flush=True)
+        quiet and react as every verb does (:func:`erobs_bt.stdio.stdout_closed`)."""
+        self.quiet = True
+        stdout_closed(self.file)

@@ -267,6 +267,6 @@ def test_the_consoles_run_starts_from_the_initial_cell_and_says_why_not(
     status, answer = LiveView(scripted).submit(script_json([move("a")]), preview=False, reset=True)
     assert (status, answer["message"]) == (
         409,
-        "refused: reset refused: the ScriptedBackend backend has no simulation to reset",
+        "reset refused: the ScriptedBackend backend has no simulation to reset",
     )
     assert scripted.active_goal is None

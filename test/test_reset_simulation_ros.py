@@ -120,7 +120,8 @@ def test_erobs_bt_reset_sim_reports_a_reset_and_a_refusal_with_its_exit_code(
     try:
         refused = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
         assert refused.returncode == 1, refused.stdout + refused.stderr
-        assert f"refused reset refused: busy: {paused.goal_id} is PAUSED" in refused.stdout, refused.stdout
+        assert f"reset refused: busy: {paused.goal_id} is PAUSED" in refused.stdout, refused.stdout
+        assert "refused reset refused" not in refused.stdout, refused.stdout
     finally:
         client.resume()
         goal.wait(GOAL_TIMEOUT)

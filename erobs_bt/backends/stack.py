@@ -121,6 +121,10 @@ _T = TypeVar("_T")
 
 #: A world listener: ``(the new world, what changed it)`` (:meth:`MotionStack.add_world_listener`).
 WorldListener = Callable[[World, str], None]
+#: ``listener(steps, planned, moves)``: of the unit ``steps`` being planned, ``planned`` of its
+#: ``moves`` (``moveto`` steps, one planning request each) are planned
+#: (:meth:`MotionStack.add_plan_listener`).
+PlanListener = Callable[[tuple[Step, ...], int, int], None]
 
 
 @dataclass
@@ -199,6 +203,7 @@ class MotionStack:
         self._tag_objects = tag_objects(cell)
         self._placed: dict[str, Obstacle] = {}  # tag objects put into a SceneKeeper's scene
         self._world_listeners: list[WorldListener] = []
+        self._plan_listeners: list[PlanListener] = []
         self._detectors = detector_markers(cell)
         self._tag_cache: dict[int, NDArray[np.float64]] = {}
         # A tool exchange in progress (action thread only): its operation, and whether the
@@ -300,6 +305,15 @@ class MotionStack:
         collision object, source ``tag <id>``), from the thread that made it."""
         with self._state_lock:
             self._world_listeners.append(listener)
+
+    def add_plan_listener(self, listener: PlanListener) -> None:
+        """Call ``listener(steps, planned, moves)`` as a unit's plan progresses: after each of
+        its moves is planned (in step order; moves planned side by side are reported as they
+        are joined), from the planning thread, before the plan's future completes. ``steps``
+        is the tuple given to :meth:`plan` (its elements are the unit's own steps). A slow
+        planner (move_group: one request per move) is then seen move by move."""
+        with self._state_lock:
+            self._plan_listeners.append(listener)
 
     def remove_world_listener(self, listener: WorldListener) -> None:
         """Stop calling ``listener`` (no error when it was not added)."""
@@ -1040,6 +1054,11 @@ class MotionStack:
         q: tuple[float, ...] = q0
         segments: list[Segment] = []
         ahead = self._plan_concurrently(steps, q0, state, world)
+        with self._state_lock:
+            listeners = tuple(self._plan_listeners)
+        steps = tuple(steps)
+        moves = sum(1 for step in steps if isinstance(step, MoveTo))
+        planned = 0
         try:
             for index, step in enumerate(steps):
                 if isinstance(step, MoveTo):
@@ -1049,6 +1068,8 @@ class MotionStack:
                     segments.append(segment)
                     q = segment.points[-1].positions
                     state = self._after_move(state, q)
+                    planned += 1
+                    self._tell_plan_listeners(listeners, steps, planned, moves)
                 elif isinstance(step, EndEffector):
                     tool = resolve_end_effector(self._cell, state, step)
                     if tool is None:
@@ -1077,6 +1098,16 @@ class MotionStack:
             planning_time=time.monotonic() - began,
             scene_revision=scene,
         )
+
+    @staticmethod
+    def _tell_plan_listeners(
+        listeners: tuple[PlanListener, ...], steps: tuple[Step, ...], planned: int, moves: int
+    ) -> None:
+        for listener in listeners:
+            try:
+                listener(steps, planned, moves)
+            except Exception:  # a listener's bug never fails a plan
+                _LOG.exception("plan listener failed")
 
     def _plan_concurrently(
         self, steps: Sequence[Step], q0: tuple[float, ...], state: ToolState, world: World

@@ -8,6 +8,10 @@ semantics (docs/behaviour.md §3):
 * :meth:`Cell.run` — run (or preview) one script and block until it ends, returning its
   :class:`Outcome` (what the engine reported: status, error code and message with its step
   path, completed/total steps, the last cache status, the goal's run log and bag);
+* :meth:`Cell.parser` — the parser and batching the cell's engine makes its goals with, so
+  that ``validate`` accepts exactly what ``run`` accepts: the embedded engine's own; for a ROS
+  node, the files its parameters name (``cell_config``, ``poses_file``, ``enable_batching``,
+  asked of the node), decided as the node decides them;
 * :meth:`Cell.pause`, :meth:`Cell.resume`, :meth:`Cell.cancel` (all at the next unit
   boundary), :meth:`Cell.stop` (stop now: the arm decelerates to rest and the goal aborts
   ``STOPPED``), :meth:`Cell.reset_fault`, :meth:`Cell.clear_cache` — each answers
@@ -32,9 +36,12 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from erobs_bt.goal import Feedback, OrchestratorListener, Result, State, unchecked_replay_in
+
+if TYPE_CHECKING:
+    from erobs_bt.plan import ScriptParser
 
 _LOG = logging.getLogger(__name__)
 
@@ -169,6 +176,16 @@ class Cell:
         """Run (``dry_run``: preview) one script and block until it ends."""
         raise NotImplementedError
 
+    def parser(self) -> tuple[ScriptParser, bool]:
+        """The parser the cell's engine parses goals with and its ``enable_batching``.
+
+        Raises:
+            TimeoutError: the ROS node did not answer.
+            erobs_bt.commandline.ConfigurationError: the node's cell or registry cannot be
+                read here, or is invalid.
+        """
+        raise NotImplementedError
+
     def pause(self) -> tuple[bool, str]:
         """Pause the running goal at its next unit boundary: ``(accepted, the engine's message)``."""
         raise NotImplementedError
@@ -261,6 +278,8 @@ class RosCell(Cell):
         self._ever_seen = False
         self._losses = 0  # how often the node went away (a running goal compares it)
         self._active: _Track | None = None  # the goal whose feedback the view follows
+        # Parsers made for the node's (cell_config, poses_file): the node reads its files once.
+        self._parsers: dict[tuple[str, str], ScriptParser] = {}
         # Presence: the node's latched state publisher matched or unmatched (as ErobsRobot does).
         self._client.follow_presence(self._on_matched, on_state=lambda _message: self._changed())
 
@@ -388,6 +407,36 @@ class RosCell(Cell):
             bag=bag,
             notices=notices,
         )
+
+    def parser(self) -> tuple[ScriptParser, bool]:
+        """The node's parser, made here from the files its parameters name, as the node
+        makes its own (:meth:`erobs_bt.ros.params.NodeSettings.script_files`); the node's
+        ``enable_batching``. The files must be readable here (same host or shared folder)."""
+        from erobs_bt.commandline import ConfigurationError, load_parser
+        from erobs_bt.ros.params import NodeSettings
+        from erobs_bt.world.cell import CellConfigError
+
+        names = ["cell_config", "poses_file", "enable_batching"]
+        try:
+            settings = NodeSettings.from_values(self._client.get_parameters(names, self.timeout))
+        except KeyError as exc:
+            raise ConfigurationError(f"{self.name} is not an erobs_bt node: {exc.args[0]}") from None
+        key = (settings.cell_config, settings.poses_file)
+        with self._lock:
+            parser = self._parsers.get(key)
+        if parser is None:
+            where = (
+                f"the files of {self.name} (cell_config {settings.cell_config!r}, "
+                f"poses_file {settings.poses_file!r}; '' = the default)"
+            )
+            try:
+                cell, poses = settings.script_files()
+                parser = load_parser(cell=cell, poses=poses)
+            except (ConfigurationError, CellConfigError) as exc:
+                raise ConfigurationError(f"{where} cannot be used here: {exc}") from None
+            with self._lock:
+                self._parsers[key] = parser
+        return parser, settings.enable_batching
 
     def _unfollow(self, track: _Track, previous: _Track | None) -> None:
         """A goal that did not start: the view follows the goal that runs (if any) again."""
@@ -554,6 +603,16 @@ class EmbeddedCell(Cell):
     def view(self) -> CellView:
         with self._lock:
             return self._view
+
+    def parser(self) -> tuple[ScriptParser, bool]:
+        """The engine's own parser and batching (:meth:`erobs_bt.session.Engine.plan`'s)."""
+        from erobs_bt.plan import ScriptParser
+
+        parser = self.engine.orchestrator.parser
+        if not isinstance(parser, ScriptParser):  # an engine not made by build_engine
+            config = self.engine.config
+            parser = ScriptParser.from_files(cell=config.cell, poses=config.poses)
+        return parser, self.engine.orchestrator.enable_batching
 
     def run(self, full_json: str, *, dry_run: bool = False) -> Outcome:
         from erobs_bt.goal import GoalRejected

@@ -21,8 +21,12 @@ Actions (``POST /action/<name>`` with ``{"args": {...}}``, then ``/start``):
   (busy, FAULTED), with the engine's reason. A goal paused at a unit boundary stays
   ``running`` (the node's status says ``paused``): MADSci's workcell engine stops following
   an action that reports ``paused`` and would lose the step's result.
-* ``validate(script)`` — parse, expand and group exactly as the cell does (the cell's parser:
-  ``--cell``/``--poses``); moves nothing, runs while a goal runs.
+* ``validate(script)`` — parse, expand and group exactly as the cell does, so it accepts what
+  ``run_script`` accepts (:meth:`~erobs_bt.madsci.cells.Cell.parser`): a ROS cell's own
+  cell, pose registry and batching, asked of the node (its ``cell_config``, ``poses_file``
+  and ``enable_batching`` parameters; the files must be readable here), or the embedded
+  engine's. Moves nothing, runs while a goal runs. ``failed`` (not ``valid: false``) when
+  the cell cannot be asked or its files cannot be read here, with why.
 * ``reset_fault()``, ``clear_cache()`` — the engine's own, with its answer.
 
 Admin commands (``POST /admin/<command>``): ``pause``/``resume`` (at the next unit boundary),
@@ -115,10 +119,14 @@ class ErobsBtNodeConfig(RestNodeConfig):
         "the default run-log folder).",
     )
     cell: Path | None = Field(
-        default=None, description="Cell YAML (docks, grippers; the embedded engine's cell). None: packaged."
+        default=None,
+        description="Embedded engine: cell YAML or an EROBS beamline file. None: packaged. (A ROS "
+        "cell's is its node's cell_config.)",
     )
     poses: Path | None = Field(
-        default=None, description="Pose registry YAML (degrees) for validate/embedded."
+        default=None,
+        description="Embedded engine: pose registry YAML (degrees). None: the cell's default, as "
+        "`erobs-bt run` chooses it. (A ROS cell's is its node's poses_file.)",
     )
     faults: Path | None = Field(default=None, description="Embedded simulated cell: fault-injection YAML.")
     backend: str = Field(default="sim", description="Embedded engine: the motion backend.")
@@ -230,13 +238,16 @@ class ErobsBtNode(RestNode):
                 run_log_dir=config.run_log_dir,
                 client_name=f"madsci_{self.node_info.node_name}".replace("-", "_"),
             )
+        from erobs_bt.plan import pose_registry_file
         from erobs_bt.session import EngineConfig
         from erobs_bt.viz.runlog import default_log_dir
+        from erobs_bt.world.beamline import resolve_cell_file
 
+        cell = resolve_cell_file(config.cell)  # as `erobs-bt run --cell` reads it
         engine = EngineConfig(
             backend=config.backend,
-            cell=config.cell,
-            poses=config.poses,
+            cell=cell,
+            poses=pose_registry_file(cell, config.poses),  # the default registry, as `run` chooses it
             faults=config.faults,
             speed=config.speed,
         )
@@ -245,9 +256,6 @@ class ErobsBtNode(RestNode):
     def startup_handler(self) -> None:
         """Connect the cell (made once; a restart through ``reset`` keeps it) and map its
         state onto the node's status on every change."""
-        from erobs_bt.plan import ScriptParser
-
-        self._parser = ScriptParser.from_files(cell=self.config.cell, poses=self.config.poses)
         if self._cell is None:
             self._cell = self._make_cell()
             self._cell.add_listener(self._apply)
@@ -255,7 +263,22 @@ class ErobsBtNode(RestNode):
 
         if isinstance(self._cell, RosCell) and not self._cell.wait_reachable(self.config.request_timeout):
             _LOG.warning("%s", self._cell.view().reason)  # status says errored until it appears
+        else:
+            self._cell_parser()  # the docks of the cell's configuration, for the state
         self._apply(self._cell.view())
+
+    def _cell_parser(self) -> tuple[Any, bool] | str:
+        """The cell's parser and batching (:meth:`~erobs_bt.madsci.cells.Cell.parser`), kept
+        for the state's docks; or why it cannot be had (logged)."""
+        from erobs_bt.commandline import ConfigurationError
+
+        try:
+            parser, batching = self.cell.parser()
+        except (TimeoutError, ConfigurationError) as exc:
+            _LOG.warning("cannot read the cell's configuration: %s", exc)
+            return str(exc)
+        self._parser = parser
+        return parser, batching
 
     def shutdown_handler(self) -> None:
         """Close the cell: the ROS client (the ROS node keeps running), or the embedded
@@ -410,12 +433,24 @@ class ErobsBtNode(RestNode):
         self,
         script: Annotated[str, "The EROBS JSON task script: its JSON text, or a path this node can read."],
     ) -> ValidateResult:
-        """Validate a script exactly as the cell would (parse, expand, group, cache key); nothing moves."""
+        """Validate a script exactly as the cell would (its cell, pose registry and batching:
+        parse, expand, group, cache key); nothing moves."""
         from erobs_bt.plan import plan_goal
         from erobs_bt.script.errors import ScriptError
 
+        configured = self._cell_parser()
+        if isinstance(configured, str):
+            return ActionFailed(
+                errors=[
+                    Error(
+                        message=f"cannot validate as {self.cell.name} would: {configured}",
+                        error_type="CELL_CONFIGURATION",
+                    )
+                ]
+            )
+        parser, batching = configured
         try:
-            plan = plan_goal(_script_text(script), parser=self._parser)
+            plan = plan_goal(_script_text(script), parser=parser, enable_batching=batching)
         except (ScriptError, OSError, ValueError) as exc:
             return ValidateResult(valid=False, error=str(exc))
         return ValidateResult(valid=True, report=plan.describe())

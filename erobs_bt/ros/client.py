@@ -643,6 +643,35 @@ class ErobsBtClient:
         response = _wait_future(client.call_async(Trigger.Request()), timeout, key)
         return bool(response.success), str(response.message)
 
+    def get_parameters(self, names: list[str], timeout: float = 5.0) -> dict[str, Any]:
+        """The node's values of the parameters ``names`` (its ``~/get_parameters`` service,
+        rclpy's own), as Python values.
+
+        Raises:
+            TimeoutError: the service is not available or did not answer.
+            KeyError: the node has no parameter of one of the names.
+        """
+        from rcl_interfaces.msg import ParameterType
+        from rcl_interfaces.srv import GetParameters
+        from rclpy.parameter import parameter_value_to_python
+
+        base = self.names["execute"].rsplit("/", 1)[0]  # the node's own name: ~/execute's parent
+        service = f"{base}/get_parameters"
+        client: Any = self.node.create_client(GetParameters, service)
+        try:
+            if not client.wait_for_service(timeout_sec=timeout):
+                raise unreachable(f"service {service}", timeout, self.domain_id)
+            request = GetParameters.Request(names=list(names))
+            values = _wait_future(client.call_async(request), timeout, "get_parameters").values
+        finally:
+            self.node.destroy_client(client)
+        out: dict[str, Any] = {}
+        for name, value in zip(names, values, strict=True):
+            if value.type == ParameterType.PARAMETER_NOT_SET:
+                raise KeyError(f"{base} has no parameter {name}")
+            out[name] = parameter_value_to_python(value)
+        return out
+
     def _scene_client(self, key: str) -> Any:
         """The service client of a planning-scene service (made at its first use)."""
         from moveit_msgs.srv import ApplyPlanningScene, GetPlanningScene

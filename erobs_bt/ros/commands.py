@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -56,6 +57,7 @@ if TYPE_CHECKING:
     from erobs_bt.ros.node import ErobsBtNode
 
 from erobs_bt.commandline import EXIT_FAILED, EXIT_INVALID
+from erobs_bt.wording import steps_done
 
 #: No node answered (distinct from a failed goal and from an invalid script).
 EXIT_UNREACHABLE = 3
@@ -341,6 +343,17 @@ def send(script: Path, dry_run: bool, node: str, timeout: float) -> None:
     with _client(node) as client:
         last = [""]
         notices: list[str] = []  # the goal's unchecked replays, repeated under the result
+        # Feedback can arrive (client spin thread) before send() returns with the goal
+        # accepted: its lines wait here until "accepted" is printed, so they follow it.
+        lock = threading.Lock()
+        held: list[str] | None = []
+
+        def say(line: str) -> None:
+            with lock:
+                if held is not None:
+                    held.append(line)
+                else:
+                    out.print(line, highlight=False)
 
         def show(feedback: Any) -> None:
             unchecked = unchecked_replay_in(feedback.status_message)
@@ -349,14 +362,12 @@ def send(script: Path, dry_run: bool, node: str, timeout: float) -> None:
             line = _feedback_line(feedback)
             if line != last[0]:
                 last[0] = line
-                out.print(line, highlight=False)
+                say(line)
                 if (
                     "waiting for Resume" in feedback.status_message
                     or "paused before" in feedback.status_message
                 ):
-                    out.print(
-                        "[yellow]paused[/]: `erobs-bt resume` continues, `erobs-bt cancel` ends the goal"
-                    )
+                    say("[yellow]paused[/]: `erobs-bt resume` continues, `erobs-bt cancel` ends the goal")
 
         try:
             run = client.send(text, dry_run=dry_run, on_feedback=show, timeout=timeout)
@@ -367,7 +378,13 @@ def send(script: Path, dry_run: bool, node: str, timeout: float) -> None:
             out.print(f"[red]REJECTED[/] {run.rejection}", highlight=False)
             sys.exit(EXIT_FAILED)
         try:  # (a Ctrl-C from the moment the goal is accepted cancels it)
-            out.print(f"[green]accepted[/] {'preview' if dry_run else 'execute'} {script}", highlight=False)
+            with lock:
+                out.print(
+                    f"[green]accepted[/] {'preview' if dry_run else 'execute'} {script}", highlight=False
+                )
+                for line in held or ():
+                    out.print(line, highlight=False)
+                held = None
             result = run.wait()
         except KeyboardInterrupt:
             out.print("[yellow]cancelling[/] (stops at the next unit boundary; Ctrl-C again to stop now)")
@@ -386,7 +403,7 @@ def send(script: Path, dry_run: bool, node: str, timeout: float) -> None:
         if result.error_message:
             table.add_row("error", f"[red]{result.error_message}[/]")
             table.add_row("error code", result.error_code)
-        table.add_row("steps", f"{result.completed_steps}/{result.total_steps} completed")
+        table.add_row("steps", steps_done(result.completed_steps, result.total_steps, dry_run=dry_run))
         for notice in notices:
             table.add_row("notice", f"[yellow]{notice}[/]")
         out.print(table)
@@ -459,8 +476,10 @@ def reset_sim(node: str, timeout: float) -> None:
         except TimeoutError as exc:
             console.print(f"[red]error[/] {exc}", highlight=False)
             sys.exit(_timeout_exit(exc))
-    mark = "[green]ok[/]" if success else "[red]refused[/]"
-    console.print(f"{mark} {message}", highlight=False)
+    # A refusal says so itself ("reset refused: busy: goal-1 is PAUSED").
+    console.print(
+        Text.assemble(("ok ", "green") if success else ("", ""), (message, "" if success else "red"))
+    )
     sys.exit(0 if success else EXIT_FAILED)
 
 

@@ -68,6 +68,7 @@ from erobs_bt.ros.params import (
     NodeSettings,
 )
 from erobs_bt.ros.runlogs import NodeRunLogs
+from erobs_bt.wording import count
 
 __all__ = ["CANCELED_OUTSIDE_ROS", "SHUTDOWN_REASON", "GoalServer"]
 
@@ -586,8 +587,8 @@ class GoalServer(OrchestratorListener):
             elif handle is not None and handle.script is not None:
                 mode = "preview" if request.dry_run else "execute"
                 self._log.info(
-                    f"{handle.goal_id}: accepted ({mode}, {len(handle.script.steps)} steps, "
-                    f"{len(handle.units)} units)"
+                    f"{handle.goal_id}: accepted ({mode}, {count(len(handle.script.steps), 'step')}, "
+                    f"{count(len(handle.units), 'unit')})"
                 )
             if handle is not None:
                 result = self._wait(handle)

@@ -57,7 +57,7 @@ from rclpy.parameter import Parameter
 
 from erobs_bt.backends.base import MotionBackend
 from erobs_bt.orchestrator import Orchestrator, Result
-from erobs_bt.plan import describe_pose_registry, pose_registry_file
+from erobs_bt.plan import describe_pose_registry
 from erobs_bt.ros.bridge import PublisherBridge
 from erobs_bt.ros.goal_server import CANCELED_OUTSIDE_ROS, SHUTDOWN_REASON, GoalServer
 from erobs_bt.ros.nodelog import NodeLog
@@ -74,9 +74,9 @@ from erobs_bt.ros.params import (
 )
 from erobs_bt.ros.process import EXIT_CONFIG, EXIT_EXECUTOR_DIED, serve
 from erobs_bt.ros.runlogs import NodeRunLogs
-from erobs_bt.script.vocabulary import dock_contents_text, parse_dock_contents
+from erobs_bt.script.vocabulary import dock_contents_text
 from erobs_bt.session import EngineConfig, build_engine
-from erobs_bt.world.beamline import beamline_warnings, resolve_cell_file
+from erobs_bt.world.beamline import beamline_warnings
 
 __all__ = [
     "CANCELED_OUTSIDE_ROS",
@@ -101,14 +101,12 @@ def engine_config(settings: NodeSettings, *, namespace: str | None = None) -> En
     """The :class:`~erobs_bt.session.EngineConfig` the node's parameters describe; a
     backend's own ROS node goes into ``namespace`` (the node's); an empty ``poses_file`` is
     the cell's default registry (:func:`~erobs_bt.plan.pose_registry_file`)."""
-    docks = parse_dock_contents(settings.docks, where="parameter docks") if settings.docks else None
-    # erobs_bt's format or a beamline file, with the docks' contents at start
-    cell = resolve_cell_file(settings.cell_config or None, docks=docks)
+    cell, poses = settings.script_files()  # erobs_bt's format or a beamline file; the registry
     return EngineConfig(
         ros_namespace=namespace,
         backend=settings.backend,
         cell=cell,
-        poses=pose_registry_file(cell, settings.poses_file or None),
+        poses=poses,
         faults=Path(settings.faults_file) if settings.faults_file else None,
         hardware=Path(settings.hardware_config) if settings.hardware_config else None,
         moveit=Path(settings.moveit_config) if settings.moveit_config else None,

@@ -657,6 +657,28 @@ class NodeSettings:
         plain = {name: value for name, value in checked.items() if not name.startswith("timeout.")}
         return NodeSettings(timeouts=MappingProxyType(timeouts), **plain)  # type: ignore[arg-type]
 
+    def script_files(self) -> tuple[Path | None, Path | None]:
+        """The node's cell and pose-registry files: ``cell_config`` as a file in erobs_bt's
+        cell format (a beamline file compiled, :func:`~erobs_bt.world.beamline.resolve_cell_file`;
+        ``None``: the packaged cell) and the registry (an empty ``poses_file``: the cell's
+        default, :func:`~erobs_bt.plan.pose_registry_file`). The one place the node decides
+        them: its engine (:func:`erobs_bt.ros.node.engine_config`) and a MADSci node that
+        validates for it (:meth:`erobs_bt.madsci.cells.RosCell.parser`) both call it.
+
+        Raises:
+            erobs_bt.world.cell.CellConfigError: the beamline file is unreadable or invalid,
+                or the ``docks`` parameter does not fit the cell.
+            ValueError: the ``docks`` parameter is malformed (``parameter docks: …``).
+        """
+        from erobs_bt.plan import pose_registry_file
+        from erobs_bt.script.vocabulary import parse_dock_contents
+        from erobs_bt.world.beamline import resolve_cell_file
+
+        docks = parse_dock_contents(self.docks, where="parameter docks") if self.docks else None
+        # erobs_bt's format or a beamline file, with the docks' contents at start
+        cell = resolve_cell_file(self.cell_config or None, docks=docks)
+        return cell, pose_registry_file(cell, self.poses_file or None)
+
     def run_log_folder(self) -> Path:
         """The folder run logs go to (``run_log_dir``, else the CLI's default folder)."""
         from erobs_bt.viz.runlog import default_log_dir

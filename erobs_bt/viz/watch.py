@@ -27,6 +27,7 @@ from rich.tree import Tree
 
 from erobs_bt.terminal import state_style
 from erobs_bt.viz.model import fold_tree, nest
+from erobs_bt.wording import count
 
 _ICON = {"RUNNING": "●", "SUCCESS": "✓", "FAILURE": "✗", "INVALID": "·"}
 _STYLE = {"RUNNING": "bold yellow", "SUCCESS": "green", "FAILURE": "bold red", "INVALID": "dim"}
@@ -66,7 +67,9 @@ def tree_renderable(tree: Mapping[str, Any]) -> Tree:
     """The folded tree (``fold_tree`` output) as a rich Tree: the current, running and
     failed units with their subtrees, every other unit or fold on one line."""
     root = tree["root"]
-    out = Tree(_status_text(str(root["status"]), f"{root['name']} ({tree['total_units']} units)"))
+    out = Tree(
+        _status_text(str(root["status"]), f"{root['name']} ({count(int(tree['total_units']), 'unit')})")
+    )
     for entry in tree["entries"]:
         kind = entry["kind"]
         if kind == "unit":

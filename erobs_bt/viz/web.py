@@ -440,12 +440,20 @@ class LiveViewListener(OrchestratorListener):
 
     # -- reading -----------------------------------------------------------------------
     def adopt(self, goal_id: str, root: py_trees.behaviour.Behaviour | None) -> None:
-        """Show ``root`` (of a goal already running when the view started)."""
+        """Show ``root`` (of a goal already running, or paused, when the view started), with
+        what its ``goal_started`` event would have said (mode, steps, units, eligibility)."""
         with self._lock:
             self._root = root
             if goal_id != self._goal.get("id"):
                 self._new_goal(goal_id, None)
-            self._handle = self._lookup(goal_id)
+            handle = self._handle = self._lookup(goal_id)
+            if handle is not None and handle.script is not None and handle.context is not None:
+                self._goal.update(
+                    mode=handle.context.mode.value,
+                    total_steps=len(handle.script.steps),
+                    units=len(handle.units),
+                    eligible=bool(handle.context.eligible),
+                )
             self._touch()
 
     def trajectories(self) -> dict[str, Any]:
@@ -1009,7 +1017,7 @@ class LiveView:
             reply = self.orchestrator.reset_simulation(by=by)
             self._touch()
             if not reply.success:
-                return 409, {"success": False, "message": f"refused: {reply.message}"}
+                return 409, {"success": False, "message": reply.message}  # "reset refused: <why>"
         self.note_submitted("", text)  # the goal id is not known before submit returns
         try:
             handle = self.orchestrator.submit(text, dry_run=preview)

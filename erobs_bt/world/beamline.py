@@ -620,6 +620,19 @@ def with_dock_contents(
     return _write_cell_files(f"{document.get('name', 'cell')}-docks", texts, directory)
 
 
+def compiled_from(cell: str | Path) -> Mapping[str, Any] | None:
+    """What a cell file compiled by :func:`compiled_cell_path` was made from: its ``beamline``
+    section (``file``: the beamline file, ``poses_file``: the beamline's pose registry or
+    ``None``, …); ``None`` for a cell written in erobs_bt's format or a file that cannot be
+    read. The front ends name these, not the compiled copies in the cache directory."""
+    try:
+        document = yaml.safe_load(Path(cell).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError, UnicodeDecodeError):
+        return None
+    info = document.get("beamline") if isinstance(document, dict) else None
+    return info if isinstance(info, dict) and isinstance(info.get("file"), str) else None
+
+
 def resolve_cell_file(
     path: str | Path | None,
     *,

@@ -163,7 +163,7 @@ function renderTree(tree, motion) {
   }
   const c = tree.counts;
   counts.textContent =
-    `— ${tree.total_units} units: ${c.SUCCESS} done, ${c.RUNNING} running, ${c.FAILURE} failed, ${c.INVALID} pending`;
+    `— ${count(tree.total_units, "unit")}: ${c.SUCCESS} done, ${c.RUNNING} running, ${c.FAILURE} failed, ${c.INVALID} pending`;
   const rootLine = el("div", { class: "node root", "data-status": tree.root.status },
     statusIcon(tree.root.status), el("span", { class: "name" }, tree.root.name));
   const parts = [rootLine];
@@ -173,6 +173,11 @@ function renderTree(tree, motion) {
     else parts.push(boundaryLine(entry));
   }
   container.replaceChildren(...parts);
+}
+
+// "1 unit", "3 units": a count with its noun in the number it takes (erobs_bt/wording.py).
+function count(n, noun) {
+  return n === 1 ? `${n} ${noun}` : `${n} ${noun}s`;
 }
 
 function setText(id, text) {
@@ -213,8 +218,9 @@ function renderProgress(s) {
   const goal = s.goal || {};
   if (goal.id) {
     const name = goal.run_name ? ` · “${goal.run_name}”` : "";
-    setText("goal", `${goal.id}${name} · ${goal.mode || ""} · ${goal.total_steps ?? "?"} steps · ` +
-      `${goal.units ?? "?"} units` + (goal.eligible ? " · cache eligible" : ""));
+    setText("goal", `${goal.id}${name} · ${goal.mode || ""} · ` +
+      `${goal.total_steps == null ? "? steps" : count(goal.total_steps, "step")} · ` +
+      `${goal.units == null ? "? units" : count(goal.units, "unit")}` + (goal.eligible ? " · cache eligible" : ""));
   } else {
     setText("goal", "no goal yet");
   }

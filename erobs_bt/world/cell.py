@@ -87,6 +87,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from erobs_bt.script.errors import ScriptError
+from erobs_bt.script.parse import DIRECTION_VECTORS
 from erobs_bt.script.vocabulary import DEFAULT_CELL_PATH as _VOCABULARY_CELL_PATH
 from erobs_bt.script.vocabulary import CellVocabulary
 from erobs_bt.validation import Checker, ConfigError, ErrorFactory, read_yaml
@@ -322,26 +323,6 @@ class Dock:
     gripper: str | None
 
 
-#: ``direction`` of a relative move → unit vector in the flange frame (EROBS's
-#: ``DIRECTION_VECTORS``; ``erobs_bt.script.parse.DIRECTION_VECTORS`` is the same table).
-_DIRECTIONS: Mapping[str, tuple[float, float, float]] = MappingProxyType(
-    {
-        "forward": (1.0, 0.0, 0.0),
-        "x": (1.0, 0.0, 0.0),
-        "backward": (-1.0, 0.0, 0.0),
-        "-x": (-1.0, 0.0, 0.0),
-        "right": (0.0, -1.0, 0.0),
-        "y": (0.0, -1.0, 0.0),
-        "left": (0.0, 1.0, 0.0),
-        "-y": (0.0, 1.0, 0.0),
-        "up": (0.0, 0.0, 1.0),
-        "z": (0.0, 0.0, 1.0),
-        "down": (0.0, 0.0, -1.0),
-        "-z": (0.0, 0.0, -1.0),
-    }
-)
-
-
 @dataclass(frozen=True)
 class RelativeMove:
     """One straight move of a tool exchange: ``distance`` [m] along ``direction``.
@@ -395,7 +376,7 @@ class ToolChanger:
         if abs(offset) < self.MIN_SHIFT:
             return None
         direction = "right" if offset >= 0 else "left"
-        return RelativeMove(direction, _DIRECTIONS[direction], abs(offset))
+        return RelativeMove(direction, DIRECTION_VECTORS[direction], abs(offset))
 
     def sequence(self, operation: str) -> tuple[RelativeMove, ...]:
         """``load_sequence`` for ``load``, ``dock_sequence`` for ``dock``.
@@ -785,10 +766,10 @@ def _read_moves(r: _Reader, value: Any, key: str) -> tuple[RelativeMove, ...]:
         raw = r.mapping(item, k)
         r.only_keys(raw, k, ("direction", "distance"))
         direction = r.choice(
-            r.required(raw, "direction", k), f"{k}.direction", tuple(_DIRECTIONS), what="direction"
+            r.required(raw, "direction", k), f"{k}.direction", tuple(DIRECTION_VECTORS), what="direction"
         )
         distance = r.number(r.required(raw, "distance", k), f"{k}.distance", unit="m", positive=True)
-        moves.append(RelativeMove(direction, _DIRECTIONS[direction], distance))
+        moves.append(RelativeMove(direction, DIRECTION_VECTORS[direction], distance))
     return tuple(moves)
 
 

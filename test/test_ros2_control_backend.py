@@ -16,7 +16,9 @@ faster than real time.
 
 from __future__ import annotations
 
+import itertools
 import json
+import time
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import Future
@@ -36,6 +38,7 @@ from erobs_bt.backends.ros2_control import (
     check_against_cell,
     load_hardware_config,
     parse_hardware_config,
+    wait_ready,
 )
 from erobs_bt.ros.client import ErobsBtClient, GoalRun
 from erobs_bt.script.macros import VisionTargets
@@ -327,6 +330,68 @@ def test_stop_cancels_the_controller_goal_and_the_arm_decelerates(rig: Any) -> N
     assert not np.allclose(rest.position, target, atol=1e-3), "the arm ran on to the target"
 
 
+def test_after_a_stop_the_arm_is_idle_only_once_the_joint_states_say_it_is_at_rest(rig: Any) -> None:
+    """The controller answers a cancel at once and the arm settles afterwards (the double as
+    joint_trajectory_controller does): the stopped step fails, and the arm counts as idle, only
+    once the joint states show it at rest; nothing else is commanded before."""
+    _, observer, backend = rig
+    solution = plan_move(backend, "spincoater_scan")
+    since, joints = observer.events.count, observer.joint_states.count
+    running = backend.execute(solution, replay=False)
+    observer.wait_event("trajectory_goal", since=since)
+    assert observer.joint_states.wait_for(lambda m: max(abs(v) for v in m.velocity) > 0.2, 30.0, since=joints)
+
+    backend.stop()
+    error = error_of(running)
+    done = time.time()
+
+    assert error.code is ErrorCode.EXECUTION_FAILED and "stopped by request" in error.detail
+    assert not backend.arm.is_busy()
+    rest = observer.wait_event("trajectory_rest", since=since)
+    answered = observer.wait_event("trajectory_result", since=since, outcome="canceled")
+    assert answered["t"] < rest["t"] <= done, (answered["t"], rest["t"], done)
+    assert np.allclose(backend.joint_positions(), rest["position"], atol=1e-4)
+    assert len(observer.of("trajectory_goal", since)) == 1, "a trajectory was sent before the arm was at rest"
+
+
+def test_a_stopped_robot_program_fails_the_step_before_anything_fires(rig: Any) -> None:
+    """ur_robot_driver says the program stopped (robot_program_running false; controller_stopper
+    then deactivates the trajectory controller): the step fails naming it, before its gripper
+    command or its trajectory reaches the hardware; once the program runs again, it runs."""
+    from std_srvs.srv import Trigger
+
+    _, observer, backend = rig
+    stop = observer.node.create_client(Trigger, "/dashboard_client/stop")
+    play = observer.node.create_client(Trigger, "/dashboard_client/play")
+    assert stop.wait_for_service(10.0) and play.wait_for_service(10.0)
+    live = tuple(backend.joint_positions())
+    rest = (0.0,) * 6
+    there = tuple(np.array(live) + np.array([0.1, 0.0, 0.0, 0.0, 0.0, 0.0]))
+    solution = Solution(
+        (
+            ToolSegment(0, "hande", "hande_closed"),
+            ArmSegment(1, (TrajectoryPoint(live, rest, rest, 0.0), TrajectoryPoint(there, rest, rest, 1.0))),
+        ),
+        backend.model_revision(),
+    )
+    assert stop.call(Trigger.Request(), timeout_sec=10.0).success
+    assert wait_ready(lambda: backend.arm.program_running() is False, 10.0)
+    since = observer.events.count
+    try:
+        error = error_of(backend.execute(solution, replay=False))
+        assert error.code is ErrorCode.EXECUTION_FAILED and not error.fatal
+        assert "not sent: the robot program is not running" in error.detail, error.detail
+        assert "/io_and_status_controller/robot_program_running is false" in error.detail
+        # Nothing reached the hardware: no gripper goal, no trajectory.
+        assert observer.events.wait_for(lambda e: e["event"] not in ("program",), 0.5, since=since) is None, (
+            observer.events.items()[since:]
+        )
+    finally:
+        assert play.call(Trigger.Request(), timeout_sec=10.0).success
+    assert wait_ready(lambda: backend.arm.program_running() is True, 10.0)
+    backend.execute(solution, replay=False).result(GOAL_TIMEOUT)
+
+
 def test_gripper_states_go_through_gripper_command_goals(rig: Any) -> None:
     hardware, observer, backend = rig
     since = observer.events.count
@@ -454,3 +519,30 @@ def test_the_hardware_config_names_the_key_of_every_error() -> None:
 def test_the_prefix_applies_to_the_joint_names_on_the_wire() -> None:
     config = parse_hardware_config({"joint_prefix": "left_"})
     assert config.joint_names[0] == "left_shoulder_pan_joint" and len(config.joint_names) == 6
+
+
+def test_the_backend_never_sends_equal_time_stamps_or_a_moving_last_point() -> None:
+    """joint_trajectory_controller rejects both (docs/conformance/ros2_control.md, row 14): of
+    points at the same time (to the nanosecond) only the last is sent; a trajectory that ends
+    moving is refused before anything is sent."""
+    from erobs_bt.backends.ros2_control import HardwareConfig, trajectory_goal
+
+    rest = (0.0,) * 6
+    a, b = (0.0, -1.0, 1.0, 0.0, 0.0, 0.0), (0.1, -1.0, 1.0, 0.0, 0.0, 0.0)
+    segment = ArmSegment(
+        4,
+        (
+            TrajectoryPoint(a, rest, rest, 0.0),
+            TrajectoryPoint(a, rest, rest, 0.0),
+            TrajectoryPoint(b, rest, rest, 1.0),
+            TrajectoryPoint(b, rest, rest, 1.0 + 1e-12),
+        ),
+    )
+    goal = trajectory_goal(segment, HardwareConfig())
+    stamps = [(p.time_from_start.sec, p.time_from_start.nanosec) for p in goal.trajectory.points]
+    assert stamps == [(0, 0), (1, 0)], stamps
+    assert all(x < y for x, y in itertools.pairwise(stamps))
+
+    moving = ArmSegment(5, (TrajectoryPoint(a, rest, rest, 0.0), TrajectoryPoint(b, (0.2,) * 6, rest, 1.0)))
+    with pytest.raises(MotionError, match=r"trajectory of step 5 not sent: it ends moving"):
+        trajectory_goal(moving, HardwareConfig())

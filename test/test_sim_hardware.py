@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 from action_msgs.msg import GoalStatus
+from conftest import require_samples
 from control_msgs.action import FollowJointTrajectory
 from hardware_fixtures import HardwareObserver, HardwareProcess
 from ros_fixtures import RosEnvironment, ros_environment
@@ -33,6 +34,8 @@ pytestmark = pytest.mark.ros
 SPEED = 10.0
 HW = HardwareConfig()
 TIMEOUT = 60.0
+#: EROBS's controllers YAML, under the EROBS samples (its repository path).
+EROBS_CONTROLLERS = "workspace/src/custom-ur-descriptions/cms_moveit_config/config/ur_base_controllers.yaml"
 
 
 @pytest.fixture(scope="module")
@@ -114,7 +117,7 @@ def test_invalid_joints_are_rejected_and_a_far_first_point_violates_the_path_tol
     assert not handle.accepted
     assert "INVALID_JOINTS" in observer.wait_event("trajectory_goal", accepted=False)["reason"]
 
-    far = start + np.array([0.05, 0, 0, 0, 0, 0])
+    far = start + np.array([0.3, 0, 0, 0, 0, 0])  # beyond UR's default path tolerance, 0.2 rad
     _, result = send(observer, trajectory_goal(segment_to(far, far + 0.1), HW))
     wrapped = wait(result)
     assert wrapped.status == GoalStatus.STATUS_ABORTED
@@ -122,38 +125,131 @@ def test_invalid_joints_are_rejected_and_a_far_first_point_violates_the_path_tol
     assert np.allclose(live(observer), start, atol=1e-9), "the arm moved for a rejected trajectory"
 
 
-def test_cancel_decelerates_within_the_acceleration_limits_and_ends_canceled(
+def test_no_start_check_a_first_point_within_the_path_tolerance_is_stepped_onto(
     observer: HardwareObserver,
 ) -> None:
+    """joint_trajectory_controller has no start-state check (ros2_controllers jazzy @ ed360c9,
+    joint_trajectory_controller.cpp 285-310, 381-395): the first sample is held to the path
+    tolerance (``constraints.<joint>.trajectory``, UR's default 0.2 rad), so a first point
+    0.05 rad away runs, the arm stepping onto it."""
+    start = live(observer)
+    off = start + np.array([0.0, 0.0, 0.05, 0.0, 0.0, 0.0])
+    target = off + np.array([0.1, 0.0, 0.0, 0.0, 0.0, 0.0])
+    _, result = send(observer, trajectory_goal(segment_to(off, target), HW))
+    wrapped = wait(result)
+    assert wrapped.status == GoalStatus.STATUS_SUCCEEDED, wrapped.result.error_string
+    assert observer.joint_states.wait_for(lambda m: np.allclose(m.position, target, atol=1e-6), 5.0)
+
+
+def test_the_path_tolerance_of_erobs_controllers_yaml_holds_the_first_sample(tmp_path: Any) -> None:
+    """With EROBS's controllers YAML (bondada-a/erobs jazzy_dev @ 739cc0c, cms_moveit_config/config/
+    ur_base_controllers.yaml 135-143: ``trajectory: 0.05``), a first point 0.08 rad away
+    violates the path tolerance on the first sample and the arm does not move; 0.03 rad runs."""
+    controllers = require_samples() / EROBS_CONTROLLERS
+    with ros_environment(tmp_path / "ros_log") as private:
+        process = HardwareProcess(private, ["--speed", str(SPEED), "--controllers", str(controllers)]).start()
+        watcher = HardwareObserver(private.domain_id)
+        try:
+            assert watcher.trajectory.wait_for_server(30.0), process.output
+            assert watcher.joint_states.wait_for(lambda m: True, 30.0) is not None
+            start = live(watcher)
+            far = start + np.array([0.08, 0.0, 0.0, 0.0, 0.0, 0.0])
+            wrapped = wait(send(watcher, trajectory_goal(segment_to(far, far + 0.1), HW))[1])
+            assert wrapped.status == GoalStatus.STATUS_ABORTED
+            assert wrapped.result.error_code == FollowJointTrajectory.Result.PATH_TOLERANCE_VIOLATED
+            assert "path tolerance 0.05" in wrapped.result.error_string
+            assert np.allclose(live(watcher), start, atol=1e-9), "the arm moved for an aborted trajectory"
+            near = start + np.array([0.03, 0.0, 0.0, 0.0, 0.0, 0.0])
+            wrapped = wait(send(watcher, trajectory_goal(segment_to(near, near + 0.1), HW))[1])
+            assert wrapped.status == GoalStatus.STATUS_SUCCEEDED, wrapped.result.error_string
+        finally:
+            watcher.close()
+            assert process.stop() == 0, process.output
+
+
+def test_the_constraints_are_read_from_erobs_controllers_yaml() -> None:
+    from erobs_bt.backends.ros2_control.constraints import UR_DEFAULTS, read_trajectory_constraints
+
+    constraints = read_trajectory_constraints(
+        require_samples() / EROBS_CONTROLLERS, "scaled_joint_trajectory_controller"
+    )
+    assert constraints.path_tolerances() == (0.05,) * 6
+    assert constraints.goal_tolerances() == (0.01,) * 6
+    assert (constraints.goal_time, constraints.stopped_velocity) == (0.0, 0.2)
+    assert UR_DEFAULTS.path_tolerances() == (0.2,) * 6 and UR_DEFAULTS.goal_tolerances() == (0.1,) * 6
+    with pytest.raises(ValueError, match="no_such_controller: no such controller"):
+        read_trajectory_constraints(require_samples() / EROBS_CONTROLLERS, "no_such_controller")
+
+
+def test_equal_time_stamps_and_a_moving_last_point_are_rejected_as_the_controller_does(
+    observer: HardwareObserver,
+) -> None:
+    """validate_trajectory_msg (ros2_controllers jazzy @ ed360c9, joint_trajectory_controller.cpp
+    1715-1764): time_from_start must be strictly increasing, and the last point's velocities
+    zero (``allow_nonzero_velocity_at_trajectory_end`` is false by default)."""
+    start = live(observer)
+    goal = trajectory_goal(segment_to(start, start + 0.1), HW)
+    assert len(goal.trajectory.points) >= 3
+    goal.trajectory.points[2].time_from_start = goal.trajectory.points[1].time_from_start
+    since = observer.events.count
+    handle, _ = send(observer, goal)
+    assert not handle.accepted
+    reason = observer.wait_event("trajectory_goal", since=since, accepted=False)["reason"]
+    assert "not strictly increasing" in reason, reason
+
+    goal = trajectory_goal(segment_to(start, start + 0.1), HW)
+    goal.trajectory.points[-1].velocities = [0.0, 0.0, 0.0, 0.0, 0.0, 1e-3]
+    since = observer.events.count
+    handle, _ = send(observer, goal)
+    assert not handle.accepted
+    reason = observer.wait_event("trajectory_goal", since=since, accepted=False)["reason"]
+    assert "last point's velocity is not zero (wrist_3_joint: 0.001)" in reason, reason
+    assert np.allclose(live(observer), start, atol=1e-9)
+
+
+def test_a_cancel_is_answered_at_once_and_the_arm_settles_on_the_position_measured_then(
+    observer: HardwareObserver,
+) -> None:
+    """joint_trajectory_controller (ros2_controllers jazzy @ ed360c9, joint_trajectory_controller.cpp
+    1423-1453, 1839-1849): a cancel of the active goal ends it CANCELED in the cancel callback and
+    the controller holds the position measured then (decelerate_on_cancel is off by default): the
+    result comes while the arm still moves; the arm settles on that position afterwards."""
     start = live(observer)
     target = start + np.array([1.2, 0.0, 0.0, 0.0, 0.0, 0.0])
-    segment = segment_to(start, target)
-    since = observer.joint_states.count
-    handle, result = send(observer, trajectory_goal(segment, HW))
-    cruising = observer.joint_states.wait_for(lambda m: abs(m.velocity[0]) > 0.5, TIMEOUT, since=since)
+    since, joints = observer.events.count, observer.joint_states.count
+    handle, result = send(observer, trajectory_goal(segment_to(start, target), HW))
+    cruising = observer.joint_states.wait_for(lambda m: abs(m.velocity[0]) > 0.5, TIMEOUT, since=joints)
     assert cruising is not None
     wait(handle.cancel_goal_async())
     wrapped = wait(result)
 
     assert wrapped.status == GoalStatus.STATUS_CANCELED
-    rest = observer.joint_states.wait_for(lambda m: max(abs(v) for v in m.velocity) == 0.0, 5.0, since=since)
-    assert rest is not None
-    assert rest.position[0] < target[0] - 0.05, "the arm ran to the end instead of stopping"
-    # Deceleration from the samples after the cancel: simulated time = wall stamps x speed.
-    samples = [m for m in observer.joint_states.items()[since - observer.joint_states.count :] if m.velocity]
+    assert wrapped.result.error_code == FollowJointTrajectory.Result.SUCCESSFUL
+    cancel = observer.wait_event("trajectory_cancel", since=since)
+    answered = observer.wait_event("trajectory_result", since=since, outcome="canceled")
+    rest = observer.wait_event("trajectory_rest", since=since)
+    assert answered["t"] < rest["t"], "the result waited for the arm to stop"
+    assert np.allclose(rest["hold"], cancel["position"], atol=1e-6)
+    assert np.allclose(rest["position"], cancel["position"], atol=1e-6), "not back on the held position"
+    settled = observer.joint_states.wait_for(
+        lambda m: np.allclose(m.position, rest["position"], atol=1e-5) and max(map(abs, m.velocity)) == 0.0,
+        10.0,
+        since=joints,
+    )
+    assert settled is not None
+    # The arm braked (and came back) within the acceleration limits: from the joint states,
+    # simulated time = wall stamps x speed, over spans of at least 0.1 s (stamp jitter).
+    samples = [m for m in observer.joint_states.items()[joints - observer.joint_states.count :] if m.velocity]
     t = np.array([m.header.stamp.sec + m.header.stamp.nanosec * 1e-9 for m in samples]) * SPEED
     v = np.array([m.velocity[0] for m in samples])
     peak = int(np.argmax(np.abs(v)))
-    # The stamps are wall clock (jitter of a loaded machine between two 10 ms samples shows as
-    # a spike), so the limit is checked over spans of at least 0.1 s of simulated time.
-    decel = []
+    rates = []
     for i in range(peak, len(t)):
         later = [j for j in range(i + 1, len(t)) if t[j] - t[i] >= 0.1]
         if later:
-            decel.append((v[later[0]] - v[i]) / (t[later[0]] - t[i]))
-    assert decel, "no deceleration span of 0.1 s was sampled"
-    assert np.all(np.abs(decel) <= ACCELERATION_LIMITS[0] * 1.05 + 0.2), decel
-    assert abs(v[-1]) == 0.0
+            rates.append((v[later[0]] - v[i]) / (t[later[0]] - t[i]))
+    assert rates, "no span of 0.1 s was sampled"
+    assert np.all(np.abs(rates) <= ACCELERATION_LIMITS[0] * 1.05 + 0.2), rates
 
 
 def test_a_new_goal_preempts_the_running_one(observer: HardwareObserver) -> None:
@@ -174,6 +270,53 @@ def test_a_new_goal_preempts_the_running_one(observer: HardwareObserver) -> None
     assert "preempted" in old.result.error_string
     assert new.status == GoalStatus.STATUS_SUCCEEDED
     assert np.allclose(live(observer), start, atol=1e-6)
+
+
+def test_a_stopped_program_deactivates_the_trajectory_controller_and_io_still_works(
+    observer: HardwareObserver,
+) -> None:
+    """The UR program stops (dashboard stop): io_and_status_controller publishes
+    robot_program_running false (latched) and controller_stopper deactivates the trajectory
+    controller: its running goal aborts (INVALID_GOAL, on_deactivate), new goals are REJECTED
+    while the action server stays visible, SetIO still works; play brings it back."""
+    from std_msgs.msg import Bool
+    from std_srvs.srv import Trigger
+
+    from erobs_bt.ros.client import Recorder, latched_qos
+
+    running: Recorder[bool] = Recorder()
+    observer.node.create_subscription(
+        Bool, "/io_and_status_controller/robot_program_running", lambda m: running.add(m.data), latched_qos(1)
+    )
+    stop = observer.node.create_client(Trigger, "/dashboard_client/stop")
+    play = observer.node.create_client(Trigger, "/dashboard_client/play")
+    assert stop.wait_for_service(10.0) and play.wait_for_service(10.0)
+    assert running.wait_for(lambda r: r is True, 10.0) is not None
+    start = live(observer)
+    target = start + np.array([1.0, 0.0, 0.0, 0.0, 0.0, 0.0])
+    joints = observer.joint_states.count
+    _, result = send(observer, trajectory_goal(segment_to(start, target), HW))
+    assert observer.joint_states.wait_for(lambda m: abs(m.velocity[0]) > 0.3, TIMEOUT, since=joints)
+    since = observer.events.count
+    try:
+        assert wait(stop.call_async(Trigger.Request())).success
+        wrapped = wait(result)
+        assert wrapped.status == GoalStatus.STATUS_ABORTED
+        assert wrapped.result.error_code == FollowJointTrajectory.Result.INVALID_GOAL
+        assert "deactivate" in wrapped.result.error_string
+        assert running.wait_for(lambda r: r is False, 10.0) is not None
+
+        here = live(observer)
+        handle, _ = send(observer, trajectory_goal(segment_to(here, here), HW))
+        assert not handle.accepted
+        assert observer.trajectory.server_is_ready(), "the action server must stay visible"
+        assert wait(observer.set_io.call_async(SetIO.Request(fun=1, pin=16, state=0.0))).success
+    finally:
+        assert wait(play.call_async(Trigger.Request())).success
+    assert running.wait_for(lambda r: r is True, 10.0, since=running.count - 1) is not None
+    here = observer.wait_event("trajectory_rest", since=since)["position"]
+    wrapped = wait(send(observer, trajectory_goal(segment_to(np.array(here), start), HW))[1])
+    assert wrapped.status == GoalStatus.STATUS_SUCCEEDED
 
 
 def test_set_io_switches_the_vacuum_and_the_changer_refuses_to_drop_a_powered_tool(

@@ -8,14 +8,16 @@ and the grippers' drivers offer, with the names of a hardware YAML
 (``config/ur5e_ros2_control.yaml``, the one the ``ros2_control`` backend reads):
 
 * ``control_msgs/action/FollowJointTrajectory`` with joint_trajectory_controller's
-  semantics: a goal with other joints or malformed points is rejected; a first point at
-  ``t = 0`` more than ``start_tolerance`` from the arm aborts with
-  ``PATH_TOLERANCE_VIOLATED``; a first point after ``t = 0`` is reached from the current
-  state; at the end each joint must be within its ``goal_tolerance`` (else
-  ``GOAL_TOLERANCE_VIOLATED``); a cancel ramps the arm down within the acceleration
-  limits along the path and ends the goal CANCELED once it is at rest; a new goal
-  preempts the running one (ramped down, aborted with ``INVALID_GOAL``
-  "preempted by a new goal"), then runs from where the arm stopped.
+  semantics (docs/conformance/ros2_control.md pins each to its source): a goal with other
+  joints or malformed points is rejected; there is no start check: the first sample (a first
+  point at ``t = 0``) is held to the controller's path tolerance (``--controllers``; UR's
+  default 0.2 rad) and aborts with ``PATH_TOLERANCE_VIOLATED`` beyond it, within it the arm
+  steps onto it; a first point after ``t = 0`` is reached from the current state; at the end
+  each joint must be within its ``goal_tolerance`` (else ``GOAL_TOLERANCE_VIOLATED``); a
+  cancel ends the goal CANCELED at once and holds the position measured then: the arm brakes
+  within its acceleration limits and settles back onto it after the result (event
+  ``trajectory_rest``); a new goal preempts the running one (ramped down, aborted with
+  ``INVALID_GOAL`` "preempted by a new goal"), then runs from where the arm stopped.
 * ``sensor_msgs/msg/JointState`` on ``joint_states`` at ``--rate`` Hz (default 125 Hz of
   wall time, like a UR's joint_state_broadcaster), prefixed joint names.
 * ``control_msgs/action/GripperCommand`` per ``gripper_command`` adapter: the position
@@ -78,7 +80,8 @@ from rclpy.action.server import ServerGoalHandle
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
-from std_msgs.msg import String
+from std_msgs.msg import Bool, String
+from std_srvs.srv import Trigger
 from ur_msgs.srv import SetIO
 
 from erobs_bt.backends.base import ArmSegment, ErrorCode, MotionError, TrajectoryPoint
@@ -90,6 +93,12 @@ from erobs_bt.backends.ros2_control import (
     check_against_cell,
     fjt_error_name,
     load_hardware_config,
+)
+from erobs_bt.backends.ros2_control.constraints import (
+    UR_DEFAULTS,
+    TrajectoryConstraints,
+    read_trajectory_constraints,
+    resolve_tolerance,
 )
 from erobs_bt.backends.sim.controller import SimController
 from erobs_bt.backends.sim.faults import FAULT_INTERFACES, FaultInjector, FaultSpec, fault_value
@@ -120,6 +129,13 @@ READY_PREFIX = f"{NODE_NAME} ready"
 TOOL_COMMAND_TIME = 0.3
 #: A flange within this of a dock's seated pose is in the dock [m, rad].
 DOCK_TOLERANCE = (0.005, math.radians(3.0))
+#: [rad] the simulated controller's own start check, out of the way (the node checks the path
+#: tolerance on the first sample, as joint_trajectory_controller does).
+_NO_START_CHECK = 1.0e9
+#: ``std::numeric_limits<float>::epsilon()``: the controller's "zero" final velocity.
+_FLOAT_EPSILON = 1.1920929e-07
+#: The namespace of ur_robot_driver's dashboard client (std_srvs/Trigger ``play``, ``stop``).
+DASHBOARD = "/dashboard_client"
 #: Default joint-state rate [Hz of wall time].
 DEFAULT_RATE = 125.0
 
@@ -187,11 +203,13 @@ class SimHardwareNode(Node):
         gripper: str | None = None,
         rate: float = DEFAULT_RATE,
         context: Any = None,
+        constraints: TrajectoryConstraints = UR_DEFAULTS,
     ) -> None:
         super().__init__(NODE_NAME, context=context)
         check_against_cell(hardware, cell)
         self.cell = cell
         self.hardware = hardware
+        self.constraints = constraints
         self.speed = float(speed)
         self._faults = FaultInjector(faults)
         self._lock = threading.RLock()
@@ -204,14 +222,29 @@ class SimHardwareNode(Node):
         self._goal_count = 0
         self._active: ServerGoalHandle[Any, Any, Any] | None = None
         self._preempted: set[int] = set()
+        #: Clear while the arm settles onto the position held after a cancel.
+        self._settled = threading.Event()
+        self._settled.set()
         self._pending: dict[int, tuple[int, FaultSpec | None]] = {}
         self._group = ReentrantCallbackGroup()
         self._events = self.create_publisher(String, "~/events", _latched(10000))
         self._joint_pub = self.create_publisher(JointState, hardware.joint_states, 10)
+        # The UR program (External Control): io_and_status_controller publishes whether it runs
+        # (latched, on change); while it does not, controller_stopper keeps the trajectory
+        # controller inactive. The dashboard client's play and stop switch it.
+        self._program_running = True
+        self._program_pub = self.create_publisher(Bool, hardware.program_running, _latched(1))
+        self._program_pub.publish(Bool(data=True))
+        self._dashboard = [
+            self.create_service(Trigger, f"{DASHBOARD}/{verb}", handler, callback_group=self._group)
+            for verb, handler in (("play", self._on_play), ("stop", self._on_stop))
+        ]
         self.controller = SimController(
             cell.initial_joint_state,
             speed=speed,
-            start_tolerance=hardware.start_tolerance,
+            # The controller itself has no start check: the first sample is held to the path
+            # tolerance (checked here), and the arm steps onto the first point.
+            start_tolerance=_NO_START_CHECK,
             state_rate=rate,
         )
         self.controller.add_listener(self._publish_joint_state)
@@ -305,7 +338,10 @@ class SimHardwareNode(Node):
             number = self._goal_count
         trajectory = goal.trajectory
         reason = ""
-        if sorted(trajectory.joint_names) != sorted(self.hardware.joint_names) or len(
+        if not self._program_running:
+            # goal_received_callback: an inactive controller rejects every goal.
+            reason = "Can't accept new action goals. Controller is not running."
+        elif sorted(trajectory.joint_names) != sorted(self.hardware.joint_names) or len(
             set(trajectory.joint_names)
         ) != len(trajectory.joint_names):
             reason = (
@@ -315,13 +351,7 @@ class SimHardwareNode(Node):
         elif not trajectory.points:
             reason = "INVALID_GOAL: no points"
         else:
-            times = [_seconds(p.time_from_start) for p in trajectory.points]
-            if any(len(p.positions) != len(trajectory.joint_names) for p in trajectory.points):
-                reason = "INVALID_GOAL: a point's positions do not match the joints"
-            elif any(b < a for a, b in itertools.pairwise(times)) or times[0] < 0:
-                reason = "INVALID_GOAL: time_from_start must not decrease"
-            elif not all(math.isfinite(x) for p in trajectory.points for x in p.positions):
-                reason = "INVALID_GOAL: NaN or infinity in positions"
+            reason = self._trajectory_rejection(trajectory)
         fault = self._faults.check("follow_joint_trajectory") if not reason else None
         if fault is not None and fault.outcome == "goal_rejected":
             reason = f"{fault.detail} (fault injection)"
@@ -345,6 +375,50 @@ class SimHardwareNode(Node):
             self._pending[id(goal)] = (number, fault)
         return GoalResponse.ACCEPT
 
+    def _trajectory_rejection(self, trajectory: Any) -> str:
+        """Why joint_trajectory_controller's ``validate_trajectory_msg`` rejects the points of
+        ``trajectory`` (ros2_controllers jazzy @ ed360c9, joint_trajectory_controller.cpp
+        1671-1820), or ``""``: the last point's velocities must be zero (within float epsilon;
+        ``allow_nonzero_velocity_at_trajectory_end`` is false by default), time_from_start must
+        be strictly increasing, every point has one position per joint and no or one velocity
+        and acceleration per joint, no efforts (position command interface), and a trajectory
+        with a start stamp must not end in the past. Stricter than the controller: NaN,
+        infinity and a negative first time are refused too."""
+        joints = len(trajectory.joint_names)
+        last = trajectory.points[-1]
+        moving = [
+            f"{name}: {v:g}"
+            for name, v in zip(trajectory.joint_names, last.velocities, strict=False)
+            if abs(v) > _FLOAT_EPSILON
+        ]
+        if moving:
+            return f"INVALID_GOAL: the last point's velocity is not zero ({', '.join(moving)})"
+        times = [_seconds(p.time_from_start) for p in trajectory.points]
+        for k, (a, b) in enumerate(itertools.pairwise(times)):
+            if b <= a:
+                return (
+                    f"INVALID_GOAL: time_from_start of points {k} and {k + 1} is not strictly "
+                    f"increasing ({a:g} s, {b:g} s)"
+                )
+        if times[0] < 0:
+            return "INVALID_GOAL: the first time_from_start is negative"
+        for k, p in enumerate(trajectory.points):
+            if len(p.positions) != joints:
+                return f"INVALID_GOAL: point {k} has {len(p.positions)} positions for {joints} joints"
+            for field in ("velocities", "accelerations"):
+                if len(getattr(p, field)) not in (0, joints):
+                    return f"INVALID_GOAL: point {k} has {len(getattr(p, field))} {field} for {joints} joints"
+            if len(p.effort):
+                return f"INVALID_GOAL: point {k} has efforts (the controller commands positions)"
+            if not all(math.isfinite(x) for x in (*p.positions, *p.velocities, *p.accelerations)):
+                return f"INVALID_GOAL: NaN or infinity in point {k}"
+        stamp = trajectory.header.stamp
+        if stamp.sec or stamp.nanosec:
+            end = stamp.sec + stamp.nanosec * 1e-9 + times[-1]
+            if end < self.get_clock().now().nanoseconds * 1e-9:
+                return "INVALID_GOAL: the trajectory has a start stamp and ends in the past"
+        return ""
+
     def _on_trajectory_accepted(self, goal_handle: ServerGoalHandle[Any, Any, Any]) -> None:
         with self._lock:
             previous = self._active
@@ -353,6 +427,51 @@ class SimHardwareNode(Node):
                 self._preempted.add(id(previous))
                 self.controller.stop()
         goal_handle.execute()
+
+    def _settle_on(self, hold: Sequence[float], number: int) -> None:
+        """After a cancel: the controller commands ``hold`` (the position measured when the cancel
+        arrived: joint_trajectory_controller's hold command) at once; the simulated arm brakes and
+        settles back onto it (:meth:`SimController.hold`)."""
+        self._rest_after(lambda: None, self.controller.hold(hold, number), number, hold)
+
+    def _rest_after(self, start: Any, motion: Any, number: int, hold: Sequence[float] | None) -> None:
+        """Call ``start()`` (what brings the arm to rest), then, in a thread of its own, wait for
+        ``motion`` (the future of the arm's last motion) to end and send the ``trajectory_rest``
+        event. New goals wait for it."""
+        self._settled.clear()
+        start()
+
+        def settle() -> None:
+            try:
+                with contextlib.suppress(Exception):
+                    motion.exception(timeout=60.0)
+                with self._lock:
+                    self._tools = after_motion(self.cell, self._tools, self.controller.joint_positions())
+                here = _rounded(self.controller.joint_positions())
+                self._event("trajectory_rest", n=number, hold=_rounded(hold) if hold else here, position=here)
+            finally:
+                self._settled.set()
+
+        threading.Thread(target=settle, name=f"settle-{number}", daemon=True).start()
+
+    # -- the robot program ------------------------------------------------------------------
+    def _set_program(self, running: bool) -> None:
+        with self._lock:
+            changed = running != self._program_running
+            self._program_running = running
+        if changed:
+            self._program_pub.publish(Bool(data=running))
+            self._event("program", running=running)
+
+    def _on_play(self, request: Any, response: Any) -> Any:
+        self._set_program(True)
+        response.success, response.message = True, "Starting program"
+        return response
+
+    def _on_stop(self, request: Any, response: Any) -> Any:
+        self._set_program(False)
+        response.success, response.message = True, "Stopped"
+        return response
 
     def _segment(self, goal: Any, number: int) -> ArmSegment:
         trajectory = goal.trajectory
@@ -378,24 +497,32 @@ class SimHardwareNode(Node):
         goal = goal_handle.request
         number, fault = self._take_pending(goal)
         result = FollowJointTrajectory.Result()
-        # A preempted goal is still ramping down: start from where the arm comes to rest.
-        while self.controller.is_busy() and not self._closing.is_set():
+        # A preempted goal is still ramping down, or the arm settles after a cancel: start
+        # from where the arm comes to rest.
+        while (self.controller.is_busy() or not self._settled.is_set()) and not self._closing.is_set():
             self.controller.wait_idle(0.05)
+            self._settled.wait(0.05)
         with self._lock:
             if id(goal_handle) in self._preempted:
                 self._preempted.discard(id(goal_handle))
                 return self._abort(goal_handle, result, number, "preempted by a new goal")
         segment = self._segment(goal, number)
-        deviation = float(
-            np.max(np.abs(np.subtract(segment.points[0].positions, self.controller.joint_positions())))
-        )
-        if deviation > self.hardware.start_tolerance:
+        try:
+            path = self._goal_tolerances(goal.path_tolerance, self.constraints.path_tolerances())
+        except ValueError:
+            path = self.constraints.path_tolerances()
+        # joint_trajectory_controller has no start check: the first sample (the first point, at
+        # t = 0) is held to the path tolerance like every sample while moving.
+        error = np.abs(np.subtract(self.controller.joint_positions(), segment.points[0].positions))
+        worst = [i for i in range(len(error)) if path[i] > 0.0 and error[i] > path[i]]
+        if worst:
+            i = worst[0]
             return self._abort(
                 goal_handle,
                 result,
                 number,
-                f"the first point is {deviation:.4f} rad from the current state "
-                f"(tolerance {self.hardware.start_tolerance:g} rad)",
+                f"Aborted due to path tolerance violation ({self.hardware.joint_names[i]} is "
+                f"{error[i]:.4f} rad from the first sample, path tolerance {path[i]:g} rad)",
                 FollowJointTrajectory.Result.PATH_TOLERANCE_VIOLATED,
             )
         cut = None
@@ -409,12 +536,22 @@ class SimHardwareNode(Node):
         while not motion.done():
             if self._closing.is_set():
                 self.controller.stop()
-            elif goal_handle.is_cancel_requested and not cancelled:
-                cancelled = True
-                self._event(
-                    "trajectory_cancel", n=number, position=_rounded(self.controller.joint_positions())
+            elif not self._program_running:
+                # controller_stopper deactivates the controller: its goal is aborted at once
+                # (on_deactivate); the robot stops the arm (the double: a braking ramp).
+                self._rest_after(self.controller.stop, motion, number, None)
+                return self._abort(
+                    goal_handle, result, number, "Current goal cancelled during deactivate transition."
                 )
-                self.controller.stop()
+            elif goal_handle.is_cancel_requested and not cancelled:
+                # joint_trajectory_controller: the goal is CANCELED at once and the controller
+                # holds the position measured now (no deceleration trajectory by default);
+                # the arm itself brakes and settles back onto that hold after the result.
+                cancelled = True
+                hold = self.controller.joint_positions()
+                self._event("trajectory_cancel", n=number, position=_rounded(hold))
+                self._settle_on(hold, number)
+                return self._finish(goal_handle, result, number, "canceled", _SUCCESSFUL, "")
             with self._lock:
                 if id(goal_handle) in self._preempted and not preempted:
                     preempted = True
@@ -430,10 +567,6 @@ class SimHardwareNode(Node):
             with self._lock:
                 self._preempted.discard(id(goal_handle))
             return self._abort(goal_handle, result, number, "preempted by a new goal")
-        if cancelled:
-            return self._finish(
-                goal_handle, result, number, "canceled", _SUCCESSFUL, "cancelled: the arm decelerated to rest"
-            )
         if self._closing.is_set():
             return self._abort(goal_handle, result, number, "hardware shutting down")
         if error is not None and cut is not None:
@@ -468,6 +601,22 @@ class SimHardwareNode(Node):
                         FollowJointTrajectory.Result.GOAL_TOLERANCE_VIOLATED,
                     )
         return self._finish(goal_handle, result, number, "succeeded", _SUCCESSFUL, "")
+
+    def _goal_tolerances(self, requested: Sequence[Any], defaults: Sequence[float]) -> tuple[float, ...]:
+        """Per joint (:data:`JOINT_NAMES` order), a goal's ``JointTolerance`` positions over the
+        controller's ``defaults`` (:func:`resolve_tolerance`).
+
+        Raises:
+            ValueError: an unknown joint or an illegal value (the controller then keeps its
+                defaults, tolerances.hpp).
+        """
+        values = list(defaults)
+        for tolerance in requested:
+            if tolerance.name not in self.hardware.joint_names:
+                raise ValueError(f"unknown joint {tolerance.name!r}")
+            i = self.hardware.joint_names.index(tolerance.name)
+            values[i] = resolve_tolerance(values[i], float(tolerance.position))
+        return tuple(values)
 
     def _take_pending(self, request: Any) -> tuple[int, FaultSpec | None]:
         with self._lock:
@@ -807,6 +956,18 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--rate", type=float, default=DEFAULT_RATE, help=f"joint_states rate [Hz] (default {DEFAULT_RATE:g})"
     )
+    parser.add_argument(
+        "--controllers",
+        type=Path,
+        default=None,
+        help="a ros2_control controllers YAML: the trajectory controller's constraints (path and goal "
+        "tolerances, goal_time) are read from it (default: ur_robot_driver's ur_controllers.yaml values)",
+    )
+    parser.add_argument(
+        "--controller",
+        default=None,
+        help="the trajectory controller's name in --controllers (default: the arm action's first name)",
+    )
     return parser
 
 
@@ -830,6 +991,12 @@ def run(argv: Sequence[str]) -> int:
             args.config if args.config is not None else config_file("ur5e_ros2_control.yaml")
         )
         faults = parse_faults(args.faults)
+        constraints = UR_DEFAULTS
+        if args.controllers is not None:
+            controller = args.controller or hardware.arm_action.strip("/").split("/")[0]
+            constraints = read_trajectory_constraints(
+                args.controllers, controller, joint_prefix=hardware.joint_prefix
+            )
         if args.gripper is not None:
             cell.gripper(args.gripper)
     except (ValueError, OSError) as exc:
@@ -848,7 +1015,13 @@ def run(argv: Sequence[str]) -> int:
         NODE_NAME,
         ros_args,
         lambda: SimHardwareNode(
-            cell, hardware, speed=args.speed, faults=faults, gripper=args.gripper, rate=args.rate
+            cell,
+            hardware,
+            speed=args.speed,
+            faults=faults,
+            gripper=args.gripper,
+            rate=args.rate,
+            constraints=constraints,
         ),
         threads=lambda node: 8,
         on_ready=ready,

@@ -97,6 +97,8 @@ class HardwareConfig:
         goal_time_tolerance: [s] after the trajectory's end.
         timeouts: ``server``, ``acceptance``, ``motion``, ``gripper``, ``pipettor`` [s].
         set_io: the SetIO service.
+        program_running: the ``std_msgs/Bool`` topic saying whether the robot program (UR's
+            External Control) runs (ur_robot_driver's io_and_status_controller, latched).
         tool_voltage: [V] while a tool is attached.
         changer_pin: the tool changer lock's digital output.
         changer_locked_state: its value when locked.
@@ -114,6 +116,7 @@ class HardwareConfig:
     goal_time_tolerance: float = 0.5
     timeouts: Mapping[str, float] = field(default_factory=lambda: DEFAULT_HARDWARE_TIMEOUTS)
     set_io: str = "/io_and_status_controller/set_io"
+    program_running: str = "/io_and_status_controller/robot_program_running"
     tool_voltage: float = 24.0
     changer_pin: int = 0
     changer_locked_state: float = 1.0
@@ -183,7 +186,7 @@ def parse_hardware_config(data: Any, *, source: str = "hardware") -> HardwareCon
     timeouts = dict(defaults.timeouts)
     for key, value in section(top.get("timeouts"), "timeouts", TIMEOUT_KEYS).items():
         timeouts[key] = check.number(value, join("timeouts", key), unit="s", positive=True)
-    io = section(top.get("io"), "io", ("set_io", "tool_voltage"))
+    io = section(top.get("io"), "io", ("set_io", "tool_voltage", "program_running"))
     changer = section(top.get("tool_changer"), "tool_changer", ("pin", "locked_state"))
     grippers: dict[str, GripperAdapter] = {}
     for gripper, raw in section(top.get("grippers"), "grippers").items():
@@ -245,6 +248,7 @@ def parse_hardware_config(data: Any, *, source: str = "hardware") -> HardwareCon
         ),
         timeouts=MappingProxyType(timeouts),
         set_io=name(io.get("set_io", defaults.set_io), "io.set_io"),
+        program_running=name(io.get("program_running", defaults.program_running), "io.program_running"),
         tool_voltage=check.number(
             io.get("tool_voltage", defaults.tool_voltage), "io.tool_voltage", unit="V", minimum=0.0
         ),

@@ -164,7 +164,9 @@ class _Active:
         self.step_index = step_index
         self.duration = float(times[-1])
         self.tau = 0.0
-        self.steps = 0
+        self.steps = 0  # periods of full-speed play since ``base``
+        self.base = 0.0  # τ where the present stretch of full-speed play began
+        self.scaled = True  # False: a hold (the arm's own stop), which speed scaling does not slow
         self.scale = 1.0
         self.index = 0
         self.stop_error: MotionError | None = None
@@ -173,10 +175,10 @@ class _Active:
         """Periods of normal play (at least 1) until ``τ = min(duration, k·dt)`` first
         reaches ``fault_time`` or the end."""
         target = min(fault_time, self.duration)
-        k = max(self.steps + 1, math.ceil(target / dt) - 1)
-        while k > self.steps + 1 and min(self.duration, (k - 1) * dt) >= target:
+        k = max(self.steps + 1, math.ceil((target - self.base) / dt) - 1)
+        while k > self.steps + 1 and min(self.duration, self.base + (k - 1) * dt) >= target:
             k -= 1
-        while min(self.duration, k * dt) < target:
+        while min(self.duration, self.base + k * dt) < target:
             k += 1
         return k - self.steps
 
@@ -265,6 +267,7 @@ class SimController:
             raise ValueError(f"state_rate: must be finite and > 0 Hz, got {state_rate}")
         self._names = names
         self._speed = float(speed)
+        self._speed_scaling = 1.0
         self._period = 1.0 / control_rate
         self._accel = accel
         self._start_tolerance = float(start_tolerance)
@@ -468,6 +471,93 @@ class SimController:
                 )
                 self._cond.notify_all()
 
+    def speed_scaling(self) -> float:
+        """The speed scaling a trajectory plays at now, in [0, 1] (it follows
+        :meth:`set_speed_scaling` within the acceleration limits; 1 while idle)."""
+        with self._cond:
+            active = self._active
+            return active.scale if active is not None and active.stop_error is None else self._speed_scaling
+
+    def set_speed_scaling(self, factor: float) -> None:
+        """Play trajectories at ``factor`` × their own speed, like UR's speed scaling (the
+        speed slider times 0 while the program is paused): trajectory time advances
+        ``factor`` × simulated time, so the arm stays on the path; a change is ramped within
+        the acceleration limits (joint velocity ``s·q′(τ)``, as for :meth:`stop`). At 0 the
+        trajectory stays in play, the arm at rest on its path, until the factor rises again.
+
+        Raises:
+            ValueError: ``factor`` is not in [0, 1].
+        """
+        if not (0.0 <= factor <= 1.0):
+            raise ValueError(f"speed scaling: must be in [0, 1], got {factor}")
+        with self._cond:
+            self._speed_scaling = float(factor)
+            self._cond.notify_all()
+
+    def hold(self, positions: Sequence[float], step_index: int = -1) -> Future[None]:
+        """Command a step to ``positions`` [rad] at once, dropping the trajectory in play
+        (joint_trajectory_controller's hold command on a cancel: the position measured then).
+
+        The simulated arm cannot stop in zero time: from its present velocity ``v`` it brakes
+        at constant deceleration (each joint within its acceleration limit, all stopping
+        together at ``t1 = max |v_i| / a_i``), then returns rest to rest to ``positions`` (a
+        cubic whose peak acceleration ``6 d / T²`` is within the limits), as one trajectory, so
+        the joint states show motion until it is there. The dropped trajectory's future fails
+        with ``EXECUTION_FAILED``.
+
+        Returns:
+            A future that completes when the arm is at ``positions``, at rest.
+
+        Raises:
+            ValueError: not one finite value per joint.
+        """
+        target = np.asarray(positions, dtype=float)
+        if target.shape != (len(self._names),) or not np.all(np.isfinite(target)):
+            raise ValueError(f"positions: expected {len(self._names)} finite values, got {list(target)}")
+        future: Future[None] = Future()
+        future.set_running_or_notify_cancel()
+        with self._cond:
+            dropped = self._active
+            q, v = self._positions.copy(), self._velocities.copy()
+            brake = float(np.max(np.abs(v) / self._accel))
+            times, points, speeds = [0.0], [q], [v]
+            if brake > 0.0:
+                times.append(brake)
+                points.append(q + 0.5 * v * brake)
+                speeds.append(np.zeros_like(q))
+            distance = float(np.max(np.abs(target - points[-1]) / self._accel))
+            if distance > 0.0:
+                times.append(times[-1] + math.sqrt(6.0 * distance))
+                points.append(target)
+                speeds.append(np.zeros_like(q))
+            if len(times) == 1:
+                self._active = None
+            else:
+                self._active = _Active(
+                    np.array(times),
+                    np.array(points),
+                    np.array(speeds),
+                    future,
+                    None,
+                    step_index,
+                    time.monotonic(),
+                )
+                self._active.scaled = False
+                self._idle.clear()
+            self._cond.notify_all()
+        if dropped is not None:
+            dropped.future.set_exception(
+                MotionError(
+                    ErrorCode.EXECUTION_FAILED,
+                    f"trajectory of step {dropped.step_index} replaced by a hold at "
+                    f"{dropped.tau:.3f} s of {dropped.duration:.3f} s",
+                )
+            )
+        if len(times) == 1:
+            future.set_result(None)
+            self._idle.set()
+        return future
+
     def shutdown(self, timeout: float | None = 5.0) -> None:
         """Drop any trajectory at once (its future fails) and join the controller thread.
 
@@ -587,10 +677,11 @@ class SimController:
         while remaining > 0:
             if active.stop_error is None and active.fault is not None and active.tau >= active.fault[0]:
                 active.stop_error = active.fault[1]
-            if active.stop_error is None:
+            target = 0.0 if active.stop_error is not None else self._speed_scaling if active.scaled else 1.0
+            if target == 1.0 and active.scale == 1.0:
                 jump = min(remaining, active.periods_until(active.fault[0] if active.fault else math.inf, dt))
                 active.steps += jump
-                active.tau = min(active.duration, active.steps * dt)
+                active.tau = min(active.duration, active.base + active.steps * dt)
                 self._sim_time += jump * dt
                 remaining -= jump
                 if active.tau >= active.duration:
@@ -602,10 +693,14 @@ class SimController:
             room = np.maximum(self._accel - active.scale**2 * np.abs(qdd), _RAMP_FLOOR * self._accel)
             moving = np.abs(qd) > _TINY_VELOCITY
             rate = float(np.min(room[moving] / np.abs(qd[moving]))) if np.any(moving) else math.inf
-            new_scale = max(0.0, active.scale - rate * dt)
+            if active.scale > target:
+                new_scale = max(target, active.scale - rate * dt)
+            else:
+                new_scale = min(target, active.scale + rate * dt)
             active.tau = min(active.duration, active.tau + 0.5 * (active.scale + new_scale) * dt)
             active.scale = new_scale
-            if active.tau >= active.duration or active.scale <= 0.0:
+            active.base, active.steps = active.tau, 0
+            if active.tau >= active.duration or (active.stop_error is not None and active.scale <= 0.0):
                 break
         position, qd, _ = active.evaluate(active.tau)
         if active.tau >= active.duration:

@@ -392,6 +392,57 @@ def test_a_stopped_robot_program_fails_the_step_before_anything_fires(rig: Any) 
     backend.execute(solution, replay=False).result(GOAL_TIMEOUT)
 
 
+def test_a_low_slider_or_a_pause_is_not_a_timeout_the_budget_is_trajectory_time(
+    private: RosEnvironment, tmp_path: Path
+) -> None:
+    """The scaled controller plays the trajectory at the speed scaling (slider x 0 while
+    paused): with 1 s of margin (timeouts.motion), a move at a slider of 0.2 and a move paused
+    for longer than its whole budget both succeed, and the backend knows it was paused."""
+    from std_msgs.msg import Float64
+    from std_srvs.srv import Trigger
+
+    from erobs_bt.ros.client import latched_qos
+
+    with ExitStack() as cleanup:
+        process = HardwareProcess(private, ["--speed", "2", "--gripper", "hande"]).start()
+        cleanup.callback(process.stop)
+        observer = HardwareObserver(private.domain_id)
+        cleanup.callback(observer.close)
+        backend = start_backend(private, tmp_path, gripper="hande", timeouts={"motion": 1.0})
+        cleanup.callback(backend.close)
+        slider = observer.node.create_publisher(
+            Float64, "/erobs_bt_sim_hardware/speed_slider", latched_qos(1)
+        )
+        pause = observer.node.create_client(Trigger, "/dashboard_client/pause")
+        play = observer.node.create_client(Trigger, "/dashboard_client/play")
+        assert pause.wait_for_service(10.0) and play.wait_for_service(10.0)
+
+        slider.publish(Float64(data=0.2))
+        assert wait_ready(lambda: backend.arm.speed_scaling() == 0.2, 10.0)
+        solution = plan_move(backend, "spincoater_scan")
+        duration = sum(s.duration for s in solution.segments if isinstance(s, ArmSegment))
+        assert duration / 0.2 / 2 > duration / 2 + 0.5 + 1.0, "the move must outlast a wall-clock budget"
+        backend.execute(solution, replay=False).result(GOAL_TIMEOUT)
+
+        slider.publish(Float64(data=1.0))
+        assert wait_ready(lambda: backend.arm.speed_scaling() == 1.0, 10.0)
+        solution = plan_move(backend, "safe_tool_exchange")
+        joints = observer.joint_states.count
+        running = backend.execute(solution, replay=False)
+        assert observer.joint_states.wait_for(
+            lambda m: max(abs(v) for v in m.velocity) > 0.2, 30.0, since=joints
+        )
+        assert pause.call(Trigger.Request(), timeout_sec=10.0).success
+        assert wait_ready(lambda: backend.arm.speed_scaling() == 0.0, 10.0)
+        # Paused for longer than the trajectory's whole budget (its duration + 0.5 s + 1 s):
+        # the step neither fails nor ends.
+        budget = sum(s.duration for s in solution.segments if isinstance(s, ArmSegment)) + 0.5 + 1.0
+        with pytest.raises(TimeoutError):
+            running.result(timeout=budget + 2.0)
+        assert play.call(Trigger.Request(), timeout_sec=10.0).success
+        running.result(GOAL_TIMEOUT)
+
+
 def test_gripper_states_go_through_gripper_command_goals(rig: Any) -> None:
     hardware, observer, backend = rig
     since = observer.events.count

@@ -319,6 +319,64 @@ def test_a_stopped_program_deactivates_the_trajectory_controller_and_io_still_wo
     assert wrapped.status == GoalStatus.STATUS_SUCCEEDED
 
 
+def test_speed_scaling_slows_the_trajectory_and_a_pause_holds_it_on_its_path(
+    observer: HardwareObserver,
+) -> None:
+    """ur_robot_driver's scaled controller advances trajectory time by the speed scaling (the
+    slider x 0 while paused; Universal_Robots_ROS2_Driver jazzy @ a16a268,
+    scaled_joint_trajectory_controller.cpp 95-97, 146-148; hardware_interface.cpp 934-958):
+    at a slider of 0.5 the arm moves at half the trajectory's velocities; paused it stands on
+    the path, the goal still running and joint states still flowing; play resumes it."""
+    from std_msgs.msg import Float64
+    from std_srvs.srv import Trigger
+
+    from erobs_bt.ros.client import Recorder, latched_qos
+
+    scaling: Recorder[float] = Recorder()
+    observer.node.create_subscription(
+        Float64, "/speed_scaling_state_broadcaster/speed_scaling", lambda m: scaling.add(m.data), 10
+    )
+    slider = observer.node.create_publisher(Float64, "/erobs_bt_sim_hardware/speed_slider", latched_qos(1))
+    pause = observer.node.create_client(Trigger, "/dashboard_client/pause")
+    play = observer.node.create_client(Trigger, "/dashboard_client/play")
+    assert pause.wait_for_service(10.0) and play.wait_for_service(10.0)
+    start = live(observer)
+    target = start + np.array([1.0, 0.0, 0.0, 0.0, 0.0, 0.0])
+    segment = segment_to(start, target)
+    peak = max(abs(p.velocities[0]) for p in segment.points)
+    try:
+        slider.publish(Float64(data=0.5))
+        assert scaling.wait_for(lambda v: v == 50.0, 10.0) is not None
+        joints = observer.joint_states.count
+        _, result = send(observer, trajectory_goal(segment, HW))
+        # Cruising at half the velocity of the trajectory, on its path.
+        cruising = observer.joint_states.wait_for(
+            lambda m: abs(m.velocity[0]) >= 0.49 * peak, TIMEOUT, since=joints
+        )
+        assert cruising is not None
+        assert wait(pause.call_async(Trigger.Request())).success
+        assert scaling.wait_for(lambda v: v == 0.0, 10.0, since=scaling.count) is not None
+        stopped = observer.joint_states.wait_for(
+            lambda m: max(map(abs, m.velocity)) == 0.0, TIMEOUT, since=observer.joint_states.count
+        )
+        assert stopped is not None and stopped.position[0] < target[0] - 0.05
+        flowing = observer.joint_states.count
+        assert observer.joint_states.wait_for(lambda m: True, 5.0, since=flowing + 20) is not None
+        assert not result.done(), "a pause must not end the goal"
+        assert np.allclose(live(observer), stopped.position, atol=1e-9), "the arm moved while paused"
+        assert wait(play.call_async(Trigger.Request())).success
+        wrapped = wait(result)
+        assert wrapped.status == GoalStatus.STATUS_SUCCEEDED
+        assert observer.joint_states.wait_for(lambda m: np.allclose(m.position, target, atol=1e-6), 5.0)
+        velocities = [
+            abs(m.velocity[0]) for m in observer.joint_states.items()[joints - observer.joint_states.count :]
+        ]
+        assert max(velocities) <= 0.5 * peak * 1.01, (max(velocities), peak)
+    finally:
+        slider.publish(Float64(data=1.0))
+        assert scaling.wait_for(lambda v: v == 100.0, 10.0, since=scaling.count) is not None
+
+
 def test_set_io_switches_the_vacuum_and_the_changer_refuses_to_drop_a_powered_tool(
     observer: HardwareObserver,
 ) -> None:

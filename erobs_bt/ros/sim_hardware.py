@@ -80,7 +80,7 @@ from rclpy.action.server import ServerGoalHandle
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
-from std_msgs.msg import Bool, String
+from std_msgs.msg import Bool, Float64, String
 from std_srvs.srv import Trigger
 from ur_msgs.srv import SetIO
 
@@ -134,7 +134,8 @@ DOCK_TOLERANCE = (0.005, math.radians(3.0))
 _NO_START_CHECK = 1.0e9
 #: ``std::numeric_limits<float>::epsilon()``: the controller's "zero" final velocity.
 _FLOAT_EPSILON = 1.1920929e-07
-#: The namespace of ur_robot_driver's dashboard client (std_srvs/Trigger ``play``, ``stop``).
+#: The namespace of ur_robot_driver's dashboard client (std_srvs/Trigger ``play``, ``stop``,
+#: ``pause``).
 DASHBOARD = "/dashboard_client"
 #: Default joint-state rate [Hz of wall time].
 DEFAULT_RATE = 125.0
@@ -237,8 +238,17 @@ class SimHardwareNode(Node):
         self._program_pub.publish(Bool(data=True))
         self._dashboard = [
             self.create_service(Trigger, f"{DASHBOARD}/{verb}", handler, callback_group=self._group)
-            for verb, handler in (("play", self._on_play), ("stop", self._on_stop))
+            for verb, handler in (("play", self._on_play), ("stop", self._on_stop), ("pause", self._on_pause))
         ]
+        # Speed scaling: the slider (``~/speed_slider``, std_msgs/Float64 fraction, latched: the
+        # double's stand-in for ur_msgs/SetSpeedSliderFraction, not built here) times 0 while
+        # paused; published in percent like speed_scaling_state_broadcaster.
+        self._paused = False
+        self._slider = 1.0
+        self._scaling_pub = self.create_publisher(Float64, hardware.speed_scaling, 10)
+        self.create_subscription(
+            Float64, "~/speed_slider", self._on_speed_slider, _latched(1), callback_group=self._group
+        )
         self.controller = SimController(
             cell.initial_joint_state,
             speed=speed,
@@ -327,6 +337,7 @@ class SimHardwareNode(Node):
         msg.velocity = [float(v) for v in velocities]
         try:
             self._joint_pub.publish(msg)
+            self._scaling_pub.publish(Float64(data=100.0 * self.controller.speed_scaling()))
         except Exception:  # the context is shutting down under the controller thread
             if not self._closing.is_set():
                 raise
@@ -464,9 +475,38 @@ class SimHardwareNode(Node):
             self._event("program", running=running)
 
     def _on_play(self, request: Any, response: Any) -> Any:
+        with self._lock:
+            resumed, self._paused = self._paused, False
+        self._apply_scaling()
         self._set_program(True)
+        if resumed:
+            self._event("program", running=True, paused=False)
         response.success, response.message = True, "Starting program"
         return response
+
+    def _on_pause(self, request: Any, response: Any) -> Any:
+        with self._lock:
+            self._paused = True
+        self._apply_scaling()
+        self._event("program", running=self._program_running, paused=True)
+        response.success, response.message = True, "Pausing program"
+        return response
+
+    def _on_speed_slider(self, msg: Float64) -> None:
+        fraction = float(msg.data)
+        if not (0.0 <= fraction <= 1.0):
+            self.get_logger().warning(f"speed slider {fraction:g} ignored: a fraction in [0, 1]")
+            return
+        with self._lock:
+            self._slider = fraction
+        self._apply_scaling()
+        self._event("speed_slider", fraction=fraction)
+
+    def _apply_scaling(self) -> None:
+        """The scaled controller's factor: the slider, 0 while the program is paused."""
+        with self._lock:
+            factor = 0.0 if self._paused else self._slider
+        self.controller.set_speed_scaling(factor)
 
     def _on_stop(self, request: Any, response: Any) -> Any:
         self._set_program(False)

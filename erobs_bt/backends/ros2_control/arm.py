@@ -26,7 +26,7 @@ from rclpy.qos import (
     qos_profile_sensor_data,
 )
 from sensor_msgs.msg import JointState
-from std_msgs.msg import Bool
+from std_msgs.msg import Bool, Float64
 from trajectory_msgs.msg import JointTrajectoryPoint
 
 from erobs_bt.backends.base import ArmSegment, ErrorCode, JointStateListener, MotionError, as_motion_error
@@ -148,6 +148,11 @@ class FollowJointTrajectoryArm:
             qos_profile_sensor_data,
             callback_group=link.group,
         )
+        # speed_scaling_state_broadcaster: the speed scaling in percent (SystemDefaultsQoS).
+        self._scaling: float | None = None
+        self._scaling_subscription = link.node.create_subscription(
+            Float64, hardware.speed_scaling, self._on_speed_scaling, 10, callback_group=link.group
+        )
         # ur_robot_driver's io_and_status_controller publishes it latched, on change
         # (gpio_controller.cpp): transient local and reliable, so the last value arrives.
         self._program: bool | None = None
@@ -169,6 +174,17 @@ class FollowJointTrajectoryArm:
         with self._lock:
             self._program = bool(msg.data)
         _LOG.info("robot program %s (%s)", "running" if msg.data else "not running", self._hw.program_running)
+
+    def _on_speed_scaling(self, msg: Float64) -> None:
+        with self._lock:
+            self._scaling = min(1.0, max(0.0, float(msg.data) / 100.0))
+
+    def speed_scaling(self) -> float:
+        """The speed scaling the trajectory controller plays at, in [0, 1], as the driver last
+        published it (its topic is in percent); 1 when nothing was published (a controller
+        without speed scaling)."""
+        with self._lock:
+            return 1.0 if self._scaling is None else self._scaling
 
     def program_running(self) -> bool | None:
         """Whether the robot program runs, as the driver last said; ``None`` before it said."""
@@ -395,6 +411,12 @@ class FollowJointTrajectoryArm:
         self.check_start(segment.points[0].positions, segment.step_index)
         what = f"FollowJointTrajectory {self._hw.arm_action}: trajectory of step {segment.step_index}"
 
+        # The result's timeout counts trajectory time: the scaled controller advances the
+        # trajectory at the speed scaling (the slider, 0 while the program is paused), so wall
+        # time x scaling, never a fixed wall-clock deadline that a low slider or a pause uses up.
+        budget = segment.duration + self._hw.goal_time_tolerance + self._hw.timeouts["motion"]
+        clock = {"progress": 0.0, "last": time.monotonic(), "paused": False}
+
         def watchdog() -> None:
             age = self.state_age()
             if age > self._hw.state_timeout:
@@ -402,6 +424,23 @@ class FollowJointTrajectoryArm:
                     ErrorCode.EXECUTION_FAILED,
                     f"{what}: the joint states on {self._hw.joint_states} stopped {age:.1f} s ago "
                     "during the motion: the driver or its controller is gone",
+                )
+            now, scaling = time.monotonic(), self.speed_scaling()
+            clock["progress"] += (now - clock["last"]) * scaling
+            clock["last"] = now
+            paused = scaling <= 0.0
+            if paused and not clock["paused"]:
+                self._link.node.get_logger().warning(
+                    f"{what}: the robot program is paused (speed scaling 0 % on "
+                    f"{self._hw.speed_scaling}): the trajectory waits until it resumes"
+                )
+            elif clock["paused"] and not paused:
+                self._link.node.get_logger().info(f"{what}: the robot program resumed")
+            clock["paused"] = paused
+            if clock["progress"] > budget:
+                raise MotionError(
+                    ErrorCode.TIMEOUT,
+                    f"{what}: no result within {budget:g} s of trajectory time (wall time x speed scaling)",
                 )
 
         self.sent += 1
@@ -411,7 +450,7 @@ class FollowJointTrajectoryArm:
                 trajectory_goal(segment, self._hw),
                 what=what,
                 timeouts=self._hw.timeouts,
-                result_timeout=segment.duration + self._hw.goal_time_tolerance + self._hw.timeouts["motion"],
+                result_timeout=math.inf,  # the watchdog's budget, in trajectory time
                 goals=self.goals,
                 watchdog=watchdog,
                 generation=generation,
@@ -420,6 +459,8 @@ class FollowJointTrajectoryArm:
             self._come_to_rest(exc, what)
             if self.program_running() is False:
                 raise MotionError(exc.code, f"{exc.detail}: {self._program_stopped()}") from exc
+            if clock["paused"]:
+                raise MotionError(exc.code, f"{exc.detail} (the robot program was paused)") from exc
             raise
         if result.error_code != FollowJointTrajectory.Result.SUCCESSFUL:
             raise MotionError(

@@ -95,6 +95,9 @@ class HardwareConfig:
         arm_action: the FollowJointTrajectory action.
         goal_tolerance: [rad] per joint at the trajectory's end.
         goal_time_tolerance: [s] after the trajectory's end.
+        speed_scaling: the ``std_msgs/Float64`` topic of the speed scaling in percent
+            (ur_robot_driver's speed_scaling_state_broadcaster: the slider times 0 while the
+            program is paused); the trajectory's time advances at that rate.
         timeouts: ``server``, ``acceptance``, ``motion``, ``gripper``, ``pipettor`` [s].
         set_io: the SetIO service.
         program_running: the ``std_msgs/Bool`` topic saying whether the robot program (UR's
@@ -114,6 +117,7 @@ class HardwareConfig:
     arm_action: str = "/scaled_joint_trajectory_controller/follow_joint_trajectory"
     goal_tolerance: float = 0.005
     goal_time_tolerance: float = 0.5
+    speed_scaling: str = "/speed_scaling_state_broadcaster/speed_scaling"
     timeouts: Mapping[str, float] = field(default_factory=lambda: DEFAULT_HARDWARE_TIMEOUTS)
     set_io: str = "/io_and_status_controller/set_io"
     program_running: str = "/io_and_status_controller/robot_program_running"
@@ -182,7 +186,7 @@ def parse_hardware_config(data: Any, *, source: str = "hardware") -> HardwareCon
     defaults = HardwareConfig()
     top = section(data, "", _TOP_KEYS)
     prefix = check.string(top.get("joint_prefix", ""), "joint_prefix", allow_empty=True)
-    arm = section(top.get("arm"), "arm", ("action", "goal_tolerance", "goal_time_tolerance"))
+    arm = section(top.get("arm"), "arm", ("action", "goal_tolerance", "goal_time_tolerance", "speed_scaling"))
     timeouts = dict(defaults.timeouts)
     for key, value in section(top.get("timeouts"), "timeouts", TIMEOUT_KEYS).items():
         timeouts[key] = check.number(value, join("timeouts", key), unit="s", positive=True)
@@ -234,6 +238,7 @@ def parse_hardware_config(data: Any, *, source: str = "hardware") -> HardwareCon
             top.get("start_tolerance", defaults.start_tolerance), "start_tolerance", unit="rad", minimum=0.0
         ),
         arm_action=name(arm.get("action", defaults.arm_action), "arm.action"),
+        speed_scaling=name(arm.get("speed_scaling", defaults.speed_scaling), "arm.speed_scaling"),
         goal_tolerance=check.number(
             arm.get("goal_tolerance", defaults.goal_tolerance),
             "arm.goal_tolerance",

@@ -443,6 +443,37 @@ def test_a_low_slider_or_a_pause_is_not_a_timeout_the_budget_is_trajectory_time(
         running.result(GOAL_TIMEOUT)
 
 
+def test_a_trajectory_replaced_by_another_client_fails_the_step(rig: Any) -> None:
+    """Another client's trajectory on the controller's topic replaces ours and the controller
+    still reports our goal SUCCEEDED (joint_trajectory_controller topic_callback): the step
+    fails, naming it, instead of reporting a motion it never made."""
+    from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
+    from erobs_bt.backends.ros2_control import HardwareConfig
+
+    _, observer, backend = rig
+    start = np.array(backend.joint_positions())
+    publisher = observer.node.create_publisher(
+        JointTrajectory, "/scaled_joint_trajectory_controller/joint_trajectory", 10
+    )
+    assert wait_ready(lambda: publisher.get_subscription_count() > 0, 10.0)
+    point = JointTrajectoryPoint(positions=[float(x) for x in start], velocities=[0.0] * 6)
+    point.time_from_start.sec = 2
+    other = JointTrajectory(joint_names=list(HardwareConfig().joint_names), points=[point])
+    solution = plan_move(backend, "spincoater_scan")
+    since, joints = observer.events.count, observer.joint_states.count
+    running = backend.execute(solution, replay=False)
+    observer.wait_event("trajectory_goal", since=since)
+    assert observer.joint_states.wait_for(lambda m: max(abs(v) for v in m.velocity) > 0.2, 30.0, since=joints)
+    publisher.publish(other)
+
+    error = error_of(running)
+    assert observer.wait_event("trajectory_result", since=since)["outcome"] == "succeeded"
+    assert error.code is ErrorCode.EXECUTION_FAILED and not error.fatal
+    assert "the controller reported success, but the arm is" in error.detail, error.detail
+    assert "another client's trajectory replaced ours" in error.detail
+
+
 def test_gripper_states_go_through_gripper_command_goals(rig: Any) -> None:
     hardware, observer, backend = rig
     since = observer.events.count

@@ -377,6 +377,48 @@ def test_speed_scaling_slows_the_trajectory_and_a_pause_holds_it_on_its_path(
         assert scaling.wait_for(lambda v: v == 100.0, 10.0, since=scaling.count) is not None
 
 
+def topic_trajectory(observer: HardwareObserver, target: np.ndarray, seconds: int) -> Any:
+    """A publisher on the controller's ``~/joint_trajectory`` topic (matched), and a one-point
+    trajectory to ``target`` reached ``seconds`` from now."""
+    from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
+    from erobs_bt.backends.ros2_control import wait_ready
+
+    publisher = observer.node.create_publisher(
+        JointTrajectory, "/scaled_joint_trajectory_controller/joint_trajectory", 10
+    )
+    assert wait_ready(lambda: publisher.get_subscription_count() > 0, 10.0)
+    msg = JointTrajectory(joint_names=list(HW.joint_names))
+    point = JointTrajectoryPoint(positions=[float(x) for x in target], velocities=[0.0] * 6)
+    point.time_from_start.sec = seconds
+    msg.points = [point]
+    return publisher, msg
+
+
+def test_another_clients_trajectory_on_the_topic_replaces_the_goals_and_it_still_succeeds(
+    observer: HardwareObserver,
+) -> None:
+    """joint_trajectory_controller's ``~/joint_trajectory`` topic (ros2_controllers jazzy @
+    ed360c9, joint_trajectory_controller.cpp 1385-1399) replaces the trajectory in play and
+    leaves the goal in flight active; the goal is then judged at the new trajectory's end and
+    reported SUCCEEDED, although the arm never went where the goal said."""
+    start = live(observer)
+    target = start + np.array([1.0, 0.0, 0.0, 0.0, 0.0, 0.0])
+    elsewhere = start + np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.2])
+    publisher, msg = topic_trajectory(observer, elsewhere, 2)
+    since, joints = observer.events.count, observer.joint_states.count
+    _, result = send(observer, trajectory_goal(segment_to(start, target), HW))
+    assert observer.joint_states.wait_for(lambda m: abs(m.velocity[0]) > 0.3, TIMEOUT, since=joints)
+    publisher.publish(msg)
+    wrapped = wait(result)
+
+    assert observer.wait_event("trajectory_topic", since=since)["accepted"]
+    assert wrapped.status == GoalStatus.STATUS_SUCCEEDED
+    assert observer.joint_states.wait_for(lambda m: np.allclose(m.position, elsewhere, atol=1e-6), 5.0)
+    assert not np.allclose(live(observer), target, atol=0.1)
+    observer.node.destroy_publisher(publisher)
+
+
 def test_set_io_switches_the_vacuum_and_the_changer_refuses_to_drop_a_powered_tool(
     observer: HardwareObserver,
 ) -> None:

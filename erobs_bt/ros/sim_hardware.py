@@ -17,7 +17,9 @@ and the grippers' drivers offer, with the names of a hardware YAML
   cancel ends the goal CANCELED at once and holds the position measured then: the arm brakes
   within its acceleration limits and settles back onto it after the result (event
   ``trajectory_rest``); a new goal preempts the running one (ramped down, aborted with
-  ``INVALID_GOAL`` "preempted by a new goal"), then runs from where the arm stopped.
+  ``INVALID_GOAL`` "Current goal preempted by new incoming action."), then runs from where
+  the arm stopped; a trajectory on the controller's ``~/joint_trajectory`` topic (another
+  client) replaces whatever plays at once, and a goal in flight is judged at its end.
 * ``sensor_msgs/msg/JointState`` on ``joint_states`` at ``--rate`` Hz (default 125 Hz of
   wall time, like a UR's joint_state_broadcaster), prefixed joint names.
 * ``control_msgs/action/GripperCommand`` per ``gripper_command`` adapter: the position
@@ -67,7 +69,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from types import MappingProxyType
+from types import MappingProxyType, SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -82,6 +84,7 @@ from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool, Float64, String
 from std_srvs.srv import Trigger
+from trajectory_msgs.msg import JointTrajectory
 from ur_msgs.srv import SetIO
 
 from erobs_bt.backends.base import ArmSegment, ErrorCode, MotionError, TrajectoryPoint
@@ -134,6 +137,11 @@ DOCK_TOLERANCE = (0.005, math.radians(3.0))
 _NO_START_CHECK = 1.0e9
 #: ``std::numeric_limits<float>::epsilon()``: the controller's "zero" final velocity.
 _FLOAT_EPSILON = 1.1920929e-07
+#: joint_trajectory_controller's result text for a goal replaced by a new goal
+#: (joint_trajectory_controller.cpp preempt_active_goal).
+_PREEMPTED = "Current goal preempted by new incoming action."
+#: Its result text for a goal reached.
+_REACHED = "Goal successfully reached!"
 #: The namespace of ur_robot_driver's dashboard client (std_srvs/Trigger ``play``, ``stop``,
 #: ``pause``).
 DASHBOARD = "/dashboard_client"
@@ -223,6 +231,8 @@ class SimHardwareNode(Node):
         self._goal_count = 0
         self._active: ServerGoalHandle[Any, Any, Any] | None = None
         self._preempted: set[int] = set()
+        #: A trajectory from the topic that replaced the active goal's: (its future, its end).
+        self._replacement: tuple[Any, dict[str, float]] | None = None
         #: Clear while the arm settles onto the position held after a cancel.
         self._settled = threading.Event()
         self._settled.set()
@@ -268,6 +278,14 @@ class SimHardwareNode(Node):
                 self._on_trajectory_goal,
                 handle_accepted_callback=self._on_trajectory_accepted,
             )
+        # Another client's trajectories: the controller's ~/joint_trajectory topic.
+        self._trajectory_topic = self.create_subscription(
+            JointTrajectory,
+            hardware.arm_action.rsplit("/", 1)[0] + "/joint_trajectory",
+            self._on_trajectory_topic,
+            10,
+            callback_group=self._group,
+        )
         self._grippers: list[ActionServer] = []
         if not self._faults.down("gripper_command"):
             for adapter in hardware.grippers.values():
@@ -513,7 +531,7 @@ class SimHardwareNode(Node):
         response.success, response.message = True, "Stopped"
         return response
 
-    def _segment(self, goal: Any, number: int) -> ArmSegment:
+    def _segment(self, goal: Any, number: int, *, from_here: bool = True) -> ArmSegment:
         trajectory = goal.trajectory
         index = [list(trajectory.joint_names).index(self.hardware.joint_prefix + n) for n in JOINT_NAMES]
         points = []
@@ -527,7 +545,7 @@ class SimHardwareNode(Node):
                     pick(p.positions), pick(p.velocities), pick(p.accelerations), _seconds(p.time_from_start)
                 )
             )
-        if points[0].time_from_start > 0.0:
+        if from_here and points[0].time_from_start > 0.0:
             # joint_trajectory_controller: a first point after t = 0 is reached from the current state.
             here = self.controller.joint_positions()
             points.insert(0, TrajectoryPoint(tuple(here), (0.0,) * 6, (0.0,) * 6, 0.0))
@@ -545,7 +563,7 @@ class SimHardwareNode(Node):
         with self._lock:
             if id(goal_handle) in self._preempted:
                 self._preempted.discard(id(goal_handle))
-                return self._abort(goal_handle, result, number, "preempted by a new goal")
+                return self._abort(goal_handle, result, number, _PREEMPTED)
         segment = self._segment(goal, number)
         try:
             path = self._goal_tolerances(goal.path_tolerance, self.constraints.path_tolerances())
@@ -572,8 +590,19 @@ class SimHardwareNode(Node):
                 MotionError(ErrorCode.EXECUTION_FAILED, fault.detail),
             )
         motion = self.controller.execute(segment, fault=cut)
-        cancelled = preempted = False
-        while not motion.done():
+        preempted = False
+        # The end the goal is judged at: this goal's, until a trajectory on the controller's
+        # topic replaces it (the goal stays active and is judged at that one's end:
+        # joint_trajectory_controller.cpp topic_callback 1385-1399).
+        target = dict(zip(goal.trajectory.joint_names, goal.trajectory.points[-1].positions, strict=True))
+        while True:
+            if motion.done():
+                with self._lock:
+                    replaced, self._replacement = self._replacement, None
+                if replaced is None:
+                    break
+                motion, target, cut = replaced[0], replaced[1], None
+                continue
             if self._closing.is_set():
                 self.controller.stop()
             elif not self._program_running:
@@ -583,11 +612,10 @@ class SimHardwareNode(Node):
                 return self._abort(
                     goal_handle, result, number, "Current goal cancelled during deactivate transition."
                 )
-            elif goal_handle.is_cancel_requested and not cancelled:
+            elif goal_handle.is_cancel_requested:
                 # joint_trajectory_controller: the goal is CANCELED at once and the controller
                 # holds the position measured now (no deceleration trajectory by default);
                 # the arm itself brakes and settles back onto that hold after the result.
-                cancelled = True
                 hold = self.controller.joint_positions()
                 self._event("trajectory_cancel", n=number, position=_rounded(hold))
                 self._settle_on(hold, number)
@@ -606,7 +634,7 @@ class SimHardwareNode(Node):
         if preempted:
             with self._lock:
                 self._preempted.discard(id(goal_handle))
-            return self._abort(goal_handle, result, number, "preempted by a new goal")
+            return self._abort(goal_handle, result, number, _PREEMPTED)
         if self._closing.is_set():
             return self._abort(goal_handle, result, number, "hardware shutting down")
         if error is not None and cut is not None:
@@ -627,7 +655,6 @@ class SimHardwareNode(Node):
             return self._finish(
                 goal_handle, result, number, "canceled", _SUCCESSFUL, "cancelled while hanging"
             )
-        target = dict(zip(goal.trajectory.joint_names, goal.trajectory.points[-1].positions, strict=True))
         actual = dict(zip(self.hardware.joint_names, self.controller.joint_positions(), strict=True))
         for tolerance in goal.goal_tolerance:
             if tolerance.position > 0.0 and tolerance.name in target:
@@ -640,7 +667,47 @@ class SimHardwareNode(Node):
                         f"{tolerance.name} is {off:.4f} rad from the goal (tolerance {tolerance.position:g})",
                         FollowJointTrajectory.Result.GOAL_TOLERANCE_VIOLATED,
                     )
-        return self._finish(goal_handle, result, number, "succeeded", _SUCCESSFUL, "")
+        return self._finish(
+            goal_handle, result, number, "succeeded", _SUCCESSFUL, "Goal successfully reached!"
+        )
+
+    def _on_trajectory_topic(self, msg: Any) -> None:
+        """A trajectory on the controller's ``~/joint_trajectory`` topic (another client):
+        validated as a goal's points are, then played at once in place of whatever plays, from
+        the present state; a goal in flight stays active and is judged at its end
+        (joint_trajectory_controller.cpp topic_callback 1385-1399; invalid ones are dropped)."""
+        with self._lock:
+            self._goal_count += 1
+            number = self._goal_count
+        reason = ""
+        if not self._program_running:
+            reason = "the controller is not active"
+        elif sorted(msg.joint_names) != sorted(self.hardware.joint_names):
+            reason = f"joints {list(msg.joint_names)}"
+        elif not msg.points:
+            reason = "no points"
+        else:
+            reason = self._trajectory_rejection(msg)
+        self._event(
+            "trajectory_topic",
+            n=number,
+            points=len(msg.points),
+            last=_rounded(msg.points[-1].positions) if msg.points else [],
+            accepted=not reason,
+            reason=reason,
+        )
+        if reason:
+            self.get_logger().warning(f"trajectory on the topic dropped: {reason}")
+            return
+        segment = self._segment(SimpleNamespace(trajectory=msg), number, from_here=False)
+        with self._lock:
+            motion = self.controller.replace(segment)
+            active = self._active
+            if active is not None and active.is_active:
+                self._replacement = (
+                    motion,
+                    dict(zip(msg.joint_names, msg.points[-1].positions, strict=True)),
+                )
 
     def _goal_tolerances(self, requested: Sequence[Any], defaults: Sequence[float]) -> tuple[float, ...]:
         """Per joint (:data:`JOINT_NAMES` order), a goal's ``JointTolerance`` positions over the

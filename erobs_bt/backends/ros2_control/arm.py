@@ -242,15 +242,12 @@ class FollowJointTrajectoryArm:
         """Wait up to ``timeout`` [s] for a fresh joint state."""
         return wait_ready(lambda: self.state_age() <= self._hw.state_timeout, timeout)
 
-    def wait_for_settled(self, target: Sequence[float], moment: float, timeout: float) -> bool:
+    def wait_for_settled(self, target: Sequence[float], timeout: float) -> bool:
         """Wait up to ``timeout`` [s] until the live state is within the goal tolerance of
-        ``target`` [rad, unprefixed order], or a joint state received after ``moment``
-        (``time.monotonic()``) says where the arm is."""
+        ``target`` [rad, unprefixed order]; False when it is not by then."""
         goal = np.asarray(target, dtype=float)
 
         def settled() -> bool:
-            if self._stamp > moment:
-                return True
             here = self._positions
             return (
                 here is not None and float(np.max(np.abs(np.asarray(here) - goal))) <= self._hw.goal_tolerance
@@ -467,16 +464,29 @@ class FollowJointTrajectoryArm:
                 ErrorCode.EXECUTION_FAILED,
                 f"{what}: {fjt_error_name(result.error_code)}: {result.error_string}",
             )
-        # The result can overtake the last joint states: wait until they show the arm at the
-        # end (or one sent after the result says where it is), so the next plan and start
-        # check begin where the arm really is.
+        # The result can overtake the last joint states: wait until they show the arm at this
+        # trajectory's end. SUCCEEDED alone does not say the arm went there: a trajectory that
+        # another client put on the controller's topic replaces ours and the goal is judged at
+        # its end (joint_trajectory_controller topic_callback), so a success elsewhere fails.
+        moment = time.monotonic()
         end = segment.points[-1].positions
         order = [segment.joint_names.index(n) for n in JOINT_NAMES]
-        if not self.wait_for_settled([end[i] for i in order], time.monotonic(), self._hw.state_timeout):
+        target = [end[i] for i in order]
+        if not self.wait_for_settled(target, self._hw.state_timeout):
+            if self._stamp <= moment:
+                raise MotionError(
+                    ErrorCode.EXECUTION_FAILED,
+                    f"{what}: no joint state on {self._hw.joint_states} within "
+                    f"{self._hw.state_timeout:g} s after the result",
+                )
+            here = np.asarray(self.joint_positions(), dtype=float)
+            off = np.abs(here - np.asarray(target))
+            worst = int(np.argmax(off))
             raise MotionError(
                 ErrorCode.EXECUTION_FAILED,
-                f"{what}: no joint state on {self._hw.joint_states} within "
-                f"{self._hw.state_timeout:g} s after the result",
+                f"{what}: the controller reported success, but the arm is {off[worst]:.4f} rad from "
+                f"this trajectory's end at {self._hw.joint_names[worst]} (goal tolerance "
+                f"{self._hw.goal_tolerance:g} rad): another client's trajectory replaced ours",
             )
 
     def _come_to_rest(self, error: MotionError, what: str) -> None:

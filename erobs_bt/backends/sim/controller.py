@@ -514,10 +514,7 @@ class SimController:
         target = np.asarray(positions, dtype=float)
         if target.shape != (len(self._names),) or not np.all(np.isfinite(target)):
             raise ValueError(f"positions: expected {len(self._names)} finite values, got {list(target)}")
-        future: Future[None] = Future()
-        future.set_running_or_notify_cancel()
         with self._cond:
-            dropped = self._active
             q, v = self._positions.copy(), self._velocities.copy()
             brake = float(np.max(np.abs(v) / self._accel))
             times, points, speeds = [0.0], [q], [v]
@@ -530,26 +527,56 @@ class SimController:
                 times.append(times[-1] + math.sqrt(6.0 * distance))
                 points.append(target)
                 speeds.append(np.zeros_like(q))
-            if len(times) == 1:
-                self._active = None
-            else:
-                self._active = _Active(
-                    np.array(times),
-                    np.array(points),
-                    np.array(speeds),
-                    future,
-                    None,
-                    step_index,
-                    time.monotonic(),
-                )
-                self._active.scaled = False
-                self._idle.clear()
-            self._cond.notify_all()
+            return self._swap(np.array(times), np.array(points), np.array(speeds), step_index, scaled=False)
+
+    def replace(self, segment: ArmSegment) -> Future[None]:
+        """Play ``segment`` at once in place of the trajectory in play, from the present state
+        (joint_trajectory_controller on a trajectory from its topic: no stop between, a first
+        point after ``t = 0`` is reached from where the arm is, at its present velocity); no
+        start check. The dropped trajectory's future fails with ``EXECUTION_FAILED``.
+
+        Returns:
+            A future that completes when the segment's last point is reached.
+
+        Raises:
+            MotionError: ``EXECUTION_FAILED`` for a malformed segment (nothing is replaced).
+        """
+        times, positions, velocities = self._arrays(segment)
+        with self._cond:
+            if times[0] > 0.0:
+                times = np.concatenate(([0.0], times))
+                positions = np.vstack((self._positions, positions))
+                velocities = np.vstack((self._velocities, velocities))
+            return self._swap(times, positions, velocities, segment.step_index, scaled=True)
+
+    def _swap(
+        self,
+        times: NDArray[np.float64],
+        positions: NDArray[np.float64],
+        velocities: NDArray[np.float64],
+        step_index: int,
+        *,
+        scaled: bool,
+    ) -> Future[None]:
+        """Put a new trajectory in play at once and fail the dropped one's future. Caller holds
+        the lock (reentrant: a future's done-callback may call back into the controller)."""
+        future: Future[None] = Future()
+        future.set_running_or_notify_cancel()
+        dropped = self._active
+        if len(times) == 1:
+            self._active = None
+        else:
+            self._active = _Active(times, positions, velocities, future, None, step_index, time.monotonic())
+            self._active.scaled = scaled
+            for subscriber in self._listeners:
+                subscriber.due = self._sim_time
+            self._idle.clear()
+        self._cond.notify_all()
         if dropped is not None:
             dropped.future.set_exception(
                 MotionError(
                     ErrorCode.EXECUTION_FAILED,
-                    f"trajectory of step {dropped.step_index} replaced by a hold at "
+                    f"trajectory of step {dropped.step_index} replaced at "
                     f"{dropped.tau:.3f} s of {dropped.duration:.3f} s",
                 )
             )

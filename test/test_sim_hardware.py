@@ -129,7 +129,7 @@ def test_no_start_check_a_first_point_within_the_path_tolerance_is_stepped_onto(
     observer: HardwareObserver,
 ) -> None:
     """joint_trajectory_controller has no start-state check (ros2_controllers jazzy @ ed360c9,
-    joint_trajectory_controller.cpp 285-310, 381-395): the first sample is held to the path
+    joint_trajectory_controller.cpp 300-316, 374-388): the first sample is held to the path
     tolerance (``constraints.<joint>.trajectory``, UR's default 0.2 rad), so a first point
     0.05 rad away runs, the arm stepping onto it."""
     start = live(observer)

@@ -61,12 +61,12 @@ def live(observer: HardwareObserver) -> np.ndarray:
     return np.array(msg.position)
 
 
-def segment_to(start: np.ndarray, target: np.ndarray, index: int = 0) -> ArmSegment:
+def segment_to(start: np.ndarray, target: np.ndarray, index: int = 0, scaling: float = 0.5) -> ArmSegment:
     points = time_parameterize(
         [start, target],
         velocity_limits=VELOCITY_LIMITS,
         acceleration_limits=ACCELERATION_LIMITS,
-        speed_scaling=0.5,
+        speed_scaling=scaling,
     )
     return ArmSegment(index, tuple(points))
 
@@ -217,8 +217,9 @@ def test_a_cancel_is_answered_at_once_and_the_arm_settles_on_the_position_measur
     start = live(observer)
     target = start + np.array([1.2, 0.0, 0.0, 0.0, 0.0, 0.0])
     since, joints = observer.events.count, observer.joint_states.count
-    handle, result = send(observer, trajectory_goal(segment_to(start, target), HW))
-    cruising = observer.joint_states.wait_for(lambda m: abs(m.velocity[0]) > 0.5, TIMEOUT, since=joints)
+    # Slow (about 4 s, 0.4 s of wall time), so the cancel arrives mid-way on a loaded machine.
+    handle, result = send(observer, trajectory_goal(segment_to(start, target, scaling=0.1), HW))
+    cruising = observer.joint_states.wait_for(lambda m: abs(m.velocity[0]) > 0.2, TIMEOUT, since=joints)
     assert cruising is not None
     wait(handle.cancel_goal_async())
     wrapped = wait(result)
@@ -295,8 +296,8 @@ def test_a_stopped_program_deactivates_the_trajectory_controller_and_io_still_wo
     start = live(observer)
     target = start + np.array([1.0, 0.0, 0.0, 0.0, 0.0, 0.0])
     joints = observer.joint_states.count
-    _, result = send(observer, trajectory_goal(segment_to(start, target), HW))
-    assert observer.joint_states.wait_for(lambda m: abs(m.velocity[0]) > 0.3, TIMEOUT, since=joints)
+    _, result = send(observer, trajectory_goal(segment_to(start, target, scaling=0.1), HW))
+    assert observer.joint_states.wait_for(lambda m: abs(m.velocity[0]) > 0.2, TIMEOUT, since=joints)
     since = observer.events.count
     try:
         assert wait(stop.call_async(Trigger.Request())).success
@@ -342,7 +343,7 @@ def test_speed_scaling_slows_the_trajectory_and_a_pause_holds_it_on_its_path(
     assert pause.wait_for_service(10.0) and play.wait_for_service(10.0)
     start = live(observer)
     target = start + np.array([1.0, 0.0, 0.0, 0.0, 0.0, 0.0])
-    segment = segment_to(start, target)
+    segment = segment_to(start, target, scaling=0.2)
     peak = max(abs(p.velocities[0]) for p in segment.points)
     try:
         slider.publish(Float64(data=0.5))
@@ -407,8 +408,8 @@ def test_another_clients_trajectory_on_the_topic_replaces_the_goals_and_it_still
     elsewhere = start + np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.2])
     publisher, msg = topic_trajectory(observer, elsewhere, 2)
     since, joints = observer.events.count, observer.joint_states.count
-    _, result = send(observer, trajectory_goal(segment_to(start, target), HW))
-    assert observer.joint_states.wait_for(lambda m: abs(m.velocity[0]) > 0.3, TIMEOUT, since=joints)
+    _, result = send(observer, trajectory_goal(segment_to(start, target, scaling=0.1), HW))
+    assert observer.joint_states.wait_for(lambda m: abs(m.velocity[0]) > 0.2, TIMEOUT, since=joints)
     publisher.publish(msg)
     wrapped = wait(result)
 
@@ -417,6 +418,67 @@ def test_another_clients_trajectory_on_the_topic_replaces_the_goals_and_it_still
     assert observer.joint_states.wait_for(lambda m: np.allclose(m.position, elsewhere, atol=1e-6), 5.0)
     assert not np.allclose(live(observer), target, atol=0.1)
     observer.node.destroy_publisher(publisher)
+
+
+def too_fast(start: np.ndarray, distance: float, seconds: float) -> ArmSegment:
+    """Joint 0 by ``distance`` [rad] in ``seconds``, rest to rest: faster than the arm can go."""
+    from erobs_bt.backends.base import TrajectoryPoint
+
+    rest = (0.0,) * 6
+    end = start + np.array([distance, 0.0, 0.0, 0.0, 0.0, 0.0])
+    return ArmSegment(
+        0, (TrajectoryPoint(tuple(start), rest, rest, 0.0), TrajectoryPoint(tuple(end), rest, rest, seconds))
+    )
+
+
+def test_path_and_goal_tolerances_while_moving_and_after_goal_time(tmp_path: Any) -> None:
+    """joint_trajectory_controller.cpp 372-410, 464-540 (ros2_controllers jazzy @ ed360c9): every
+    sample while moving is held to the path tolerance (PATH_TOLERANCE_VIOLATED, the arm holds);
+    past the last point the goal tolerance must be met within ``goal_time``
+    (GOAL_TOLERANCE_VIOLATED after it; 0 waits); a goal's tolerances override the controller's
+    (tolerances.hpp 129-154: -1 erases). A trajectory faster than the arm's joints leaves a
+    tracking error, as on a real arm. Speed 1, so each check sees every sample in time."""
+    from control_msgs.msg import JointTolerance
+
+    with ros_environment(tmp_path / "ros_log") as private:
+        process = HardwareProcess(private, ["--speed", "1"]).start()
+        watcher = HardwareObserver(private.domain_id)
+        try:
+            assert watcher.trajectory.wait_for_server(30.0), process.output
+            assert watcher.joint_states.wait_for(lambda m: True, 30.0) is not None
+            # 0.6 rad in 0.1 s: the arm (pi rad/s) falls more than UR's 0.2 rad behind.
+            start = live(watcher)
+            since = watcher.events.count
+            wrapped = wait(send(watcher, trajectory_goal(too_fast(start, 0.6, 0.1), HW))[1])
+            assert wrapped.status == GoalStatus.STATUS_ABORTED
+            assert wrapped.result.error_code == FollowJointTrajectory.Result.PATH_TOLERANCE_VIOLATED
+            assert "path tolerance 0.2 rad" in wrapped.result.error_string, wrapped.result.error_string
+            held = watcher.wait_event("trajectory_result", since=since)["position"]
+            assert 0.0 < held[0] - start[0] < 0.6, "the arm neither held nor stopped short"
+            assert watcher.joint_states.wait_for(lambda m: np.allclose(m.position, held, atol=1e-5), 10.0)
+
+            # Path tolerance erased, goal_time 0.05 s: 2 rad in 0.1 s ends far behind the goal.
+            start = live(watcher)
+            goal = trajectory_goal(too_fast(start, 2.0, 0.1), HW)
+            goal.path_tolerance = [JointTolerance(name=n, position=-1.0) for n in HW.joint_names]
+            goal.goal_time_tolerance.sec, goal.goal_time_tolerance.nanosec = 0, 50_000_000
+            wrapped = wait(send(watcher, goal)[1])
+            assert wrapped.status == GoalStatus.STATUS_ABORTED
+            assert wrapped.result.error_code == FollowJointTrajectory.Result.GOAL_TOLERANCE_VIOLATED
+            assert "goal_time_tolerance exceeding by" in wrapped.result.error_string
+
+            # goal_time 0 (the controller's and the goal's): it waits until the arm is there.
+            since = watcher.events.count
+            here = np.array(watcher.wait_event("trajectory_rest", since=0)["position"])
+            goal = trajectory_goal(too_fast(here, -1.0, 0.1), HW)
+            goal.path_tolerance = [JointTolerance(name=n, position=-1.0) for n in HW.joint_names]
+            goal.goal_time_tolerance.sec, goal.goal_time_tolerance.nanosec = 0, 0
+            wrapped = wait(send(watcher, goal)[1])
+            assert wrapped.status == GoalStatus.STATUS_SUCCEEDED, wrapped.result.error_string
+            assert abs(live(watcher)[0] - (here[0] - 1.0)) < 0.005
+        finally:
+            watcher.close()
+            assert process.stop() == 0, process.output
 
 
 def test_set_io_switches_the_vacuum_and_the_changer_refuses_to_drop_a_powered_tool(

@@ -103,7 +103,7 @@ from erobs_bt.backends.ros2_control.constraints import (
     read_trajectory_constraints,
     resolve_tolerance,
 )
-from erobs_bt.backends.sim.controller import SimController
+from erobs_bt.backends.sim.controller import PathToleranceViolation, SimController
 from erobs_bt.backends.sim.faults import FAULT_INTERFACES, FaultInjector, FaultSpec, fault_value
 from erobs_bt.backends.sim.faults import parse_faults as parse_faults_of
 from erobs_bt.ros.qos import latched_qos as _latched
@@ -111,7 +111,7 @@ from erobs_bt.script.model import JOINT_NAMES
 from erobs_bt.validation import ConfigError, read_yaml, safe_load_yaml
 from erobs_bt.world.cell import CellConfig
 from erobs_bt.world.config import load_cell
-from erobs_bt.world.kinematics import fk
+from erobs_bt.world.kinematics import VELOCITY_LIMITS, fk
 from erobs_bt.world.tools import (
     EPICK_STATUS_RATE,
     ToolState,
@@ -266,6 +266,8 @@ class SimHardwareNode(Node):
             # tolerance (checked here), and the arm steps onto the first point.
             start_tolerance=_NO_START_CHECK,
             state_rate=rate,
+            # The arm cannot go faster than a UR5e's joints: a trajectory that asks more lags.
+            velocity_limits=VELOCITY_LIMITS,
         )
         self.controller.add_listener(self._publish_joint_state)
         self.servers: list[str] = []
@@ -565,10 +567,7 @@ class SimHardwareNode(Node):
                 self._preempted.discard(id(goal_handle))
                 return self._abort(goal_handle, result, number, _PREEMPTED)
         segment = self._segment(goal, number)
-        try:
-            path = self._goal_tolerances(goal.path_tolerance, self.constraints.path_tolerances())
-        except ValueError:
-            path = self.constraints.path_tolerances()
+        path = self._resolved(goal.path_tolerance, self.constraints.path_tolerances())
         # joint_trajectory_controller has no start check: the first sample (the first point, at
         # t = 0) is held to the path tolerance like every sample while moving.
         error = np.abs(np.subtract(self.controller.joint_positions(), segment.points[0].positions))
@@ -589,7 +588,7 @@ class SimHardwareNode(Node):
                 fault.after_fraction * segment.duration,
                 MotionError(ErrorCode.EXECUTION_FAILED, fault.detail),
             )
-        motion = self.controller.execute(segment, fault=cut)
+        motion = self.controller.execute(segment, fault=cut, path_tolerance=path)
         preempted = False
         # The end the goal is judged at: this goal's, until a trajectory on the controller's
         # topic replaces it (the goal stays active and is judged at that one's end:
@@ -623,6 +622,14 @@ class SimHardwareNode(Node):
             with self._lock:
                 if id(goal_handle) in self._preempted and not preempted:
                     preempted = True
+            if not preempted:
+                verdict = self._tolerances(goal, target, path)
+                if verdict is not None:
+                    code, text, measured = verdict
+                    if code == _SUCCESSFUL:
+                        return self._finish(goal_handle, result, number, "succeeded", _SUCCESSFUL, _REACHED)
+                    self._settle_on(measured, number)
+                    return self._abort(goal_handle, result, number, text, code)
             with contextlib.suppress(TimeoutError):
                 motion.exception(timeout=0.02)
         error = motion.exception()
@@ -646,6 +653,16 @@ class SimHardwareNode(Node):
             return self._abort(
                 goal_handle, result, number, f"{fault.detail if fault else ''} (fault injection)", code
             )
+        if isinstance(error, PathToleranceViolation):
+            return self._abort(
+                goal_handle,
+                result,
+                number,
+                f"Aborted due to path tolerance violation ({self.hardware.joint_names[error.joint]} is "
+                f"{error.error:.4f} rad from the trajectory at {error.tau:.3f} s, path tolerance "
+                f"{error.tolerance:g} rad)",
+                FollowJointTrajectory.Result.PATH_TOLERANCE_VIOLATED,
+            )
         if error is not None:
             return self._abort(goal_handle, result, number, str(error))
         if fault is not None and fault.outcome == "execution_timeout":
@@ -655,21 +672,77 @@ class SimHardwareNode(Node):
             return self._finish(
                 goal_handle, result, number, "canceled", _SUCCESSFUL, "cancelled while hanging"
             )
-        actual = dict(zip(self.hardware.joint_names, self.controller.joint_positions(), strict=True))
-        for tolerance in goal.goal_tolerance:
-            if tolerance.position > 0.0 and tolerance.name in target:
-                off = abs(actual[tolerance.name] - target[tolerance.name])
-                if off > tolerance.position:
-                    return self._abort(
-                        goal_handle,
-                        result,
-                        number,
-                        f"{tolerance.name} is {off:.4f} rad from the goal (tolerance {tolerance.position:g})",
-                        FollowJointTrajectory.Result.GOAL_TOLERANCE_VIOLATED,
+        # At the end (the arm exactly on the last point unless it lagged): the goal tolerance.
+        goal_tolerance = self._resolved(goal.goal_tolerance, self.constraints.goal_tolerances())
+        actual = self.controller.joint_positions()
+        for i, name in enumerate(self.hardware.joint_names):
+            off = abs(actual[i] - target[name])
+            if goal_tolerance[i] > 0.0 and off > goal_tolerance[i]:
+                return self._abort(
+                    goal_handle,
+                    result,
+                    number,
+                    f"{name} is {off:.4f} rad from the goal (tolerance {goal_tolerance[i]:g})",
+                    FollowJointTrajectory.Result.GOAL_TOLERANCE_VIOLATED,
+                )
+        return self._finish(goal_handle, result, number, "succeeded", _SUCCESSFUL, _REACHED)
+
+    def _resolved(self, requested: Sequence[Any], defaults: Sequence[float]) -> tuple[float, ...]:
+        """:meth:`_goal_tolerances`, or ``defaults`` for an illegal request (as the controller)."""
+        try:
+            return self._goal_tolerances(requested, defaults)
+        except ValueError:
+            return tuple(defaults)
+
+    def _tolerances(
+        self, goal: Any, target: dict[str, float], path: Sequence[float]
+    ) -> tuple[int, str, tuple[float, ...]] | None:
+        """joint_trajectory_controller's tolerance checks on the present sample
+        (joint_trajectory_controller.cpp 372-410, 464-540): while moving, the arm must be within
+        the path tolerance of the commanded sample (else PATH_TOLERANCE_VIOLATED); past the last
+        point, within the goal tolerance and slower than the stopped-velocity tolerance (then
+        SUCCESSFUL), or GOAL_TOLERANCE_VIOLATED once ``goal_time`` has passed (0: it waits).
+
+        Returns:
+            ``(error code, text, position to hold)``, or ``None`` while the trajectory goes on.
+        """
+        tau, duration, since_end, desired, actual, velocity = self.controller.tracking()
+        if duration <= 0.0:
+            return None
+        names = self.hardware.joint_names
+        if since_end is None:
+            for i, name in enumerate(names):
+                error = abs(actual[i] - desired[i])
+                if path[i] > 0.0 and error > path[i]:
+                    text = (
+                        f"Aborted due to path tolerance violation ({name} is {error:.4f} rad from the "
+                        f"trajectory at {tau:.3f} s, path tolerance {path[i]:g} rad)"
                     )
-        return self._finish(
-            goal_handle, result, number, "succeeded", _SUCCESSFUL, "Goal successfully reached!"
-        )
+                    return FollowJointTrajectory.Result.PATH_TOLERANCE_VIOLATED, text, actual
+            return None
+        goal_tolerance = self._resolved(goal.goal_tolerance, self.constraints.goal_tolerances())
+        stopped = self.constraints.stopped_velocity
+        outside = [
+            i
+            for i, name in enumerate(names)
+            if (goal_tolerance[i] > 0.0 and abs(actual[i] - target[name]) > goal_tolerance[i])
+            or (stopped > 0.0 and abs(velocity[i]) > stopped)
+        ]
+        if not outside:
+            return _SUCCESSFUL, "", actual
+        try:
+            goal_time = resolve_tolerance(self.constraints.goal_time, _seconds(goal.goal_time_tolerance))
+        except ValueError:
+            goal_time = self.constraints.goal_time
+        if goal_time > 0.0 and since_end > goal_time:
+            worst = names[outside[0]]
+            return (
+                FollowJointTrajectory.Result.GOAL_TOLERANCE_VIOLATED,
+                f"Aborted due to goal_time_tolerance exceeding by {since_end:.6f} seconds ({worst} is "
+                f"{abs(actual[outside[0]] - target[worst]):.4f} rad from the goal)",
+                actual,
+            )
+        return None
 
     def _on_trajectory_topic(self, msg: Any) -> None:
         """A trajectory on the controller's ``~/joint_trajectory`` topic (another client):

@@ -88,7 +88,37 @@ _RAMP_FLOOR = 0.05
 #: Velocities below this [rad/s] do not constrain the stop ramp.
 _TINY_VELOCITY = 1e-9
 
-__all__ = ["JointState", "JointStateListener", "Playback", "SimController"]
+__all__ = [
+    "JointState",
+    "JointStateListener",
+    "PathToleranceViolation",
+    "Playback",
+    "SimController",
+    "Tracking",
+]
+
+#: :meth:`SimController.tracking`: ``(τ, duration, since_end, desired, actual, velocity)``.
+Tracking = tuple[float, float, float | None, tuple[float, ...], tuple[float, ...], tuple[float, ...]]
+
+
+class PathToleranceViolation(MotionError):
+    """The arm left the path tolerance of the commanded trajectory (a joint trajectory
+    controller's PATH_TOLERANCE_VIOLATED); the arm holds where it was then.
+
+    Attributes:
+        joint: the index of the first joint out of tolerance.
+        error: its distance from the commanded sample [rad].
+        tolerance: its path tolerance [rad].
+        tau: the trajectory time of the sample [s].
+    """
+
+    def __init__(self, joint: int, error: float, tolerance: float, tau: float, step_index: int) -> None:
+        super().__init__(
+            ErrorCode.EXECUTION_FAILED,
+            f"trajectory of step {step_index}: joint {joint} is {error:.4f} rad from the trajectory at "
+            f"{tau:.3f} s (path tolerance {tolerance:g} rad)",
+        )
+        self.joint, self.error, self.tolerance, self.tau = joint, error, tolerance, tau
 
 
 @dataclass
@@ -167,6 +197,8 @@ class _Active:
         self.steps = 0  # periods of full-speed play since ``base``
         self.base = 0.0  # τ where the present stretch of full-speed play began
         self.scaled = True  # False: a hold (the arm's own stop), which speed scaling does not slow
+        self.ended_at: float | None = None  # simulated time when τ reached the end
+        self.path_tolerance: NDArray[np.float64] | None = None  # checked while moving (tracking)
         self.scale = 1.0
         self.index = 0
         self.stop_error: MotionError | None = None
@@ -234,6 +266,11 @@ class SimController:
         state_rate: default joint-state notifications per wall second at the nominal
             ``speed`` (per listener: :meth:`add_listener`); the final state of every
             trajectory is always notified.
+        velocity_limits: per-joint speed limits of the arm [rad/s], or ``None`` (default) for
+            an arm that is exactly where the trajectory says. With limits, the arm follows the
+            commanded position no faster than them: a trajectory that asks more leaves a
+            tracking error (:meth:`tracking`), and a trajectory ends once the arm is at its last
+            point.
 
     Raises:
         ValueError: bad arguments (the message names the argument).
@@ -249,6 +286,7 @@ class SimController:
         acceleration_limits: Sequence[float] | NDArray[np.float64] = ACCELERATION_LIMITS,
         start_tolerance: float = DEFAULT_START_TOLERANCE,
         state_rate: float = DEFAULT_STATE_RATE,
+        velocity_limits: Sequence[float] | NDArray[np.float64] | None = None,
     ) -> None:
         names = tuple(str(n) for n in joint_names)
         q0 = np.asarray(initial_positions, dtype=float)
@@ -268,6 +306,13 @@ class SimController:
         self._names = names
         self._speed = float(speed)
         self._speed_scaling = 1.0
+        self._vmax = (
+            None
+            if velocity_limits is None
+            else np.broadcast_to(np.asarray(velocity_limits, dtype=float), (len(names),)).copy()
+        )
+        if self._vmax is not None and (not np.all(np.isfinite(self._vmax)) or np.any(self._vmax <= 0.0)):
+            raise ValueError(f"velocity_limits: must be finite and > 0, got {self._vmax.tolist()}")
         self._period = 1.0 / control_rate
         self._accel = accel
         self._start_tolerance = float(start_tolerance)
@@ -275,6 +320,7 @@ class SimController:
         self._state_period = 1.0 / state_rate
         self._cond = threading.Condition()
         self._positions = q0
+        self._desired = q0.copy()
         self._velocities = np.zeros_like(q0)
         self._sim_time = 0.0
         self._active: _Active | None = None
@@ -402,6 +448,7 @@ class SimController:
         segment: ArmSegment,
         *,
         fault: tuple[float, MotionError] | None = None,
+        path_tolerance: Sequence[float] | None = None,
     ) -> Future[None]:
         """Start playing an arm trajectory.
 
@@ -411,6 +458,9 @@ class SimController:
             fault: ``(t, error)`` to simulate a failure: at trajectory time ``t`` [s]
                 the arm ramps down as for :meth:`stop` and the future fails with
                 ``error`` (fault injection).
+            path_tolerance: per joint [rad] (0: not enforced), with ``velocity_limits`` only:
+                while the trajectory plays, an arm further than this from the commanded sample
+                stops where it is and the future fails with :class:`PathToleranceViolation`.
 
         Returns:
             A future that completes when the last point is reached (the arm is then
@@ -449,6 +499,8 @@ class SimController:
                 positions = np.vstack((self._positions, positions))
                 velocities = np.vstack((np.zeros_like(self._positions), velocities))
             self._active = _Active(times, positions, velocities, future, fault, segment.step_index, called)
+            if path_tolerance is not None:
+                self._active.path_tolerance = np.asarray(path_tolerance, dtype=float)
             for subscriber in self._listeners:
                 subscriber.due = self._sim_time  # the first control period notifies
             self._idle.clear()
@@ -701,6 +753,7 @@ class SimController:
         """
         dt = self._period
         remaining = periods
+        began = self._sim_time
         while remaining > 0:
             if active.stop_error is None and active.fault is not None and active.tau >= active.fault[0]:
                 active.stop_error = active.fault[1]
@@ -730,6 +783,8 @@ class SimController:
             if active.tau >= active.duration or (active.stop_error is not None and active.scale <= 0.0):
                 break
         position, qd, _ = active.evaluate(active.tau)
+        if self._vmax is not None:
+            return self._track(active, position, active.scale * qd, self._sim_time - began)
         if active.tau >= active.duration:
             self._positions = active.positions[-1].copy()
             self._velocities = np.zeros_like(self._positions)
@@ -740,6 +795,62 @@ class SimController:
             self._velocities = np.zeros_like(self._positions)
             return active.stop_error
         return False
+
+    def _track(
+        self, active: _Active, desired: NDArray[np.float64], velocity: NDArray[np.float64], elapsed: float
+    ) -> MotionError | bool | None:
+        """The arm follows the commanded ``desired`` no faster than its velocity limits (a
+        trajectory that asks more leaves a tracking error, as on a real arm); past the end it
+        goes on to the last point, and the trajectory is done once it is there."""
+        ended = active.tau >= active.duration
+        if ended:
+            desired, velocity = active.positions[-1], np.zeros_like(desired)
+            if active.ended_at is None:
+                active.ended_at = self._sim_time
+        assert self._vmax is not None
+        previous = self._positions
+        reach = self._vmax * max(elapsed, 1e-12)
+        actual = previous + np.clip(desired - previous, -reach, reach)
+        lagging = bool(np.any(np.abs(desired - previous) > reach))
+        self._desired = np.asarray(desired, dtype=float).copy()
+        self._positions = actual
+        tolerance = active.path_tolerance
+        if not ended and tolerance is not None:
+            error = np.abs(actual - desired)
+            out = np.flatnonzero((tolerance > 0.0) & (error > tolerance))
+            if out.size:
+                # The controller holds the position measured now; the arm, following no faster
+                # than its limits, stops there.
+                i = int(out[0])
+                self._desired = actual.copy()
+                self._velocities = np.zeros_like(actual)
+                return PathToleranceViolation(
+                    i, float(error[i]), float(tolerance[i]), active.tau, active.step_index
+                )
+        self._velocities = (actual - previous) / max(elapsed, 1e-12) if lagging else velocity
+        if ended and not lagging:
+            self._velocities = np.zeros_like(actual)
+            return active.stop_error if active.stop_error is not None else True
+        if not ended and active.stop_error is not None and active.scale <= 0.0 and not lagging:
+            self._velocities = np.zeros_like(actual)
+            return active.stop_error
+        return False
+
+    def tracking(
+        self,
+    ) -> tuple[float, float, float | None, tuple[float, ...], tuple[float, ...], tuple[float, ...]]:
+        """What the controller commands and where the arm is, taken together: ``(τ, duration,
+        simulated seconds since τ reached the end or None, desired [rad], actual [rad], actual
+        velocity [rad/s])``; when idle, ``τ == duration == 0`` and desired is the arm's state."""
+        with self._cond:
+            active = self._active
+            actual = tuple(self._positions.tolist())
+            velocity = tuple(self._velocities.tolist())
+            if active is None:
+                return 0.0, 0.0, None, actual, actual, velocity
+            desired = tuple(self._desired.tolist())
+            since = None if active.ended_at is None else self._sim_time - active.ended_at
+            return active.tau, active.duration, since, desired, actual, velocity
 
     def _run(self) -> None:
         finite = math.isfinite(self._speed)

@@ -7,19 +7,24 @@ and its docks, the loose parts) served through the interfaces that ``ur_robot_dr
 and the grippers' drivers offer, with the names of a hardware YAML
 (``config/ur5e_ros2_control.yaml``, the one the ``ros2_control`` backend reads):
 
-* ``control_msgs/action/FollowJointTrajectory`` with joint_trajectory_controller's
-  semantics (docs/conformance/ros2_control.md pins each to its source): a goal with other
-  joints or malformed points is rejected; there is no start check: the first sample (a first
-  point at ``t = 0``) is held to the controller's path tolerance (``--controllers``; UR's
-  default 0.2 rad) and aborts with ``PATH_TOLERANCE_VIOLATED`` beyond it, within it the arm
-  steps onto it; a first point after ``t = 0`` is reached from the current state; at the end
-  each joint must be within its ``goal_tolerance`` (else ``GOAL_TOLERANCE_VIOLATED``); a
-  cancel ends the goal CANCELED at once and holds the position measured then: the arm brakes
-  within its acceleration limits and settles back onto it after the result (event
-  ``trajectory_rest``); a new goal preempts the running one (ramped down, aborted with
-  ``INVALID_GOAL`` "Current goal preempted by new incoming action."), then runs from where
-  the arm stopped; a trajectory on the controller's ``~/joint_trajectory`` topic (another
-  client) replaces whatever plays at once, and a goal in flight is judged at its end.
+* ``control_msgs/action/FollowJointTrajectory`` with joint_trajectory_controller's semantics
+  (docs/conformance/ros2_control.md pins each to its source): a goal with other joints or
+  malformed points is rejected; there is no start check: the first sample (a first point at
+  ``t = 0``) is held to the controller's path tolerance (``--controllers``; UR's default 0.2
+  rad) and aborts with ``PATH_TOLERANCE_VIOLATED`` beyond it, within it the arm steps onto it;
+  a first point after ``t = 0`` is reached from the current state; at the end each joint must
+  be within its goal tolerance within ``goal_time`` (else ``GOAL_TOLERANCE_VIOLATED``), and
+  while moving within its path tolerance of the commanded sample (else
+  ``PATH_TOLERANCE_VIOLATED``: the simulated arm follows no faster than a UR5e's joints); the
+  speed scaling (slider ``~/speed_slider`` x 0 while paused) sets the rate of trajectory time;
+  the robot program (``/dashboard_client/play|stop|pause``, ``robot_program_running``) gates
+  the controller; a cancel ends the goal CANCELED at once and holds the position measured
+  then: the arm brakes within its acceleration limits and settles back onto it after the
+  result (event ``trajectory_rest``); a new goal preempts the running one at once (aborted
+  with ``INVALID_GOAL`` "Current goal preempted by new incoming action.") and its trajectory
+  replaces the one in play (or a settling hold) from the present state, without a stop; a
+  trajectory on the controller's ``~/joint_trajectory`` topic (another client) replaces
+  whatever plays at once, and a goal in flight is judged at its end.
 * ``sensor_msgs/msg/JointState`` on ``joint_states`` at ``--rate`` Hz (default 125 Hz of
   wall time, like a UR's joint_state_broadcaster), prefixed joint names.
 * ``control_msgs/action/GripperCommand`` per ``gripper_command`` adapter: the position
@@ -103,7 +108,7 @@ from erobs_bt.backends.ros2_control.constraints import (
     read_trajectory_constraints,
     resolve_tolerance,
 )
-from erobs_bt.backends.sim.controller import PathToleranceViolation, SimController
+from erobs_bt.backends.sim.controller import PathToleranceViolation, SimController, TrajectoryReplaced
 from erobs_bt.backends.sim.faults import FAULT_INTERFACES, FaultInjector, FaultSpec, fault_value
 from erobs_bt.backends.sim.faults import parse_faults as parse_faults_of
 from erobs_bt.ros.qos import latched_qos as _latched
@@ -233,9 +238,6 @@ class SimHardwareNode(Node):
         self._preempted: set[int] = set()
         #: A trajectory from the topic that replaced the active goal's: (its future, its end).
         self._replacement: tuple[Any, dict[str, float]] | None = None
-        #: Clear while the arm settles onto the position held after a cancel.
-        self._settled = threading.Event()
-        self._settled.set()
         self._pending: dict[int, tuple[int, FaultSpec | None]] = {}
         self._group = ReentrantCallbackGroup()
         self._events = self.create_publisher(String, "~/events", _latched(10000))
@@ -455,8 +457,9 @@ class SimHardwareNode(Node):
             previous = self._active
             self._active = goal_handle
             if previous is not None and previous.is_active:
+                # preempt_active_goal: the running goal is aborted at once; the new one's
+                # trajectory replaces its trajectory from the present state (no stop between).
                 self._preempted.add(id(previous))
-                self.controller.stop()
         goal_handle.execute()
 
     def _settle_on(self, hold: Sequence[float], number: int) -> None:
@@ -468,20 +471,20 @@ class SimHardwareNode(Node):
     def _rest_after(self, start: Any, motion: Any, number: int, hold: Sequence[float] | None) -> None:
         """Call ``start()`` (what brings the arm to rest), then, in a thread of its own, wait for
         ``motion`` (the future of the arm's last motion) to end and send the ``trajectory_rest``
-        event. New goals wait for it."""
-        self._settled.clear()
+        event (none when a new trajectory replaced the stop: the arm did not rest)."""
         start()
 
         def settle() -> None:
             try:
-                with contextlib.suppress(Exception):
-                    motion.exception(timeout=60.0)
-                with self._lock:
-                    self._tools = after_motion(self.cell, self._tools, self.controller.joint_positions())
-                here = _rounded(self.controller.joint_positions())
-                self._event("trajectory_rest", n=number, hold=_rounded(hold) if hold else here, position=here)
-            finally:
-                self._settled.set()
+                error = motion.exception(timeout=60.0)
+            except Exception as exc:
+                error = exc
+            if isinstance(error, TrajectoryReplaced):
+                return
+            with self._lock:
+                self._tools = after_motion(self.cell, self._tools, self.controller.joint_positions())
+            here = _rounded(self.controller.joint_positions())
+            self._event("trajectory_rest", n=number, hold=_rounded(hold) if hold else here, position=here)
 
         threading.Thread(target=settle, name=f"settle-{number}", daemon=True).start()
 
@@ -557,11 +560,6 @@ class SimHardwareNode(Node):
         goal = goal_handle.request
         number, fault = self._take_pending(goal)
         result = FollowJointTrajectory.Result()
-        # A preempted goal is still ramping down, or the arm settles after a cancel: start
-        # from where the arm comes to rest.
-        while (self.controller.is_busy() or not self._settled.is_set()) and not self._closing.is_set():
-            self.controller.wait_idle(0.05)
-            self._settled.wait(0.05)
         with self._lock:
             if id(goal_handle) in self._preempted:
                 self._preempted.discard(id(goal_handle))
@@ -574,6 +572,8 @@ class SimHardwareNode(Node):
         worst = [i for i in range(len(error)) if path[i] > 0.0 and error[i] > path[i]]
         if worst:
             i = worst[0]
+            if self.controller.is_busy():  # the preempted goal's trajectory: hold instead
+                self._settle_on(self.controller.joint_positions(), number)
             return self._abort(
                 goal_handle,
                 result,
@@ -588,7 +588,12 @@ class SimHardwareNode(Node):
                 fault.after_fraction * segment.duration,
                 MotionError(ErrorCode.EXECUTION_FAILED, fault.detail),
             )
-        motion = self.controller.execute(segment, fault=cut, path_tolerance=path)
+        if self.controller.is_busy():
+            # joint_trajectory_controller: the new trajectory replaces the one in play (a
+            # preempted goal's, a hold's) from the present state, without a stop.
+            motion = self.controller.replace(segment, fault=cut, path_tolerance=path)
+        else:
+            motion = self.controller.execute(segment, fault=cut, path_tolerance=path)
         preempted = False
         # The end the goal is judged at: this goal's, until a trajectory on the controller's
         # topic replaces it (the goal stays active and is judged at that one's end:
@@ -620,8 +625,9 @@ class SimHardwareNode(Node):
                 self._settle_on(hold, number)
                 return self._finish(goal_handle, result, number, "canceled", _SUCCESSFUL, "")
             with self._lock:
-                if id(goal_handle) in self._preempted and not preempted:
-                    preempted = True
+                if id(goal_handle) in self._preempted:
+                    self._preempted.discard(id(goal_handle))
+                    return self._abort(goal_handle, result, number, _PREEMPTED)
             if not preempted:
                 verdict = self._tolerances(goal, target, path)
                 if verdict is not None:

@@ -95,6 +95,7 @@ __all__ = [
     "Playback",
     "SimController",
     "Tracking",
+    "TrajectoryReplaced",
 ]
 
 #: :meth:`SimController.tracking`: ``(τ, duration, since_end, desired, actual, velocity)``.
@@ -119,6 +120,10 @@ class PathToleranceViolation(MotionError):
             f"{tau:.3f} s (path tolerance {tolerance:g} rad)",
         )
         self.joint, self.error, self.tolerance, self.tau = joint, error, tolerance, tau
+
+
+class TrajectoryReplaced(MotionError):
+    """A trajectory dropped for another one (:meth:`SimController.replace`, :meth:`SimController.hold`)."""
 
 
 @dataclass
@@ -581,11 +586,18 @@ class SimController:
                 speeds.append(np.zeros_like(q))
             return self._swap(np.array(times), np.array(points), np.array(speeds), step_index, scaled=False)
 
-    def replace(self, segment: ArmSegment) -> Future[None]:
+    def replace(
+        self,
+        segment: ArmSegment,
+        *,
+        fault: tuple[float, MotionError] | None = None,
+        path_tolerance: Sequence[float] | None = None,
+    ) -> Future[None]:
         """Play ``segment`` at once in place of the trajectory in play, from the present state
-        (joint_trajectory_controller on a trajectory from its topic: no stop between, a first
-        point after ``t = 0`` is reached from where the arm is, at its present velocity); no
-        start check. The dropped trajectory's future fails with ``EXECUTION_FAILED``.
+        (joint_trajectory_controller on a new goal or a trajectory from its topic: no stop
+        between, a first point after ``t = 0`` is reached from where the arm is, at its present
+        velocity); no start check. The dropped trajectory's future fails with
+        :class:`TrajectoryReplaced`. ``fault`` and ``path_tolerance`` as for :meth:`execute`.
 
         Returns:
             A future that completes when the segment's last point is reached.
@@ -599,7 +611,12 @@ class SimController:
                 times = np.concatenate(([0.0], times))
                 positions = np.vstack((self._positions, positions))
                 velocities = np.vstack((self._velocities, velocities))
-            return self._swap(times, positions, velocities, segment.step_index, scaled=True)
+            future = self._swap(times, positions, velocities, segment.step_index, scaled=True)
+            if self._active is not None and self._active.future is future:
+                self._active.fault = fault
+                if path_tolerance is not None:
+                    self._active.path_tolerance = np.asarray(path_tolerance, dtype=float)
+            return future
 
     def _swap(
         self,
@@ -626,7 +643,7 @@ class SimController:
         self._cond.notify_all()
         if dropped is not None:
             dropped.future.set_exception(
-                MotionError(
+                TrajectoryReplaced(
                     ErrorCode.EXECUTION_FAILED,
                     f"trajectory of step {dropped.step_index} replaced at "
                     f"{dropped.tau:.3f} s of {dropped.duration:.3f} s",

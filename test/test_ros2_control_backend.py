@@ -34,6 +34,7 @@ from ros_fixtures import NodeProcess, RosEnvironment, ready_client, ros_environm
 
 from erobs_bt.backends.base import ArmSegment, ErrorCode, MotionError, Solution, ToolSegment, TrajectoryPoint
 from erobs_bt.backends.ros2_control import (
+    HardwareConfig,
     Ros2ControlBackend,
     check_against_cell,
     load_hardware_config,
@@ -449,8 +450,6 @@ def test_a_trajectory_replaced_by_another_client_fails_the_step(rig: Any) -> Non
     fails, naming it, instead of reporting a motion it never made."""
     from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
-    from erobs_bt.backends.ros2_control import HardwareConfig
-
     _, observer, backend = rig
     start = np.array(backend.joint_positions())
     publisher = observer.node.create_publisher(
@@ -472,6 +471,32 @@ def test_a_trajectory_replaced_by_another_client_fails_the_step(rig: Any) -> Non
     assert error.code is ErrorCode.EXECUTION_FAILED and not error.fatal
     assert "the controller reported success, but the arm is" in error.detail, error.detail
     assert "another client's trajectory replaced ours" in error.detail
+
+
+def test_a_goal_of_another_client_preempts_ours_and_fails_the_step_at_once(rig: Any) -> None:
+    """Another client's goal preempts ours (joint_trajectory_controller preempt_active_goal):
+    ours is aborted at once with the controller's text, its trajectory replaced from the present
+    state; the step fails naming it, once the arm is at rest."""
+    from erobs_bt.backends.ros2_control import trajectory_goal
+
+    _, observer, backend = rig
+    assert observer.trajectory.wait_for_server(10.0)
+    start = backend.joint_positions()
+    solution = plan_move(backend, "spincoater_scan")
+    since, joints = observer.events.count, observer.joint_states.count
+    running = backend.execute(solution, replay=False)
+    observer.wait_event("trajectory_goal", since=since)
+    assert observer.joint_states.wait_for(lambda m: max(abs(v) for v in m.velocity) > 0.2, 30.0, since=joints)
+    rest = (0.0,) * 6
+    back = ArmSegment(0, (TrajectoryPoint(tuple(start), rest, rest, 2.0),))
+    observer.trajectory.send_goal_async(trajectory_goal(back, HardwareConfig()))
+
+    error = error_of(running)
+    assert error.code is ErrorCode.EXECUTION_FAILED and not error.fatal
+    assert "goal aborted: INVALID_GOAL (-1): Current goal preempted by new incoming action." in error.detail
+    first = observer.wait_event("trajectory_result", since=since)
+    assert first["outcome"] == "aborted"
+    assert observer.wait_event("trajectory_result", since=since, outcome="succeeded")["t"] > first["t"]
 
 
 def test_gripper_states_go_through_gripper_command_goals(rig: Any) -> None:

@@ -594,3 +594,7 @@ def test_erobs_bt_sim_hardware_forwards_its_options_and_refuses_a_bad_configurat
     assert result.exit_code == 2
     result = CliRunner().invoke(main, ["sim-hardware", "--speed", "0"])
     assert result.exit_code == 2
+    controllers = tmp_path / "controllers.yaml"
+    controllers.write_text("joint_trajectory_controller:\n  ros__parameters: {}\n")
+    result = CliRunner().invoke(main, ["sim-hardware", "--controllers", str(controllers)])
+    assert result.exit_code == 2  # no scaled_joint_trajectory_controller in it

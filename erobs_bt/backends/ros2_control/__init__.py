@@ -36,8 +36,9 @@ Errors (docs/behaviour.md §3, the replay rules):
   stop during a trajectory (the driver is gone) → ``EXECUTION_FAILED:`` (not fatal: a
   replay then plans afresh);
 * no goal response within ``timeouts.acceptance`` (10 s, as EROBS) or no result within
-  the per-type timeout (``motion`` beyond the trajectory's duration, ``gripper``,
-  ``pipettor``) → ``TIMEOUT:`` (``REPLAY_TIMEOUT:`` for a replay): fatal.
+  the per-type timeout (``motion`` beyond the trajectory's duration, counted in trajectory
+  time: wall time × the speed scaling; ``gripper``, ``pipettor``), or an arm still moving
+  10 s after a trajectory failed → ``TIMEOUT:`` (``REPLAY_TIMEOUT:`` for a replay): fatal.
 
 Before any trajectory is sent, fresh or replayed, the live state must be within
 ``start_tolerance`` (0.01 rad) of its first point, and the robot program must run (the

@@ -383,8 +383,10 @@ def test_a_stopped_robot_program_fails_the_step_before_anything_fires(rig: Any) 
         ),
         backend.model_revision(),
     )
+    observer.wait_event("start")  # the hardware's (latched) events reach the observer
     assert stop.call(Trigger.Request(), timeout_sec=10.0).success
     assert wait_ready(lambda: backend.arm.program_running() is False, 10.0)
+    observer.wait_event("program", running=False)
     since = observer.events.count
     try:
         error = error_of(backend.execute(solution, replay=False))

@@ -258,6 +258,7 @@ class SimHardwareNode(Node):
         self._paused = False
         self._slider = 1.0
         self._scaling_pub = self.create_publisher(Float64, hardware.speed_scaling, 10)
+        self._scaling_sent, self._scaling_count = -1.0, 0
         self.create_subscription(
             Float64, "~/speed_slider", self._on_speed_slider, _latched(1), callback_group=self._group
         )
@@ -359,7 +360,12 @@ class SimHardwareNode(Node):
         msg.velocity = [float(v) for v in velocities]
         try:
             self._joint_pub.publish(msg)
-            self._scaling_pub.publish(Float64(data=100.0 * self.controller.speed_scaling()))
+            # The speed scaling: on every change, else with every 10th joint state.
+            percent = 100.0 * self.controller.speed_scaling()
+            self._scaling_count = (self._scaling_count + 1) % 10
+            if percent != self._scaling_sent or self._scaling_count == 0:
+                self._scaling_sent = percent
+                self._scaling_pub.publish(Float64(data=percent))
         except Exception:  # the context is shutting down under the controller thread
             if not self._closing.is_set():
                 raise

@@ -16,7 +16,9 @@ faster than real time.
 
 from __future__ import annotations
 
+import itertools
 import json
+import time
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import Future
@@ -32,10 +34,12 @@ from ros_fixtures import NodeProcess, RosEnvironment, ready_client, ros_environm
 
 from erobs_bt.backends.base import ArmSegment, ErrorCode, MotionError, Solution, ToolSegment, TrajectoryPoint
 from erobs_bt.backends.ros2_control import (
+    HardwareConfig,
     Ros2ControlBackend,
     check_against_cell,
     load_hardware_config,
     parse_hardware_config,
+    wait_ready,
 )
 from erobs_bt.ros.client import ErobsBtClient, GoalRun
 from erobs_bt.script.macros import VisionTargets
@@ -327,6 +331,184 @@ def test_stop_cancels_the_controller_goal_and_the_arm_decelerates(rig: Any) -> N
     assert not np.allclose(rest.position, target, atol=1e-3), "the arm ran on to the target"
 
 
+def test_after_a_stop_the_arm_is_idle_only_once_the_joint_states_say_it_is_at_rest(rig: Any) -> None:
+    """The controller answers a cancel at once and the arm settles afterwards (the double as
+    joint_trajectory_controller does): the stopped step fails, and the arm counts as idle, only
+    once the joint states show it at rest; nothing else is commanded before."""
+    _, observer, backend = rig
+    solution = plan_move(backend, "spincoater_scan")
+    since, joints = observer.events.count, observer.joint_states.count
+    running = backend.execute(solution, replay=False)
+    observer.wait_event("trajectory_goal", since=since)
+    assert observer.joint_states.wait_for(lambda m: max(abs(v) for v in m.velocity) > 0.2, 30.0, since=joints)
+
+    backend.stop()
+    error = error_of(running)
+    done = time.time()
+
+    assert error.code is ErrorCode.EXECUTION_FAILED and "stopped by request" in error.detail
+    assert not backend.arm.is_busy()
+    rest = observer.wait_event("trajectory_rest", since=since)
+    answered = observer.wait_event("trajectory_result", since=since, outcome="canceled")
+    # The hardware's first joint state at rest on the held position (stamped when published).
+    still = observer.joint_states.wait_for(
+        lambda m: max(map(abs, m.velocity)) == 0.0 and np.allclose(m.position, rest["position"], atol=1e-5),
+        10.0,
+        since=joints,
+    )
+    assert still is not None
+    stopped = still.header.stamp.sec + still.header.stamp.nanosec * 1e-9
+    assert answered["t"] < stopped <= done, (answered["t"], stopped, done)
+    assert np.allclose(backend.joint_positions(), rest["position"], atol=1e-4)
+    assert len(observer.of("trajectory_goal", since)) == 1, "a trajectory was sent before the arm was at rest"
+
+
+def test_a_stopped_robot_program_fails_the_step_before_anything_fires(rig: Any) -> None:
+    """ur_robot_driver says the program stopped (robot_program_running false; controller_stopper
+    then deactivates the trajectory controller): the step fails naming it, before its gripper
+    command or its trajectory reaches the hardware; once the program runs again, it runs."""
+    from std_srvs.srv import Trigger
+
+    _, observer, backend = rig
+    stop = observer.node.create_client(Trigger, "/dashboard_client/stop")
+    play = observer.node.create_client(Trigger, "/dashboard_client/play")
+    assert stop.wait_for_service(10.0) and play.wait_for_service(10.0)
+    live = tuple(backend.joint_positions())
+    rest = (0.0,) * 6
+    there = tuple(np.array(live) + np.array([0.1, 0.0, 0.0, 0.0, 0.0, 0.0]))
+    solution = Solution(
+        (
+            ToolSegment(0, "hande", "hande_closed"),
+            ArmSegment(1, (TrajectoryPoint(live, rest, rest, 0.0), TrajectoryPoint(there, rest, rest, 1.0))),
+        ),
+        backend.model_revision(),
+    )
+    observer.wait_event("start")  # the hardware's (latched) events reach the observer
+    assert stop.call(Trigger.Request(), timeout_sec=10.0).success
+    assert wait_ready(lambda: backend.arm.program_running() is False, 10.0)
+    observer.wait_event("program", running=False)
+    since = observer.events.count
+    try:
+        error = error_of(backend.execute(solution, replay=False))
+        assert error.code is ErrorCode.EXECUTION_FAILED and not error.fatal
+        assert "not sent: the robot program is not running" in error.detail, error.detail
+        assert "/io_and_status_controller/robot_program_running is false" in error.detail
+        # Nothing reached the hardware: no gripper goal, no trajectory.
+        assert observer.events.wait_for(lambda e: e["event"] not in ("program",), 0.5, since=since) is None, (
+            observer.events.items()[since:]
+        )
+    finally:
+        assert play.call(Trigger.Request(), timeout_sec=10.0).success
+    assert wait_ready(lambda: backend.arm.program_running() is True, 10.0)
+    backend.execute(solution, replay=False).result(GOAL_TIMEOUT)
+
+
+def test_a_low_slider_or_a_pause_is_not_a_timeout_the_budget_is_trajectory_time(
+    private: RosEnvironment, tmp_path: Path
+) -> None:
+    """The scaled controller plays the trajectory at the speed scaling (slider x 0 while
+    paused): with 1 s of margin (timeouts.motion), a move at a slider of 0.2 and a move paused
+    for longer than its whole budget both succeed, and the backend knows it was paused."""
+    from std_msgs.msg import Float64
+    from std_srvs.srv import Trigger
+
+    from erobs_bt.ros.client import latched_qos
+
+    with ExitStack() as cleanup:
+        process = HardwareProcess(private, ["--speed", "2", "--gripper", "hande"]).start()
+        cleanup.callback(process.stop)
+        observer = HardwareObserver(private.domain_id)
+        cleanup.callback(observer.close)
+        backend = start_backend(private, tmp_path, gripper="hande", timeouts={"motion": 1.0})
+        cleanup.callback(backend.close)
+        slider = observer.node.create_publisher(
+            Float64, "/erobs_bt_sim_hardware/speed_slider", latched_qos(1)
+        )
+        pause = observer.node.create_client(Trigger, "/dashboard_client/pause")
+        play = observer.node.create_client(Trigger, "/dashboard_client/play")
+        assert pause.wait_for_service(10.0) and play.wait_for_service(10.0)
+
+        slider.publish(Float64(data=0.2))
+        assert wait_ready(lambda: backend.arm.speed_scaling() == 0.2, 10.0)
+        solution = plan_move(backend, "spincoater_scan")
+        duration = sum(s.duration for s in solution.segments if isinstance(s, ArmSegment))
+        assert duration / 0.2 / 2 > duration / 2 + 0.5 + 1.0, "the move must outlast a wall-clock budget"
+        backend.execute(solution, replay=False).result(GOAL_TIMEOUT)
+
+        slider.publish(Float64(data=1.0))
+        assert wait_ready(lambda: backend.arm.speed_scaling() == 1.0, 10.0)
+        solution = plan_move(backend, "safe_tool_exchange")
+        joints = observer.joint_states.count
+        running = backend.execute(solution, replay=False)
+        assert observer.joint_states.wait_for(
+            lambda m: max(abs(v) for v in m.velocity) > 0.2, 30.0, since=joints
+        )
+        assert pause.call(Trigger.Request(), timeout_sec=10.0).success
+        assert wait_ready(lambda: backend.arm.speed_scaling() == 0.0, 10.0)
+        # Paused for longer than the trajectory's whole budget (its duration + 0.5 s + 1 s):
+        # the step neither fails nor ends.
+        budget = sum(s.duration for s in solution.segments if isinstance(s, ArmSegment)) + 0.5 + 1.0
+        with pytest.raises(TimeoutError):
+            running.result(timeout=budget + 2.0)
+        assert play.call(Trigger.Request(), timeout_sec=10.0).success
+        running.result(GOAL_TIMEOUT)
+
+
+def test_a_trajectory_replaced_by_another_client_fails_the_step(rig: Any) -> None:
+    """Another client's trajectory on the controller's topic replaces ours and the controller
+    still reports our goal SUCCEEDED (joint_trajectory_controller topic_callback): the step
+    fails, naming it, instead of reporting a motion it never made."""
+    from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
+    _, observer, backend = rig
+    start = np.array(backend.joint_positions())
+    publisher = observer.node.create_publisher(
+        JointTrajectory, "/scaled_joint_trajectory_controller/joint_trajectory", 10
+    )
+    assert wait_ready(lambda: publisher.get_subscription_count() > 0, 10.0)
+    point = JointTrajectoryPoint(positions=[float(x) for x in start], velocities=[0.0] * 6)
+    point.time_from_start.sec = 2
+    other = JointTrajectory(joint_names=list(HardwareConfig().joint_names), points=[point])
+    solution = plan_move(backend, "spincoater_scan")
+    since, joints = observer.events.count, observer.joint_states.count
+    running = backend.execute(solution, replay=False)
+    observer.wait_event("trajectory_goal", since=since)
+    assert observer.joint_states.wait_for(lambda m: max(abs(v) for v in m.velocity) > 0.2, 30.0, since=joints)
+    publisher.publish(other)
+
+    error = error_of(running)
+    assert observer.wait_event("trajectory_result", since=since)["outcome"] == "succeeded"
+    assert error.code is ErrorCode.EXECUTION_FAILED and not error.fatal
+    assert "the controller reported success, but the arm is" in error.detail, error.detail
+    assert "another client's trajectory replaced ours" in error.detail
+
+
+def test_a_goal_of_another_client_preempts_ours_and_fails_the_step_at_once(rig: Any) -> None:
+    """Another client's goal preempts ours (joint_trajectory_controller preempt_active_goal):
+    ours is aborted at once with the controller's text, its trajectory replaced from the present
+    state; the step fails naming it, once the arm is at rest."""
+    from erobs_bt.backends.ros2_control import trajectory_goal
+
+    _, observer, backend = rig
+    assert observer.trajectory.wait_for_server(10.0)
+    start = backend.joint_positions()
+    solution = plan_move(backend, "spincoater_scan")
+    since, joints = observer.events.count, observer.joint_states.count
+    running = backend.execute(solution, replay=False)
+    observer.wait_event("trajectory_goal", since=since)
+    assert observer.joint_states.wait_for(lambda m: max(abs(v) for v in m.velocity) > 0.2, 30.0, since=joints)
+    rest = (0.0,) * 6
+    back = ArmSegment(0, (TrajectoryPoint(tuple(start), rest, rest, 2.0),))
+    observer.trajectory.send_goal_async(trajectory_goal(back, HardwareConfig()))
+
+    error = error_of(running)
+    assert error.code is ErrorCode.EXECUTION_FAILED and not error.fatal
+    assert "goal aborted: INVALID_GOAL (-1): Current goal preempted by new incoming action." in error.detail
+    first = observer.wait_event("trajectory_result", since=since)
+    assert first["outcome"] == "aborted"
+    assert observer.wait_event("trajectory_result", since=since, outcome="succeeded")["t"] > first["t"]
+
+
 def test_gripper_states_go_through_gripper_command_goals(rig: Any) -> None:
     hardware, observer, backend = rig
     since = observer.events.count
@@ -454,3 +636,30 @@ def test_the_hardware_config_names_the_key_of_every_error() -> None:
 def test_the_prefix_applies_to_the_joint_names_on_the_wire() -> None:
     config = parse_hardware_config({"joint_prefix": "left_"})
     assert config.joint_names[0] == "left_shoulder_pan_joint" and len(config.joint_names) == 6
+
+
+def test_the_backend_never_sends_equal_time_stamps_or_a_moving_last_point() -> None:
+    """joint_trajectory_controller rejects both (docs/conformance/ros2_control.md, row 14): of
+    points at the same time (to the nanosecond) only the last is sent; a trajectory that ends
+    moving is refused before anything is sent."""
+    from erobs_bt.backends.ros2_control import HardwareConfig, trajectory_goal
+
+    rest = (0.0,) * 6
+    a, b = (0.0, -1.0, 1.0, 0.0, 0.0, 0.0), (0.1, -1.0, 1.0, 0.0, 0.0, 0.0)
+    segment = ArmSegment(
+        4,
+        (
+            TrajectoryPoint(a, rest, rest, 0.0),
+            TrajectoryPoint(a, rest, rest, 0.0),
+            TrajectoryPoint(b, rest, rest, 1.0),
+            TrajectoryPoint(b, rest, rest, 1.0 + 1e-12),
+        ),
+    )
+    goal = trajectory_goal(segment, HardwareConfig())
+    stamps = [(p.time_from_start.sec, p.time_from_start.nanosec) for p in goal.trajectory.points]
+    assert stamps == [(0, 0), (1, 0)], stamps
+    assert all(x < y for x, y in itertools.pairwise(stamps))
+
+    moving = ArmSegment(5, (TrajectoryPoint(a, rest, rest, 0.0), TrajectoryPoint(b, (0.2,) * 6, rest, 1.0)))
+    with pytest.raises(MotionError, match=r"trajectory of step 5 not sent: it ends moving"):
+        trajectory_goal(moving, HardwareConfig())

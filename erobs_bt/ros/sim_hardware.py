@@ -7,15 +7,24 @@ and its docks, the loose parts) served through the interfaces that ``ur_robot_dr
 and the grippers' drivers offer, with the names of a hardware YAML
 (``config/ur5e_ros2_control.yaml``, the one the ``ros2_control`` backend reads):
 
-* ``control_msgs/action/FollowJointTrajectory`` with joint_trajectory_controller's
-  semantics: a goal with other joints or malformed points is rejected; a first point at
-  ``t = 0`` more than ``start_tolerance`` from the arm aborts with
-  ``PATH_TOLERANCE_VIOLATED``; a first point after ``t = 0`` is reached from the current
-  state; at the end each joint must be within its ``goal_tolerance`` (else
-  ``GOAL_TOLERANCE_VIOLATED``); a cancel ramps the arm down within the acceleration
-  limits along the path and ends the goal CANCELED once it is at rest; a new goal
-  preempts the running one (ramped down, aborted with ``INVALID_GOAL``
-  "preempted by a new goal"), then runs from where the arm stopped.
+* ``control_msgs/action/FollowJointTrajectory`` with joint_trajectory_controller's semantics
+  (docs/conformance/ros2_control.md pins each to its source): a goal with other joints or
+  malformed points is rejected; there is no start check: the first sample (a first point at
+  ``t = 0``) is held to the controller's path tolerance (``--controllers``; UR's default 0.2
+  rad) and aborts with ``PATH_TOLERANCE_VIOLATED`` beyond it, within it the arm steps onto it;
+  a first point after ``t = 0`` is reached from the current state; at the end each joint must
+  be within its goal tolerance within ``goal_time`` (else ``GOAL_TOLERANCE_VIOLATED``), and
+  while moving within its path tolerance of the commanded sample (else
+  ``PATH_TOLERANCE_VIOLATED``: the simulated arm follows no faster than a UR5e's joints); the
+  speed scaling (slider ``~/speed_slider`` x 0 while paused) sets the rate of trajectory time;
+  the robot program (``/dashboard_client/play|stop|pause``, ``robot_program_running``) gates
+  the controller; a cancel ends the goal CANCELED at once and holds the position measured
+  then: the arm brakes within its acceleration limits and settles back onto it after the
+  result (event ``trajectory_rest``); a new goal preempts the running one at once (aborted
+  with ``INVALID_GOAL`` "Current goal preempted by new incoming action.") and its trajectory
+  replaces the one in play (or a settling hold) from the present state, without a stop; a
+  trajectory on the controller's ``~/joint_trajectory`` topic (another client) replaces
+  whatever plays at once, and a goal in flight is judged at its end.
 * ``sensor_msgs/msg/JointState`` on ``joint_states`` at ``--rate`` Hz (default 125 Hz of
   wall time, like a UR's joint_state_broadcaster), prefixed joint names.
 * ``control_msgs/action/GripperCommand`` per ``gripper_command`` adapter: the position
@@ -65,7 +74,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from types import MappingProxyType
+from types import MappingProxyType, SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -78,7 +87,9 @@ from rclpy.action.server import ServerGoalHandle
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
-from std_msgs.msg import String
+from std_msgs.msg import Bool, Float64, String
+from std_srvs.srv import Trigger
+from trajectory_msgs.msg import JointTrajectory
 from ur_msgs.srv import SetIO
 
 from erobs_bt.backends.base import ArmSegment, ErrorCode, MotionError, TrajectoryPoint
@@ -91,7 +102,13 @@ from erobs_bt.backends.ros2_control import (
     fjt_error_name,
     load_hardware_config,
 )
-from erobs_bt.backends.sim.controller import SimController
+from erobs_bt.backends.ros2_control.constraints import (
+    UR_DEFAULTS,
+    TrajectoryConstraints,
+    read_trajectory_constraints,
+    resolve_tolerance,
+)
+from erobs_bt.backends.sim.controller import PathToleranceViolation, SimController, TrajectoryReplaced
 from erobs_bt.backends.sim.faults import FAULT_INTERFACES, FaultInjector, FaultSpec, fault_value
 from erobs_bt.backends.sim.faults import parse_faults as parse_faults_of
 from erobs_bt.ros.qos import latched_qos as _latched
@@ -99,7 +116,7 @@ from erobs_bt.script.model import JOINT_NAMES
 from erobs_bt.validation import ConfigError, read_yaml, safe_load_yaml
 from erobs_bt.world.cell import CellConfig
 from erobs_bt.world.config import load_cell
-from erobs_bt.world.kinematics import fk
+from erobs_bt.world.kinematics import VELOCITY_LIMITS, fk
 from erobs_bt.world.tools import (
     EPICK_STATUS_RATE,
     ToolState,
@@ -120,6 +137,19 @@ READY_PREFIX = f"{NODE_NAME} ready"
 TOOL_COMMAND_TIME = 0.3
 #: A flange within this of a dock's seated pose is in the dock [m, rad].
 DOCK_TOLERANCE = (0.005, math.radians(3.0))
+#: [rad] the simulated controller's own start check, out of the way (the node checks the path
+#: tolerance on the first sample, as joint_trajectory_controller does).
+_NO_START_CHECK = 1.0e9
+#: ``std::numeric_limits<float>::epsilon()``: the controller's "zero" final velocity.
+_FLOAT_EPSILON = 1.1920929e-07
+#: joint_trajectory_controller's result text for a goal replaced by a new goal
+#: (joint_trajectory_controller.cpp preempt_active_goal).
+_PREEMPTED = "Current goal preempted by new incoming action."
+#: Its result text for a goal reached.
+_REACHED = "Goal successfully reached!"
+#: The namespace of ur_robot_driver's dashboard client (std_srvs/Trigger ``play``, ``stop``,
+#: ``pause``).
+DASHBOARD = "/dashboard_client"
 #: Default joint-state rate [Hz of wall time].
 DEFAULT_RATE = 125.0
 
@@ -187,11 +217,13 @@ class SimHardwareNode(Node):
         gripper: str | None = None,
         rate: float = DEFAULT_RATE,
         context: Any = None,
+        constraints: TrajectoryConstraints = UR_DEFAULTS,
     ) -> None:
         super().__init__(NODE_NAME, context=context)
         check_against_cell(hardware, cell)
         self.cell = cell
         self.hardware = hardware
+        self.constraints = constraints
         self.speed = float(speed)
         self._faults = FaultInjector(faults)
         self._lock = threading.RLock()
@@ -204,15 +236,41 @@ class SimHardwareNode(Node):
         self._goal_count = 0
         self._active: ServerGoalHandle[Any, Any, Any] | None = None
         self._preempted: set[int] = set()
+        #: A trajectory from the topic that replaced the active goal's: (its future, its end).
+        self._replacement: tuple[Any, dict[str, float]] | None = None
         self._pending: dict[int, tuple[int, FaultSpec | None]] = {}
         self._group = ReentrantCallbackGroup()
         self._events = self.create_publisher(String, "~/events", _latched(10000))
         self._joint_pub = self.create_publisher(JointState, hardware.joint_states, 10)
+        # The UR program (External Control): io_and_status_controller publishes whether it runs
+        # (latched, on change); while it does not, controller_stopper keeps the trajectory
+        # controller inactive. The dashboard client's play and stop switch it.
+        self._program_running = True
+        self._program_pub = self.create_publisher(Bool, hardware.program_running, _latched(1))
+        self._program_pub.publish(Bool(data=True))
+        self._dashboard = [
+            self.create_service(Trigger, f"{DASHBOARD}/{verb}", handler, callback_group=self._group)
+            for verb, handler in (("play", self._on_play), ("stop", self._on_stop), ("pause", self._on_pause))
+        ]
+        # Speed scaling: the slider (``~/speed_slider``, std_msgs/Float64 fraction, latched: the
+        # double's stand-in for ur_msgs/SetSpeedSliderFraction, not built here) times 0 while
+        # paused; published in percent like speed_scaling_state_broadcaster.
+        self._paused = False
+        self._slider = 1.0
+        self._scaling_pub = self.create_publisher(Float64, hardware.speed_scaling, 10)
+        self._scaling_sent, self._scaling_count = -1.0, 0
+        self.create_subscription(
+            Float64, "~/speed_slider", self._on_speed_slider, _latched(1), callback_group=self._group
+        )
         self.controller = SimController(
             cell.initial_joint_state,
             speed=speed,
-            start_tolerance=hardware.start_tolerance,
+            # The controller itself has no start check: the first sample is held to the path
+            # tolerance (checked here), and the arm steps onto the first point.
+            start_tolerance=_NO_START_CHECK,
             state_rate=rate,
+            # The arm cannot go faster than a UR5e's joints: a trajectory that asks more lags.
+            velocity_limits=VELOCITY_LIMITS,
         )
         self.controller.add_listener(self._publish_joint_state)
         self.servers: list[str] = []
@@ -225,6 +283,14 @@ class SimHardwareNode(Node):
                 self._on_trajectory_goal,
                 handle_accepted_callback=self._on_trajectory_accepted,
             )
+        # Another client's trajectories: the controller's ~/joint_trajectory topic.
+        self._trajectory_topic = self.create_subscription(
+            JointTrajectory,
+            hardware.arm_action.rsplit("/", 1)[0] + "/joint_trajectory",
+            self._on_trajectory_topic,
+            10,
+            callback_group=self._group,
+        )
         self._grippers: list[ActionServer] = []
         if not self._faults.down("gripper_command"):
             for adapter in hardware.grippers.values():
@@ -294,6 +360,12 @@ class SimHardwareNode(Node):
         msg.velocity = [float(v) for v in velocities]
         try:
             self._joint_pub.publish(msg)
+            # The speed scaling: on every change, else with every 10th joint state.
+            percent = 100.0 * self.controller.speed_scaling()
+            self._scaling_count = (self._scaling_count + 1) % 10
+            if percent != self._scaling_sent or self._scaling_count == 0:
+                self._scaling_sent = percent
+                self._scaling_pub.publish(Float64(data=percent))
         except Exception:  # the context is shutting down under the controller thread
             if not self._closing.is_set():
                 raise
@@ -305,7 +377,10 @@ class SimHardwareNode(Node):
             number = self._goal_count
         trajectory = goal.trajectory
         reason = ""
-        if sorted(trajectory.joint_names) != sorted(self.hardware.joint_names) or len(
+        if not self._program_running:
+            # goal_received_callback: an inactive controller rejects every goal.
+            reason = "Can't accept new action goals. Controller is not running."
+        elif sorted(trajectory.joint_names) != sorted(self.hardware.joint_names) or len(
             set(trajectory.joint_names)
         ) != len(trajectory.joint_names):
             reason = (
@@ -315,13 +390,7 @@ class SimHardwareNode(Node):
         elif not trajectory.points:
             reason = "INVALID_GOAL: no points"
         else:
-            times = [_seconds(p.time_from_start) for p in trajectory.points]
-            if any(len(p.positions) != len(trajectory.joint_names) for p in trajectory.points):
-                reason = "INVALID_GOAL: a point's positions do not match the joints"
-            elif any(b < a for a, b in itertools.pairwise(times)) or times[0] < 0:
-                reason = "INVALID_GOAL: time_from_start must not decrease"
-            elif not all(math.isfinite(x) for p in trajectory.points for x in p.positions):
-                reason = "INVALID_GOAL: NaN or infinity in positions"
+            reason = self._trajectory_rejection(trajectory)
         fault = self._faults.check("follow_joint_trajectory") if not reason else None
         if fault is not None and fault.outcome == "goal_rejected":
             reason = f"{fault.detail} (fault injection)"
@@ -345,16 +414,135 @@ class SimHardwareNode(Node):
             self._pending[id(goal)] = (number, fault)
         return GoalResponse.ACCEPT
 
+    def _trajectory_rejection(self, trajectory: Any) -> str:
+        """Why joint_trajectory_controller's ``validate_trajectory_msg`` rejects the points of
+        ``trajectory`` (ros2_controllers jazzy @ ed360c9, joint_trajectory_controller.cpp
+        1671-1820), or ``""``: the last point's velocities must be zero (within float epsilon;
+        ``allow_nonzero_velocity_at_trajectory_end`` is false by default), time_from_start must
+        be strictly increasing, every point has one position per joint and no or one velocity
+        and acceleration per joint, no efforts (position command interface), and a trajectory
+        with a start stamp must not end in the past. Stricter than the controller: NaN,
+        infinity and a negative first time are refused too."""
+        joints = len(trajectory.joint_names)
+        last = trajectory.points[-1]
+        moving = [
+            f"{name}: {v:g}"
+            for name, v in zip(trajectory.joint_names, last.velocities, strict=False)
+            if abs(v) > _FLOAT_EPSILON
+        ]
+        if moving:
+            return f"INVALID_GOAL: the last point's velocity is not zero ({', '.join(moving)})"
+        times = [_seconds(p.time_from_start) for p in trajectory.points]
+        for k, (a, b) in enumerate(itertools.pairwise(times)):
+            if b <= a:
+                return (
+                    f"INVALID_GOAL: time_from_start of points {k} and {k + 1} is not strictly "
+                    f"increasing ({a:g} s, {b:g} s)"
+                )
+        if times[0] < 0:
+            return "INVALID_GOAL: the first time_from_start is negative"
+        for k, p in enumerate(trajectory.points):
+            if len(p.positions) != joints:
+                return f"INVALID_GOAL: point {k} has {len(p.positions)} positions for {joints} joints"
+            for field in ("velocities", "accelerations"):
+                if len(getattr(p, field)) not in (0, joints):
+                    return f"INVALID_GOAL: point {k} has {len(getattr(p, field))} {field} for {joints} joints"
+            if len(p.effort):
+                return f"INVALID_GOAL: point {k} has efforts (the controller commands positions)"
+            if not all(math.isfinite(x) for x in (*p.positions, *p.velocities, *p.accelerations)):
+                return f"INVALID_GOAL: NaN or infinity in point {k}"
+        stamp = trajectory.header.stamp
+        if stamp.sec or stamp.nanosec:
+            end = stamp.sec + stamp.nanosec * 1e-9 + times[-1]
+            if end < self.get_clock().now().nanoseconds * 1e-9:
+                return "INVALID_GOAL: the trajectory has a start stamp and ends in the past"
+        return ""
+
     def _on_trajectory_accepted(self, goal_handle: ServerGoalHandle[Any, Any, Any]) -> None:
         with self._lock:
             previous = self._active
             self._active = goal_handle
             if previous is not None and previous.is_active:
+                # preempt_active_goal: the running goal is aborted at once; the new one's
+                # trajectory replaces its trajectory from the present state (no stop between).
                 self._preempted.add(id(previous))
-                self.controller.stop()
         goal_handle.execute()
 
-    def _segment(self, goal: Any, number: int) -> ArmSegment:
+    def _settle_on(self, hold: Sequence[float], number: int) -> None:
+        """After a cancel: the controller commands ``hold`` (the position measured when the cancel
+        arrived: joint_trajectory_controller's hold command) at once; the simulated arm brakes and
+        settles back onto it (:meth:`SimController.hold`)."""
+        self._rest_after(lambda: None, self.controller.hold(hold, number), number, hold)
+
+    def _rest_after(self, start: Any, motion: Any, number: int, hold: Sequence[float] | None) -> None:
+        """Call ``start()`` (what brings the arm to rest), then, in a thread of its own, wait for
+        ``motion`` (the future of the arm's last motion) to end and send the ``trajectory_rest``
+        event (none when a new trajectory replaced the stop: the arm did not rest)."""
+        start()
+
+        def settle() -> None:
+            try:
+                error = motion.exception(timeout=60.0)
+            except Exception as exc:
+                error = exc
+            if isinstance(error, TrajectoryReplaced):
+                return
+            with self._lock:
+                self._tools = after_motion(self.cell, self._tools, self.controller.joint_positions())
+            here = _rounded(self.controller.joint_positions())
+            self._event("trajectory_rest", n=number, hold=_rounded(hold) if hold else here, position=here)
+
+        threading.Thread(target=settle, name=f"settle-{number}", daemon=True).start()
+
+    # -- the robot program ------------------------------------------------------------------
+    def _set_program(self, running: bool) -> None:
+        with self._lock:
+            changed = running != self._program_running
+            self._program_running = running
+        if changed:
+            self._program_pub.publish(Bool(data=running))
+            self._event("program", running=running)
+
+    def _on_play(self, request: Any, response: Any) -> Any:
+        with self._lock:
+            resumed, self._paused = self._paused, False
+        self._apply_scaling()
+        self._set_program(True)
+        if resumed:
+            self._event("program", running=True, paused=False)
+        response.success, response.message = True, "Starting program"
+        return response
+
+    def _on_pause(self, request: Any, response: Any) -> Any:
+        with self._lock:
+            self._paused = True
+        self._apply_scaling()
+        self._event("program", running=self._program_running, paused=True)
+        response.success, response.message = True, "Pausing program"
+        return response
+
+    def _on_speed_slider(self, msg: Float64) -> None:
+        fraction = float(msg.data)
+        if not (0.0 <= fraction <= 1.0):
+            self.get_logger().warning(f"speed slider {fraction:g} ignored: a fraction in [0, 1]")
+            return
+        with self._lock:
+            self._slider = fraction
+        self._apply_scaling()
+        self._event("speed_slider", fraction=fraction)
+
+    def _apply_scaling(self) -> None:
+        """The scaled controller's factor: the slider, 0 while the program is paused."""
+        with self._lock:
+            factor = 0.0 if self._paused else self._slider
+        self.controller.set_speed_scaling(factor)
+
+    def _on_stop(self, request: Any, response: Any) -> Any:
+        self._set_program(False)
+        response.success, response.message = True, "Stopped"
+        return response
+
+    def _segment(self, goal: Any, number: int, *, from_here: bool = True) -> ArmSegment:
         trajectory = goal.trajectory
         index = [list(trajectory.joint_names).index(self.hardware.joint_prefix + n) for n in JOINT_NAMES]
         points = []
@@ -368,7 +556,7 @@ class SimHardwareNode(Node):
                     pick(p.positions), pick(p.velocities), pick(p.accelerations), _seconds(p.time_from_start)
                 )
             )
-        if points[0].time_from_start > 0.0:
+        if from_here and points[0].time_from_start > 0.0:
             # joint_trajectory_controller: a first point after t = 0 is reached from the current state.
             here = self.controller.joint_positions()
             points.insert(0, TrajectoryPoint(tuple(here), (0.0,) * 6, (0.0,) * 6, 0.0))
@@ -378,24 +566,26 @@ class SimHardwareNode(Node):
         goal = goal_handle.request
         number, fault = self._take_pending(goal)
         result = FollowJointTrajectory.Result()
-        # A preempted goal is still ramping down: start from where the arm comes to rest.
-        while self.controller.is_busy() and not self._closing.is_set():
-            self.controller.wait_idle(0.05)
         with self._lock:
             if id(goal_handle) in self._preempted:
                 self._preempted.discard(id(goal_handle))
-                return self._abort(goal_handle, result, number, "preempted by a new goal")
+                return self._abort(goal_handle, result, number, _PREEMPTED)
         segment = self._segment(goal, number)
-        deviation = float(
-            np.max(np.abs(np.subtract(segment.points[0].positions, self.controller.joint_positions())))
-        )
-        if deviation > self.hardware.start_tolerance:
+        path = self._resolved(goal.path_tolerance, self.constraints.path_tolerances())
+        # joint_trajectory_controller has no start check: the first sample (the first point, at
+        # t = 0) is held to the path tolerance like every sample while moving.
+        error = np.abs(np.subtract(self.controller.joint_positions(), segment.points[0].positions))
+        worst = [i for i in range(len(error)) if path[i] > 0.0 and error[i] > path[i]]
+        if worst:
+            i = worst[0]
+            if self.controller.is_busy():  # the preempted goal's trajectory: hold instead
+                self._settle_on(self.controller.joint_positions(), number)
             return self._abort(
                 goal_handle,
                 result,
                 number,
-                f"the first point is {deviation:.4f} rad from the current state "
-                f"(tolerance {self.hardware.start_tolerance:g} rad)",
+                f"Aborted due to path tolerance violation ({self.hardware.joint_names[i]} is "
+                f"{error[i]:.4f} rad from the first sample, path tolerance {path[i]:g} rad)",
                 FollowJointTrajectory.Result.PATH_TOLERANCE_VIOLATED,
             )
         cut = None
@@ -404,20 +594,54 @@ class SimHardwareNode(Node):
                 fault.after_fraction * segment.duration,
                 MotionError(ErrorCode.EXECUTION_FAILED, fault.detail),
             )
-        motion = self.controller.execute(segment, fault=cut)
-        cancelled = preempted = False
-        while not motion.done():
+        if self.controller.is_busy():
+            # joint_trajectory_controller: the new trajectory replaces the one in play (a
+            # preempted goal's, a hold's) from the present state, without a stop.
+            motion = self.controller.replace(segment, fault=cut, path_tolerance=path)
+        else:
+            motion = self.controller.execute(segment, fault=cut, path_tolerance=path)
+        preempted = False
+        # The end the goal is judged at: this goal's, until a trajectory on the controller's
+        # topic replaces it (the goal stays active and is judged at that one's end:
+        # joint_trajectory_controller.cpp topic_callback 1385-1399).
+        target = dict(zip(goal.trajectory.joint_names, goal.trajectory.points[-1].positions, strict=True))
+        while True:
+            if motion.done():
+                with self._lock:
+                    replaced, self._replacement = self._replacement, None
+                if replaced is None:
+                    break
+                motion, target, cut = replaced[0], replaced[1], None
+                continue
             if self._closing.is_set():
                 self.controller.stop()
-            elif goal_handle.is_cancel_requested and not cancelled:
-                cancelled = True
-                self._event(
-                    "trajectory_cancel", n=number, position=_rounded(self.controller.joint_positions())
+            elif not self._program_running:
+                # controller_stopper deactivates the controller: its goal is aborted at once
+                # (on_deactivate); the robot stops the arm (the double: a braking ramp).
+                self._rest_after(self.controller.stop, motion, number, None)
+                return self._abort(
+                    goal_handle, result, number, "Current goal cancelled during deactivate transition."
                 )
-                self.controller.stop()
+            elif goal_handle.is_cancel_requested:
+                # joint_trajectory_controller: the goal is CANCELED at once and the controller
+                # holds the position measured now (no deceleration trajectory by default);
+                # the arm itself brakes and settles back onto that hold after the result.
+                hold = self.controller.joint_positions()
+                self._event("trajectory_cancel", n=number, position=_rounded(hold))
+                self._settle_on(hold, number)
+                return self._finish(goal_handle, result, number, "canceled", _SUCCESSFUL, "")
             with self._lock:
-                if id(goal_handle) in self._preempted and not preempted:
-                    preempted = True
+                if id(goal_handle) in self._preempted:
+                    self._preempted.discard(id(goal_handle))
+                    return self._abort(goal_handle, result, number, _PREEMPTED)
+            if not preempted:
+                verdict = self._tolerances(goal, target, path)
+                if verdict is not None:
+                    code, text, measured = verdict
+                    if code == _SUCCESSFUL:
+                        return self._finish(goal_handle, result, number, "succeeded", _SUCCESSFUL, _REACHED)
+                    self._settle_on(measured, number)
+                    return self._abort(goal_handle, result, number, text, code)
             with contextlib.suppress(TimeoutError):
                 motion.exception(timeout=0.02)
         error = motion.exception()
@@ -429,11 +653,7 @@ class SimHardwareNode(Node):
         if preempted:
             with self._lock:
                 self._preempted.discard(id(goal_handle))
-            return self._abort(goal_handle, result, number, "preempted by a new goal")
-        if cancelled:
-            return self._finish(
-                goal_handle, result, number, "canceled", _SUCCESSFUL, "cancelled: the arm decelerated to rest"
-            )
+            return self._abort(goal_handle, result, number, _PREEMPTED)
         if self._closing.is_set():
             return self._abort(goal_handle, result, number, "hardware shutting down")
         if error is not None and cut is not None:
@@ -445,6 +665,16 @@ class SimHardwareNode(Node):
             return self._abort(
                 goal_handle, result, number, f"{fault.detail if fault else ''} (fault injection)", code
             )
+        if isinstance(error, PathToleranceViolation):
+            return self._abort(
+                goal_handle,
+                result,
+                number,
+                f"Aborted due to path tolerance violation ({self.hardware.joint_names[error.joint]} is "
+                f"{error.error:.4f} rad from the trajectory at {error.tau:.3f} s, path tolerance "
+                f"{error.tolerance:g} rad)",
+                FollowJointTrajectory.Result.PATH_TOLERANCE_VIOLATED,
+            )
         if error is not None:
             return self._abort(goal_handle, result, number, str(error))
         if fault is not None and fault.outcome == "execution_timeout":
@@ -454,20 +684,131 @@ class SimHardwareNode(Node):
             return self._finish(
                 goal_handle, result, number, "canceled", _SUCCESSFUL, "cancelled while hanging"
             )
-        target = dict(zip(goal.trajectory.joint_names, goal.trajectory.points[-1].positions, strict=True))
-        actual = dict(zip(self.hardware.joint_names, self.controller.joint_positions(), strict=True))
-        for tolerance in goal.goal_tolerance:
-            if tolerance.position > 0.0 and tolerance.name in target:
-                off = abs(actual[tolerance.name] - target[tolerance.name])
-                if off > tolerance.position:
-                    return self._abort(
-                        goal_handle,
-                        result,
-                        number,
-                        f"{tolerance.name} is {off:.4f} rad from the goal (tolerance {tolerance.position:g})",
-                        FollowJointTrajectory.Result.GOAL_TOLERANCE_VIOLATED,
+        # At the end (the arm exactly on the last point unless it lagged): the goal tolerance.
+        goal_tolerance = self._resolved(goal.goal_tolerance, self.constraints.goal_tolerances())
+        actual = self.controller.joint_positions()
+        for i, name in enumerate(self.hardware.joint_names):
+            off = abs(actual[i] - target[name])
+            if goal_tolerance[i] > 0.0 and off > goal_tolerance[i]:
+                return self._abort(
+                    goal_handle,
+                    result,
+                    number,
+                    f"{name} is {off:.4f} rad from the goal (tolerance {goal_tolerance[i]:g})",
+                    FollowJointTrajectory.Result.GOAL_TOLERANCE_VIOLATED,
+                )
+        return self._finish(goal_handle, result, number, "succeeded", _SUCCESSFUL, _REACHED)
+
+    def _resolved(self, requested: Sequence[Any], defaults: Sequence[float]) -> tuple[float, ...]:
+        """:meth:`_goal_tolerances`, or ``defaults`` for an illegal request (as the controller)."""
+        try:
+            return self._goal_tolerances(requested, defaults)
+        except ValueError:
+            return tuple(defaults)
+
+    def _tolerances(
+        self, goal: Any, target: dict[str, float], path: Sequence[float]
+    ) -> tuple[int, str, tuple[float, ...]] | None:
+        """joint_trajectory_controller's tolerance checks on the present sample
+        (joint_trajectory_controller.cpp 372-410, 464-540): while moving, the arm must be within
+        the path tolerance of the commanded sample (else PATH_TOLERANCE_VIOLATED); past the last
+        point, within the goal tolerance and slower than the stopped-velocity tolerance (then
+        SUCCESSFUL), or GOAL_TOLERANCE_VIOLATED once ``goal_time`` has passed (0: it waits).
+
+        Returns:
+            ``(error code, text, position to hold)``, or ``None`` while the trajectory goes on.
+        """
+        tau, duration, since_end, desired, actual, velocity = self.controller.tracking()
+        if duration <= 0.0:
+            return None
+        names = self.hardware.joint_names
+        if since_end is None:
+            for i, name in enumerate(names):
+                error = abs(actual[i] - desired[i])
+                if path[i] > 0.0 and error > path[i]:
+                    text = (
+                        f"Aborted due to path tolerance violation ({name} is {error:.4f} rad from the "
+                        f"trajectory at {tau:.3f} s, path tolerance {path[i]:g} rad)"
                     )
-        return self._finish(goal_handle, result, number, "succeeded", _SUCCESSFUL, "")
+                    return FollowJointTrajectory.Result.PATH_TOLERANCE_VIOLATED, text, actual
+            return None
+        goal_tolerance = self._resolved(goal.goal_tolerance, self.constraints.goal_tolerances())
+        stopped = self.constraints.stopped_velocity
+        outside = [
+            i
+            for i, name in enumerate(names)
+            if (goal_tolerance[i] > 0.0 and abs(actual[i] - target[name]) > goal_tolerance[i])
+            or (stopped > 0.0 and abs(velocity[i]) > stopped)
+        ]
+        if not outside:
+            return _SUCCESSFUL, "", actual
+        try:
+            goal_time = resolve_tolerance(self.constraints.goal_time, _seconds(goal.goal_time_tolerance))
+        except ValueError:
+            goal_time = self.constraints.goal_time
+        if goal_time > 0.0 and since_end > goal_time:
+            worst = names[outside[0]]
+            return (
+                FollowJointTrajectory.Result.GOAL_TOLERANCE_VIOLATED,
+                f"Aborted due to goal_time_tolerance exceeding by {since_end:.6f} seconds ({worst} is "
+                f"{abs(actual[outside[0]] - target[worst]):.4f} rad from the goal)",
+                actual,
+            )
+        return None
+
+    def _on_trajectory_topic(self, msg: Any) -> None:
+        """A trajectory on the controller's ``~/joint_trajectory`` topic (another client):
+        validated as a goal's points are, then played at once in place of whatever plays, from
+        the present state; a goal in flight stays active and is judged at its end
+        (joint_trajectory_controller.cpp topic_callback 1385-1399; invalid ones are dropped)."""
+        with self._lock:
+            self._goal_count += 1
+            number = self._goal_count
+        reason = ""
+        if not self._program_running:
+            reason = "the controller is not active"
+        elif sorted(msg.joint_names) != sorted(self.hardware.joint_names):
+            reason = f"joints {list(msg.joint_names)}"
+        elif not msg.points:
+            reason = "no points"
+        else:
+            reason = self._trajectory_rejection(msg)
+        self._event(
+            "trajectory_topic",
+            n=number,
+            points=len(msg.points),
+            last=_rounded(msg.points[-1].positions) if msg.points else [],
+            accepted=not reason,
+            reason=reason,
+        )
+        if reason:
+            self.get_logger().warning(f"trajectory on the topic dropped: {reason}")
+            return
+        segment = self._segment(SimpleNamespace(trajectory=msg), number, from_here=False)
+        with self._lock:
+            motion = self.controller.replace(segment)
+            active = self._active
+            if active is not None and active.is_active:
+                self._replacement = (
+                    motion,
+                    dict(zip(msg.joint_names, msg.points[-1].positions, strict=True)),
+                )
+
+    def _goal_tolerances(self, requested: Sequence[Any], defaults: Sequence[float]) -> tuple[float, ...]:
+        """Per joint (:data:`JOINT_NAMES` order), a goal's ``JointTolerance`` positions over the
+        controller's ``defaults`` (:func:`resolve_tolerance`).
+
+        Raises:
+            ValueError: an unknown joint or an illegal value (the controller then keeps its
+                defaults, tolerances.hpp).
+        """
+        values = list(defaults)
+        for tolerance in requested:
+            if tolerance.name not in self.hardware.joint_names:
+                raise ValueError(f"unknown joint {tolerance.name!r}")
+            i = self.hardware.joint_names.index(tolerance.name)
+            values[i] = resolve_tolerance(values[i], float(tolerance.position))
+        return tuple(values)
 
     def _take_pending(self, request: Any) -> tuple[int, FaultSpec | None]:
         with self._lock:
@@ -809,6 +1150,18 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--rate", type=float, default=DEFAULT_RATE, help=f"joint_states rate [Hz] (default {DEFAULT_RATE:g})"
     )
+    parser.add_argument(
+        "--controllers",
+        type=Path,
+        default=None,
+        help="a ros2_control controllers YAML: the trajectory controller's constraints (path and goal "
+        "tolerances, goal_time) are read from it (default: ur_robot_driver's ur_controllers.yaml values)",
+    )
+    parser.add_argument(
+        "--controller",
+        default=None,
+        help="the trajectory controller's name in --controllers (default: the arm action's first name)",
+    )
     return parser
 
 
@@ -832,6 +1185,12 @@ def run(argv: Sequence[str]) -> int:
             args.config if args.config is not None else config_file("ur5e_ros2_control.yaml")
         )
         faults = parse_faults(args.faults)
+        constraints = UR_DEFAULTS
+        if args.controllers is not None:
+            controller = args.controller or hardware.arm_action.strip("/").split("/")[0]
+            constraints = read_trajectory_constraints(
+                args.controllers, controller, joint_prefix=hardware.joint_prefix
+            )
         if args.gripper is not None:
             cell.gripper(args.gripper)
     except (ValueError, OSError) as exc:
@@ -850,7 +1209,13 @@ def run(argv: Sequence[str]) -> int:
         NODE_NAME,
         ros_args,
         lambda: SimHardwareNode(
-            cell, hardware, speed=args.speed, faults=faults, gripper=args.gripper, rate=args.rate
+            cell,
+            hardware,
+            speed=args.speed,
+            faults=faults,
+            gripper=args.gripper,
+            rate=args.rate,
+            constraints=constraints,
         ),
         threads=lambda node: 8,
         on_ready=ready,

@@ -36,15 +36,21 @@ Errors (docs/behaviour.md §3, the replay rules):
   stop during a trajectory (the driver is gone) → ``EXECUTION_FAILED:`` (not fatal: a
   replay then plans afresh);
 * no goal response within ``timeouts.acceptance`` (10 s, as EROBS) or no result within
-  the per-type timeout (``motion`` beyond the trajectory's duration, ``gripper``,
-  ``pipettor``) → ``TIMEOUT:`` (``REPLAY_TIMEOUT:`` for a replay): fatal.
+  the per-type timeout (``motion`` beyond the trajectory's duration, counted in trajectory
+  time: wall time × the speed scaling; ``gripper``, ``pipettor``), or an arm still moving
+  10 s after a trajectory failed → ``TIMEOUT:`` (``REPLAY_TIMEOUT:`` for a replay): fatal.
 
 Before any trajectory is sent, fresh or replayed, the live state must be within
-``start_tolerance`` (0.01 rad) of its first point, else ``EXECUTION_FAILED:`` and nothing
-of the solution runs (tool commands ahead of the first trajectory included).
-:meth:`MotionStack.stop` (and a halted behaviour, a cancel-now, a timeout) cancels
-the controller's goal; the controller decelerates the arm (joint_trajectory_controller
-holds position; the simulated hardware ramps down within the acceleration limits).
+``start_tolerance`` (0.01 rad) of its first point, and the robot program must run (the
+driver's ``robot_program_running``), else ``EXECUTION_FAILED:`` and nothing of the solution
+runs (tool commands ahead of the first trajectory included); the controller itself has no
+start check. :meth:`MotionStack.stop` (and a halted behaviour, a cancel-now, a timeout)
+cancels the controller's goal; joint_trajectory_controller answers at once and holds the
+measured position, and a trajectory that ended without success returns only once
+``/joint_states`` show the arm at rest. The result's timeout counts trajectory time (wall time
+× the driver's speed scaling: a pause is not a timeout). A SUCCEEDED goal whose arm is not at
+its trajectory's end (another client's trajectory replaced it) fails. Each rule, with its
+source: docs/conformance/ros2_control.md.
 
 Tool exchange, as EROBS does it: the tool voltage is switched to 0 V before the first
 docking motion, the changer is unlocked in the dock, and after a load the changer is

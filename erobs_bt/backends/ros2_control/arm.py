@@ -18,8 +18,15 @@ import numpy as np
 from control_msgs.action import FollowJointTrajectory
 from control_msgs.msg import JointTolerance
 from rclpy.action import ActionClient
-from rclpy.qos import qos_profile_sensor_data
+from rclpy.qos import (
+    DurabilityPolicy,
+    HistoryPolicy,
+    QoSProfile,
+    ReliabilityPolicy,
+    qos_profile_sensor_data,
+)
 from sensor_msgs.msg import JointState
+from std_msgs.msg import Bool, Float64
 from trajectory_msgs.msg import JointTrajectoryPoint
 
 from erobs_bt.backends.base import ArmSegment, ErrorCode, JointStateListener, MotionError, as_motion_error
@@ -36,23 +43,66 @@ from erobs_bt.script.model import JOINT_NAMES, JointPositions
 
 _LOG = logging.getLogger(__name__)
 
+#: ``std::numeric_limits<float>::epsilon()``: joint_trajectory_controller's "zero" final velocity.
+_FLOAT_EPSILON = 1.1920929e-07
+#: [rad/s] a joint slower than this is still: joint_trajectory_controller's default
+#: ``constraints.stopped_velocity_tolerance`` (ros2_controllers jazzy,
+#: joint_trajectory_controller_parameters.yaml).
+REST_VELOCITY = 0.01
+#: [s] the arm is at rest once every joint state over this long says it is still.
+REST_WINDOW = 0.1
+#: [s] the longest wait for the arm to come to rest after a trajectory ended without success.
+REST_TIMEOUT = 10.0
+#: [rad] position noise allowed between two joint states of an arm at rest.
+_REST_NOISE = 1e-4
+
 
 def trajectory_goal(segment: ArmSegment, hardware: HardwareConfig) -> Any:
     """The ``FollowJointTrajectory.Goal`` of an arm segment: prefixed joint names, the
     segment's points (positions, velocities, accelerations, time_from_start), a position
-    goal tolerance per joint and the goal time tolerance."""
+    goal tolerance per joint and the goal time tolerance.
+
+    joint_trajectory_controller rejects a trajectory whose time_from_start values are not
+    strictly increasing or whose last point moves (``validate_trajectory_msg``, ros2_controllers
+    jazzy @ ed360c9, joint_trajectory_controller.cpp 1715-1764), so neither is sent: of points
+    at the same time (to the nanosecond, as sent) only the last is kept (the earlier carry no
+    motion), and a segment that ends moving is refused here.
+
+    Raises:
+        MotionError: ``EXECUTION_FAILED`` for a segment whose last point's velocity is not zero
+            or whose times decrease.
+    """
     order = [segment.joint_names.index(n) for n in JOINT_NAMES]
+    last = segment.points[-1] if segment.points else None
+    if last is not None and last.velocities and max(abs(v) for v in last.velocities) > _FLOAT_EPSILON:
+        raise MotionError(
+            ErrorCode.EXECUTION_FAILED,
+            f"trajectory of step {segment.step_index} not sent: it ends moving (velocities "
+            f"{[round(float(last.velocities[i]), 6) for i in order]} rad/s); the controller would reject it",
+        )
     goal = FollowJointTrajectory.Goal()
     goal.trajectory.joint_names = list(hardware.joint_names)
+    kept: list[Any] = []
     for point in segment.points:
-        goal.trajectory.points.append(
+        stamp = duration_msg(point.time_from_start)
+        before = (kept[-1].time_from_start.sec, kept[-1].time_from_start.nanosec) if kept else (-1, 0)
+        if before > (stamp.sec, stamp.nanosec):
+            raise MotionError(
+                ErrorCode.EXECUTION_FAILED,
+                f"trajectory of step {segment.step_index} not sent: its time_from_start decreases "
+                f"at {point.time_from_start:g} s",
+            )
+        if before == (stamp.sec, stamp.nanosec):
+            kept.pop()  # the same time as the point before: keep the later point only
+        kept.append(
             JointTrajectoryPoint(
                 positions=[float(point.positions[i]) for i in order],
                 velocities=[float(point.velocities[i]) for i in order] if point.velocities else [],
                 accelerations=[float(point.accelerations[i]) for i in order] if point.accelerations else [],
-                time_from_start=duration_msg(point.time_from_start),
+                time_from_start=stamp,
             )
         )
+    goal.trajectory.points = kept
     goal.goal_tolerance = [
         JointTolerance(name=name, position=hardware.goal_tolerance, velocity=0.0, acceleration=0.0)
         for name in hardware.joint_names
@@ -80,6 +130,7 @@ class FollowJointTrajectoryArm:
         self._state_arrived = threading.Condition(self._lock)
         self._positions: tuple[float, ...] | None = None
         self._stamp = -math.inf
+        self._still_since: float | None = None  # monotonic time since which every state is still
         self._listeners: list[JointStateListener] = []
         self._busy = False
         self._idle = threading.Event()
@@ -97,6 +148,55 @@ class FollowJointTrajectoryArm:
             qos_profile_sensor_data,
             callback_group=link.group,
         )
+        # speed_scaling_state_broadcaster: the speed scaling in percent (SystemDefaultsQoS).
+        self._scaling: float | None = None
+        self._scaling_subscription = link.node.create_subscription(
+            Float64, hardware.speed_scaling, self._on_speed_scaling, 10, callback_group=link.group
+        )
+        # ur_robot_driver's io_and_status_controller publishes it latched, on change
+        # (gpio_controller.cpp): transient local and reliable, so the last value arrives.
+        self._program: bool | None = None
+        self._program_subscription = link.node.create_subscription(
+            Bool,
+            hardware.program_running,
+            self._on_program_running,
+            QoSProfile(
+                depth=1,
+                history=HistoryPolicy.KEEP_LAST,
+                reliability=ReliabilityPolicy.RELIABLE,
+                durability=DurabilityPolicy.TRANSIENT_LOCAL,
+            ),
+            callback_group=link.group,
+        )
+
+    # -- the robot program ---------------------------------------------------------------------
+    def _on_program_running(self, msg: Bool) -> None:
+        with self._lock:
+            self._program = bool(msg.data)
+        _LOG.info("robot program %s (%s)", "running" if msg.data else "not running", self._hw.program_running)
+
+    def _on_speed_scaling(self, msg: Float64) -> None:
+        with self._lock:
+            self._scaling = min(1.0, max(0.0, float(msg.data) / 100.0))
+
+    def speed_scaling(self) -> float:
+        """The speed scaling the trajectory controller plays at, in [0, 1], as the driver last
+        published it (its topic is in percent); 1 when nothing was published (a controller
+        without speed scaling)."""
+        with self._lock:
+            return 1.0 if self._scaling is None else self._scaling
+
+    def program_running(self) -> bool | None:
+        """Whether the robot program runs, as the driver last said; ``None`` before it said."""
+        with self._lock:
+            return self._program
+
+    def _program_stopped(self) -> str:
+        return (
+            f"the robot program is not running ({self._hw.program_running} is false: the "
+            "trajectory controller is inactive); start it (teach pendant, or the dashboard's play), "
+            "then run the step again"
+        )
 
     # -- joint states ------------------------------------------------------------------------
     def _on_joint_state(self, msg: JointState) -> None:
@@ -111,9 +211,20 @@ class FollowJointTrajectoryArm:
         velocities = (
             tuple(float(msg.velocity[k]) for k in found) if len(msg.velocity) == len(msg.name) else (0.0,) * 6
         )
+        now = time.monotonic()
         with self._lock:
+            previous, dt = self._positions, now - self._stamp
+            moved = (
+                previous is not None
+                and max(abs(a - b) for a, b in zip(positions, previous, strict=True))
+                > REST_VELOCITY * dt + _REST_NOISE
+            )
+            if moved or max(abs(v) for v in velocities) > REST_VELOCITY:
+                self._still_since = None
+            elif self._still_since is None:
+                self._still_since = now
             self._positions = positions
-            self._stamp = time.monotonic()
+            self._stamp = now
             listeners = list(self._listeners)
             self._state_arrived.notify_all()
         for listener in listeners:
@@ -131,15 +242,12 @@ class FollowJointTrajectoryArm:
         """Wait up to ``timeout`` [s] for a fresh joint state."""
         return wait_ready(lambda: self.state_age() <= self._hw.state_timeout, timeout)
 
-    def wait_for_settled(self, target: Sequence[float], moment: float, timeout: float) -> bool:
+    def wait_for_settled(self, target: Sequence[float], timeout: float) -> bool:
         """Wait up to ``timeout`` [s] until the live state is within the goal tolerance of
-        ``target`` [rad, unprefixed order], or a joint state received after ``moment``
-        (``time.monotonic()``) says where the arm is."""
+        ``target`` [rad, unprefixed order]; False when it is not by then."""
         goal = np.asarray(target, dtype=float)
 
         def settled() -> bool:
-            if self._stamp > moment:
-                return True
             here = self._positions
             return (
                 here is not None and float(np.max(np.abs(np.asarray(here) - goal))) <= self._hw.goal_tolerance
@@ -152,6 +260,29 @@ class FollowJointTrajectoryArm:
                 if remaining <= 0:
                     return False
                 self._state_arrived.wait(remaining)
+            return True
+
+    def wait_for_rest(self, moment: float, timeout: float) -> bool:
+        """Wait up to ``timeout`` [s] until the joint states say the arm is at rest: every state
+        for :data:`REST_WINDOW` up to one received after ``moment`` (``time.monotonic()``) has
+        each joint slower than :data:`REST_VELOCITY` and moving no more than that.
+
+        Returns:
+            True at rest; False on timeout or when the joint states stop (older than
+            ``state_timeout``: nothing says where the arm is).
+        """
+        deadline = time.monotonic() + timeout
+
+        def rest() -> bool:
+            still = self._still_since
+            return self._stamp > moment and still is not None and self._stamp - still >= REST_WINDOW
+
+        with self._state_arrived:
+            while not rest():
+                now = time.monotonic()
+                if now >= deadline or now - self._stamp > self._hw.state_timeout:
+                    return False
+                self._state_arrived.wait(min(deadline - now, self._hw.state_timeout))
             return True
 
     def joint_positions(self) -> JointPositions:
@@ -198,9 +329,18 @@ class FollowJointTrajectoryArm:
     def check_start(self, positions: Sequence[float], step_index: int) -> None:
         """Refuse a trajectory whose first point is more than ``start_tolerance`` from the live state.
 
+        Also refuses while the robot program is not running (the driver says so): the trajectory
+        controller is inactive then and would reject the goal, so nothing of the step may fire.
+
         Raises:
-            MotionError: ``EXECUTION_FAILED`` (no live state, or the deviation, naming the joint).
+            MotionError: ``EXECUTION_FAILED`` (the program stopped, no live state, or the
+                deviation, naming the joint).
         """
+        if self.program_running() is False:
+            raise MotionError(
+                ErrorCode.EXECUTION_FAILED,
+                f"trajectory of step {step_index} not sent: {self._program_stopped()}",
+            )
         try:
             live = np.asarray(self.joint_positions(), dtype=float)
         except RuntimeError as exc:
@@ -268,6 +408,12 @@ class FollowJointTrajectoryArm:
         self.check_start(segment.points[0].positions, segment.step_index)
         what = f"FollowJointTrajectory {self._hw.arm_action}: trajectory of step {segment.step_index}"
 
+        # The result's timeout counts trajectory time: the scaled controller advances the
+        # trajectory at the speed scaling (the slider, 0 while the program is paused), so wall
+        # time x scaling, never a fixed wall-clock deadline that a low slider or a pause uses up.
+        budget = segment.duration + self._hw.goal_time_tolerance + self._hw.timeouts["motion"]
+        clock = {"progress": 0.0, "last": time.monotonic(), "paused": False}
+
         def watchdog() -> None:
             age = self.state_age()
             if age > self._hw.state_timeout:
@@ -276,34 +422,90 @@ class FollowJointTrajectoryArm:
                     f"{what}: the joint states on {self._hw.joint_states} stopped {age:.1f} s ago "
                     "during the motion: the driver or its controller is gone",
                 )
+            now, scaling = time.monotonic(), self.speed_scaling()
+            clock["progress"] += (now - clock["last"]) * scaling
+            clock["last"] = now
+            paused = scaling <= 0.0
+            if paused and not clock["paused"]:
+                self._link.node.get_logger().warning(
+                    f"{what}: the robot program is paused (speed scaling 0 % on "
+                    f"{self._hw.speed_scaling}): the trajectory waits until it resumes"
+                )
+            elif clock["paused"] and not paused:
+                self._link.node.get_logger().info(f"{what}: the robot program resumed")
+            clock["paused"] = paused
+            if clock["progress"] > budget:
+                raise MotionError(
+                    ErrorCode.TIMEOUT,
+                    f"{what}: no result within {budget:g} s of trajectory time (wall time x speed scaling)",
+                )
 
         self.sent += 1
-        result = run_action(
-            self._client,
-            trajectory_goal(segment, self._hw),
-            what=what,
-            timeouts=self._hw.timeouts,
-            result_timeout=segment.duration + self._hw.goal_time_tolerance + self._hw.timeouts["motion"],
-            goals=self.goals,
-            watchdog=watchdog,
-            generation=generation,
-        )
+        try:
+            result = run_action(
+                self._client,
+                trajectory_goal(segment, self._hw),
+                what=what,
+                timeouts=self._hw.timeouts,
+                result_timeout=math.inf,  # the watchdog's budget, in trajectory time
+                goals=self.goals,
+                watchdog=watchdog,
+                generation=generation,
+            )
+        except MotionError as exc:
+            self._come_to_rest(exc, what)
+            if self.program_running() is False:
+                raise MotionError(exc.code, f"{exc.detail}: {self._program_stopped()}") from exc
+            if clock["paused"]:
+                raise MotionError(exc.code, f"{exc.detail} (the robot program was paused)") from exc
+            raise
         if result.error_code != FollowJointTrajectory.Result.SUCCESSFUL:
             raise MotionError(
                 ErrorCode.EXECUTION_FAILED,
                 f"{what}: {fjt_error_name(result.error_code)}: {result.error_string}",
             )
-        # The result can overtake the last joint states: wait until they show the arm at the
-        # end (or one sent after the result says where it is), so the next plan and start
-        # check begin where the arm really is.
+        # The result can overtake the last joint states: wait until they show the arm at this
+        # trajectory's end. SUCCEEDED alone does not say the arm went there: a trajectory that
+        # another client put on the controller's topic replaces ours and the goal is judged at
+        # its end (joint_trajectory_controller topic_callback), so a success elsewhere fails.
+        moment = time.monotonic()
         end = segment.points[-1].positions
         order = [segment.joint_names.index(n) for n in JOINT_NAMES]
-        if not self.wait_for_settled([end[i] for i in order], time.monotonic(), self._hw.state_timeout):
+        target = [end[i] for i in order]
+        if not self.wait_for_settled(target, self._hw.state_timeout):
+            if self._stamp <= moment:
+                raise MotionError(
+                    ErrorCode.EXECUTION_FAILED,
+                    f"{what}: no joint state on {self._hw.joint_states} within "
+                    f"{self._hw.state_timeout:g} s after the result",
+                )
+            here = np.asarray(self.joint_positions(), dtype=float)
+            off = np.abs(here - np.asarray(target))
+            worst = int(np.argmax(off))
             raise MotionError(
                 ErrorCode.EXECUTION_FAILED,
-                f"{what}: no joint state on {self._hw.joint_states} within "
-                f"{self._hw.state_timeout:g} s after the result",
+                f"{what}: the controller reported success, but the arm is {off[worst]:.4f} rad from "
+                f"this trajectory's end at {self._hw.joint_names[worst]} (goal tolerance "
+                f"{self._hw.goal_tolerance:g} rad): another client's trajectory replaced ours",
             )
+
+    def _come_to_rest(self, error: MotionError, what: str) -> None:
+        """After a trajectory ended without success (cancelled, aborted, timed out): return only
+        once the joint states say the arm is at rest, so nothing else is commanded while it still
+        moves (joint_trajectory_controller answers a cancel at once and holds the measured
+        position; the arm settles after the result).
+
+        Raises:
+            MotionError: ``TIMEOUT`` when the joint states still show motion after
+                :data:`REST_TIMEOUT`; nothing else is commanded.
+        """
+        if self.wait_for_rest(time.monotonic(), REST_TIMEOUT) or self.state_age() > self._hw.state_timeout:
+            return  # at rest, or the driver is gone (the error says so)
+        raise MotionError(
+            ErrorCode.TIMEOUT,
+            f"{error.detail}; and the arm was not at rest {REST_TIMEOUT:g} s later (the joint "
+            f"states on {self._hw.joint_states} still show motion): nothing else is commanded",
+        ) from error
 
     def stop(self) -> None:
         """Cancel the goal in flight; the controller brings the arm to rest. Non-blocking, idempotent."""

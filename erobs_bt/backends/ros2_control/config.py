@@ -95,8 +95,13 @@ class HardwareConfig:
         arm_action: the FollowJointTrajectory action.
         goal_tolerance: [rad] per joint at the trajectory's end.
         goal_time_tolerance: [s] after the trajectory's end.
+        speed_scaling: the ``std_msgs/Float64`` topic of the speed scaling in percent
+            (ur_robot_driver's speed_scaling_state_broadcaster: the slider times 0 while the
+            program is paused); the trajectory's time advances at that rate.
         timeouts: ``server``, ``acceptance``, ``motion``, ``gripper``, ``pipettor`` [s].
         set_io: the SetIO service.
+        program_running: the ``std_msgs/Bool`` topic saying whether the robot program (UR's
+            External Control) runs (ur_robot_driver's io_and_status_controller, latched).
         tool_voltage: [V] while a tool is attached.
         changer_pin: the tool changer lock's digital output.
         changer_locked_state: its value when locked.
@@ -112,8 +117,10 @@ class HardwareConfig:
     arm_action: str = "/scaled_joint_trajectory_controller/follow_joint_trajectory"
     goal_tolerance: float = 0.005
     goal_time_tolerance: float = 0.5
+    speed_scaling: str = "/speed_scaling_state_broadcaster/speed_scaling"
     timeouts: Mapping[str, float] = field(default_factory=lambda: DEFAULT_HARDWARE_TIMEOUTS)
     set_io: str = "/io_and_status_controller/set_io"
+    program_running: str = "/io_and_status_controller/robot_program_running"
     tool_voltage: float = 24.0
     changer_pin: int = 0
     changer_locked_state: float = 1.0
@@ -179,11 +186,11 @@ def parse_hardware_config(data: Any, *, source: str = "hardware") -> HardwareCon
     defaults = HardwareConfig()
     top = section(data, "", _TOP_KEYS)
     prefix = check.string(top.get("joint_prefix", ""), "joint_prefix", allow_empty=True)
-    arm = section(top.get("arm"), "arm", ("action", "goal_tolerance", "goal_time_tolerance"))
+    arm = section(top.get("arm"), "arm", ("action", "goal_tolerance", "goal_time_tolerance", "speed_scaling"))
     timeouts = dict(defaults.timeouts)
     for key, value in section(top.get("timeouts"), "timeouts", TIMEOUT_KEYS).items():
         timeouts[key] = check.number(value, join("timeouts", key), unit="s", positive=True)
-    io = section(top.get("io"), "io", ("set_io", "tool_voltage"))
+    io = section(top.get("io"), "io", ("set_io", "tool_voltage", "program_running"))
     changer = section(top.get("tool_changer"), "tool_changer", ("pin", "locked_state"))
     grippers: dict[str, GripperAdapter] = {}
     for gripper, raw in section(top.get("grippers"), "grippers").items():
@@ -231,6 +238,7 @@ def parse_hardware_config(data: Any, *, source: str = "hardware") -> HardwareCon
             top.get("start_tolerance", defaults.start_tolerance), "start_tolerance", unit="rad", minimum=0.0
         ),
         arm_action=name(arm.get("action", defaults.arm_action), "arm.action"),
+        speed_scaling=name(arm.get("speed_scaling", defaults.speed_scaling), "arm.speed_scaling"),
         goal_tolerance=check.number(
             arm.get("goal_tolerance", defaults.goal_tolerance),
             "arm.goal_tolerance",
@@ -245,6 +253,7 @@ def parse_hardware_config(data: Any, *, source: str = "hardware") -> HardwareCon
         ),
         timeouts=MappingProxyType(timeouts),
         set_io=name(io.get("set_io", defaults.set_io), "io.set_io"),
+        program_running=name(io.get("program_running", defaults.program_running), "io.program_running"),
         tool_voltage=check.number(
             io.get("tool_voltage", defaults.tool_voltage), "io.tool_voltage", unit="V", minimum=0.0
         ),

@@ -88,7 +88,42 @@ _RAMP_FLOOR = 0.05
 #: Velocities below this [rad/s] do not constrain the stop ramp.
 _TINY_VELOCITY = 1e-9
 
-__all__ = ["JointState", "JointStateListener", "Playback", "SimController"]
+__all__ = [
+    "JointState",
+    "JointStateListener",
+    "PathToleranceViolation",
+    "Playback",
+    "SimController",
+    "Tracking",
+    "TrajectoryReplaced",
+]
+
+#: :meth:`SimController.tracking`: ``(τ, duration, since_end, desired, actual, velocity)``.
+Tracking = tuple[float, float, float | None, tuple[float, ...], tuple[float, ...], tuple[float, ...]]
+
+
+class PathToleranceViolation(MotionError):
+    """The arm left the path tolerance of the commanded trajectory (a joint trajectory
+    controller's PATH_TOLERANCE_VIOLATED); the arm holds where it was then.
+
+    Attributes:
+        joint: the index of the first joint out of tolerance.
+        error: its distance from the commanded sample [rad].
+        tolerance: its path tolerance [rad].
+        tau: the trajectory time of the sample [s].
+    """
+
+    def __init__(self, joint: int, error: float, tolerance: float, tau: float, step_index: int) -> None:
+        super().__init__(
+            ErrorCode.EXECUTION_FAILED,
+            f"trajectory of step {step_index}: joint {joint} is {error:.4f} rad from the trajectory at "
+            f"{tau:.3f} s (path tolerance {tolerance:g} rad)",
+        )
+        self.joint, self.error, self.tolerance, self.tau = joint, error, tolerance, tau
+
+
+class TrajectoryReplaced(MotionError):
+    """A trajectory dropped for another one (:meth:`SimController.replace`, :meth:`SimController.hold`)."""
 
 
 @dataclass
@@ -164,7 +199,11 @@ class _Active:
         self.step_index = step_index
         self.duration = float(times[-1])
         self.tau = 0.0
-        self.steps = 0
+        self.steps = 0  # periods of full-speed play since ``base``
+        self.base = 0.0  # τ where the present stretch of full-speed play began
+        self.scaled = True  # False: a hold (the arm's own stop), which speed scaling does not slow
+        self.ended_at: float | None = None  # simulated time when τ reached the end
+        self.path_tolerance: NDArray[np.float64] | None = None  # checked while moving (tracking)
         self.scale = 1.0
         self.index = 0
         self.stop_error: MotionError | None = None
@@ -173,10 +212,10 @@ class _Active:
         """Periods of normal play (at least 1) until ``τ = min(duration, k·dt)`` first
         reaches ``fault_time`` or the end."""
         target = min(fault_time, self.duration)
-        k = max(self.steps + 1, math.ceil(target / dt) - 1)
-        while k > self.steps + 1 and min(self.duration, (k - 1) * dt) >= target:
+        k = max(self.steps + 1, math.ceil((target - self.base) / dt) - 1)
+        while k > self.steps + 1 and min(self.duration, self.base + (k - 1) * dt) >= target:
             k -= 1
-        while min(self.duration, k * dt) < target:
+        while min(self.duration, self.base + k * dt) < target:
             k += 1
         return k - self.steps
 
@@ -232,6 +271,11 @@ class SimController:
         state_rate: default joint-state notifications per wall second at the nominal
             ``speed`` (per listener: :meth:`add_listener`); the final state of every
             trajectory is always notified.
+        velocity_limits: per-joint speed limits of the arm [rad/s], or ``None`` (default) for
+            an arm that is exactly where the trajectory says. With limits, the arm follows the
+            commanded position no faster than them: a trajectory that asks more leaves a
+            tracking error (:meth:`tracking`), and a trajectory ends once the arm is at its last
+            point.
 
     Raises:
         ValueError: bad arguments (the message names the argument).
@@ -247,6 +291,7 @@ class SimController:
         acceleration_limits: Sequence[float] | NDArray[np.float64] = ACCELERATION_LIMITS,
         start_tolerance: float = DEFAULT_START_TOLERANCE,
         state_rate: float = DEFAULT_STATE_RATE,
+        velocity_limits: Sequence[float] | NDArray[np.float64] | None = None,
     ) -> None:
         names = tuple(str(n) for n in joint_names)
         q0 = np.asarray(initial_positions, dtype=float)
@@ -265,6 +310,14 @@ class SimController:
             raise ValueError(f"state_rate: must be finite and > 0 Hz, got {state_rate}")
         self._names = names
         self._speed = float(speed)
+        self._speed_scaling = 1.0
+        self._vmax = (
+            None
+            if velocity_limits is None
+            else np.broadcast_to(np.asarray(velocity_limits, dtype=float), (len(names),)).copy()
+        )
+        if self._vmax is not None and (not np.all(np.isfinite(self._vmax)) or np.any(self._vmax <= 0.0)):
+            raise ValueError(f"velocity_limits: must be finite and > 0, got {self._vmax.tolist()}")
         self._period = 1.0 / control_rate
         self._accel = accel
         self._start_tolerance = float(start_tolerance)
@@ -272,6 +325,7 @@ class SimController:
         self._state_period = 1.0 / state_rate
         self._cond = threading.Condition()
         self._positions = q0
+        self._desired = q0.copy()
         self._velocities = np.zeros_like(q0)
         self._sim_time = 0.0
         self._active: _Active | None = None
@@ -399,6 +453,7 @@ class SimController:
         segment: ArmSegment,
         *,
         fault: tuple[float, MotionError] | None = None,
+        path_tolerance: Sequence[float] | None = None,
     ) -> Future[None]:
         """Start playing an arm trajectory.
 
@@ -408,6 +463,9 @@ class SimController:
             fault: ``(t, error)`` to simulate a failure: at trajectory time ``t`` [s]
                 the arm ramps down as for :meth:`stop` and the future fails with
                 ``error`` (fault injection).
+            path_tolerance: per joint [rad] (0: not enforced), with ``velocity_limits`` only:
+                while the trajectory plays, an arm further than this from the commanded sample
+                stops where it is and the future fails with :class:`PathToleranceViolation`.
 
         Returns:
             A future that completes when the last point is reached (the arm is then
@@ -446,6 +504,8 @@ class SimController:
                 positions = np.vstack((self._positions, positions))
                 velocities = np.vstack((np.zeros_like(self._positions), velocities))
             self._active = _Active(times, positions, velocities, future, fault, segment.step_index, called)
+            if path_tolerance is not None:
+                self._active.path_tolerance = np.asarray(path_tolerance, dtype=float)
             for subscriber in self._listeners:
                 subscriber.due = self._sim_time  # the first control period notifies
             self._idle.clear()
@@ -467,6 +527,132 @@ class SimController:
                     f"{active.tau:.3f} s of {active.duration:.3f} s",
                 )
                 self._cond.notify_all()
+
+    def speed_scaling(self) -> float:
+        """The speed scaling a trajectory plays at now, in [0, 1] (it follows
+        :meth:`set_speed_scaling` within the acceleration limits; 1 while idle)."""
+        with self._cond:
+            active = self._active
+            return active.scale if active is not None and active.stop_error is None else self._speed_scaling
+
+    def set_speed_scaling(self, factor: float) -> None:
+        """Play trajectories at ``factor`` × their own speed, like UR's speed scaling (the
+        speed slider times 0 while the program is paused): trajectory time advances
+        ``factor`` × simulated time, so the arm stays on the path; a change is ramped within
+        the acceleration limits (joint velocity ``s·q′(τ)``, as for :meth:`stop`). At 0 the
+        trajectory stays in play, the arm at rest on its path, until the factor rises again.
+
+        Raises:
+            ValueError: ``factor`` is not in [0, 1].
+        """
+        if not (0.0 <= factor <= 1.0):
+            raise ValueError(f"speed scaling: must be in [0, 1], got {factor}")
+        with self._cond:
+            self._speed_scaling = float(factor)
+            self._cond.notify_all()
+
+    def hold(self, positions: Sequence[float], step_index: int = -1) -> Future[None]:
+        """Command a step to ``positions`` [rad] at once, dropping the trajectory in play
+        (joint_trajectory_controller's hold command on a cancel: the position measured then).
+
+        The simulated arm cannot stop in zero time: from its present velocity ``v`` it brakes
+        at constant deceleration (each joint within its acceleration limit, all stopping
+        together at ``t1 = max |v_i| / a_i``), then returns rest to rest to ``positions`` (a
+        cubic whose peak acceleration ``6 d / T²`` is within the limits), as one trajectory, so
+        the joint states show motion until it is there. The dropped trajectory's future fails
+        with ``EXECUTION_FAILED``.
+
+        Returns:
+            A future that completes when the arm is at ``positions``, at rest.
+
+        Raises:
+            ValueError: not one finite value per joint.
+        """
+        target = np.asarray(positions, dtype=float)
+        if target.shape != (len(self._names),) or not np.all(np.isfinite(target)):
+            raise ValueError(f"positions: expected {len(self._names)} finite values, got {list(target)}")
+        with self._cond:
+            q, v = self._positions.copy(), self._velocities.copy()
+            brake = float(np.max(np.abs(v) / self._accel))
+            times, points, speeds = [0.0], [q], [v]
+            if brake > 0.0:
+                times.append(brake)
+                points.append(q + 0.5 * v * brake)
+                speeds.append(np.zeros_like(q))
+            distance = float(np.max(np.abs(target - points[-1]) / self._accel))
+            if distance > 0.0:
+                times.append(times[-1] + math.sqrt(6.0 * distance))
+                points.append(target)
+                speeds.append(np.zeros_like(q))
+            return self._swap(np.array(times), np.array(points), np.array(speeds), step_index, scaled=False)
+
+    def replace(
+        self,
+        segment: ArmSegment,
+        *,
+        fault: tuple[float, MotionError] | None = None,
+        path_tolerance: Sequence[float] | None = None,
+    ) -> Future[None]:
+        """Play ``segment`` at once in place of the trajectory in play, from the present state
+        (joint_trajectory_controller on a new goal or a trajectory from its topic: no stop
+        between, a first point after ``t = 0`` is reached from where the arm is, at its present
+        velocity); no start check. The dropped trajectory's future fails with
+        :class:`TrajectoryReplaced`. ``fault`` and ``path_tolerance`` as for :meth:`execute`.
+
+        Returns:
+            A future that completes when the segment's last point is reached.
+
+        Raises:
+            MotionError: ``EXECUTION_FAILED`` for a malformed segment (nothing is replaced).
+        """
+        times, positions, velocities = self._arrays(segment)
+        with self._cond:
+            if times[0] > 0.0:
+                times = np.concatenate(([0.0], times))
+                positions = np.vstack((self._positions, positions))
+                velocities = np.vstack((self._velocities, velocities))
+            future = self._swap(times, positions, velocities, segment.step_index, scaled=True)
+            if self._active is not None and self._active.future is future:
+                self._active.fault = fault
+                if path_tolerance is not None:
+                    self._active.path_tolerance = np.asarray(path_tolerance, dtype=float)
+            return future
+
+    def _swap(
+        self,
+        times: NDArray[np.float64],
+        positions: NDArray[np.float64],
+        velocities: NDArray[np.float64],
+        step_index: int,
+        *,
+        scaled: bool,
+    ) -> Future[None]:
+        """Put a new trajectory in play at once and fail the dropped one's future. Caller holds
+        the lock (reentrant: a future's done-callback may call back into the controller)."""
+        future: Future[None] = Future()
+        future.set_running_or_notify_cancel()
+        dropped = self._active
+        if len(times) == 1:
+            self._active = None
+        else:
+            self._active = _Active(times, positions, velocities, future, None, step_index, time.monotonic())
+            self._active.scaled = scaled
+            for subscriber in self._listeners:
+                subscriber.due = self._sim_time
+            self._idle.clear()
+        self._cond.notify_all()
+        if dropped is not None:
+            dropped.future.set_exception(
+                TrajectoryReplaced(
+                    ErrorCode.EXECUTION_FAILED,
+                    f"trajectory of step {dropped.step_index} replaced at "
+                    f"{dropped.tau:.3f} s of {dropped.duration:.3f} s",
+                )
+            )
+        if len(times) == 1:
+            future.set_result(None)
+            self._idle.set()
+        return future
 
     def shutdown(self, timeout: float | None = 5.0) -> None:
         """Drop any trajectory at once (its future fails) and join the controller thread.
@@ -584,13 +770,15 @@ class SimController:
         """
         dt = self._period
         remaining = periods
+        began = self._sim_time
         while remaining > 0:
             if active.stop_error is None and active.fault is not None and active.tau >= active.fault[0]:
                 active.stop_error = active.fault[1]
-            if active.stop_error is None:
+            target = 0.0 if active.stop_error is not None else self._speed_scaling if active.scaled else 1.0
+            if target == 1.0 and active.scale == 1.0:
                 jump = min(remaining, active.periods_until(active.fault[0] if active.fault else math.inf, dt))
                 active.steps += jump
-                active.tau = min(active.duration, active.steps * dt)
+                active.tau = min(active.duration, active.base + active.steps * dt)
                 self._sim_time += jump * dt
                 remaining -= jump
                 if active.tau >= active.duration:
@@ -602,12 +790,18 @@ class SimController:
             room = np.maximum(self._accel - active.scale**2 * np.abs(qdd), _RAMP_FLOOR * self._accel)
             moving = np.abs(qd) > _TINY_VELOCITY
             rate = float(np.min(room[moving] / np.abs(qd[moving]))) if np.any(moving) else math.inf
-            new_scale = max(0.0, active.scale - rate * dt)
+            if active.scale > target:
+                new_scale = max(target, active.scale - rate * dt)
+            else:
+                new_scale = min(target, active.scale + rate * dt)
             active.tau = min(active.duration, active.tau + 0.5 * (active.scale + new_scale) * dt)
             active.scale = new_scale
-            if active.tau >= active.duration or active.scale <= 0.0:
+            active.base, active.steps = active.tau, 0
+            if active.tau >= active.duration or (active.stop_error is not None and active.scale <= 0.0):
                 break
         position, qd, _ = active.evaluate(active.tau)
+        if self._vmax is not None:
+            return self._track(active, position, active.scale * qd, self._sim_time - began)
         if active.tau >= active.duration:
             self._positions = active.positions[-1].copy()
             self._velocities = np.zeros_like(self._positions)
@@ -618,6 +812,62 @@ class SimController:
             self._velocities = np.zeros_like(self._positions)
             return active.stop_error
         return False
+
+    def _track(
+        self, active: _Active, desired: NDArray[np.float64], velocity: NDArray[np.float64], elapsed: float
+    ) -> MotionError | bool | None:
+        """The arm follows the commanded ``desired`` no faster than its velocity limits (a
+        trajectory that asks more leaves a tracking error, as on a real arm); past the end it
+        goes on to the last point, and the trajectory is done once it is there."""
+        ended = active.tau >= active.duration
+        if ended:
+            desired, velocity = active.positions[-1], np.zeros_like(desired)
+            if active.ended_at is None:
+                active.ended_at = self._sim_time
+        assert self._vmax is not None
+        previous = self._positions
+        reach = self._vmax * max(elapsed, 1e-12)
+        actual = previous + np.clip(desired - previous, -reach, reach)
+        lagging = bool(np.any(np.abs(desired - previous) > reach))
+        self._desired = np.asarray(desired, dtype=float).copy()
+        self._positions = actual
+        tolerance = active.path_tolerance
+        if not ended and tolerance is not None:
+            error = np.abs(actual - desired)
+            out = np.flatnonzero((tolerance > 0.0) & (error > tolerance))
+            if out.size:
+                # The controller holds the position measured now; the arm, following no faster
+                # than its limits, stops there.
+                i = int(out[0])
+                self._desired = actual.copy()
+                self._velocities = np.zeros_like(actual)
+                return PathToleranceViolation(
+                    i, float(error[i]), float(tolerance[i]), active.tau, active.step_index
+                )
+        self._velocities = (actual - previous) / max(elapsed, 1e-12) if lagging else velocity
+        if ended and not lagging:
+            self._velocities = np.zeros_like(actual)
+            return active.stop_error if active.stop_error is not None else True
+        if not ended and active.stop_error is not None and active.scale <= 0.0 and not lagging:
+            self._velocities = np.zeros_like(actual)
+            return active.stop_error
+        return False
+
+    def tracking(
+        self,
+    ) -> tuple[float, float, float | None, tuple[float, ...], tuple[float, ...], tuple[float, ...]]:
+        """What the controller commands and where the arm is, taken together: ``(τ, duration,
+        simulated seconds since τ reached the end or None, desired [rad], actual [rad], actual
+        velocity [rad/s])``; when idle, ``τ == duration == 0`` and desired is the arm's state."""
+        with self._cond:
+            active = self._active
+            actual = tuple(self._positions.tolist())
+            velocity = tuple(self._velocities.tolist())
+            if active is None:
+                return 0.0, 0.0, None, actual, actual, velocity
+            desired = tuple(self._desired.tolist())
+            since = None if active.ended_at is None else self._sim_time - active.ended_at
+            return active.tau, active.duration, since, desired, actual, velocity
 
     def _run(self) -> None:
         finite = math.isfinite(self._speed)

@@ -382,6 +382,9 @@ def test_move_action_plans_and_executes_and_ik_fk_agree(client: Client) -> None:
 
 
 def test_a_cancelled_execution_stops_the_arm_part_way(client: Client) -> None:
+    """pymoveit2's ``cancel_execution`` publishes ``stop`` on ``trajectory_execution_event`` as
+    well as cancelling the goal: the ``stop`` is what stops move_group (the cancel alone does
+    not: test_moveit_conformance.py, row 1)."""
     moveit2 = client.moveit2
     start = client.live()
     goal = start + np.array([-0.6, 0.0, 0.0, 0.0, 0.0, 0.0])

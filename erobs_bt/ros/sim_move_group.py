@@ -52,8 +52,12 @@ Execution: a kinematic controller (:class:`~erobs_bt.backends.sim.controller.Sim
 plays trajectories in simulated time (``--speed`` simulated seconds per wall second). A
 trajectory whose first point is more than :data:`ALLOWED_START_TOLERANCE` (MoveIt's
 ``trajectory_execution.allowed_start_tolerance``, 0.01 rad) from the live state is refused
-with ``CONTROL_FAILED``; a cancel ramps the arm down and ends the goal ``PREEMPTED``; a goal
-that arrives while another trajectory plays is aborted (``CONTROL_FAILED``).
+with ``CONTROL_FAILED``. As move_group (docs/conformance/moveit.md): a cancel of an
+``execute_trajectory`` goal does not stop it (the cancel is answered, refused, once the goal
+has ended); ``stop`` on ``trajectory_execution_event`` (``std_msgs/String``) ramps every
+execution in progress down and ends it with ``PREEMPTED`` (ExecuteTrajectory's goal aborted,
+MoveGroup's cancelled when its cancel was asked); a ``move_action`` goal's cancel stops its
+execution. A goal that arrives while another trajectory plays is aborted (``CONTROL_FAILED``).
 
 ``--faults`` injects failures in the one fault language of the simulated cell
 (:mod:`erobs_bt.backends.sim.faults`: a YAML file or YAML text, a list of entries or a mapping
@@ -114,12 +118,13 @@ from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.action.server import ServerGoalHandle
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
+from rclpy.qos import qos_profile_services_default
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 from trajectory_msgs.msg import JointTrajectoryPoint
 
 from erobs_bt.backends.base import ArmSegment, ErrorCode, MotionError, TrajectoryPoint
-from erobs_bt.backends.moveit.model import pose_msg
+from erobs_bt.backends.moveit.model import EXECUTION_EVENT_TOPIC, STOP_EVENT, pose_msg
 from erobs_bt.backends.sim.controller import SimController
 from erobs_bt.backends.sim.faults import FaultInjector, FaultSpec, parse_fault_section
 from erobs_bt.planning.planner import MotionPlanner, PlannerConfig
@@ -402,6 +407,8 @@ class SimMoveGroupNode(Node):
         self._attached: dict[str, _Attached] = {}
         self._models: OrderedDict[Any, CollisionModel] = OrderedDict()
         self._pending: dict[int, FaultSpec | None] = {}
+        self._stops: dict[int, threading.Event] = {}  # one per execution in progress: a "stop" sets it
+        self._ended: dict[int, threading.Event] = {}  # ExecuteTrajectory goals: set when the goal ends
         self._counter = itertools.count(1)
         if gripper is not None and gripper != "none":
             self._attach_tool(gripper)
@@ -420,6 +427,13 @@ class SimMoveGroupNode(Node):
         self.create_subscription(
             PlanningScene, "planning_scene", self._on_scene_diff, 100, callback_group=self._group
         )
+        self.create_subscription(
+            String,
+            EXECUTION_EVENT_TOPIC,
+            self._on_execution_event,
+            qos_profile_services_default,
+            callback_group=self._group,
+        )
         self.servers: list[str] = []
         for srv, name, handler in (
             (GetMotionPlan, "plan_kinematic_path", self._on_plan),
@@ -432,9 +446,21 @@ class SimMoveGroupNode(Node):
             self.create_service(srv, name, handler, callback_group=self._group)
             self.servers.append(name)
         self._actions = []
-        for action, name, execute, admit in (
-            (MoveGroup, "move_action", self._execute_move_group, self._on_move_goal),
-            (ExecuteTrajectory, "execute_trajectory", self._execute_trajectory, self._on_trajectory_goal),
+        for action, name, execute, admit, cancel in (
+            (
+                MoveGroup,
+                "move_action",
+                self._execute_move_group,
+                self._on_move_goal,
+                lambda _goal: CancelResponse.ACCEPT,
+            ),
+            (
+                ExecuteTrajectory,
+                "execute_trajectory",
+                self._execute_trajectory,
+                self._on_trajectory_goal,
+                self._on_trajectory_cancel,
+            ),
         ):
             self._actions.append(
                 ActionServer(
@@ -443,7 +469,7 @@ class SimMoveGroupNode(Node):
                     name,
                     execute_callback=execute,
                     goal_callback=admit,
-                    cancel_callback=lambda _goal: CancelResponse.ACCEPT,
+                    cancel_callback=cancel,
                     callback_group=self._group,
                 )
             )
@@ -586,22 +612,33 @@ class SimMoveGroupNode(Node):
     def _apply_scene(self, scene: Any) -> str:
         """Apply a ``PlanningScene`` (a diff, or the whole world and attached objects).
 
+        As MoveIt's ``PlanningScene::setPlanningSceneDiffMsg`` (docs/conformance/moveit.md,
+        row 5): the attached objects are processed one by one and one that cannot be attached
+        or detached is only logged (skipped); only the world objects decide the outcome.
+
         Returns:
-            What changed, for the events.
+            What changed, for the events (the attached objects skipped named).
 
         Raises:
-            SceneError: the scene is refused as a whole (nothing changes).
+            SceneError: the world part is refused (nothing changes).
         """
         with self._lock:
             world, version, attached = self._world, self._world_version, dict(self._attached)
             try:
                 if not scene.is_diff:
                     attached = {}
+                q = self.controller.joint_positions()
+                skipped = []
+                for message in scene.robot_state.attached_collision_objects:
+                    before = (self._world, self._world_version, dict(attached))
+                    try:
+                        self._apply_attached(message, attached, q)
+                    except SceneError as exc:
+                        self._world, self._world_version, attached = before
+                        skipped.append(str(exc))
+                        self.get_logger().error(f"attached object not processed (success unaffected): {exc}")
                 self._world = self._world.apply_scene(scene)
                 self._world_version += 1
-                q = self.controller.joint_positions()
-                for message in scene.robot_state.attached_collision_objects:
-                    self._apply_attached(message, attached, q)
             except SceneError:
                 self._world, self._world_version = world, version
                 raise
@@ -609,6 +646,7 @@ class SimMoveGroupNode(Node):
             return (
                 f"world {len(scene.world.collision_objects)} object(s), "
                 f"attached {len(scene.robot_state.attached_collision_objects)} object(s)"
+                + (f"; skipped: {'; '.join(skipped)}" if skipped else "")
             )
 
     def _on_collision_object(self, msg: Any) -> None:
@@ -1137,21 +1175,30 @@ class SimMoveGroupNode(Node):
             duration=round(segment.duration, 4),
             first=[round(v, 6) for v in segment.points[0].positions],
         )
-        motion = self.controller.execute(segment, fault=cut)
-        cancelled = False
-        while not motion.done():
-            if self._closing.is_set():
-                self.controller.stop()
-            elif goal_handle.is_cancel_requested and not cancelled:
-                cancelled = True
-                self.controller.stop()
-            with contextlib.suppress(TimeoutError):
-                motion.exception(timeout=0.02)
+        stop = threading.Event()
+        with self._lock:
+            self._stops[id(stop)] = stop
+        try:
+            motion = self.controller.execute(segment, fault=cut)
+            stopped = False
+            while not motion.done():
+                if self._closing.is_set():
+                    self.controller.stop()
+                elif not stopped and (
+                    stop.is_set() or (kind == "move_action" and goal_handle.is_cancel_requested)
+                ):
+                    stopped = True
+                    self.controller.stop()
+                with contextlib.suppress(TimeoutError):
+                    motion.exception(timeout=0.02)
+        finally:
+            with self._lock:
+                self._stops.pop(id(stop), None)
         error: BaseException | None = motion.exception()
         position = [round(float(v), 6) for v in self.controller.joint_positions()]
-        if cancelled:
+        if stopped:
             self._event("execute_result", server=kind, outcome="preempted", position=position)
-            return _error(MoveItErrorCodes.PREEMPTED, "cancelled: the arm decelerated to rest")
+            return _error(MoveItErrorCodes.PREEMPTED)
         if error is None:
             self._event("execute_result", server=kind, outcome="succeeded", position=position)
             return _error(MoveItErrorCodes.SUCCESS)
@@ -1176,12 +1223,53 @@ class SimMoveGroupNode(Node):
         return result
 
     def _execute_trajectory(self, goal_handle: ServerGoalHandle[Any, Any, Any]) -> Any:
-        fault = self._take_fault(goal_handle.request)
-        result = ExecuteTrajectory.Result()
-        result.error_code = self._run(
-            goal_handle.request.trajectory, goal_handle, fault, "execute_trajectory"
-        )
-        return self._finish(goal_handle, result)
+        ended = self._goal_ended(goal_handle)
+        try:
+            fault = self._take_fault(goal_handle.request)
+            result = ExecuteTrajectory.Result()
+            result.error_code = self._run(
+                goal_handle.request.trajectory, goal_handle, fault, "execute_trajectory"
+            )
+            return self._finish(goal_handle, result)
+        finally:
+            ended.set()
+            with self._lock:
+                self._ended.pop(id(goal_handle), None)
+
+    def _goal_ended(self, goal_handle: Any) -> threading.Event:
+        with self._lock:
+            return self._ended.setdefault(id(goal_handle), threading.Event())
+
+    def _on_trajectory_cancel(self, goal_handle: Any) -> CancelResponse:
+        """A cancel of an ExecuteTrajectory goal, as move_group answers it: execution goes on.
+
+        move_group accepts the cancel but never binds its preempt callback, and the goal's
+        execution occupies the single-threaded executor that would process the cancel
+        (docs/conformance/moveit.md, row 1): the answer comes once the goal has ended, which
+        it does as if no cancel had been asked. Here the answer waits for the goal's end too
+        and refuses (a goal that has ended cannot be cancelled).
+        """
+        self._event("cancel_ignored", server="execute_trajectory")
+        self.get_logger().info("execute_trajectory: cancel received; execution goes on (as move_group)")
+        ended = self._goal_ended(goal_handle)
+        while goal_handle.is_active and not self._closing.is_set():
+            ended.wait(0.1)
+        return CancelResponse.REJECT
+
+    def _on_execution_event(self, msg: String) -> None:
+        """``trajectory_execution_event``: ``stop`` stops every execution in progress (the arm
+        ramps down; the goal ends with ``PREEMPTED``); a stop while nothing executes is lost,
+        and any other text is only logged, as in move_group's trajectory execution manager."""
+        with self._lock:
+            stops = list(self._stops.values())
+        if msg.data == STOP_EVENT:
+            for stop in stops:
+                stop.set()
+            self._event("execution_event", data=msg.data, stopped=len(stops))
+            self.get_logger().info(f"{EXECUTION_EVENT_TOPIC}: stop ({len(stops)} execution(s) in progress)")
+        else:
+            self._event("execution_event", data=msg.data, stopped=0)
+            self.get_logger().warning(f"{EXECUTION_EVENT_TOPIC}: unknown event type {msg.data!r}")
 
     def _execute_move_group(self, goal_handle: ServerGoalHandle[Any, Any, Any]) -> Any:
         goal = goal_handle.request

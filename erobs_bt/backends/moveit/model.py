@@ -45,6 +45,14 @@ from erobs_bt.world.tools import ToolState
 #: the chain EROBS's MoveIt Task Constructor stages build for joint goals.
 DEFAULT_PIPELINES: tuple[tuple[str, str], ...] = (("pilz_industrial_motion_planner", "PTP"), ("ompl", ""))
 
+#: The topic move_group's trajectory execution manager listens on for execution events
+#: (``std_msgs/String``, relative to move_group's namespace; reliable, volatile, keep last 10 =
+#: rclcpp's ``ServicesQoS``): moveit2 jazzy/main ``trajectory_execution_manager.cpp`` 50, 198-206.
+EXECUTION_EVENT_TOPIC = "trajectory_execution_event"
+#: The one event it acts on: stop every execution in progress (``processEvent``, same file
+#: 343-353). A cancel of an ExecuteTrajectory goal does not stop it (docs/conformance/moveit.md).
+STOP_EVENT = "stop"
+
 #: How the ``moveit`` backend commands tools (:attr:`MoveItConfig.tools`).
 TOOL_MODES = ("ros2_control", "simulated")
 

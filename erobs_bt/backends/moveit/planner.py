@@ -26,7 +26,10 @@ time-parameterises every trajectory (the speed scaling is EROBS's 0.2).
 
 The live tool is attached in the planning scene too (:meth:`MoveItPlanner.follow`, through
 ``apply_planning_scene``): a tool exchange detaches the old tool and attaches the new one;
-move_group is never restarted. A detected tag's collision object goes into the same scene
+move_group is never restarted. ApplyPlanningScene's ``success`` covers world objects only (an
+attach or detach move_group cannot do is only logged there: docs/conformance/moveit.md, row
+5), so the scene is read back (``get_planning_scene``) and an attach or detach that did not
+happen fails naming the object and the link. A detected tag's collision object goes into the same scene
 (:meth:`MoveItPlanner.put_object`, a world object in ``base_link``). Named states are the
 SRDF's ``group_state`` entries of the arm group (``robot_description_semantic`` of the
 move_group node) and the model revision includes a digest of the URDF and SRDF move_group
@@ -51,11 +54,18 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from moveit_msgs.msg import AttachedCollisionObject, CollisionObject, MotionPlanRequest, PlanningScene
+from moveit_msgs.msg import (
+    AttachedCollisionObject,
+    CollisionObject,
+    MotionPlanRequest,
+    PlanningScene,
+    PlanningSceneComponents,
+)
 from moveit_msgs.srv import (
     ApplyPlanningScene,
     GetCartesianPath,
     GetMotionPlan,
+    GetPlanningScene,
     GetPositionFK,
     GetPositionIK,
 )
@@ -122,6 +132,9 @@ class MoveItPlanner:
         self._fk: Any = node.create_client(GetPositionFK, c.name("compute_fk"), callback_group=group)
         self._scene: Any = node.create_client(
             ApplyPlanningScene, c.name("apply_planning_scene"), callback_group=group
+        )
+        self._get_scene: Any = node.create_client(
+            GetPlanningScene, c.name("get_planning_scene"), callback_group=group
         )
         self._parameters: Any = node.create_client(
             GetParameters, c.name(f"{c.node_name}/get_parameters"), callback_group=group
@@ -206,7 +219,8 @@ class MoveItPlanner:
         clients (RViz, a MoveIt user) see truthful.
 
         Raises:
-            MotionError: ``EXECUTION_FAILED`` when the scene service refuses or is missing.
+            MotionError: ``EXECUTION_FAILED`` when the scene service refuses or is missing, or
+                the scene read back does not show the change (names the object and the link).
         """
         with self._scene_lock:
             wanted = (tools.gripper, tools.cup_profile)
@@ -230,12 +244,30 @@ class MoveItPlanner:
                     CollisionObject(id=tool_object_id(self._attached[0]), operation=CollisionObject.REMOVE)
                 )
                 self._apply(remove, where)
+                gone = tool_object_id(self._attached[0])
+                attached, world = self._read_scene(where)
+                if gone in attached or gone in world:
+                    raise MotionError(
+                        ErrorCode.EXECUTION_FAILED,
+                        f"{where}: move_group's planning scene still has {gone} "
+                        f"({'attached to ' + attached[gone] if gone in attached else 'in the world'}) "
+                        "after ApplyPlanningScene answered success",
+                    )
             new = attached_tool(self._cell, tools, self._config)
             if new is not None:
                 attach = PlanningScene(is_diff=True)
                 attach.robot_state.is_diff = True
                 attach.robot_state.attached_collision_objects.append(new)
                 self._apply(attach, where)
+                attached, _world = self._read_scene(where)
+                if attached.get(new.object.id) != new.link_name:
+                    raise MotionError(
+                        ErrorCode.EXECUTION_FAILED,
+                        f"{where}: ApplyPlanningScene answered success but move_group's planning scene "
+                        f"has no {new.object.id} attached to {new.link_name!r} (attached: "
+                        f"{', '.join(f'{k} on {v}' for k, v in sorted(attached.items())) or 'none'}): "
+                        "is flange_link (and joint_prefix) the robot description's?",
+                    )
             _LOG.info(
                 "planning scene: %s attached (was %s)",
                 tools.gripper,
@@ -257,6 +289,25 @@ class MoveItPlanner:
             raise MotionError(ErrorCode.EXECUTION_FAILED, exc.detail) from None
         if not answer.success:
             raise MotionError(ErrorCode.EXECUTION_FAILED, f"{where}: {what} refused the change")
+
+    def _read_scene(self, where: str) -> tuple[dict[str, str], set[str]]:
+        """move_group's planning scene as read back through ``get_planning_scene``: the attached
+        objects (id -> link) and the world objects' ids.
+
+        Raises:
+            MotionError: ``EXECUTION_FAILED`` when the service is missing or does not answer.
+        """
+        request = GetPlanningScene.Request()
+        request.components.components = (
+            PlanningSceneComponents.ROBOT_STATE_ATTACHED_OBJECTS | PlanningSceneComponents.WORLD_OBJECT_NAMES
+        )
+        what = f"GetPlanningScene {self._config.name('get_planning_scene')}"
+        try:
+            scene = self._call(self._get_scene, request, what=what, where=where).scene
+        except MotionError as exc:
+            raise MotionError(ErrorCode.EXECUTION_FAILED, exc.detail) from None
+        attached = {a.object.id: a.link_name for a in scene.robot_state.attached_collision_objects}
+        return attached, {o.id for o in scene.world.collision_objects}
 
     def put_object(self, obstacle: Obstacle, *, where: str) -> None:
         """Add (or move) ``obstacle`` in move_group's planning scene: a world ``CollisionObject``

@@ -1,0 +1,329 @@
+"""The simulated move_group behaves as MoveIt's move_group does, and the ``moveit`` backend is
+right against it: one test per row of docs/conformance/moveit.md (the row number is in the
+test's name; the table cites moveit2's source for each).
+
+One simulated move_group (``erobs_bt_sim_move_group``, speed 20) in this module's private
+domain; a probe node of this process talks to it with raw rclpy clients (what a MoveIt client
+sends), and the backend's parts (:mod:`erobs_bt.backends.moveit`) talk to it over their own
+link. Every wait is on a message, an event or a future.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+from action_msgs.msg import GoalStatus
+from moveit_msgs.action import ExecuteTrajectory
+from moveit_msgs.msg import MoveItErrorCodes
+from moveit_msgs.srv import GetMotionPlan
+from rclpy.action import ActionClient
+from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.executors import MultiThreadedExecutor
+from rclpy.node import Node
+from rclpy.qos import qos_profile_services_default
+from ros_fixtures import RosEnvironment, RosProcess
+from sensor_msgs.msg import JointState
+from std_msgs.msg import String
+
+from erobs_bt.backends.base import MotionError
+from erobs_bt.backends.moveit.model import (
+    EXECUTION_EVENT_TOPIC,
+    STOP_EVENT,
+    MoveItConfig,
+    segment_from_trajectory,
+)
+from erobs_bt.ros.client import Recorder, latched_qos
+from erobs_bt.ros.domain import init_context
+from erobs_bt.ros.sim_move_group import READY_PREFIX, ROS_NODE_NAME
+from erobs_bt.script.model import JOINT_NAMES
+from erobs_bt.world.cell import load_cell
+from erobs_bt.world.description import GROUP
+
+pytestmark = pytest.mark.ros
+
+SPEED = 20.0
+TIMEOUT = 60.0
+CELL = load_cell()
+START = np.array(CELL.initial_joint_state)
+#: Stretches a planned trajectory in time, so that a cancel or a stop surely comes while it plays.
+SLOW = 40.0
+
+
+def positions(message: Any) -> np.ndarray:
+    return np.array([message.position[list(message.name).index(n)] for n in JOINT_NAMES])
+
+
+def at_rest(message: Any) -> bool:
+    return len(message.velocity) == len(message.name) and max(abs(v) for v in message.velocity) <= 1e-3
+
+
+class Probe:
+    """A node of this process with raw clients of move_group's interfaces, spun in a thread."""
+
+    def __init__(self, domain_id: int) -> None:
+        self.domain_id = domain_id
+        self.context = init_context(domain_id)
+        self.node = Node("conformance_probe", context=self.context)
+        group = ReentrantCallbackGroup()
+        self.execute: Any = ActionClient(
+            self.node, ExecuteTrajectory, "execute_trajectory", callback_group=group
+        )
+        self.plan_service: Any = self.node.create_client(
+            GetMotionPlan, "plan_kinematic_path", callback_group=group
+        )
+        self.events_pub = self.node.create_publisher(
+            String, EXECUTION_EVENT_TOPIC, qos_profile_services_default
+        )
+        self.joint_states: Recorder[Any] = Recorder(maxlen=20000)
+        self.node.create_subscription(
+            JointState, "joint_states", self.joint_states.add, 10, callback_group=group
+        )
+        self.events: Recorder[dict[str, Any]] = Recorder(maxlen=100_000)
+        self.node.create_subscription(
+            String,
+            f"/{ROS_NODE_NAME}/events",
+            lambda m: self.events.add(json.loads(m.data)),
+            latched_qos(10000),
+            callback_group=group,
+        )
+        self.executor = MultiThreadedExecutor(4, context=self.context)
+        self.executor.add_node(self.node)
+        self._thread = threading.Thread(target=self.executor.spin, daemon=True)
+        self._thread.start()
+        assert self.plan_service.wait_for_service(30.0)
+        assert self.execute.wait_for_server(30.0)
+        assert self.joint_states.wait_for(lambda m: True, TIMEOUT) is not None
+
+    def live(self) -> np.ndarray:
+        latest = self.joint_states.latest()
+        assert latest is not None
+        return positions(latest)
+
+    def wait(self, future: Any) -> Any:
+        done = threading.Event()
+        future.add_done_callback(lambda _f: done.set())
+        assert done.wait(TIMEOUT), "no answer"
+        return future.result()
+
+    def plan(self, goal: np.ndarray, slow: float = SLOW) -> Any:
+        """A trajectory from the live state to joint goal ``goal``, ``slow`` times slower."""
+        from moveit_msgs.msg import Constraints, JointConstraint
+
+        request = GetMotionPlan.Request()
+        plan = request.motion_plan_request
+        plan.group_name = GROUP
+        plan.start_state.is_diff = True
+        plan.goal_constraints = [
+            Constraints(
+                joint_constraints=[
+                    JointConstraint(
+                        joint_name=n,
+                        position=float(v),
+                        tolerance_above=1e-3,
+                        tolerance_below=1e-3,
+                        weight=1.0,
+                    )
+                    for n, v in zip(JOINT_NAMES, goal, strict=True)
+                ]
+            )
+        ]
+        response = self.wait(self.plan_service.call_async(request)).motion_plan_response
+        assert response.error_code.val == MoveItErrorCodes.SUCCESS, response.error_code
+        trajectory = response.trajectory
+        for point in trajectory.joint_trajectory.points:
+            t = (point.time_from_start.sec + point.time_from_start.nanosec * 1e-9) * slow
+            point.time_from_start.sec, point.time_from_start.nanosec = int(t), int((t - int(t)) * 1e9)
+            point.velocities = [v / slow for v in point.velocities]
+            point.accelerations = [a / slow**2 for a in point.accelerations]
+        return trajectory
+
+    def wait_moving(self, start: np.ndarray, since: int) -> None:
+        moved = self.joint_states.wait_for(
+            lambda m: float(np.max(np.abs(positions(m) - start))) > 1e-3, TIMEOUT, since=since
+        )
+        assert moved is not None, "the arm did not start moving"
+
+    def close(self) -> None:
+        self.executor.shutdown()
+        self.node.destroy_node()
+        self.context.try_shutdown()
+        self._thread.join(10.0)
+
+
+@pytest.fixture(scope="module")
+def move_group(ros_env: RosEnvironment) -> Iterator[RosProcess]:
+    command = [sys.executable, "-m", "erobs_bt.ros.sim_move_group", "--speed", str(SPEED), "--no-warm-up"]
+    process = RosProcess(ros_env, command, READY_PREFIX).start()
+    yield process
+    assert process.stop() == 0, process.output
+
+
+@pytest.fixture(scope="module")
+def probe(move_group: RosProcess) -> Iterator[Probe]:
+    made = Probe(move_group.environment.domain_id)
+    yield made
+    made.close()
+
+
+def go_home(probe: Probe) -> None:
+    """Back to the cell's start state (at full speed), so each test starts from it."""
+    if np.allclose(probe.live(), START, atol=1e-4):
+        return
+    handle = probe.wait(
+        probe.execute.send_goal_async(ExecuteTrajectory.Goal(trajectory=probe.plan(START, 1.0)))
+    )
+    assert handle.accepted
+    assert probe.wait(handle.get_result_async()).status == GoalStatus.STATUS_SUCCEEDED
+
+
+# -- row 1: ExecuteTrajectory ignores a cancel; "stop" on trajectory_execution_event stops ----------
+
+
+def test_row1_a_cancelled_execute_trajectory_goal_runs_to_success(probe: Probe) -> None:
+    go_home(probe)
+    goal = START + np.array([-0.3, 0.0, 0.0, 0.0, 0.0, 0.0])
+    since, seen = probe.joint_states.count, probe.events.count
+    handle = probe.wait(probe.execute.send_goal_async(ExecuteTrajectory.Goal(trajectory=probe.plan(goal))))
+    assert handle.accepted
+    probe.wait_moving(START, since)
+    cancel = handle.cancel_goal_async()
+    result = probe.wait(handle.get_result_async())
+    assert result.status == GoalStatus.STATUS_SUCCEEDED, result
+    assert result.result.error_code.val == MoveItErrorCodes.SUCCESS
+    # The cancel is answered after the goal's end, with no goal cancelling.
+    assert list(probe.wait(cancel).goals_canceling) == []
+    assert probe.events.wait_for(lambda e: e["event"] == "cancel_ignored", TIMEOUT, since=seen) is not None
+    arrived = probe.joint_states.wait_for(
+        lambda m: np.allclose(positions(m), goal, atol=1e-4), TIMEOUT, since=since
+    )
+    assert arrived is not None, "the arm did not reach the goal"
+
+
+def test_row1_stop_on_trajectory_execution_event_stops_the_execution(probe: Probe) -> None:
+    go_home(probe)
+    goal = START + np.array([-0.3, 0.0, 0.0, 0.0, 0.0, 0.0])
+    since = probe.joint_states.count
+    handle = probe.wait(probe.execute.send_goal_async(ExecuteTrajectory.Goal(trajectory=probe.plan(goal))))
+    assert handle.accepted
+    probe.wait_moving(START, since)
+    assert probe.events_pub.get_subscription_count() >= 1
+    probe.events_pub.publish(String(data=STOP_EVENT))
+    result = probe.wait(handle.get_result_async())
+    # move_group aborts the goal with PREEMPTED (not "canceled": no cancel was asked).
+    assert result.status == GoalStatus.STATUS_ABORTED, result
+    assert result.result.error_code.val == MoveItErrorCodes.PREEMPTED
+    rest = probe.joint_states.wait_for(at_rest, TIMEOUT, since=probe.joint_states.count)
+    assert rest is not None
+    here = positions(rest)
+    assert not np.allclose(here, START, atol=1e-3) and not np.allclose(here, goal, atol=1e-3)
+
+
+def test_row1_the_backends_stop_stops_the_arm_and_it_is_idle_only_at_rest(probe: Probe) -> None:
+    from erobs_bt.backends.moveit.arm import REST_VELOCITY, ExecuteTrajectoryArm
+    from erobs_bt.backends.ros2_control.link import RosLink
+
+    go_home(probe)
+    goal = START + np.array([-0.3, 0.0, 0.0, 0.0, 0.0, 0.0])
+    config = MoveItConfig()
+    segment = segment_from_trajectory(probe.plan(goal), config, 3)
+    link = RosLink("conformance_arm", domain_id=probe.domain_id, start=False)
+    try:
+        arm = ExecuteTrajectoryArm(link, config)
+        # Every arm state with whether the driver reported itself busy when it came.
+        states: Recorder[tuple[tuple[float, ...], tuple[float, ...], bool]] = Recorder(maxlen=20000)
+        arm.add_listener(lambda _names, q, v: states.add((tuple(q), tuple(v), arm.is_busy())))
+        link.start()
+        assert arm.wait_for_state(30.0)
+        seen = probe.events.count
+        future = arm.execute(segment)
+        moving = states.wait_for(lambda s: float(np.max(np.abs(np.asarray(s[0]) - START))) > 1e-3, TIMEOUT)
+        assert moving is not None, "the arm did not start moving"
+        arm.stop()
+        with pytest.raises(MotionError, match=r"EXECUTION_FAILED: .*stopped by request"):
+            future.result(TIMEOUT)
+        assert arm.wait_idle(TIMEOUT)
+        after = states.count
+        assert states.wait_for(lambda s: not s[2], TIMEOUT, since=after) is not None
+        idle = [s for s in states.items() if not s[2]]
+        # Never idle while moving; at rest part way.
+        assert all(max(abs(v) for v in s[1]) <= REST_VELOCITY for s in idle), idle[:3]
+        assert not np.allclose(idle[-1][0], goal, atol=1e-3)
+        assert arm.stops_published >= 1
+        stopped = probe.events.wait_for(
+            lambda e: e["event"] == "execute_result" and e["outcome"] == "preempted", TIMEOUT, since=seen
+        )
+        assert stopped is not None
+    finally:
+        link.close()
+
+
+# -- row 5: ApplyPlanningScene's success covers world objects only ---------------------------------
+
+
+def test_row5_an_attach_move_group_cannot_do_answers_success_and_changes_nothing(probe: Probe) -> None:
+    from moveit_msgs.msg import AttachedCollisionObject, CollisionObject, PlanningScene
+    from moveit_msgs.srv import ApplyPlanningScene, GetPlanningScene
+    from shape_msgs.msg import SolidPrimitive
+
+    apply: Any = probe.node.create_client(ApplyPlanningScene, "apply_planning_scene")
+    read: Any = probe.node.create_client(GetPlanningScene, "get_planning_scene")
+    assert apply.wait_for_service(30.0) and read.wait_for_service(30.0)
+    attach = AttachedCollisionObject(link_name="ur_flange")  # no such link on this robot
+    attach.object.id = "row5_box"
+    attach.object.header.frame_id = "ur_flange"
+    attach.object.operation = CollisionObject.ADD
+    attach.object.primitives = [SolidPrimitive(type=SolidPrimitive.BOX, dimensions=[0.05, 0.05, 0.05])]
+    attach.object.primitive_poses = [attach.object.pose]
+    attach.object.primitive_poses[0].orientation.w = 1.0
+    attach.object.pose.orientation.w = 1.0
+    scene = PlanningScene(is_diff=True)
+    scene.robot_state.is_diff = True
+    scene.robot_state.attached_collision_objects = [attach]
+    assert probe.wait(apply.call_async(ApplyPlanningScene.Request(scene=scene))).success is True
+    back = probe.wait(read.call_async(GetPlanningScene.Request())).scene
+    assert "row5_box" not in {a.object.id for a in back.robot_state.attached_collision_objects}
+    assert "row5_box" not in {o.id for o in back.world.collision_objects}
+    # A world object move_group refuses (an unknown operation) does fail the answer.
+    bad = PlanningScene(is_diff=True)
+    bad.robot_state.is_diff = True
+    bad.world.collision_objects = [CollisionObject(id="row5_world", operation=7)]
+    assert probe.wait(apply.call_async(ApplyPlanningScene.Request(scene=bad))).success is False
+
+
+def test_row5_the_backend_reads_the_scene_back_after_attaching_and_detaching(probe: Probe) -> None:
+    from moveit_msgs.srv import GetPlanningScene
+
+    from erobs_bt.backends.moveit.planner import MoveItPlanner
+    from erobs_bt.backends.ros2_control.link import RosLink
+    from erobs_bt.world.tools import initial_tool_state
+
+    read: Any = probe.node.create_client(GetPlanningScene, "get_planning_scene")
+    assert read.wait_for_service(30.0)
+
+    def attached() -> dict[str, str]:
+        scene = probe.wait(read.call_async(GetPlanningScene.Request())).scene
+        return {a.object.id: a.link_name for a in scene.robot_state.attached_collision_objects}
+
+    link = RosLink("conformance_planner", domain_id=probe.domain_id, start=False)
+    try:
+        wrong = MoveItPlanner(CELL, link, MoveItConfig(flange_link="ur_flange"))
+        right = MoveItPlanner(CELL, link, MoveItConfig())
+        link.start()
+        with pytest.raises(
+            MotionError,
+            match=r"EXECUTION_FAILED: attach epick: .*has no erobs_tool_epick attached to 'ur_flange'",
+        ):
+            wrong.follow(initial_tool_state(CELL, "epick"))
+        assert "erobs_tool_epick" not in attached()
+        right.follow(initial_tool_state(CELL, "epick"))
+        assert attached().get("erobs_tool_epick") == "flange"
+        right.follow(initial_tool_state(CELL, "none"))
+        assert "erobs_tool_epick" not in attached()
+    finally:
+        link.close()

@@ -145,11 +145,13 @@ def test_a_trajectory_in_another_joint_order_is_reordered_and_a_missing_joint_re
 
 def test_the_attached_tool_is_the_cells_geometry_on_the_flange(cell) -> None:  # type: ignore[no-untyped-def]
     config = MoveItConfig()
-    assert attached_tool(cell, initial_tool_state(cell, "none"), config) is None
+    touch = ("flange", "tool0", "wrist_3_link")
+    assert attached_tool(cell, initial_tool_state(cell, "none"), config, touch_links=touch) is None
     epick = initial_tool_state(cell, "epick")
-    attached = attached_tool(cell, epick, config)
+    attached = attached_tool(cell, epick, config, touch_links=touch)
     assert attached is not None
     assert attached.link_name == "flange" and attached.object.header.frame_id == "flange"
+    assert list(attached.touch_links) == list(touch)
     assert attached.object.operation == CollisionObject.ADD
     gripper = cell.gripper("epick")
     cup = gripper.cup(epick.cup_profile)

@@ -14,6 +14,8 @@ import json
 import sys
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -310,20 +312,92 @@ def test_row5_the_backend_reads_the_scene_back_after_attaching_and_detaching(pro
         scene = probe.wait(read.call_async(GetPlanningScene.Request())).scene
         return {a.object.id: a.link_name for a in scene.robot_state.attached_collision_objects}
 
+    # A tool without collision geometry: move_group cannot attach it, yet answers success.
+    hande = CELL.gripper("hande")
+    bare = replace(CELL, grippers=MappingProxyType({**CELL.grippers, "hande": replace(hande, collision=())}))
     link = RosLink("conformance_planner", domain_id=probe.domain_id, start=False)
     try:
-        wrong = MoveItPlanner(CELL, link, MoveItConfig(flange_link="ur_flange"))
+        wrong = MoveItPlanner(bare, link, MoveItConfig())
         right = MoveItPlanner(CELL, link, MoveItConfig())
         link.start()
         with pytest.raises(
             MotionError,
-            match=r"EXECUTION_FAILED: attach epick: .*has no erobs_tool_epick attached to 'ur_flange'",
+            match=r"EXECUTION_FAILED: attach hande: .*has no erobs_tool_hande attached to 'flange'",
         ):
-            wrong.follow(initial_tool_state(CELL, "epick"))
-        assert "erobs_tool_epick" not in attached()
+            wrong.follow(initial_tool_state(bare, "hande"))
+        assert "erobs_tool_hande" not in attached()
         right.follow(initial_tool_state(CELL, "epick"))
         assert attached().get("erobs_tool_epick") == "flange"
         right.follow(initial_tool_state(CELL, "none"))
         assert "erobs_tool_epick" not in attached()
+    finally:
+        link.close()
+
+
+# -- row 2: an attached body is checked against every robot link except its touch_links -----------
+
+
+def test_row2_an_attached_tool_touches_only_its_touch_links(probe: Probe) -> None:
+    from moveit_msgs.msg import Constraints, JointConstraint
+
+    from erobs_bt.ros.planning_scene import attached_message
+
+    shapes = CELL.gripper("epick").collision_shapes()
+    request = GetMotionPlan.Request()
+    plan = request.motion_plan_request
+    plan.group_name = GROUP
+    plan.start_state.is_diff = True
+    goal = START + np.array([0.1, 0.0, 0.0, 0.0, 0.0, 0.0])
+    plan.goal_constraints = [
+        Constraints(
+            joint_constraints=[
+                JointConstraint(
+                    joint_name=n, position=float(v), tolerance_above=1e-3, tolerance_below=1e-3, weight=1.0
+                )
+                for n, v in zip(JOINT_NAMES, goal, strict=True)
+            ]
+        )
+    ]
+
+    def answer(touch_links: tuple[str, ...]) -> Any:
+        tool = attached_message("flange", "row2_tool", shapes, np.eye(4), touch_links)
+        plan.start_state.attached_collision_objects = [tool]
+        return probe.wait(probe.plan_service.call_async(request)).motion_plan_response.error_code
+
+    # The tool sits on the flange face, against wrist_3_link: MoveIt does not add the parent link.
+    assert answer(("flange",)).val == MoveItErrorCodes.START_STATE_IN_COLLISION
+    assert answer(()).val == MoveItErrorCodes.START_STATE_IN_COLLISION
+    assert answer(("wrist_3_link", "flange", "tool0")).val == MoveItErrorCodes.SUCCESS
+
+
+def test_row2_the_backend_attaches_the_tool_touching_the_links_fixed_to_the_flange(probe: Probe) -> None:
+    from pathlib import Path
+
+    from erobs_bt.backends.moveit.model import rigid_links
+    from erobs_bt.backends.moveit.planner import MoveItPlanner
+    from erobs_bt.backends.ros2_control.link import RosLink
+    from erobs_bt.plan import ScriptParser
+    from erobs_bt.world.description import urdf_text
+    from erobs_bt.world.tools import initial_tool_state
+
+    urdf = urdf_text(CELL)
+    links = rigid_links(urdf, "flange")
+    assert {"wrist_3_link", "flange", "tool0"} <= set(links) and "wrist_2_link" not in links
+    prefixed = urdf.replace('"wrist_3_link"', '"ur_wrist_3_link"').replace('"flange"', '"ur_flange"')
+    assert "ur_wrist_3_link" in rigid_links(prefixed, "ur_flange")
+    with pytest.raises(ValueError, match="robot_description has no link 'ur_flange'"):
+        rigid_links(urdf, "ur_flange")
+    poses = Path(__file__).resolve().parents[1] / "config" / "poses.yaml"
+    script = {"start_gripper": "epick", "tasks": [{"task_type": "moveto", "target": "dispense_above"}]}
+    step = ScriptParser.from_files(cell=None, poses=poses)(json.dumps(script)).steps[0]
+    link = RosLink("conformance_row2", domain_id=probe.domain_id, start=False)
+    try:
+        planner = MoveItPlanner(CELL, link, MoveItConfig())
+        link.start()
+        epick = initial_tool_state(CELL, "epick")
+        tool = planner.attached_tool(epick)
+        assert tool is not None and set(tool.touch_links) == set(links)
+        segment = planner.plan_move(step, tuple(START), tools=epick)
+        assert np.allclose(segment.points[0].positions, START, atol=1e-6)
     finally:
         link.close()

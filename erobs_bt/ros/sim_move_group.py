@@ -143,9 +143,9 @@ from erobs_bt.ros.qos import latched_qos
 from erobs_bt.script._values import safe_load_yaml
 from erobs_bt.script.model import JOINT_NAMES, Constraints, JointConstraint, OrientationConstraint
 from erobs_bt.world import kinematics
-from erobs_bt.world.cell import CellConfig, GripperConfig, ToolShape
+from erobs_bt.world.cell import ROBOT_LINKS, CellConfig, GripperConfig, ToolShape
 from erobs_bt.world.cell import Pose as WorldPose
-from erobs_bt.world.collision import CollisionModel
+from erobs_bt.world.collision import DEFAULT_ACM_STORE, AcmStore, CollisionModel, PairSet
 from erobs_bt.world.config import load_cell
 from erobs_bt.world.description import GROUP, TIP_LINK, srdf_text, urdf_text
 
@@ -315,6 +315,40 @@ class _Attached:
 
     message: Any
     shapes: tuple[ToolShape, ...]
+
+
+class _TouchLinks(AcmStore):
+    """The world model's allowed-collision matrices with the attached objects' pairs as MoveIt
+    checks them: an attached body against every arm link except its object's ``touch_links``
+    (the link it is attached to included only when listed); attached bodies among themselves
+    are not checked (moveit2 ``collision_detection_fcl/src/collision_common.cpp`` 131-157;
+    docs/conformance/moveit.md, row 2). The sampled matrices themselves come from ``base``.
+
+    Args:
+        base: the store the world model's matrices come from.
+        touch: attached body name (``attached/<i>``) -> the arm links it may touch.
+    """
+
+    def __init__(self, base: AcmStore, touch: Mapping[str, frozenset[str]]) -> None:
+        # Delegates to ``base`` and keeps no matrices of its own.
+        self._base = base
+        self._touch = touch
+
+    def hulls(self, build: Any) -> pin.GeometryModel:
+        """The arm's convex link hulls, from ``base``."""
+        return self._base.hulls(build)
+
+    def get(self, document: dict[str, Any], compute: Any) -> PairSet:
+        """``base``'s disabled pairs less every (attached body, arm link) pair MoveIt checks."""
+        pairs = self._base.get(document, compute)
+
+        def checked(pair: tuple[str, str]) -> bool:
+            for body, link in (pair, pair[::-1]):
+                if body in self._touch and link in ROBOT_LINKS:
+                    return link not in self._touch[body]
+            return False
+
+        return frozenset(pair for pair in pairs if not checked(pair))
 
 
 class _Failure(Exception):
@@ -601,6 +635,9 @@ class SimMoveGroupNode(Node):
                 link_name=message.link_name, object=obj, touch_links=list(message.touch_links)
             )
         shapes = tool_shapes_from_attached(message, self._T_flange_link, kinematics.fk(q))
+        if not shapes and operation == "ADD":
+            # moveit2 planning_scene.cpp 1579-1598, 1620-1624: nothing to attach.
+            raise SceneError(f"{where}: no geometry to attach (and no world object of that id)")
         if operation == "APPEND" and obj.id in attached:
             old = attached[obj.id]
             shapes = old.shapes + tuple(replace(s, name=f"{s.name}+{len(old.shapes)}") for s in shapes)
@@ -717,8 +754,13 @@ class SimMoveGroupNode(Node):
             replace(s, name=str(i))
             for i, s in enumerate(s for key in sorted(attached) for s in attached[key].shapes)
         )
+        touch = tuple(
+            frozenset(attached[key].message.touch_links)
+            for key in sorted(attached)
+            for _ in attached[key].shapes
+        )
         with self._lock:
-            key = (self._world_version, shapes)
+            key = (self._world_version, shapes, touch)
             model = self._models.get(key)
             if model is not None:
                 self._models.move_to_end(key)
@@ -729,7 +771,10 @@ class SimMoveGroupNode(Node):
                 obstacles=self._world.obstacles(),
                 grippers=MappingProxyType({**self.cell.grippers, ATTACHED_TOOL: tool}),
             )
-        model = CollisionModel(cell, gripper=ATTACHED_TOOL)
+        store = _TouchLinks(
+            DEFAULT_ACM_STORE, {f"{ATTACHED_TOOL}/{i}": links for i, links in enumerate(touch)}
+        )
+        model = CollisionModel(cell, gripper=ATTACHED_TOOL, acm_store=store)
         with self._lock:
             self._models[key] = model
             while len(self._models) > _MODEL_CACHE:

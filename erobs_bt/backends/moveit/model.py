@@ -309,17 +309,57 @@ def tool_object_id(gripper: str) -> str:
     return f"erobs_tool_{gripper}"
 
 
-def attached_tool(cell: CellConfig, tools: ToolState, config: MoveItConfig) -> AttachedCollisionObject | None:
+def rigid_links(urdf: str, link: str) -> tuple[str, ...]:
+    """The links of a URDF that form one rigid body with ``link``: ``link`` and every link
+    joined to it through ``fixed`` joints (either way), sorted.
+
+    A tool attached to ``link`` is mounted on that body, so these are the links it may touch:
+    MoveIt checks an attached object against every robot link except its ``touch_links`` and
+    does not add the link it is attached to (docs/conformance/moveit.md, row 2). On a UR
+    description, ``flange`` -> ``wrist_3_link``, ``flange``, ``tool0`` (and any tip frames).
+
+    Raises:
+        ValueError: not a URDF, or ``link`` is not one of its links (names both).
+    """
+    try:
+        root = ET.fromstring(urdf)
+    except ET.ParseError as exc:
+        raise ValueError(f"robot_description: not a URDF: {exc}") from None
+    links = {element.get("name", "") for element in root.iter("link")}
+    if link not in links:
+        raise ValueError(f"robot_description has no link {link!r} (flange_link)")
+    neighbours: dict[str, set[str]] = {}
+    for joint in root.iter("joint"):
+        parent, child = joint.find("parent"), joint.find("child")
+        if joint.get("type") != "fixed" or parent is None or child is None:
+            continue
+        a, b = parent.get("link", ""), child.get("link", "")
+        neighbours.setdefault(a, set()).add(b)
+        neighbours.setdefault(b, set()).add(a)
+    body, todo = {link}, [link]
+    while todo:
+        for other in neighbours.get(todo.pop(), ()):
+            if other not in body:
+                body.add(other)
+                todo.append(other)
+    return tuple(sorted(body))
+
+
+def attached_tool(
+    cell: CellConfig, tools: ToolState, config: MoveItConfig, *, touch_links: Sequence[str]
+) -> AttachedCollisionObject | None:
     """The attached tool as a ``moveit_msgs/AttachedCollisionObject`` on ``flange_link``
     (its primitives from the cell, the fitted cup included), or ``None`` for the bare flange.
 
-    The tool may touch the flange link it is attached to.
+    Args:
+        touch_links: the robot links the tool may touch (:func:`rigid_links` of
+            ``flange_link`` in move_group's robot description).
     """
     if tools.gripper == "none":
         return None
     attached = AttachedCollisionObject()
     attached.link_name = config.flange_link
-    attached.touch_links = [config.flange_link]
+    attached.touch_links = list(touch_links)
     attached.object = collision_object_msg(
         tool_object_id(tools.gripper),
         config.flange_link,

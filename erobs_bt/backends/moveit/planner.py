@@ -18,8 +18,9 @@ straight line (relative,  waypoint of the flange, ``fraction`` at      ``compute
 
 Every request carries its own full start state: the joints the previous segment of the
 unit was planned to end in and the tool attached then (its collision geometry as an
-``AttachedCollisionObject`` on the flange, the fitted cup included), so a unit is planned
-as one connected sequence whatever the live planning scene shows. Tip goals are solved for
+``AttachedCollisionObject`` on the flange, the fitted cup included, with ``touch_links`` the
+links rigidly fixed to the flange in move_group's URDF: :func:`.model.rigid_links`), so a
+unit is planned as one connected sequence whatever the live planning scene shows. Tip goals are solved for
 the flange with the tool's ``T_flange_tip`` from the cell (the tip frame is the IK frame:
 the flange goal is the tip goal moved by the tool's own transform). MoveIt
 time-parameterises every trajectory (the speed scaling is EROBS's 0.2).
@@ -87,6 +88,7 @@ from erobs_bt.backends.moveit.model import (
     path_constraints,
     pose_msg,
     positions_of,
+    rigid_links,
     robot_state,
     segment_from_trajectory,
     succeeded,
@@ -141,6 +143,7 @@ class MoveItPlanner:
         )
         self._lock = threading.Lock()
         self._description: tuple[str, dict[str, JointPositions]] | None = None  # digest, named states
+        self._touch_links: tuple[str, ...] = ()  # the links fixed to flange_link in the URDF
         self._attached: tuple[str, str | None] | None = (
             None  # (tool, cup) attached in move_group's scene by follow()
         )
@@ -182,6 +185,7 @@ class MoveItPlanner:
                 states = named_states_from_srdf(
                     srdf, group=self._config.group, joint_prefix=self._config.joint_prefix
                 )
+                self._touch_links = rigid_links(urdf, self._config.flange_link)
             except ValueError as exc:
                 raise MotionError(ErrorCode.PLANNING_FAILED, f"{node}: {exc}") from None
             self._description = (description_digest(urdf, srdf), states)
@@ -201,6 +205,18 @@ class MoveItPlanner:
             MotionError: as :meth:`load_description`.
         """
         return self.load_description()[1]
+
+    def attached_tool(self, tools: ToolState) -> AttachedCollisionObject | None:
+        """``tools``' attached collision object, touching the links fixed to the flange in
+        move_group's URDF (:func:`.model.attached_tool`; ``None`` for the bare flange).
+
+        Raises:
+            MotionError: as :meth:`load_description`.
+        """
+        if tools.gripper == "none":
+            return None
+        self.load_description()
+        return attached_tool(self._cell, tools, self._config, touch_links=self._touch_links)
 
     def model_revision(self, tools: ToolState) -> str:
         """``<prefix>-<digest>__<gripper>[__<cup_profile>]`` (:func:`.model.model_revision`)."""
@@ -253,7 +269,10 @@ class MoveItPlanner:
                         f"({'attached to ' + attached[gone] if gone in attached else 'in the world'}) "
                         "after ApplyPlanningScene answered success",
                     )
-            new = attached_tool(self._cell, tools, self._config)
+            try:
+                new = self.attached_tool(tools)
+            except MotionError as exc:
+                raise MotionError(ErrorCode.EXECUTION_FAILED, f"{where}: {exc.detail}") from None
             if new is not None:
                 attach = PlanningScene(is_diff=True)
                 attach.robot_state.is_diff = True
@@ -340,7 +359,7 @@ class MoveItPlanner:
         Raises:
             MotionError: ``PLANNING_FAILED: <step.path>: <reason>``.
         """
-        attached = attached_tool(self._cell, tools, self._config)
+        attached = self.attached_tool(tools)
         kind, goal = self._goal(step, start, tools, attached)
         if kind == "line":
             return self._plan_line(step, start, goal, attached)
@@ -365,8 +384,8 @@ class MoveItPlanner:
         goal of a straight line or a Cartesian goal, seeded with ``start`` [rad] (a straight
         line ends in the IK branch it starts in); ``None`` when FK or IK does not answer with a
         solution (planning the step reports why)."""
-        attached = attached_tool(self._cell, tools, self._config)
         try:
+            attached = self.attached_tool(tools)
             kind, goal = self._goal(step, start, tools, attached)
             if kind == "line":
                 return self._inverse(goal, start, attached, step.path, avoid_collisions=False)

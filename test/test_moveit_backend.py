@@ -92,7 +92,7 @@ def test_moveit_error_codes_follow_the_specifications_table() -> None:
     planning = moveit_error(code, planning=True, where="tasks[3]", what="GetMotionPlan /plan_kinematic_path")
     assert str(planning) == (
         "PLANNING_FAILED: tasks[3]: GetMotionPlan /plan_kinematic_path: GOAL_IN_COLLISION (-12): "
-        "wrist_3_link - table"
+        "the goal state is in collision: wrist_3_link - table"
     )
     # An unsuccessful MoveIt result of an execution plans afresh: never fatal, even MoveIt's TIMED_OUT.
     timed_out = MoveItErrorCodes(val=MoveItErrorCodes.TIMED_OUT)
@@ -178,3 +178,33 @@ def test_the_packaged_configuration_is_the_defaults_and_errors_name_the_key(tmp_
         load_moveit_config(bad)
     config = parse_moveit_config({"namespace": "/cell2", "pipelines": [{"pipeline": "ompl"}]})
     assert config.pipelines == (("ompl", ""),) and config.name("compute_ik") == "/cell2/compute_ik"
+
+
+def test_row9_moveits_codes_without_a_message_say_what_they_mean() -> None:
+    """MoveIt's answers mostly carry no message (docs/conformance/moveit.md, row 9): the
+    engine's message says what the code means, for planning and for execution."""
+    failure = MoveItErrorCodes(val=MoveItErrorCodes.FAILURE)
+    planning = moveit_error(
+        failure, planning=True, where="tasks[0]", what="GetMotionPlan /plan_kinematic_path"
+    )
+    assert str(planning).startswith(
+        "PLANNING_FAILED: tasks[0]: GetMotionPlan /plan_kinematic_path: FAILURE (99999): "
+        "move_group could not plan and gives no reason"
+    )
+    timed_out = moveit_error(
+        MoveItErrorCodes(val=MoveItErrorCodes.TIMED_OUT),
+        planning=False,
+        where="step 2",
+        what="ExecuteTrajectory",
+    )
+    assert "TIMED_OUT (-6): the execution took longer than move_group allows" in str(timed_out)
+    assert "no plan within allowed_planning_time" in str(
+        moveit_error(MoveItErrorCodes(val=MoveItErrorCodes.TIMED_OUT), planning=True, where="t", what="w")
+    )
+    invalid = moveit_error(
+        MoveItErrorCodes(val=MoveItErrorCodes.GOAL_STATE_INVALID), planning=True, where="t", what="w"
+    )
+    assert str(invalid) == (
+        "PLANNING_FAILED: t: w: GOAL_STATE_INVALID (-27): the goal state is invalid "
+        "(outside the joint limits, or in collision)"
+    )

@@ -359,15 +359,23 @@ def test_row2_an_attached_tool_touches_only_its_touch_links(probe: Probe) -> Non
         )
     ]
 
-    def answer(touch_links: tuple[str, ...]) -> Any:
+    def answer(touch_links: tuple[str, ...]) -> int:
+        """The planner's code (plan_kinematic_path answers FAILURE for all: row 9)."""
         tool = attached_message("flange", "row2_tool", shapes, np.eye(4), touch_links)
         plan.start_state.attached_collision_objects = [tool]
-        return probe.wait(probe.plan_service.call_async(request)).motion_plan_response.error_code
+        since = probe.events.count
+        response = probe.wait(probe.plan_service.call_async(request)).motion_plan_response
+        event = probe.events.wait_for(lambda e: e["event"] == "plan", TIMEOUT, since=since)
+        assert event is not None
+        assert (response.error_code.val == MoveItErrorCodes.SUCCESS) == (
+            event["code"] == MoveItErrorCodes.SUCCESS
+        )
+        return int(event["code"])
 
     # The tool sits on the flange face, against wrist_3_link: MoveIt does not add the parent link.
-    assert answer(("flange",)).val == MoveItErrorCodes.START_STATE_IN_COLLISION
-    assert answer(()).val == MoveItErrorCodes.START_STATE_IN_COLLISION
-    assert answer(("wrist_3_link", "flange", "tool0")).val == MoveItErrorCodes.SUCCESS
+    assert answer(("flange",)) == MoveItErrorCodes.START_STATE_IN_COLLISION
+    assert answer(()) == MoveItErrorCodes.START_STATE_IN_COLLISION
+    assert answer(("wrist_3_link", "flange", "tool0")) == MoveItErrorCodes.SUCCESS
 
 
 def test_row2_the_backend_attaches_the_tool_touching_the_links_fixed_to_the_flange(probe: Probe) -> None:
@@ -401,3 +409,63 @@ def test_row2_the_backend_attaches_the_tool_touching_the_links_fixed_to_the_flan
         assert np.allclose(segment.points[0].positions, START, atol=1e-6)
     finally:
         link.close()
+
+
+# -- row 9: MoveIt's error codes -------------------------------------------------------------------
+
+
+def test_row9_plan_kinematic_path_answers_failure_without_a_reason(probe: Probe) -> None:
+    go_home(probe)
+    from moveit_msgs.msg import Constraints, JointConstraint
+
+    request = GetMotionPlan.Request()
+    plan = request.motion_plan_request
+    plan.group_name = GROUP
+    plan.start_state.is_diff = True
+    # A goal far outside the elbow's range (UR5e: ±π): no planner can reach it.
+    goal = START + np.array([0.0, 0.0, 7.0, 0.0, 0.0, 0.0])
+    plan.goal_constraints = [
+        Constraints(
+            joint_constraints=[
+                JointConstraint(
+                    joint_name=n, position=float(v), tolerance_above=1e-3, tolerance_below=1e-3, weight=1.0
+                )
+                for n, v in zip(JOINT_NAMES, goal, strict=True)
+            ]
+        )
+    ]
+    failed = probe.wait(probe.plan_service.call_async(request)).motion_plan_response.error_code
+    assert (failed.val, failed.message) == (MoveItErrorCodes.FAILURE, "")
+    # An unknown pipeline: FAILURE too, even for a goal that plans.
+    plan.goal_constraints[0].joint_constraints[2].position = float(START[2])
+    plan.pipeline_id = "no_such_pipeline"
+    unknown = probe.wait(probe.plan_service.call_async(request)).motion_plan_response.error_code
+    assert (unknown.val, unknown.message) == (MoveItErrorCodes.FAILURE, "")
+    plan.pipeline_id = "ompl"
+    known = probe.wait(probe.plan_service.call_async(request)).motion_plan_response.error_code
+    assert known.val == MoveItErrorCodes.SUCCESS
+
+
+def test_row9_the_backend_says_what_moveits_failure_means(probe: Probe) -> None:
+    from pathlib import Path
+
+    from erobs_bt.backends.moveit.planner import MoveItPlanner
+    from erobs_bt.backends.ros2_control.link import RosLink
+    from erobs_bt.plan import ScriptParser
+    from erobs_bt.world.tools import initial_tool_state
+
+    poses = Path(__file__).resolve().parents[1] / "config" / "poses.yaml"
+    script = {"start_gripper": "none", "tasks": [{"task_type": "moveto", "target": "dispense_above"}]}
+    step = ScriptParser.from_files(cell=None, poses=poses)(json.dumps(script)).steps[0]
+    link = RosLink("conformance_row9", domain_id=probe.domain_id, start=False)
+    try:
+        planner = MoveItPlanner(CELL, link, MoveItConfig(pipelines=(("chomp_typo", ""),)))
+        link.start()
+        with pytest.raises(MotionError) as failed:
+            planner.plan_move(step, tuple(START), tools=initial_tool_state(CELL, "none"))
+    finally:
+        link.close()
+    text = str(failed.value)
+    assert text.startswith("PLANNING_FAILED: tasks[0]: GetMotionPlan /plan_kinematic_path (chomp_typo): ")
+    assert "FAILURE (99999): move_group could not plan and gives no reason" in text
+    assert "a pipeline move_group does not have" in text

@@ -42,7 +42,9 @@ a request (the lower of its velocity and acceleration factors, when set) scales 
 0 takes the planner's default (EROBS's 0.2). Errors come back as ``MoveItErrorCodes``
 (``GOAL_IN_COLLISION``, ``START_STATE_IN_COLLISION``, ``NO_IK_SOLUTION``, ``PLANNING_FAILED``,
 ``INVALID_GROUP_NAME``, ...) with a message naming the colliding bodies (an object a client
-added is named by its id).
+added is named by its id), except from ``plan_kinematic_path``, which answers every failure
+and an unknown ``pipeline_id`` (not one of :data:`PIPELINES`) with ``FAILURE`` and no message,
+as move_group does; the reason is in ``~/events`` and the log.
 
 ``--plan-latency`` [s of wall time] is added to every plan (GetMotionPlan, MoveGroup,
 GetCartesianPath) and reported in its ``planning_time``: it stands in for the seconds a real
@@ -159,6 +161,9 @@ ALLOWED_START_TOLERANCE = 0.01
 DEFAULT_RATE = 50.0
 #: The fault calls a move_group can observe (module docstring).
 FAULT_CALLS = ("plan", "execute", "acceptance")
+#: The planning pipelines this move_group has (EROBS's: OMPL and Pilz); ``""`` is the default
+#: (OMPL). Another ``pipeline_id`` is answered ``FAILURE`` by ``plan_kinematic_path``.
+PIPELINES = ("ompl", "pilz_industrial_motion_planner")
 #: The world-model tool that carries the attached collision objects.
 ATTACHED_TOOL = "attached"
 #: Links that move with the flange (others cannot carry an attached object).
@@ -1001,12 +1006,30 @@ class SimMoveGroupNode(Node):
 
     # -- services ------------------------------------------------------------------------------
     def _on_plan(self, request: Any, response: Any) -> Any:
-        plan = self._plan_request(request.motion_plan_request, "plan_kinematic_path")
+        """``plan_kinematic_path`` as move_group answers it (docs/conformance/moveit.md, row 9):
+        an unknown ``pipeline_id`` and every failed plan are ``FAILURE`` with no message (the
+        planner's own code and reason go to the log and ``~/events``; an injected fault keeps
+        its message)."""
+        service = "plan_kinematic_path"
+        pipeline = request.motion_plan_request.pipeline_id
+        if pipeline and pipeline not in PIPELINES:
+            message = f"unknown planning pipeline {pipeline!r} (known: {', '.join(PIPELINES)})"
+            self._event(
+                "plan", service=service, code=MoveItErrorCodes.FAILURE, message=message, answered="FAILURE"
+            )
+            self.get_logger().error(message)
+            response.motion_plan_response.error_code = _error(MoveItErrorCodes.FAILURE)
+            return response
+        plan = self._plan_request(request.motion_plan_request, service)
         result = response.motion_plan_response
         result.trajectory_start = plan.start
         result.group_name = GROUP
         result.planning_time = plan.planning_time
-        result.error_code = _error(plan.code, plan.message)
+        if plan.code == MoveItErrorCodes.SUCCESS:
+            result.error_code = _error(plan.code)
+        else:
+            injected = plan.message if plan.message.endswith("(fault injection)") else ""
+            result.error_code = _error(MoveItErrorCodes.FAILURE, injected)
         if plan.trajectory is not None:
             result.trajectory = trajectory_message(plan.trajectory)
         return response

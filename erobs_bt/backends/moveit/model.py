@@ -150,6 +150,60 @@ def error_name(code: int) -> str:
     return f"{_ERROR_NAMES.get(int(code), 'error code')} ({int(code)})"
 
 
+#: What MoveIt's error codes mean, for the engine's messages (MoveIt's answers mostly carry no
+#: message: docs/conformance/moveit.md, row 9). Keyed by ``MoveItErrorCodes`` constant name;
+#: ``FAILURE`` and ``TIMED_OUT`` differ between planning and execution (:data:`_EXECUTION_MEANINGS`).
+_MEANINGS: Mapping[str, str] = MappingProxyType(
+    {
+        "FAILURE": (
+            "move_group could not plan and gives no reason (plan_kinematic_path answers every "
+            "failure so, and an unknown pipeline too: the start or goal state in collision or "
+            "outside the joint limits, no path in time, or a pipeline move_group does not have; "
+            "move_group's log says which)"
+        ),
+        "PLANNING_FAILED": "the planner found no path",
+        "INVALID_MOTION_PLAN": "the planned path is invalid (in collision or breaking a constraint)",
+        "MOTION_PLAN_INVALIDATED_BY_ENVIRONMENT_CHANGE": "the planning scene changed under the plan",
+        "CONTROL_FAILED": "the controllers did not execute the trajectory",
+        "TIMED_OUT": "no plan within allowed_planning_time",
+        "PREEMPTED": "stopped",
+        "START_STATE_IN_COLLISION": "the start state is in collision",
+        "START_STATE_VIOLATES_PATH_CONSTRAINTS": "the start state breaks the path constraints",
+        "START_STATE_INVALID": "the start state is invalid (outside the joint limits?)",
+        "GOAL_IN_COLLISION": "the goal state is in collision",
+        "GOAL_VIOLATES_PATH_CONSTRAINTS": "the goal state breaks the path constraints",
+        "GOAL_CONSTRAINTS_VIOLATED": "the goal constraints are not met",
+        "GOAL_STATE_INVALID": "the goal state is invalid (outside the joint limits, or in collision)",
+        "UNRECOGNIZED_GOAL_TYPE": "the goal type is not supported",
+        "INVALID_GROUP_NAME": "move_group has no planning group of that name (group in moveit.yaml)",
+        "INVALID_GOAL_CONSTRAINTS": "the goal constraints are invalid",
+        "INVALID_ROBOT_STATE": "the robot state sent is invalid",
+        "INVALID_LINK_NAME": "move_group's robot has no such link (flange_link, joint_prefix)",
+        "INVALID_OBJECT_NAME": "no planning-scene object of that name",
+        "FRAME_TRANSFORM_FAILURE": "a frame could not be transformed into the planning frame",
+        "COLLISION_CHECKING_UNAVAILABLE": "collision checking is unavailable",
+        "ROBOT_STATE_STALE": "move_group's robot state is stale (no recent joint states)",
+        "SENSOR_INFO_STALE": "move_group's sensor data is stale",
+        "COMMUNICATION_FAILURE": "move_group could not reach a component",
+        "CRASH": "the planner crashed",
+        "ABORT": "planning was aborted",
+        "NO_IK_SOLUTION": "no inverse-kinematics solution (unreachable, or only in collision)",
+    }
+)
+#: Execution meanings that differ from :data:`_MEANINGS` (trajectory_execution_manager.cpp 53-57).
+_EXECUTION_MEANINGS: Mapping[str, str] = MappingProxyType(
+    {
+        "FAILURE": "move_group failed to execute and gives no reason (see move_group's log)",
+        "TIMED_OUT": (
+            "the execution took longer than move_group allows (the trajectory's duration x "
+            "allowed_execution_duration_scaling, default 1.1, + allowed_goal_duration_margin, "
+            "default 0.5 s): a speed slider below 100 % slows the arm"
+        ),
+        "PREEMPTED": "stopped (a stop on trajectory_execution_event)",
+    }
+)
+
+
 def moveit_error(code: Any, *, planning: bool, where: str, what: str) -> MotionError:
     """The engine's error for MoveIt's answer ``code`` (a ``MoveItErrorCodes`` message).
 
@@ -158,6 +212,9 @@ def moveit_error(code: Any, *, planning: bool, where: str, what: str) -> MotionE
     (``PLANNING_FAILED``), execution answers fail it so that a replay plans afresh
     (``EXECUTION_FAILED``). Only the engine's own waits raise ``TIMEOUT`` (fatal).
 
+    The text: ``<where>: <what>: <NAME (value)>: <what the code means>[: <MoveIt's message>]``
+    (:data:`_MEANINGS`; MoveIt's messages are mostly empty).
+
     Args:
         code: the message (``val``, ``message``).
         planning: a planning service answered (else an execution).
@@ -165,6 +222,10 @@ def moveit_error(code: Any, *, planning: bool, where: str, what: str) -> MotionE
         what: the interface, e.g. ``GetMotionPlan /plan_kinematic_path``.
     """
     text = f"{where}: {what}: {error_name(code.val)}"
+    name = _ERROR_NAMES.get(int(code.val), "")
+    meaning = (None if planning else _EXECUTION_MEANINGS.get(name)) or _MEANINGS.get(name)
+    if meaning:
+        text += f": {meaning}"
     message = str(getattr(code, "message", "") or "")
     if message:
         text += f": {message}"

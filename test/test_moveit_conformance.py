@@ -68,10 +68,11 @@ def at_rest(message: Any) -> bool:
 class Probe:
     """A node of this process with raw clients of move_group's interfaces, spun in a thread."""
 
-    def __init__(self, domain_id: int) -> None:
+    def __init__(self, domain_id: int, namespace: str = "/") -> None:
         self.domain_id = domain_id
+        self.namespace = namespace
         self.context = init_context(domain_id)
-        self.node = Node("conformance_probe", context=self.context)
+        self.node = Node("conformance_probe", namespace=namespace, context=self.context)
         group = ReentrantCallbackGroup()
         self.execute: Any = ActionClient(
             self.node, ExecuteTrajectory, "execute_trajectory", callback_group=group
@@ -89,7 +90,7 @@ class Probe:
         self.events: Recorder[dict[str, Any]] = Recorder(maxlen=100_000)
         self.node.create_subscription(
             String,
-            f"/{ROS_NODE_NAME}/events",
+            f"{namespace.rstrip('/')}/{ROS_NODE_NAME}/events",
             lambda m: self.events.add(json.loads(m.data)),
             latched_qos(10000),
             callback_group=group,
@@ -469,3 +470,81 @@ def test_row9_the_backend_says_what_moveits_failure_means(probe: Probe) -> None:
     assert text.startswith("PLANNING_FAILED: tasks[0]: GetMotionPlan /plan_kinematic_path (chomp_typo): ")
     assert "FAILURE (99999): move_group could not plan and gives no reason" in text
     assert "a pipeline move_group does not have" in text
+
+
+# -- row 8: execution duration monitoring ----------------------------------------------------------
+
+SLOW_NAMESPACE = "/slider"
+
+
+@pytest.fixture(scope="module")
+def slow_probe(ros_env: RosEnvironment) -> Iterator[Probe]:
+    """A second simulated move_group (namespace /slider) whose arm runs at 50 % (UR's speed
+    slider): every execution longer than 0.5 / (2 - 1.1) = 0.56 s exceeds MoveIt's allowed
+    duration (x 1.1 + 0.5 s)."""
+    command = [
+        sys.executable,
+        "-m",
+        "erobs_bt.ros.sim_move_group",
+        "--speed",
+        str(SPEED),
+        "--no-warm-up",
+        "--speed-slider",
+        "0.5",
+        "--namespace",
+        SLOW_NAMESPACE,
+    ]
+    process = RosProcess(ros_env, command, READY_PREFIX).start()
+    made = Probe(ros_env.domain_id, SLOW_NAMESPACE)
+    yield made
+    made.close()
+    assert process.stop() == 0, process.output
+
+
+def test_row8_an_execution_past_its_allowed_duration_is_stopped_timed_out(slow_probe: Probe) -> None:
+    goal = START + np.array([-0.3, 0.0, 0.0, 0.0, 0.0, 0.0])
+    trajectory = slow_probe.plan(goal, 4.0)
+    points = trajectory.joint_trajectory.points
+    duration = points[-1].time_from_start.sec + points[-1].time_from_start.nanosec * 1e-9
+    assert 2 * duration > 1.1 * duration + 0.5
+    since = slow_probe.joint_states.count
+    handle = slow_probe.wait(
+        slow_probe.execute.send_goal_async(ExecuteTrajectory.Goal(trajectory=trajectory))
+    )
+    assert handle.accepted
+    result = slow_probe.wait(handle.get_result_async())
+    assert result.status == GoalStatus.STATUS_ABORTED, result
+    assert (result.result.error_code.val, result.result.error_code.message) == (
+        MoveItErrorCodes.TIMED_OUT,
+        "",
+    )
+    rest = slow_probe.joint_states.wait_for(at_rest, TIMEOUT, since=since)
+    assert rest is not None
+    assert not np.allclose(positions(rest), goal, atol=1e-3), "stopped before the goal"
+
+
+def test_row8_the_backend_reports_a_timed_out_execution_and_is_idle_at_rest(slow_probe: Probe) -> None:
+    from erobs_bt.backends.moveit.arm import REST_VELOCITY, ExecuteTrajectoryArm
+    from erobs_bt.backends.ros2_control.link import RosLink
+
+    here = slow_probe.live()
+    goal = here + np.array([0.3, 0.0, 0.0, 0.0, 0.0, 0.0])
+    config = MoveItConfig(namespace=SLOW_NAMESPACE)
+    segment = segment_from_trajectory(slow_probe.plan(goal, 4.0), config, 5)
+    link = RosLink("conformance_row8", domain_id=slow_probe.domain_id, start=False)
+    try:
+        arm = ExecuteTrajectoryArm(link, config)
+        states: Recorder[tuple[tuple[float, ...], tuple[float, ...], bool]] = Recorder(maxlen=20000)
+        arm.add_listener(lambda _names, q, v: states.add((tuple(q), tuple(v), arm.is_busy())))
+        link.start()
+        assert arm.wait_for_state(30.0)
+        with pytest.raises(MotionError) as failed:
+            arm.execute(segment).result(TIMEOUT)
+        assert arm.wait_idle(TIMEOUT)
+    finally:
+        link.close()
+    text = str(failed.value)
+    assert text.startswith("EXECUTION_FAILED: step 5: ")
+    assert "TIMED_OUT (-6): the execution took longer than move_group allows" in text
+    idle = [s for s in states.items() if not s[2]]
+    assert all(max(abs(v) for v in s[1]) <= REST_VELOCITY for s in idle), idle[:3]

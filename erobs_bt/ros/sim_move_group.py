@@ -157,6 +157,33 @@ ROS_NODE_NAME = "move_group"
 READY_PREFIX = f"{NODE_NAME} ready"
 #: MoveIt's ``trajectory_execution.allowed_start_tolerance`` [rad].
 ALLOWED_START_TOLERANCE = 0.01
+#: MoveIt's execution duration monitoring defaults: an execution may take its trajectory's
+#: duration x ``allowed_execution_duration_scaling`` + ``allowed_goal_duration_margin`` [s]
+#: before it is stopped with ``TIMED_OUT`` (moveit2 ``trajectory_execution_manager.cpp`` 53-57).
+DURATION_SCALING = 1.1
+DURATION_MARGIN = 0.5
+
+
+def slowed(segment: ArmSegment, slider: float) -> ArmSegment:
+    """``segment`` played at ``slider`` (0 < slider <= 1) of its speed, as UR's speed slider
+    does through the scaled trajectory controller: the same path, every time divided by
+    ``slider`` (velocities times ``slider``, accelerations times its square)."""
+    if slider == 1.0:
+        return segment
+    return replace(
+        segment,
+        points=tuple(
+            TrajectoryPoint(
+                p.positions,
+                tuple(v * slider for v in p.velocities),
+                tuple(a * slider * slider for a in p.accelerations),
+                p.time_from_start / slider,
+            )
+            for p in segment.points
+        ),
+    )
+
+
 #: Default joint-state rate [Hz of wall time].
 DEFAULT_RATE = 50.0
 #: The fault calls a move_group can observe (module docstring).
@@ -389,6 +416,11 @@ class SimMoveGroupNode(Node):
             start (as the object ``<gripper>``), or ``None`` for a bare flange.
         rate: joint-state rate [Hz of wall time].
         planner_config: the embedded planner's settings.
+        speed_slider: UR's speed slider (0 < x <= 1): executions take 1/x times their
+            trajectory's duration (:func:`slowed`).
+        duration_monitoring: MoveIt's ``trajectory_execution.execution_duration_monitoring``:
+            an execution that takes longer than its duration x ``duration_scaling`` +
+            ``duration_margin`` [s] is stopped with ``TIMED_OUT``.
         warm_up: build the cell's tools' collision models in the background at start
             (:meth:`warm_up`).
         context: the rclpy context, or ``None`` for the global one.
@@ -408,11 +440,23 @@ class SimMoveGroupNode(Node):
         gripper: str | None = None,
         rate: float = DEFAULT_RATE,
         planner_config: PlannerConfig | None = None,
+        speed_slider: float = 1.0,
+        duration_monitoring: bool = True,
+        duration_scaling: float = DURATION_SCALING,
+        duration_margin: float = DURATION_MARGIN,
         warm_up: bool = True,
         context: Any = None,
     ) -> None:
         if not (speed > 0.0) or not (rate > 0.0) or not (math.isfinite(plan_latency) and plan_latency >= 0.0):
             raise ValueError("speed and rate must be > 0 and plan_latency >= 0 s")
+        if not (0.0 < speed_slider <= 1.0):
+            raise ValueError(f"speed_slider must be in (0, 1], got {speed_slider}")
+        if not (duration_scaling >= 1.0 and duration_margin >= 0.0):
+            raise ValueError("duration_scaling must be >= 1 and duration_margin >= 0 s")
+        self.speed_slider = float(speed_slider)
+        self.duration_limit = (
+            (float(duration_scaling), float(duration_margin)) if duration_monitoring else None
+        )
         self._faults = faults if faults is not None else FaultInjector()
         check_fault_calls(self._faults)
         super().__init__(ROS_NODE_NAME, context=context)
@@ -1227,15 +1271,31 @@ class SimMoveGroupNode(Node):
     ) -> MoveItErrorCodes:
         """Play a ``RobotTrajectory`` on the simulated arm; the outcome's error code."""
         try:
-            segment = segment_of(trajectory)
+            planned = segment_of(trajectory)
         except ValueError as exc:
             return _error(MoveItErrorCodes.INVALID_MOTION_PLAN, str(exc))
+        segment = slowed(planned, self.speed_slider)
         cut = None
         if fault is not None and fault.outcome in ("execution_error", "execution_timeout"):
             cut = (
                 fault.after_fraction * segment.duration,
                 self._faults.error(fault, replay=False, server=kind),
             )
+        monitored = False
+        if self.duration_limit is not None:
+            # moveit2 trajectory_execution_manager.cpp 1452-1503, 1538-1556.
+            scaling, margin = self.duration_limit
+            allowed = planned.duration * scaling + margin
+            if segment.duration > allowed and (cut is None or allowed < cut[0]):
+                monitored = True
+                cut = (
+                    allowed,
+                    MotionError(
+                        ErrorCode.TIMEOUT,
+                        f"execution took longer than {allowed:.3f} s (duration {planned.duration:.3f} s "
+                        f"x {scaling:g} + {margin:g} s; speed slider {self.speed_slider:g})",
+                    ),
+                )
         self._event(
             "execute",
             server=kind,
@@ -1272,14 +1332,16 @@ class SimMoveGroupNode(Node):
             return _error(MoveItErrorCodes.SUCCESS)
         detail = error.detail if isinstance(error, MotionError) else str(error)
         code = MoveItErrorCodes.CONTROL_FAILED
-        if cut is not None and fault is not None:
+        if monitored:
+            code = MoveItErrorCodes.TIMED_OUT
+        elif cut is not None and fault is not None:
             detail = f"{detail} (fault injection)"
             code = MoveItErrorCodes.TIMED_OUT if fault.outcome == "execution_timeout" else code
         self._event(
             "execute_result", server=kind, outcome="aborted", code=code, message=detail, position=position
         )
         self.get_logger().warning(f"{kind}: {detail}")
-        return _error(code, detail)
+        return _error(code, "" if monitored else detail)  # move_group's TIMED_OUT has no message
 
     def _finish(self, goal_handle: ServerGoalHandle[Any, Any, Any], result: Any) -> Any:
         if result.error_code.val == MoveItErrorCodes.SUCCESS:
@@ -1455,6 +1517,29 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--rate", type=float, default=DEFAULT_RATE, help=f"joint_states rate [Hz] (default {DEFAULT_RATE:g})"
     )
+    parser.add_argument(
+        "--speed-slider",
+        type=float,
+        default=1.0,
+        help="UR's speed slider, 0 < x <= 1: executions take 1/x times as long (default 1)",
+    )
+    parser.add_argument(
+        "--execution-duration-scaling",
+        type=float,
+        default=DURATION_SCALING,
+        help="MoveIt's allowed_execution_duration_scaling (default %(default)s)",
+    )
+    parser.add_argument(
+        "--goal-duration-margin",
+        type=float,
+        default=DURATION_MARGIN,
+        help="MoveIt's allowed_goal_duration_margin [s] (default %(default)s)",
+    )
+    parser.add_argument(
+        "--no-execution-duration-monitoring",
+        action="store_true",
+        help="MoveIt's execution_duration_monitoring off (default on: TIMED_OUT past the allowed duration)",
+    )
     return parser
 
 
@@ -1475,6 +1560,10 @@ def run(argv: Sequence[str]) -> int:
             raise ValueError("--speed and --rate must be > 0")
         if not (math.isfinite(args.plan_latency) and args.plan_latency >= 0.0):
             raise ValueError("--plan-latency must be >= 0 s")
+        if not (0.0 < args.speed_slider <= 1.0):
+            raise ValueError("--speed-slider must be in (0, 1]")
+        if not (args.execution_duration_scaling >= 1.0 and args.goal_duration_margin >= 0.0):
+            raise ValueError("--execution-duration-scaling must be >= 1 and --goal-duration-margin >= 0 s")
         cell = load_cell(args.cell if args.cell is not None else config_file("cell.yaml"))
         faults = read_faults(args.faults)
         check_fault_calls(faults)
@@ -1510,6 +1599,10 @@ def run(argv: Sequence[str]) -> int:
             faults=faults,
             gripper=args.gripper,
             rate=args.rate,
+            speed_slider=args.speed_slider,
+            duration_monitoring=not args.no_execution_duration_monitoring,
+            duration_scaling=args.execution_duration_scaling,
+            duration_margin=args.goal_duration_margin,
             warm_up=not args.no_warm_up,
         ),
         threads=lambda node: 8,

@@ -278,6 +278,12 @@ class ExecuteTrajectoryArm:
                 generation=generation,
                 watchdog=reissue,
                 cancel=self._stop_goal,
+                aborted=lambda r: moveit_error(
+                    r.error_code,
+                    planning=False,
+                    where=f"step {segment.step_index}",
+                    what=f"{what}: goal aborted",
+                ),
             )
             if not succeeded(result.error_code):
                 raise moveit_error(

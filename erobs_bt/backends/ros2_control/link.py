@@ -207,6 +207,7 @@ def run_action(
     watchdog: Callable[[], None] | None = None,
     generation: int | None = None,
     cancel: Callable[[Any], None] | None = None,
+    aborted: Callable[[Any], MotionError] | None = None,
 ) -> Any:
     """Send one action goal and wait for its result (in the calling thread).
 
@@ -225,6 +226,8 @@ def run_action(
             accepted, the watchdog, no result in time): ``cancel(handle)``; default
             ``handle.cancel_goal_async()`` (a server whose cancel does not stop the motion
             needs more, e.g. MoveIt's ExecuteTrajectory).
+        aborted: the error of an aborted goal from its result message (default: ``goal
+            aborted`` with the result's error code and text).
 
     Returns:
         The result message of a SUCCEEDED goal.
@@ -275,6 +278,8 @@ def run_action(
     if status == GoalStatus.STATUS_CANCELED:
         by = "stopped by request" if goals.current() != generation else "cancelled by the server"
         raise MotionError(ErrorCode.EXECUTION_FAILED, f"{what}: {by}")
+    if aborted is not None:
+        raise aborted(wrapped.result)
     raise MotionError(ErrorCode.EXECUTION_FAILED, f"{what}: goal aborted{_result_detail(wrapped.result)}")
 
 

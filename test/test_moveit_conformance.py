@@ -548,3 +548,40 @@ def test_row8_the_backend_reports_a_timed_out_execution_and_is_idle_at_rest(slow
     assert "TIMED_OUT (-6): the execution took longer than move_group allows" in text
     idle = [s for s in states.items() if not s[2]]
     assert all(max(abs(v) for v in s[1]) <= REST_VELOCITY for s in idle), idle[:3]
+
+
+# -- row 4: robot_description on a topic ----------------------------------------------------------
+
+
+def test_row4_robot_description_is_on_the_topic_and_the_parameter_is_unset(probe: Probe) -> None:
+    from rcl_interfaces.msg import ParameterType
+    from rcl_interfaces.srv import GetParameters
+
+    from erobs_bt.world.description import urdf_text
+
+    service: Any = probe.node.create_client(GetParameters, f"/{ROS_NODE_NAME}/get_parameters")
+    assert service.wait_for_service(30.0)
+    values = probe.wait(service.call_async(GetParameters.Request(names=["robot_description"]))).values
+    # Declared and unset: rclpy leaves it out of the answer, rclcpp answers PARAMETER_NOT_SET.
+    assert all(v.type == ParameterType.PARAMETER_NOT_SET and not v.string_value for v in values), values
+    texts: Recorder[Any] = Recorder()
+    probe.node.create_subscription(String, "robot_description", texts.add, latched_qos())
+    message = texts.wait_for(lambda m: True, TIMEOUT)
+    assert message is not None and message.data == urdf_text(CELL)
+
+
+def test_row4_the_backend_reads_the_description_from_the_parameter_or_the_topic(probe: Probe) -> None:
+    from erobs_bt.backends.moveit.model import description_digest
+    from erobs_bt.backends.moveit.planner import MoveItPlanner
+    from erobs_bt.backends.ros2_control.link import RosLink
+    from erobs_bt.world.description import srdf_text, urdf_text
+
+    link = RosLink("conformance_row4", domain_id=probe.domain_id, start=False)
+    try:
+        planner = MoveItPlanner(CELL, link, MoveItConfig())
+        link.start()
+        digest, states = planner.load_description()
+    finally:
+        link.close()
+    assert digest == description_digest(urdf_text(CELL), srdf_text(CELL))
+    assert set(states) == set(CELL.named_states)

@@ -246,18 +246,24 @@ def test_the_start_state_of_a_request_is_where_the_plan_starts(client: Client) -
 
 
 def test_the_descriptions_are_served_as_move_groups_parameters_and_topics(client: Client) -> None:
+    """The URDF on the latched topic only (move_group's parameter unset, as with UR's Jazzy
+    launch: docs/conformance/moveit.md, row 4), the SRDF as parameter and topic."""
     from rcl_interfaces.srv import GetParameters
-    from std_msgs.msg import String
 
     service: Any = client.node.create_client(GetParameters, "/move_group/get_parameters")
     assert service.wait_for_service(TIMEOUT)
-    names = ["robot_description", "robot_description_semantic"]
-    values = client.call(service, GetParameters.Request(names=names)).values
-    assert [v.string_value for v in values] == [urdf_text(CELL), srdf_text(CELL)]
-    texts: Recorder[Any] = Recorder()
-    client.node.create_subscription(String, "robot_description_semantic", texts.add, latched_qos())
-    message = texts.wait_for(lambda m: True, TIMEOUT)
-    assert message is not None and message.data == srdf_text(CELL)
+    semantic = client.call(service, GetParameters.Request(names=["robot_description_semantic"])).values
+    assert [v.string_value for v in semantic] == [srdf_text(CELL)]
+    unset = client.call(service, GetParameters.Request(names=["robot_description"])).values
+    assert not any(v.string_value for v in unset)  # rclpy leaves an unset parameter out
+    for topic, text in (
+        ("robot_description", urdf_text(CELL)),
+        ("robot_description_semantic", srdf_text(CELL)),
+    ):
+        texts: Recorder[Any] = Recorder()
+        client.node.create_subscription(String, topic, texts.add, latched_qos())
+        message = texts.wait_for(lambda m: True, TIMEOUT)
+        assert message is not None and message.data == text
 
 
 def test_the_plan_latency_is_in_every_planning_time(client: Client) -> None:

@@ -16,7 +16,8 @@ node's namespace (``--namespace`` or ``--ros-args -r __ns:=/cell``):
   ``monitored_planning_scene`` (published, transient local: the whole scene after every
   change), ``robot_description`` and ``robot_description_semantic`` (``std_msgs/String``,
   transient local, as robot_state_publisher and move_group publish them);
-* parameters ``robot_description`` / ``robot_description_semantic`` of the node ``move_group``
+* parameter ``robot_description_semantic`` of the node ``move_group``; its ``robot_description``
+  is declared but unset, as with UR's Jazzy launch (the URDF is on the topic only)
   (:mod:`erobs_bt.world.description`: the UR5e, the cell's tool tip frames, group
   :data:`~erobs_bt.world.description.GROUP` = ``ur_arm`` with the cell's named states);
 * ``~/events`` (``std_msgs/String``, JSON lines, transient local): every plan (its planning
@@ -120,6 +121,7 @@ from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.action.server import ServerGoalHandle
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
+from rclpy.parameter import Parameter
 from rclpy.qos import qos_profile_services_default
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
@@ -475,7 +477,9 @@ class SimMoveGroupNode(Node):
         }
         self._T_flange_links = self._flange_links()
         read_only = ParameterDescriptor(read_only=True)
-        self.declare_parameter("robot_description", self.urdf, read_only)
+        # As with UR's Jazzy launch (docs/conformance/moveit.md, row 4): the URDF comes on the
+        # latched topic only (robot_state_publisher's); move_group's parameter is declared, unset.
+        self.declare_parameter("robot_description", Parameter.Type.STRING, read_only)
         self.declare_parameter("robot_description_semantic", self.srdf, read_only)
         self._events = self.create_publisher(String, "~/events", latched_qos(10000))
         for topic, text in (("robot_description", self.urdf), ("robot_description_semantic", self.srdf)):

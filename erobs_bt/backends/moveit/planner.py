@@ -33,8 +33,9 @@ attach or detach move_group cannot do is only logged there: docs/conformance/mov
 happen fails naming the object and the link. A detected tag's collision object goes into the same scene
 (:meth:`MoveItPlanner.put_object`, a world object in ``base_link``). Named states are the
 SRDF's ``group_state`` entries of the arm group (``robot_description_semantic`` of the
-move_group node) and the model revision includes a digest of the URDF and SRDF move_group
-loaded (:func:`.model.model_revision`).
+move_group node, or its latched topic) and the model revision includes a digest of the URDF
+and SRDF move_group loaded (:func:`.model.model_revision`; the parameter, or the topic when
+the parameter is empty, as move_group reads them).
 
 Why the interfaces directly and not pymoveit2: pymoveit2's ``MoveIt2`` plans from the live
 ``/joint_states`` or one start state it keeps, executes what it planned itself, and waits
@@ -72,6 +73,8 @@ from moveit_msgs.srv import (
 )
 from numpy.typing import NDArray
 from rcl_interfaces.srv import GetParameters
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from std_msgs.msg import String
 
 from erobs_bt.backends.base import ArmSegment, ErrorCode, MotionError
 from erobs_bt.backends.moveit.model import (
@@ -158,29 +161,42 @@ class MoveItPlanner:
 
     # -- the robot model -----------------------------------------------------------------------
     def load_description(self) -> tuple[str, Mapping[str, JointPositions]]:
-        """Read ``robot_description`` and ``robot_description_semantic`` from the move_group node
-        (once): the digest of the two and the arm group's named states.
+        """Read ``robot_description`` and ``robot_description_semantic`` (once), as move_group
+        itself does (docs/conformance/moveit.md, row 4): the move_group node's parameter when it
+        is set, else the latched ``std_msgs/String`` topic of the same name in move_group's
+        namespace (UR's Jazzy launch publishes the URDF there only). Returns the digest of the
+        two and the arm group's named states.
 
         Raises:
-            MotionError: ``PLANNING_FAILED`` when the node or its parameters are missing or the
-                SRDF is invalid (names the node and the parameter).
+            MotionError: ``PLANNING_FAILED`` when a text is neither a parameter nor on its topic
+                within ``server_timeout``, or the URDF/SRDF is invalid (names the node, the
+                parameter and the topic).
         """
         with self._lock:
             if self._description is not None:
                 return self._description
             node = self._config.name(self._config.node_name)
-            values = self._call(
-                self._parameters,
-                GetParameters.Request(names=["robot_description", "robot_description_semantic"]),
-                what=f"GetParameters {node}",
-                where="robot description",
-            ).values
-            if len(values) != 2 or not values[0].string_value or not values[1].string_value:
-                raise MotionError(
-                    ErrorCode.PLANNING_FAILED,
-                    f"robot description: {node} has no robot_description and robot_description_semantic",
-                )
-            urdf, srdf = values[0].string_value, values[1].string_value
+            texts = []
+            for name in ("robot_description", "robot_description_semantic"):
+                # One name per request: a parameter that is declared but unset may be left out
+                # of the answer (rclpy) or come as PARAMETER_NOT_SET (rclcpp).
+                values = self._call(
+                    self._parameters,
+                    GetParameters.Request(names=[name]),
+                    what=f"GetParameters {node}",
+                    where="robot description",
+                ).values
+                text = values[0].string_value if len(values) == 1 else ""
+                if not text:
+                    text = self._latched_text(name)
+                if not text:
+                    raise MotionError(
+                        ErrorCode.PLANNING_FAILED,
+                        f"robot description: {node} has no {name} parameter, and nothing came on "
+                        f"{self._config.name(name)} within {self._config.server_timeout:g} s",
+                    )
+                texts.append(text)
+            urdf, srdf = texts
             try:
                 states = named_states_from_srdf(
                     srdf, group=self._config.group, joint_prefix=self._config.joint_prefix
@@ -196,6 +212,30 @@ class MoveItPlanner:
                 ", ".join(sorted(states)) or "none",
             )
             return self._description
+
+    def _latched_text(self, name: str) -> str:
+        """The text on the latched ``std_msgs/String`` topic ``name`` in move_group's namespace
+        (transient local, as robot_state_publisher and move_group publish it), waiting up to
+        ``server_timeout``; ``""`` when none came."""
+        topic = self._config.name(name)
+        got: list[str] = []
+        arrived = threading.Event()
+
+        def take(message: String) -> None:
+            if not got:
+                got.append(message.data)
+            arrived.set()
+
+        latched = QoSProfile(
+            depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
+        )
+        node = self._link.node
+        subscription = node.create_subscription(String, topic, take, latched, callback_group=self._link.group)
+        try:
+            arrived.wait(self._config.server_timeout)
+        finally:
+            node.destroy_subscription(subscription)
+        return got[0] if got else ""
 
     @property
     def named_states(self) -> Mapping[str, JointPositions]:

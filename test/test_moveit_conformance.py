@@ -10,6 +10,7 @@ link. Every wait is on a message, an event or a future.
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 import threading
@@ -475,13 +476,15 @@ def test_row9_the_backend_says_what_moveits_failure_means(probe: Probe) -> None:
 # -- row 8: execution duration monitoring ----------------------------------------------------------
 
 SLOW_NAMESPACE = "/slider"
+#: [s] the second move_group's plan latency (every plan takes at least this long).
+LATENCY = 0.3
 
 
 @pytest.fixture(scope="module")
 def slow_probe(ros_env: RosEnvironment) -> Iterator[Probe]:
     """A second simulated move_group (namespace /slider) whose arm runs at 50 % (UR's speed
     slider): every execution longer than 0.5 / (2 - 1.1) = 0.56 s exceeds MoveIt's allowed
-    duration (x 1.1 + 0.5 s)."""
+    duration (x 1.1 + 0.5 s); every plan takes :data:`LATENCY` s."""
     command = [
         sys.executable,
         "-m",
@@ -491,6 +494,8 @@ def slow_probe(ros_env: RosEnvironment) -> Iterator[Probe]:
         "--no-warm-up",
         "--speed-slider",
         "0.5",
+        "--plan-latency",
+        str(LATENCY),
         "--namespace",
         SLOW_NAMESPACE,
     ]
@@ -585,3 +590,79 @@ def test_row4_the_backend_reads_the_description_from_the_parameter_or_the_topic(
         link.close()
     assert digest == description_digest(urdf_text(CELL), srdf_text(CELL))
     assert set(states) == set(CELL.named_states)
+
+
+# -- row 3: one request at a time ------------------------------------------------------------------
+
+
+def served_one_at_a_time(plans: list[dict[str, Any]]) -> bool:
+    """Whether the plans' service intervals ([t - planning_time, t], wall clock; both rounded to
+    0.1 ms by the events) follow one another without overlapping."""
+    spans = sorted((e["t"] - e["planning_time"], e["t"]) for e in plans)
+    return all(later[0] >= earlier[1] - 1e-3 for earlier, later in itertools.pairwise(spans))
+
+
+def test_row3_move_groups_services_answer_one_request_at_a_time(slow_probe: Probe) -> None:
+    request = GetMotionPlan.Request()
+    request.motion_plan_request.group_name = GROUP
+    request.motion_plan_request.start_state.is_diff = True
+    from moveit_msgs.msg import Constraints, JointConstraint
+
+    request.motion_plan_request.goal_constraints = [
+        Constraints(
+            joint_constraints=[
+                JointConstraint(
+                    joint_name=n, position=float(v), tolerance_above=1e-3, tolerance_below=1e-3, weight=1.0
+                )
+                for n, v in zip(JOINT_NAMES, START, strict=True)
+            ]
+        )
+    ]
+    since = slow_probe.events.count
+    futures = [slow_probe.plan_service.call_async(request) for _ in range(4)]
+    for future in futures:
+        assert slow_probe.wait(future).motion_plan_response.error_code.val == MoveItErrorCodes.SUCCESS
+    plans = [e for e in slow_probe.events.items()[since:] if e["event"] == "plan"]
+    assert len(plans) == 4 and served_one_at_a_time(plans), plans
+
+
+def test_row3_the_backend_paces_its_requests_and_times_each_from_its_sending(slow_probe: Probe) -> None:
+    from pathlib import Path
+
+    from erobs_bt.backends.moveit.planner import MoveItPlanner
+    from erobs_bt.backends.ros2_control.link import RosLink
+    from erobs_bt.plan import ScriptParser
+    from erobs_bt.world.tools import initial_tool_state
+
+    poses = Path(__file__).resolve().parents[1] / "config" / "poses.yaml"
+    script = {"start_gripper": "none", "tasks": [{"task_type": "moveto", "target": "dispense_above"}]}
+    step = ScriptParser.from_files(cell=None, poses=poses)(json.dumps(script)).steps[0]
+    # Each request is answered within 2 s of being sent (0.3 s of latency); eight sent at once
+    # to a move_group that serves one at a time would wait 2.4 s for the last answer.
+    config = MoveItConfig(namespace=SLOW_NAMESPACE, planning_time=1.0, call_timeout=1.0)
+    link = RosLink("conformance_row3", domain_id=slow_probe.domain_id, start=False)
+    try:
+        planner = MoveItPlanner(CELL, link, config)
+        link.start()
+        planner.load_description()
+        none = initial_tool_state(CELL, "none")
+        since = slow_probe.events.count
+        results: list[Any] = [None] * 8
+
+        def plan(k: int) -> None:
+            try:
+                results[k] = planner.plan_move(step, tuple(START), tools=none)
+            except MotionError as exc:
+                results[k] = exc
+
+        threads = [threading.Thread(target=plan, args=(k,)) for k in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(TIMEOUT)
+    finally:
+        link.close()
+    failures = [r for r in results if not hasattr(r, "points")]
+    assert not failures, failures
+    plans = [e for e in slow_probe.events.items()[since:] if e["event"] == "plan"]
+    assert len(plans) == 8 and served_one_at_a_time(plans)

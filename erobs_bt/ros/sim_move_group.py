@@ -119,7 +119,7 @@ from numpy.typing import NDArray
 from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.action.server import ServerGoalHandle
-from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import qos_profile_services_default
@@ -469,6 +469,12 @@ class SimMoveGroupNode(Node):
         self._lock = threading.RLock()
         self._closing = threading.Event()
         self._group = ReentrantCallbackGroup()
+        # As move_group (docs/conformance/moveit.md, row 3): its planning, kinematics and
+        # apply_planning_scene services (and move_action's goal handling) share the node's
+        # default mutually exclusive group, one request at a time; get_planning_scene and the
+        # scene topics run on the scene monitor's own single-threaded node.
+        self._service_group = MutuallyExclusiveCallbackGroup()
+        self._monitor_group = MutuallyExclusiveCallbackGroup()
         self.urdf = urdf_text(cell)
         self.srdf = srdf_text(cell)
         self._kinematics = pin.buildModelFromXML(self.urdf)
@@ -502,17 +508,21 @@ class SimMoveGroupNode(Node):
         self.controller.add_listener(self._publish_joint_state)
         self._publish_joint_state(JOINT_NAMES, self.controller.joint_positions(), (0.0,) * 6)
         self.create_subscription(
-            CollisionObject, "collision_object", self._on_collision_object, 100, callback_group=self._group
+            CollisionObject,
+            "collision_object",
+            self._on_collision_object,
+            100,
+            callback_group=self._monitor_group,
         )
         self.create_subscription(
             AttachedCollisionObject,
             "attached_collision_object",
             self._on_attached_object,
             100,
-            callback_group=self._group,
+            callback_group=self._monitor_group,
         )
         self.create_subscription(
-            PlanningScene, "planning_scene", self._on_scene_diff, 100, callback_group=self._group
+            PlanningScene, "planning_scene", self._on_scene_diff, 100, callback_group=self._monitor_group
         )
         self.create_subscription(
             String,
@@ -522,24 +532,25 @@ class SimMoveGroupNode(Node):
             callback_group=self._group,
         )
         self.servers: list[str] = []
-        for srv, name, handler in (
-            (GetMotionPlan, "plan_kinematic_path", self._on_plan),
-            (GetCartesianPath, "compute_cartesian_path", self._on_cartesian),
-            (GetPositionIK, "compute_ik", self._on_ik),
-            (GetPositionFK, "compute_fk", self._on_fk),
-            (GetPlanningScene, "get_planning_scene", self._on_get_scene),
-            (ApplyPlanningScene, "apply_planning_scene", self._on_apply_scene),
+        for srv, name, handler, group in (
+            (GetMotionPlan, "plan_kinematic_path", self._on_plan, self._service_group),
+            (GetCartesianPath, "compute_cartesian_path", self._on_cartesian, self._service_group),
+            (GetPositionIK, "compute_ik", self._on_ik, self._service_group),
+            (GetPositionFK, "compute_fk", self._on_fk, self._service_group),
+            (GetPlanningScene, "get_planning_scene", self._on_get_scene, self._monitor_group),
+            (ApplyPlanningScene, "apply_planning_scene", self._on_apply_scene, self._service_group),
         ):
-            self.create_service(srv, name, handler, callback_group=self._group)
+            self.create_service(srv, name, handler, callback_group=group)
             self.servers.append(name)
         self._actions = []
-        for action, name, execute, admit, cancel in (
+        for action, name, execute, admit, cancel, action_group in (
             (
                 MoveGroup,
                 "move_action",
                 self._execute_move_group,
                 self._on_move_goal,
                 lambda _goal: CancelResponse.ACCEPT,
+                self._service_group,
             ),
             (
                 ExecuteTrajectory,
@@ -547,6 +558,7 @@ class SimMoveGroupNode(Node):
                 self._execute_trajectory,
                 self._on_trajectory_goal,
                 self._on_trajectory_cancel,
+                self._group,
             ),
         ):
             self._actions.append(
@@ -557,7 +569,7 @@ class SimMoveGroupNode(Node):
                     execute_callback=execute,
                     goal_callback=admit,
                     cancel_callback=cancel,
-                    callback_group=self._group,
+                    callback_group=action_group,
                 )
             )
             self.servers.append(name)

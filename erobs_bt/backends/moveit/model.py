@@ -84,14 +84,21 @@ class MoveItConfig:
         start_tolerance: [rad] largest live-state deviation from a trajectory's first point
             (MoveIt's ``allowed_start_tolerance``, 0.01).
         server_timeout: [s] to wait for a service or action server to appear.
-        call_timeout: [s] for a service response, on top of ``planning_time``.
+        call_timeout: [s] for a service response, on top of ``planning_time``, counted from
+            when the request is sent (not while it waits for its turn: ``max_in_flight``).
+        max_in_flight: how many service requests the backend has at move_group at once
+            (planning, IK/FK, the planning scene); the others wait their turn here. 1: a stock
+            move_group answers one at a time (its services share one mutually exclusive
+            callback group: docs/conformance/moveit.md, row 3), so a request sent while
+            another is served would wait inside move_group, its timeout running.
         acceptance_timeout: [s] for an ExecuteTrajectory goal response (EROBS 10 s).
         motion_timeout: [s] for the ExecuteTrajectory result beyond the trajectory's duration.
-        concurrent_requests: how many planning requests of one unit are sent at once, each
+        concurrent_requests: how many planning requests of one unit are issued at once, each
             move from where the previous one is predicted to end (joint goals end at their
             goal; straight lines where ``compute_ik`` puts their end); a move whose prediction
-            misses is planned again in order. 1: one request after the other. It shortens a
-            unit's planning only when move_group answers requests side by side.
+            misses is planned again in order. 1: one request after the other. They reach
+            move_group ``max_in_flight`` at a time: side by side shortens a unit's planning
+            only with a move_group that answers requests in parallel (``max_in_flight`` > 1).
         plan_ahead_depth: how many motion units the engine plans ahead while one executes
             (1: the next one, from the running unit's planned end; 2: also the one after it,
             from the next one's planned end), so a short unit does not leave the planner too
@@ -121,6 +128,7 @@ class MoveItConfig:
     acceptance_timeout: float = 10.0
     motion_timeout: float = 10.0
     concurrent_requests: int = 4
+    max_in_flight: int = 1
     plan_ahead_depth: int = 2
     tools: str = "ros2_control"
 
@@ -605,6 +613,7 @@ def parse_moveit_config(data: Any, *, source: str = "") -> MoveItConfig:
         "planning_attempts",
         "jump_threshold",
         "concurrent_requests",
+        "max_in_flight",
         "plan_ahead_depth",
         "tools",
     )
@@ -629,6 +638,8 @@ def parse_moveit_config(data: Any, *, source: str = "") -> MoveItConfig:
         settings["concurrent_requests"] = check.integer(
             values["concurrent_requests"], "concurrent_requests", minimum=1
         )
+    if "max_in_flight" in values:
+        settings["max_in_flight"] = check.integer(values["max_in_flight"], "max_in_flight", minimum=1)
     if "plan_ahead_depth" in values:
         settings["plan_ahead_depth"] = check.integer(
             values["plan_ahead_depth"], "plan_ahead_depth", minimum=1, maximum=2

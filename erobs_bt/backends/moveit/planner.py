@@ -151,6 +151,7 @@ class MoveItPlanner:
             None  # (tool, cup) attached in move_group's scene by follow()
         )
         self._scene_lock = threading.Lock()
+        self._in_flight = threading.BoundedSemaphore(self._config.max_in_flight)
         self._reloads = 0
         self.requests = 0  # planning requests sent (GetMotionPlan + GetCartesianPath)
 
@@ -627,11 +628,15 @@ class MoveItPlanner:
             raise MotionError(ErrorCode.PLANNING_FAILED, f"{where}: frame_id {frame_id!r}: {exc}") from None
 
     def _call(self, client: Any, request: Any, *, what: str, where: str) -> Any:
-        """Call a service and wait for the answer (in the calling thread).
+        """Call a service and wait for the answer (in the calling thread), paced: at most
+        ``max_in_flight`` requests of this planner are at move_group at once; a request waits
+        for its turn here, and its timeout starts when it is sent (docs/conformance/moveit.md,
+        row 3).
 
         Raises:
             MotionError: ``PLANNING_FAILED`` when the service does not appear within
-                ``server_timeout`` or does not answer within ``planning_time + call_timeout``.
+                ``server_timeout`` or does not answer within ``planning_time + call_timeout``
+                of being sent.
         """
         c = self._config
         if not wait_ready(client.service_is_ready, c.server_timeout):
@@ -639,10 +644,16 @@ class MoveItPlanner:
                 ErrorCode.PLANNING_FAILED,
                 f"{where}: {what}: service unavailable (waited {c.server_timeout:g} s)",
             )
-        future = client.call_async(request)
         timeout = c.planning_time + c.call_timeout
-        if not wait_future(future, timeout):
-            raise MotionError(ErrorCode.PLANNING_FAILED, f"{where}: {what}: no answer within {timeout:g} s")
+        with self._in_flight:
+            future = client.call_async(request)
+            if not wait_future(future, timeout):
+                # Not answered: move_group may still be working on it; the next request waits
+                # behind it there, so its own timeout covers that wait (at most one late answer).
+                raise MotionError(
+                    ErrorCode.PLANNING_FAILED,
+                    f"{where}: {what}: no answer within {timeout:g} s of sending it",
+                )
         return future.result()
 
     def forget_scene(self) -> None:

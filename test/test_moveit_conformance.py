@@ -666,3 +666,34 @@ def test_row3_the_backend_paces_its_requests_and_times_each_from_its_sending(slo
     assert not failures, failures
     plans = [e for e in slow_probe.events.items()[since:] if e["event"] == "plan"]
     assert len(plans) == 8 and served_one_at_a_time(plans)
+
+
+# -- row 10: compute_cartesian_path's fraction and jump threshold ----------------------------------
+
+
+def test_row10_the_cartesian_fraction_counts_waypoints(probe: Probe) -> None:
+    from moveit_msgs.srv import GetCartesianPath
+
+    from erobs_bt.backends.moveit.model import pose_msg
+    from erobs_bt.world import kinematics
+
+    go_home(probe)
+    service: Any = probe.node.create_client(GetCartesianPath, "compute_cartesian_path")
+    assert service.wait_for_service(30.0)
+    T = kinematics.fk(START)
+    near, far = T.copy(), T.copy()
+    near[:3, 3] += T[:3, :3] @ np.array([0.0, 0.0, 0.01])  # 1 cm along the flange's z: reachable
+    far[:3, 3] += T[:3, :3] @ np.array([0.0, 0.0, 3.0])  # 3 m on: out of reach
+    request = GetCartesianPath.Request()
+    request.header.frame_id = "base_link"
+    request.group_name = GROUP
+    request.link_name = "flange"
+    request.start_state.is_diff = True
+    request.max_step = 0.005
+    request.jump_threshold = 0.0
+    request.avoid_collisions = False
+    request.waypoints = [pose_msg(near), pose_msg(far)]
+    answer = probe.wait(service.call_async(request))
+    # The first of two waypoints reached: at least 1/2, whatever the lengths (1 cm of 3.01 m).
+    assert answer.error_code.val == MoveItErrorCodes.SUCCESS
+    assert 0.5 <= answer.fraction < 1.0, answer.fraction

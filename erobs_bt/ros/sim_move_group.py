@@ -200,6 +200,9 @@ _FLANGE_LINKS = ("wrist_3_link", "flange", "tool0")
 #: Error-code names the planner puts at the start of a reason (planning/planner.py).
 _CODE_NAMES = ("GOAL_IN_COLLISION", "START_STATE_IN_COLLISION", "NO_IK_SOLUTION")
 _CODE_PATTERN = re.compile(r"\b(" + "|".join(_CODE_NAMES) + r")\b")
+#: [rad] the embedded planner's joint-jump threshold for compute_cartesian_path: larger than any
+#: joint change, i.e. no check (move_group never applies its jump threshold: row 10).
+_NO_JUMP_CHECK = 1e3
 #: Collision-model cache size (scenes differ by world and attached objects).
 _MODEL_CACHE = 8
 
@@ -1110,9 +1113,14 @@ class SimMoveGroupNode(Node):
                 raise _Failure(MoveItErrorCodes.INVALID_MOTION_PLAN, "no waypoints")
             q, attached = self._start(request.start_state)
             response.start_state = self._robot_state(q, attached)
-            # The whole fraction is reported, so the planner keeps any prefix of a line.
+            # The whole fraction is reported, so the planner keeps any prefix of a line; no joint
+            # jump check: move_group builds its jump threshold but never passes it on (row 10).
             planner = self._planner(
-                attached, self._scaling(request), bool(request.avoid_collisions), min_cartesian_fraction=1e-9
+                attached,
+                self._scaling(request),
+                bool(request.avoid_collisions),
+                min_cartesian_fraction=1e-9,
+                jump_threshold=_NO_JUMP_CHECK,
             )
             waypoints = [T_frame @ pose_matrix(w) for w in request.waypoints]
             constraints = path_constraints_of(request.path_constraints)
@@ -1155,8 +1163,9 @@ class SimMoveGroupNode(Node):
         """Straight tip lines through ``waypoints`` (poses of ``link`` in ``base_link``) from ``q``.
 
         Returns:
-            The joined trajectory, the share of the path's length achieved (of the number of
-            waypoints for a path that only turns), and why it stopped short ("" when whole).
+            The joined trajectory, the fraction as MoveIt's ``CartesianInterpolator`` counts it
+            (each waypoint reached adds 1/n, the one where the line stops adds its share of that
+            line / n: docs/conformance/moveit.md, row 10), and why it stopped short ("" when whole).
         """
         T_flange_tip = self._T_flange_link(link)
         tip = (kinematics.fk(q) @ T_flange_tip)[:3, 3]
@@ -1166,7 +1175,6 @@ class SimMoveGroupNode(Node):
         for T in waypoints:
             lengths.append(float(np.linalg.norm(T[:3, 3] - previous)))
             previous = T[:3, 3]
-        total = sum(lengths)
         achieved, reason = 0.0, ""
         for i, T in enumerate(waypoints):
             xyz = [float(v) for v in T[:3, 3]]
@@ -1190,11 +1198,11 @@ class SimMoveGroupNode(Node):
             end = (kinematics.fk(part.points[-1].positions) @ T_flange_tip)[:3, 3]
             covered = float(np.linalg.norm(end - (kinematics.fk(start) @ T_flange_tip)[:3, 3]))
             share = min(1.0, covered / lengths[i]) if lengths[i] > 1e-9 else 1.0
-            achieved += share * lengths[i] if total > 1e-9 else share
+            achieved += share
             if share < 1.0 - 1e-6:
                 reason = f"waypoint {i}: the straight line stopped at {share * 100:.1f}%"
                 break
-        fraction = achieved / total if total > 1e-9 else achieved / len(waypoints)
+        fraction = achieved / len(waypoints)
         return ArmSegment(0, tuple(points)), float(min(1.0, fraction)), reason
 
     def _on_ik(self, request: Any, response: Any) -> Any:

@@ -697,3 +697,35 @@ def test_row10_the_cartesian_fraction_counts_waypoints(probe: Probe) -> None:
     # The first of two waypoints reached: at least 1/2, whatever the lengths (1 cm of 3.01 m).
     assert answer.error_code.val == MoveItErrorCodes.SUCCESS
     assert 0.5 <= answer.fraction < 1.0, answer.fraction
+
+
+# -- row 12: world objects of one diff are applied one by one ------------------------------------
+
+
+def test_row12_a_refused_world_object_leaves_the_others_of_its_diff_applied(probe: Probe) -> None:
+    from moveit_msgs.msg import CollisionObject, PlanningScene
+    from moveit_msgs.srv import ApplyPlanningScene, GetPlanningScene
+    from shape_msgs.msg import SolidPrimitive
+
+    apply: Any = probe.node.create_client(ApplyPlanningScene, "apply_planning_scene")
+    read: Any = probe.node.create_client(GetPlanningScene, "get_planning_scene")
+    assert apply.wait_for_service(30.0) and read.wait_for_service(30.0)
+    good = CollisionObject(id="row12_box", operation=CollisionObject.ADD)
+    good.header.frame_id = "base_link"
+    good.pose.position.x, good.pose.position.z, good.pose.orientation.w = 2.0, 2.0, 1.0
+    good.primitives = [SolidPrimitive(type=SolidPrimitive.BOX, dimensions=[0.05, 0.05, 0.05])]
+    good.primitive_poses = [good.pose]
+    bad = CollisionObject(id="row12_bad", operation=CollisionObject.ADD)  # ADD without geometry
+    bad.header.frame_id = "base_link"
+    scene = PlanningScene(is_diff=True)
+    scene.robot_state.is_diff = True
+    scene.world.collision_objects = [good, bad]
+    assert probe.wait(apply.call_async(ApplyPlanningScene.Request(scene=scene))).success is False
+    ids = {
+        o.id for o in probe.wait(read.call_async(GetPlanningScene.Request())).scene.world.collision_objects
+    }
+    assert "row12_box" in ids and "row12_bad" not in ids
+    remove = PlanningScene(is_diff=True)
+    remove.robot_state.is_diff = True
+    remove.world.collision_objects = [CollisionObject(id="row12_box", operation=CollisionObject.REMOVE)]
+    assert probe.wait(apply.call_async(ApplyPlanningScene.Request(scene=remove))).success is True

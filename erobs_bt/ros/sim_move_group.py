@@ -388,6 +388,10 @@ class _TouchLinks(AcmStore):
         return frozenset(pair for pair in pairs if not checked(pair))
 
 
+class _PartlyApplied(SceneError):
+    """A planning scene applied except for the world objects named (MoveIt's ``success: false``)."""
+
+
 class _Failure(Exception):
     """A request that ends with a MoveIt error code."""
 
@@ -721,11 +725,15 @@ class SimMoveGroupNode(Node):
         row 5): the attached objects are processed one by one and one that cannot be attached
         or detached is only logged (skipped); only the world objects decide the outcome.
 
+        The world objects are processed one by one too (``ps.cpp`` 1356-1358; without
+        ``is_diff`` on an emptied world, 1367-1402): one refused leaves the others applied
+        (row 12).
+
         Returns:
             What changed, for the events (the attached objects skipped named).
 
         Raises:
-            SceneError: the world part is refused (nothing changes).
+            _PartlyApplied: world objects were refused (named); the rest of the scene is applied.
         """
         with self._lock:
             world, version, attached = self._world, self._world_version, dict(self._attached)
@@ -742,12 +750,21 @@ class SimMoveGroupNode(Node):
                         self._world, self._world_version, attached = before
                         skipped.append(str(exc))
                         self.get_logger().error(f"attached object not processed (success unaffected): {exc}")
-                self._world = self._world.apply_scene(scene)
+                refused = []
+                updated = self._world if scene.is_diff else SceneWorld()
+                for obj in scene.world.collision_objects:
+                    try:
+                        updated = updated.apply(obj)
+                    except SceneError as exc:
+                        refused.append(str(exc))
+                self._world = updated
                 self._world_version += 1
             except SceneError:
                 self._world, self._world_version = world, version
                 raise
             self._attached = attached
+            if refused:
+                raise _PartlyApplied("; ".join(refused))
             return (
                 f"world {len(scene.world.collision_objects)} object(s), "
                 f"attached {len(scene.robot_state.attached_collision_objects)} object(s)"
@@ -775,6 +792,8 @@ class SimMoveGroupNode(Node):
         except (SceneError, ValueError, TypeError) as exc:  # a bad message never stops the move_group
             self.get_logger().warning(f"{source}: refused: {exc}")
             self._event("scene", source=source, id=name, ok=False, message=str(exc))
+            if isinstance(exc, _PartlyApplied):
+                self._publish_scene()
             return
         self._event(
             "scene",
@@ -797,6 +816,8 @@ class SimMoveGroupNode(Node):
             response.success = False
             self._event("scene", source="apply_planning_scene", ok=False, message=str(exc))
             self.get_logger().warning(f"apply_planning_scene: refused: {exc}")
+            if isinstance(exc, _PartlyApplied):
+                self._publish_scene()
             return response
         response.success = True
         self._event(

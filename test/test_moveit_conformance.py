@@ -729,3 +729,30 @@ def test_row12_a_refused_world_object_leaves_the_others_of_its_diff_applied(prob
     remove.robot_state.is_diff = True
     remove.world.collision_objects = [CollisionObject(id="row12_box", operation=CollisionObject.REMOVE)]
     assert probe.wait(apply.call_async(ApplyPlanningScene.Request(scene=remove))).success is True
+
+
+# -- row 13: a second ExecuteTrajectory goal waits for the first -----------------------------------
+
+
+def test_row13_a_second_execute_trajectory_goal_is_answered_after_the_first_ends(probe: Probe) -> None:
+    go_home(probe)
+    middle = START + np.array([-0.2, 0.0, 0.0, 0.0, 0.0, 0.0])
+    first = probe.plan(middle, 10.0)
+    # The second starts where the first ends (planned from there, as a client would send it).
+    second = probe.plan(middle, 1.0)
+    for point in second.joint_trajectory.points:
+        point.positions = [float(v) for v in middle]
+    second.joint_trajectory.points = second.joint_trajectory.points[-1:]
+    second.joint_trajectory.points[0].time_from_start.sec = 1
+    seen = probe.events.count
+    a = probe.execute.send_goal_async(ExecuteTrajectory.Goal(trajectory=first))
+    handle_a = probe.wait(a)
+    assert handle_a.accepted
+    handle_b = probe.wait(probe.execute.send_goal_async(ExecuteTrajectory.Goal(trajectory=second)))
+    assert handle_b.accepted
+    result_a = probe.wait(handle_a.get_result_async())
+    result_b = probe.wait(handle_b.get_result_async())
+    assert result_a.status == GoalStatus.STATUS_SUCCEEDED, result_a
+    assert result_b.status == GoalStatus.STATUS_SUCCEEDED, result_b
+    kinds = [e["event"] for e in probe.events.items()[seen:] if e["event"] in ("execute", "execute_result")]
+    assert kinds[:4] == ["execute", "execute_result", "execute", "execute_result"], kinds

@@ -60,7 +60,9 @@ with ``CONTROL_FAILED``. As move_group (docs/conformance/moveit.md): a cancel of
 has ended); ``stop`` on ``trajectory_execution_event`` (``std_msgs/String``) ramps every
 execution in progress down and ends it with ``PREEMPTED`` (ExecuteTrajectory's goal aborted,
 MoveGroup's cancelled when its cancel was asked); a ``move_action`` goal's cancel stops its
-execution. A goal that arrives while another trajectory plays is aborted (``CONTROL_FAILED``).
+execution. An ``execute_trajectory`` goal sent while another executes is answered once that one
+has ended, then executed (row 13); a ``move_action`` execution that arrives while another
+trajectory plays is aborted (``CONTROL_FAILED``).
 
 ``--faults`` injects failures in the one fault language of the simulated cell
 (:mod:`erobs_bt.backends.sim.faults`: a YAML file or YAML text, a list of entries or a mapping
@@ -509,6 +511,9 @@ class SimMoveGroupNode(Node):
         self._pending: dict[int, FaultSpec | None] = {}
         self._stops: dict[int, threading.Event] = {}  # one per execution in progress: a "stop" sets it
         self._ended: dict[int, threading.Event] = {}  # ExecuteTrajectory goals: set when the goal ends
+        self._trajectory_turn = (
+            threading.Lock()
+        )  # held from an ExecuteTrajectory goal's acceptance to its end
         self._counter = itertools.count(1)
         if gripper is not None and gripper != "none":
             self._attach_tool(gripper)
@@ -1296,7 +1301,16 @@ class SimMoveGroupNode(Node):
         return GoalResponse.ACCEPT
 
     def _on_trajectory_goal(self, goal: Any) -> GoalResponse:
-        return self._admit(goal, "execute_trajectory")
+        """An ExecuteTrajectory goal request: answered only once the goal before it has ended,
+        as move_group's server, whose single thread the running goal occupies, answers it
+        (docs/conformance/moveit.md, row 13); the turn is held until this goal ends."""
+        while not self._trajectory_turn.acquire(timeout=0.1):
+            if self._closing.is_set():
+                return GoalResponse.REJECT
+        response = self._admit(goal, "execute_trajectory")
+        if response != GoalResponse.ACCEPT:
+            self._trajectory_turn.release()
+        return response
 
     def _on_move_goal(self, goal: Any) -> GoalResponse:
         if goal.planning_options.plan_only:
@@ -1410,6 +1424,7 @@ class SimMoveGroupNode(Node):
             ended.set()
             with self._lock:
                 self._ended.pop(id(goal_handle), None)
+            self._trajectory_turn.release()
 
     def _goal_ended(self, goal_handle: Any) -> threading.Event:
         with self._lock:

@@ -92,7 +92,7 @@ def test_moveit_error_codes_follow_the_specifications_table() -> None:
     planning = moveit_error(code, planning=True, where="tasks[3]", what="GetMotionPlan /plan_kinematic_path")
     assert str(planning) == (
         "PLANNING_FAILED: tasks[3]: GetMotionPlan /plan_kinematic_path: GOAL_IN_COLLISION (-12): "
-        "wrist_3_link - table"
+        "the goal state is in collision: wrist_3_link - table"
     )
     # An unsuccessful MoveIt result of an execution plans afresh: never fatal, even MoveIt's TIMED_OUT.
     timed_out = MoveItErrorCodes(val=MoveItErrorCodes.TIMED_OUT)
@@ -145,11 +145,13 @@ def test_a_trajectory_in_another_joint_order_is_reordered_and_a_missing_joint_re
 
 def test_the_attached_tool_is_the_cells_geometry_on_the_flange(cell) -> None:  # type: ignore[no-untyped-def]
     config = MoveItConfig()
-    assert attached_tool(cell, initial_tool_state(cell, "none"), config) is None
+    touch = ("flange", "tool0", "wrist_3_link")
+    assert attached_tool(cell, initial_tool_state(cell, "none"), config, touch_links=touch) is None
     epick = initial_tool_state(cell, "epick")
-    attached = attached_tool(cell, epick, config)
+    attached = attached_tool(cell, epick, config, touch_links=touch)
     assert attached is not None
     assert attached.link_name == "flange" and attached.object.header.frame_id == "flange"
+    assert list(attached.touch_links) == list(touch)
     assert attached.object.operation == CollisionObject.ADD
     gripper = cell.gripper("epick")
     cup = gripper.cup(epick.cup_profile)
@@ -176,3 +178,33 @@ def test_the_packaged_configuration_is_the_defaults_and_errors_name_the_key(tmp_
         load_moveit_config(bad)
     config = parse_moveit_config({"namespace": "/cell2", "pipelines": [{"pipeline": "ompl"}]})
     assert config.pipelines == (("ompl", ""),) and config.name("compute_ik") == "/cell2/compute_ik"
+
+
+def test_row9_moveits_codes_without_a_message_say_what_they_mean() -> None:
+    """MoveIt's answers mostly carry no message (docs/conformance/moveit.md, row 9): the
+    engine's message says what the code means, for planning and for execution."""
+    failure = MoveItErrorCodes(val=MoveItErrorCodes.FAILURE)
+    planning = moveit_error(
+        failure, planning=True, where="tasks[0]", what="GetMotionPlan /plan_kinematic_path"
+    )
+    assert str(planning).startswith(
+        "PLANNING_FAILED: tasks[0]: GetMotionPlan /plan_kinematic_path: FAILURE (99999): "
+        "move_group could not plan and gives no reason"
+    )
+    timed_out = moveit_error(
+        MoveItErrorCodes(val=MoveItErrorCodes.TIMED_OUT),
+        planning=False,
+        where="step 2",
+        what="ExecuteTrajectory",
+    )
+    assert "TIMED_OUT (-6): the execution took longer than move_group allows" in str(timed_out)
+    assert "no plan within allowed_planning_time" in str(
+        moveit_error(MoveItErrorCodes(val=MoveItErrorCodes.TIMED_OUT), planning=True, where="t", what="w")
+    )
+    invalid = moveit_error(
+        MoveItErrorCodes(val=MoveItErrorCodes.GOAL_STATE_INVALID), planning=True, where="t", what="w"
+    )
+    assert str(invalid) == (
+        "PLANNING_FAILED: t: w: GOAL_STATE_INVALID (-27): the goal state is invalid "
+        "(outside the joint limits, or in collision)"
+    )

@@ -10,6 +10,7 @@ description and the scene conversion are checked without ROS.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -34,12 +35,13 @@ from rclpy.node import Node
 from ros_fixtures import RosEnvironment, RosProcess
 from sensor_msgs.msg import JointState
 from shape_msgs.msg import SolidPrimitive
+from std_msgs.msg import String
 
 from erobs_bt.backends.moveit.model import pose_msg
 from erobs_bt.ros.client import Recorder, latched_qos
 from erobs_bt.ros.domain import init_context
 from erobs_bt.ros.planning_scene import SceneError, SceneWorld, pose_matrix
-from erobs_bt.ros.sim_move_group import READY_PREFIX, read_faults
+from erobs_bt.ros.sim_move_group import READY_PREFIX, ROS_NODE_NAME, read_faults
 from erobs_bt.script.model import JOINT_NAMES
 from erobs_bt.world import kinematics
 from erobs_bt.world.cell import load_cell
@@ -113,6 +115,14 @@ class Client:
             GetPlanningScene, "get_planning_scene", callback_group=group
         )
         self.scenes: Recorder[Any] = Recorder(maxlen=1000)
+        self.events: Recorder[dict[str, Any]] = Recorder(maxlen=100_000)
+        self.node.create_subscription(
+            String,
+            f"/{ROS_NODE_NAME}/events",
+            lambda m: self.events.add(json.loads(m.data)),
+            latched_qos(10000),
+            callback_group=group,
+        )
         self.node.create_subscription(
             PlanningScene, "monitored_planning_scene", self.scenes.add, latched_qos(), callback_group=group
         )
@@ -132,6 +142,17 @@ class Client:
     def raw_plan(self, goal: np.ndarray, *attached: AttachedCollisionObject) -> Any:
         """A raw GetMotionPlan request to joint goal ``goal`` from the live state (plus ``attached``)."""
         return self.call(self.plan_service, plan_request(goal, *attached)).motion_plan_response
+
+    def plan_with_reason(self, request: Any) -> tuple[Any, dict[str, Any]]:
+        """A GetMotionPlan answer and the move_group's ``~/events`` entry of it: move_group
+        answers every failure with ``FAILURE``, the planner's code and reason are in its log."""
+        since = self.events.count
+        response = self.call(self.plan_service, request).motion_plan_response
+        event = self.events.wait_for(
+            lambda e: e["event"] == "plan" and e.get("service") == "plan_kinematic_path", TIMEOUT, since=since
+        )
+        assert event is not None
+        return response, event
 
     def wait_at(self, q: np.ndarray) -> None:
         """Wait for a joint state at ``q`` (the last state of a motion may follow its result)."""
@@ -225,18 +246,24 @@ def test_the_start_state_of_a_request_is_where_the_plan_starts(client: Client) -
 
 
 def test_the_descriptions_are_served_as_move_groups_parameters_and_topics(client: Client) -> None:
+    """The URDF on the latched topic only (move_group's parameter unset, as with UR's Jazzy
+    launch: docs/conformance/moveit.md, row 4), the SRDF as parameter and topic."""
     from rcl_interfaces.srv import GetParameters
-    from std_msgs.msg import String
 
     service: Any = client.node.create_client(GetParameters, "/move_group/get_parameters")
     assert service.wait_for_service(TIMEOUT)
-    names = ["robot_description", "robot_description_semantic"]
-    values = client.call(service, GetParameters.Request(names=names)).values
-    assert [v.string_value for v in values] == [urdf_text(CELL), srdf_text(CELL)]
-    texts: Recorder[Any] = Recorder()
-    client.node.create_subscription(String, "robot_description_semantic", texts.add, latched_qos())
-    message = texts.wait_for(lambda m: True, TIMEOUT)
-    assert message is not None and message.data == srdf_text(CELL)
+    semantic = client.call(service, GetParameters.Request(names=["robot_description_semantic"])).values
+    assert [v.string_value for v in semantic] == [srdf_text(CELL)]
+    unset = client.call(service, GetParameters.Request(names=["robot_description"])).values
+    assert not any(v.string_value for v in unset)  # rclpy leaves an unset parameter out
+    for topic, text in (
+        ("robot_description", urdf_text(CELL)),
+        ("robot_description_semantic", srdf_text(CELL)),
+    ):
+        texts: Recorder[Any] = Recorder()
+        client.node.create_subscription(String, topic, texts.add, latched_qos())
+        message = texts.wait_for(lambda m: True, TIMEOUT)
+        assert message is not None and message.data == text
 
 
 def test_the_plan_latency_is_in_every_planning_time(client: Client) -> None:
@@ -256,9 +283,10 @@ def test_joint_path_constraints_hold_and_position_ones_are_refused(client: Clien
         weight=1.0,
     )
     request.motion_plan_request.path_constraints.joint_constraints = [pan]
-    response = client.call(client.plan_service, request).motion_plan_response
-    assert response.error_code.val == MoveItErrorCodes.PLANNING_FAILED
-    assert "constraints.joint[0] wrist_3_joint" in response.error_code.message
+    response, reason = client.plan_with_reason(request)
+    assert response.error_code.val == MoveItErrorCodes.FAILURE and not response.error_code.message
+    assert reason["code"] == MoveItErrorCodes.PLANNING_FAILED
+    assert "constraints.joint[0] wrist_3_joint" in reason["message"]
     pan.tolerance_above = 0.5
     response = client.call(client.plan_service, request).motion_plan_response
     assert response.error_code.val == MoveItErrorCodes.SUCCESS, response.error_code.message
@@ -267,8 +295,9 @@ def test_joint_path_constraints_hold_and_position_ones_are_refused(client: Clien
     request.motion_plan_request.path_constraints.position_constraints = [
         PositionConstraint(link_name="flange")
     ]
-    response = client.call(client.plan_service, request).motion_plan_response
-    assert response.error_code.val == MoveItErrorCodes.INVALID_GOAL_CONSTRAINTS
+    response, reason = client.plan_with_reason(request)
+    assert response.error_code.val == MoveItErrorCodes.FAILURE
+    assert reason["code"] == MoveItErrorCodes.INVALID_GOAL_CONSTRAINTS
 
 
 def test_a_collision_object_makes_the_next_plan_fail_naming_it(client: Client) -> None:
@@ -292,9 +321,9 @@ def test_a_collision_object_makes_the_next_plan_fail_naming_it(client: Client) -
     assert client.scenes.wait_for(holds_box, TIMEOUT) is not None
     scene = client.call(client.scene_service, GetPlanningScene.Request()).scene
     assert holds_box(scene)
-    failed = client.raw_plan(goal)
-    assert failed.error_code.val == MoveItErrorCodes.GOAL_IN_COLLISION, failed.error_code.message
-    assert "probe_box" in failed.error_code.message
+    failed, reason = client.plan_with_reason(plan_request(goal))
+    assert failed.error_code.val == MoveItErrorCodes.FAILURE, failed.error_code.message
+    assert reason["code"] == MoveItErrorCodes.GOAL_IN_COLLISION and "probe_box" in reason["message"]
     assert moveit2.plan(joint_positions=list(goal), timeout_sec=TIMEOUT) is None
     seen = client.scenes.count
     moveit2.remove_collision_object("probe_box")
@@ -310,9 +339,9 @@ def test_objects_attach_to_the_flange_and_a_start_state_carries_its_own(client: 
     held = AttachedCollisionObject(link_name="flange", object=_box("big_box", (0.0, 0.0, 0.0)))
     held.object.header.frame_id = "flange"
     held.object.primitives = [SolidPrimitive(type=SolidPrimitive.BOX, dimensions=[1.2, 1.2, 1.2])]
-    refused = client.raw_plan(goal, held)
-    assert refused.error_code.val == MoveItErrorCodes.START_STATE_IN_COLLISION, refused.error_code.message
-    assert "big_box" in refused.error_code.message
+    refused, reason = client.plan_with_reason(plan_request(goal, held))
+    assert refused.error_code.val == MoveItErrorCodes.FAILURE, refused.error_code.message
+    assert reason["code"] == MoveItErrorCodes.START_STATE_IN_COLLISION and "big_box" in reason["message"]
     # The request's start state did not change the scene: the same goal plans without the box.
     assert client.raw_plan(goal).error_code.val == MoveItErrorCodes.SUCCESS
     # A world object attached by its id leaves the world and moves with the flange; detached, it returns.
@@ -382,6 +411,9 @@ def test_move_action_plans_and_executes_and_ik_fk_agree(client: Client) -> None:
 
 
 def test_a_cancelled_execution_stops_the_arm_part_way(client: Client) -> None:
+    """pymoveit2's ``cancel_execution`` publishes ``stop`` on ``trajectory_execution_event`` as
+    well as cancelling the goal: the ``stop`` is what stops move_group (the cancel alone does
+    not: test_moveit_conformance.py, row 1)."""
     moveit2 = client.moveit2
     start = client.live()
     goal = start + np.array([-0.6, 0.0, 0.0, 0.0, 0.0, 0.0])
@@ -431,7 +463,6 @@ def test_moves_sent_side_by_side_start_where_the_ones_before_really_end(client: 
         {"task_type": "moveto", "direction": "forward", "distance": 0.02, "planning_type": "cartesian"},
         {"task_type": "moveto", "direction": "backward", "distance": 0.02, "planning_type": "cartesian"},
     ]
-    import json
 
     steps = ScriptParser.from_files(cell=None, poses=poses)(
         json.dumps({"start_gripper": "pipettor", "tasks": moves})
@@ -519,7 +550,7 @@ def faulty(ros_env: RosEnvironment) -> Iterator[Client]:
 
 def test_injected_faults_come_back_as_moveit_error_codes(faulty: Client) -> None:
     failed = faulty.raw_plan(GOAL)
-    assert failed.error_code.val == MoveItErrorCodes.PLANNING_FAILED
+    assert failed.error_code.val == MoveItErrorCodes.FAILURE  # as every failure of plan_kinematic_path
     assert "planner crashed" in failed.error_code.message
     moveit2 = faulty.moveit2
     trajectory = moveit2.plan(joint_positions=list(GOAL), timeout_sec=TIMEOUT)

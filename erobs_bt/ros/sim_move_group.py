@@ -16,7 +16,8 @@ node's namespace (``--namespace`` or ``--ros-args -r __ns:=/cell``):
   ``monitored_planning_scene`` (published, transient local: the whole scene after every
   change), ``robot_description`` and ``robot_description_semantic`` (``std_msgs/String``,
   transient local, as robot_state_publisher and move_group publish them);
-* parameters ``robot_description`` / ``robot_description_semantic`` of the node ``move_group``
+* parameter ``robot_description_semantic`` of the node ``move_group``; its ``robot_description``
+  is declared but unset, as with UR's Jazzy launch (the URDF is on the topic only)
   (:mod:`erobs_bt.world.description`: the UR5e, the cell's tool tip frames, group
   :data:`~erobs_bt.world.description.GROUP` = ``ur_arm`` with the cell's named states);
 * ``~/events`` (``std_msgs/String``, JSON lines, transient local): every plan (its planning
@@ -42,7 +43,9 @@ a request (the lower of its velocity and acceleration factors, when set) scales 
 0 takes the planner's default (EROBS's 0.2). Errors come back as ``MoveItErrorCodes``
 (``GOAL_IN_COLLISION``, ``START_STATE_IN_COLLISION``, ``NO_IK_SOLUTION``, ``PLANNING_FAILED``,
 ``INVALID_GROUP_NAME``, ...) with a message naming the colliding bodies (an object a client
-added is named by its id).
+added is named by its id), except from ``plan_kinematic_path``, which answers every failure
+and an unknown ``pipeline_id`` (not one of :data:`PIPELINES`) with ``FAILURE`` and no message,
+as move_group does; the reason is in ``~/events`` and the log.
 
 ``--plan-latency`` [s of wall time] is added to every plan (GetMotionPlan, MoveGroup,
 GetCartesianPath) and reported in its ``planning_time``: it stands in for the seconds a real
@@ -52,8 +55,14 @@ Execution: a kinematic controller (:class:`~erobs_bt.backends.sim.controller.Sim
 plays trajectories in simulated time (``--speed`` simulated seconds per wall second). A
 trajectory whose first point is more than :data:`ALLOWED_START_TOLERANCE` (MoveIt's
 ``trajectory_execution.allowed_start_tolerance``, 0.01 rad) from the live state is refused
-with ``CONTROL_FAILED``; a cancel ramps the arm down and ends the goal ``PREEMPTED``; a goal
-that arrives while another trajectory plays is aborted (``CONTROL_FAILED``).
+with ``CONTROL_FAILED``. As move_group (docs/conformance/moveit.md): a cancel of an
+``execute_trajectory`` goal does not stop it (the cancel is answered, refused, once the goal
+has ended); ``stop`` on ``trajectory_execution_event`` (``std_msgs/String``) ramps every
+execution in progress down and ends it with ``PREEMPTED`` (ExecuteTrajectory's goal aborted,
+MoveGroup's cancelled when its cancel was asked); a ``move_action`` goal's cancel stops its
+execution. An ``execute_trajectory`` goal sent while another executes is answered once that one
+has ended, then executed (row 13); a ``move_action`` execution that arrives while another
+trajectory plays is aborted (``CONTROL_FAILED``).
 
 ``--faults`` injects failures in the one fault language of the simulated cell
 (:mod:`erobs_bt.backends.sim.faults`: a YAML file or YAML text, a list of entries or a mapping
@@ -112,14 +121,16 @@ from numpy.typing import NDArray
 from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.action.server import ServerGoalHandle
-from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.node import Node
+from rclpy.parameter import Parameter
+from rclpy.qos import qos_profile_services_default
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 from trajectory_msgs.msg import JointTrajectoryPoint
 
 from erobs_bt.backends.base import ArmSegment, ErrorCode, MotionError, TrajectoryPoint
-from erobs_bt.backends.moveit.model import pose_msg
+from erobs_bt.backends.moveit.model import EXECUTION_EVENT_TOPIC, STOP_EVENT, pose_msg
 from erobs_bt.backends.sim.controller import SimController
 from erobs_bt.backends.sim.faults import FaultInjector, FaultSpec, parse_fault_section
 from erobs_bt.planning.planner import MotionPlanner, PlannerConfig
@@ -138,9 +149,9 @@ from erobs_bt.ros.qos import latched_qos
 from erobs_bt.script._values import safe_load_yaml
 from erobs_bt.script.model import JOINT_NAMES, Constraints, JointConstraint, OrientationConstraint
 from erobs_bt.world import kinematics
-from erobs_bt.world.cell import CellConfig, GripperConfig, ToolShape
+from erobs_bt.world.cell import ROBOT_LINKS, CellConfig, GripperConfig, ToolShape
 from erobs_bt.world.cell import Pose as WorldPose
-from erobs_bt.world.collision import CollisionModel
+from erobs_bt.world.collision import DEFAULT_ACM_STORE, AcmStore, CollisionModel, PairSet
 from erobs_bt.world.config import load_cell
 from erobs_bt.world.description import GROUP, TIP_LINK, srdf_text, urdf_text
 
@@ -150,10 +161,40 @@ ROS_NODE_NAME = "move_group"
 READY_PREFIX = f"{NODE_NAME} ready"
 #: MoveIt's ``trajectory_execution.allowed_start_tolerance`` [rad].
 ALLOWED_START_TOLERANCE = 0.01
+#: MoveIt's execution duration monitoring defaults: an execution may take its trajectory's
+#: duration x ``allowed_execution_duration_scaling`` + ``allowed_goal_duration_margin`` [s]
+#: before it is stopped with ``TIMED_OUT`` (moveit2 ``trajectory_execution_manager.cpp`` 53-57).
+DURATION_SCALING = 1.1
+DURATION_MARGIN = 0.5
+
+
+def slowed(segment: ArmSegment, slider: float) -> ArmSegment:
+    """``segment`` played at ``slider`` (0 < slider <= 1) of its speed, as UR's speed slider
+    does through the scaled trajectory controller: the same path, every time divided by
+    ``slider`` (velocities times ``slider``, accelerations times its square)."""
+    if slider == 1.0:
+        return segment
+    return replace(
+        segment,
+        points=tuple(
+            TrajectoryPoint(
+                p.positions,
+                tuple(v * slider for v in p.velocities),
+                tuple(a * slider * slider for a in p.accelerations),
+                p.time_from_start / slider,
+            )
+            for p in segment.points
+        ),
+    )
+
+
 #: Default joint-state rate [Hz of wall time].
 DEFAULT_RATE = 50.0
 #: The fault calls a move_group can observe (module docstring).
 FAULT_CALLS = ("plan", "execute", "acceptance")
+#: The planning pipelines this move_group has (EROBS's: OMPL and Pilz); ``""`` is the default
+#: (OMPL). Another ``pipeline_id`` is answered ``FAILURE`` by ``plan_kinematic_path``.
+PIPELINES = ("ompl", "pilz_industrial_motion_planner")
 #: The world-model tool that carries the attached collision objects.
 ATTACHED_TOOL = "attached"
 #: Links that move with the flange (others cannot carry an attached object).
@@ -161,6 +202,9 @@ _FLANGE_LINKS = ("wrist_3_link", "flange", "tool0")
 #: Error-code names the planner puts at the start of a reason (planning/planner.py).
 _CODE_NAMES = ("GOAL_IN_COLLISION", "START_STATE_IN_COLLISION", "NO_IK_SOLUTION")
 _CODE_PATTERN = re.compile(r"\b(" + "|".join(_CODE_NAMES) + r")\b")
+#: [rad] the embedded planner's joint-jump threshold for compute_cartesian_path: larger than any
+#: joint change, i.e. no check (move_group never applies its jump threshold: row 10).
+_NO_JUMP_CHECK = 1e3
 #: Collision-model cache size (scenes differ by world and attached objects).
 _MODEL_CACHE = 8
 
@@ -312,6 +356,44 @@ class _Attached:
     shapes: tuple[ToolShape, ...]
 
 
+class _TouchLinks(AcmStore):
+    """The world model's allowed-collision matrices with the attached objects' pairs as MoveIt
+    checks them: an attached body against every arm link except its object's ``touch_links``
+    (the link it is attached to included only when listed); attached bodies among themselves
+    are not checked (moveit2 ``collision_detection_fcl/src/collision_common.cpp`` 131-157;
+    docs/conformance/moveit.md, row 2). The sampled matrices themselves come from ``base``.
+
+    Args:
+        base: the store the world model's matrices come from.
+        touch: attached body name (``attached/<i>``) -> the arm links it may touch.
+    """
+
+    def __init__(self, base: AcmStore, touch: Mapping[str, frozenset[str]]) -> None:
+        # Delegates to ``base`` and keeps no matrices of its own.
+        self._base = base
+        self._touch = touch
+
+    def hulls(self, build: Any) -> pin.GeometryModel:
+        """The arm's convex link hulls, from ``base``."""
+        return self._base.hulls(build)
+
+    def get(self, document: dict[str, Any], compute: Any) -> PairSet:
+        """``base``'s disabled pairs less every (attached body, arm link) pair MoveIt checks."""
+        pairs = self._base.get(document, compute)
+
+        def checked(pair: tuple[str, str]) -> bool:
+            for body, link in (pair, pair[::-1]):
+                if body in self._touch and link in ROBOT_LINKS:
+                    return link not in self._touch[body]
+            return False
+
+        return frozenset(pair for pair in pairs if not checked(pair))
+
+
+class _PartlyApplied(SceneError):
+    """A planning scene applied except for the world objects named (MoveIt's ``success: false``)."""
+
+
 class _Failure(Exception):
     """A request that ends with a MoveIt error code."""
 
@@ -345,6 +427,11 @@ class SimMoveGroupNode(Node):
             start (as the object ``<gripper>``), or ``None`` for a bare flange.
         rate: joint-state rate [Hz of wall time].
         planner_config: the embedded planner's settings.
+        speed_slider: UR's speed slider (0 < x <= 1): executions take 1/x times their
+            trajectory's duration (:func:`slowed`).
+        duration_monitoring: MoveIt's ``trajectory_execution.execution_duration_monitoring``:
+            an execution that takes longer than its duration x ``duration_scaling`` +
+            ``duration_margin`` [s] is stopped with ``TIMED_OUT``.
         warm_up: build the cell's tools' collision models in the background at start
             (:meth:`warm_up`).
         context: the rclpy context, or ``None`` for the global one.
@@ -364,11 +451,23 @@ class SimMoveGroupNode(Node):
         gripper: str | None = None,
         rate: float = DEFAULT_RATE,
         planner_config: PlannerConfig | None = None,
+        speed_slider: float = 1.0,
+        duration_monitoring: bool = True,
+        duration_scaling: float = DURATION_SCALING,
+        duration_margin: float = DURATION_MARGIN,
         warm_up: bool = True,
         context: Any = None,
     ) -> None:
         if not (speed > 0.0) or not (rate > 0.0) or not (math.isfinite(plan_latency) and plan_latency >= 0.0):
             raise ValueError("speed and rate must be > 0 and plan_latency >= 0 s")
+        if not (0.0 < speed_slider <= 1.0):
+            raise ValueError(f"speed_slider must be in (0, 1], got {speed_slider}")
+        if not (duration_scaling >= 1.0 and duration_margin >= 0.0):
+            raise ValueError("duration_scaling must be >= 1 and duration_margin >= 0 s")
+        self.speed_slider = float(speed_slider)
+        self.duration_limit = (
+            (float(duration_scaling), float(duration_margin)) if duration_monitoring else None
+        )
         self._faults = faults if faults is not None else FaultInjector()
         check_fault_calls(self._faults)
         super().__init__(ROS_NODE_NAME, context=context)
@@ -379,6 +478,12 @@ class SimMoveGroupNode(Node):
         self._lock = threading.RLock()
         self._closing = threading.Event()
         self._group = ReentrantCallbackGroup()
+        # As move_group (docs/conformance/moveit.md, row 3): its planning, kinematics and
+        # apply_planning_scene services (and move_action's goal handling) share the node's
+        # default mutually exclusive group, one request at a time; get_planning_scene and the
+        # scene topics run on the scene monitor's own single-threaded node.
+        self._service_group = MutuallyExclusiveCallbackGroup()
+        self._monitor_group = MutuallyExclusiveCallbackGroup()
         self.urdf = urdf_text(cell)
         self.srdf = srdf_text(cell)
         self._kinematics = pin.buildModelFromXML(self.urdf)
@@ -387,7 +492,9 @@ class SimMoveGroupNode(Node):
         }
         self._T_flange_links = self._flange_links()
         read_only = ParameterDescriptor(read_only=True)
-        self.declare_parameter("robot_description", self.urdf, read_only)
+        # As with UR's Jazzy launch (docs/conformance/moveit.md, row 4): the URDF comes on the
+        # latched topic only (robot_state_publisher's); move_group's parameter is declared, unset.
+        self.declare_parameter("robot_description", Parameter.Type.STRING, read_only)
         self.declare_parameter("robot_description_semantic", self.srdf, read_only)
         self._events = self.create_publisher(String, "~/events", latched_qos(10000))
         for topic, text in (("robot_description", self.urdf), ("robot_description_semantic", self.srdf)):
@@ -402,39 +509,69 @@ class SimMoveGroupNode(Node):
         self._attached: dict[str, _Attached] = {}
         self._models: OrderedDict[Any, CollisionModel] = OrderedDict()
         self._pending: dict[int, FaultSpec | None] = {}
+        self._stops: dict[int, threading.Event] = {}  # one per execution in progress: a "stop" sets it
+        self._ended: dict[int, threading.Event] = {}  # ExecuteTrajectory goals: set when the goal ends
+        self._trajectory_turn = (
+            threading.Lock()
+        )  # held from an ExecuteTrajectory goal's acceptance to its end
         self._counter = itertools.count(1)
         if gripper is not None and gripper != "none":
             self._attach_tool(gripper)
         self.controller.add_listener(self._publish_joint_state)
         self._publish_joint_state(JOINT_NAMES, self.controller.joint_positions(), (0.0,) * 6)
         self.create_subscription(
-            CollisionObject, "collision_object", self._on_collision_object, 100, callback_group=self._group
+            CollisionObject,
+            "collision_object",
+            self._on_collision_object,
+            100,
+            callback_group=self._monitor_group,
         )
         self.create_subscription(
             AttachedCollisionObject,
             "attached_collision_object",
             self._on_attached_object,
             100,
-            callback_group=self._group,
+            callback_group=self._monitor_group,
         )
         self.create_subscription(
-            PlanningScene, "planning_scene", self._on_scene_diff, 100, callback_group=self._group
+            PlanningScene, "planning_scene", self._on_scene_diff, 100, callback_group=self._monitor_group
+        )
+        self.create_subscription(
+            String,
+            EXECUTION_EVENT_TOPIC,
+            self._on_execution_event,
+            qos_profile_services_default,
+            callback_group=self._group,
         )
         self.servers: list[str] = []
-        for srv, name, handler in (
-            (GetMotionPlan, "plan_kinematic_path", self._on_plan),
-            (GetCartesianPath, "compute_cartesian_path", self._on_cartesian),
-            (GetPositionIK, "compute_ik", self._on_ik),
-            (GetPositionFK, "compute_fk", self._on_fk),
-            (GetPlanningScene, "get_planning_scene", self._on_get_scene),
-            (ApplyPlanningScene, "apply_planning_scene", self._on_apply_scene),
+        for srv, name, handler, group in (
+            (GetMotionPlan, "plan_kinematic_path", self._on_plan, self._service_group),
+            (GetCartesianPath, "compute_cartesian_path", self._on_cartesian, self._service_group),
+            (GetPositionIK, "compute_ik", self._on_ik, self._service_group),
+            (GetPositionFK, "compute_fk", self._on_fk, self._service_group),
+            (GetPlanningScene, "get_planning_scene", self._on_get_scene, self._monitor_group),
+            (ApplyPlanningScene, "apply_planning_scene", self._on_apply_scene, self._service_group),
         ):
-            self.create_service(srv, name, handler, callback_group=self._group)
+            self.create_service(srv, name, handler, callback_group=group)
             self.servers.append(name)
         self._actions = []
-        for action, name, execute, admit in (
-            (MoveGroup, "move_action", self._execute_move_group, self._on_move_goal),
-            (ExecuteTrajectory, "execute_trajectory", self._execute_trajectory, self._on_trajectory_goal),
+        for action, name, execute, admit, cancel, action_group in (
+            (
+                MoveGroup,
+                "move_action",
+                self._execute_move_group,
+                self._on_move_goal,
+                lambda _goal: CancelResponse.ACCEPT,
+                self._service_group,
+            ),
+            (
+                ExecuteTrajectory,
+                "execute_trajectory",
+                self._execute_trajectory,
+                self._on_trajectory_goal,
+                self._on_trajectory_cancel,
+                self._group,
+            ),
         ):
             self._actions.append(
                 ActionServer(
@@ -443,8 +580,8 @@ class SimMoveGroupNode(Node):
                     name,
                     execute_callback=execute,
                     goal_callback=admit,
-                    cancel_callback=lambda _goal: CancelResponse.ACCEPT,
-                    callback_group=self._group,
+                    cancel_callback=cancel,
+                    callback_group=action_group,
                 )
             )
             self.servers.append(name)
@@ -575,6 +712,9 @@ class SimMoveGroupNode(Node):
                 link_name=message.link_name, object=obj, touch_links=list(message.touch_links)
             )
         shapes = tool_shapes_from_attached(message, self._T_flange_link, kinematics.fk(q))
+        if not shapes and operation == "ADD":
+            # moveit2 planning_scene.cpp 1579-1598, 1620-1624: nothing to attach.
+            raise SceneError(f"{where}: no geometry to attach (and no world object of that id)")
         if operation == "APPEND" and obj.id in attached:
             old = attached[obj.id]
             shapes = old.shapes + tuple(replace(s, name=f"{s.name}+{len(old.shapes)}") for s in shapes)
@@ -586,29 +726,54 @@ class SimMoveGroupNode(Node):
     def _apply_scene(self, scene: Any) -> str:
         """Apply a ``PlanningScene`` (a diff, or the whole world and attached objects).
 
+        As MoveIt's ``PlanningScene::setPlanningSceneDiffMsg`` (docs/conformance/moveit.md,
+        row 5): the attached objects are processed one by one and one that cannot be attached
+        or detached is only logged (skipped); only the world objects decide the outcome.
+
+        The world objects are processed one by one too (``ps.cpp`` 1356-1358; without
+        ``is_diff`` on an emptied world, 1367-1402): one refused leaves the others applied
+        (row 12).
+
         Returns:
-            What changed, for the events.
+            What changed, for the events (the attached objects skipped named).
 
         Raises:
-            SceneError: the scene is refused as a whole (nothing changes).
+            _PartlyApplied: world objects were refused (named); the rest of the scene is applied.
         """
         with self._lock:
             world, version, attached = self._world, self._world_version, dict(self._attached)
             try:
                 if not scene.is_diff:
                     attached = {}
-                self._world = self._world.apply_scene(scene)
-                self._world_version += 1
                 q = self.controller.joint_positions()
+                skipped = []
                 for message in scene.robot_state.attached_collision_objects:
-                    self._apply_attached(message, attached, q)
+                    before = (self._world, self._world_version, dict(attached))
+                    try:
+                        self._apply_attached(message, attached, q)
+                    except SceneError as exc:
+                        self._world, self._world_version, attached = before
+                        skipped.append(str(exc))
+                        self.get_logger().error(f"attached object not processed (success unaffected): {exc}")
+                refused = []
+                updated = self._world if scene.is_diff else SceneWorld()
+                for obj in scene.world.collision_objects:
+                    try:
+                        updated = updated.apply(obj)
+                    except SceneError as exc:
+                        refused.append(str(exc))
+                self._world = updated
+                self._world_version += 1
             except SceneError:
                 self._world, self._world_version = world, version
                 raise
             self._attached = attached
+            if refused:
+                raise _PartlyApplied("; ".join(refused))
             return (
                 f"world {len(scene.world.collision_objects)} object(s), "
                 f"attached {len(scene.robot_state.attached_collision_objects)} object(s)"
+                + (f"; skipped: {'; '.join(skipped)}" if skipped else "")
             )
 
     def _on_collision_object(self, msg: Any) -> None:
@@ -632,6 +797,8 @@ class SimMoveGroupNode(Node):
         except (SceneError, ValueError, TypeError) as exc:  # a bad message never stops the move_group
             self.get_logger().warning(f"{source}: refused: {exc}")
             self._event("scene", source=source, id=name, ok=False, message=str(exc))
+            if isinstance(exc, _PartlyApplied):
+                self._publish_scene()
             return
         self._event(
             "scene",
@@ -654,6 +821,8 @@ class SimMoveGroupNode(Node):
             response.success = False
             self._event("scene", source="apply_planning_scene", ok=False, message=str(exc))
             self.get_logger().warning(f"apply_planning_scene: refused: {exc}")
+            if isinstance(exc, _PartlyApplied):
+                self._publish_scene()
             return response
         response.success = True
         self._event(
@@ -679,8 +848,13 @@ class SimMoveGroupNode(Node):
             replace(s, name=str(i))
             for i, s in enumerate(s for key in sorted(attached) for s in attached[key].shapes)
         )
+        touch = tuple(
+            frozenset(attached[key].message.touch_links)
+            for key in sorted(attached)
+            for _ in attached[key].shapes
+        )
         with self._lock:
-            key = (self._world_version, shapes)
+            key = (self._world_version, shapes, touch)
             model = self._models.get(key)
             if model is not None:
                 self._models.move_to_end(key)
@@ -691,7 +865,10 @@ class SimMoveGroupNode(Node):
                 obstacles=self._world.obstacles(),
                 grippers=MappingProxyType({**self.cell.grippers, ATTACHED_TOOL: tool}),
             )
-        model = CollisionModel(cell, gripper=ATTACHED_TOOL)
+        store = _TouchLinks(
+            DEFAULT_ACM_STORE, {f"{ATTACHED_TOOL}/{i}": links for i, links in enumerate(touch)}
+        )
+        model = CollisionModel(cell, gripper=ATTACHED_TOOL, acm_store=store)
         with self._lock:
             self._models[key] = model
             while len(self._models) > _MODEL_CACHE:
@@ -918,12 +1095,30 @@ class SimMoveGroupNode(Node):
 
     # -- services ------------------------------------------------------------------------------
     def _on_plan(self, request: Any, response: Any) -> Any:
-        plan = self._plan_request(request.motion_plan_request, "plan_kinematic_path")
+        """``plan_kinematic_path`` as move_group answers it (docs/conformance/moveit.md, row 9):
+        an unknown ``pipeline_id`` and every failed plan are ``FAILURE`` with no message (the
+        planner's own code and reason go to the log and ``~/events``; an injected fault keeps
+        its message)."""
+        service = "plan_kinematic_path"
+        pipeline = request.motion_plan_request.pipeline_id
+        if pipeline and pipeline not in PIPELINES:
+            message = f"unknown planning pipeline {pipeline!r} (known: {', '.join(PIPELINES)})"
+            self._event(
+                "plan", service=service, code=MoveItErrorCodes.FAILURE, message=message, answered="FAILURE"
+            )
+            self.get_logger().error(message)
+            response.motion_plan_response.error_code = _error(MoveItErrorCodes.FAILURE)
+            return response
+        plan = self._plan_request(request.motion_plan_request, service)
         result = response.motion_plan_response
         result.trajectory_start = plan.start
         result.group_name = GROUP
         result.planning_time = plan.planning_time
-        result.error_code = _error(plan.code, plan.message)
+        if plan.code == MoveItErrorCodes.SUCCESS:
+            result.error_code = _error(plan.code)
+        else:
+            injected = plan.message if plan.message.endswith("(fault injection)") else ""
+            result.error_code = _error(MoveItErrorCodes.FAILURE, injected)
         if plan.trajectory is not None:
             result.trajectory = trajectory_message(plan.trajectory)
         return response
@@ -944,9 +1139,14 @@ class SimMoveGroupNode(Node):
                 raise _Failure(MoveItErrorCodes.INVALID_MOTION_PLAN, "no waypoints")
             q, attached = self._start(request.start_state)
             response.start_state = self._robot_state(q, attached)
-            # The whole fraction is reported, so the planner keeps any prefix of a line.
+            # The whole fraction is reported, so the planner keeps any prefix of a line; no joint
+            # jump check: move_group builds its jump threshold but never passes it on (row 10).
             planner = self._planner(
-                attached, self._scaling(request), bool(request.avoid_collisions), min_cartesian_fraction=1e-9
+                attached,
+                self._scaling(request),
+                bool(request.avoid_collisions),
+                min_cartesian_fraction=1e-9,
+                jump_threshold=_NO_JUMP_CHECK,
             )
             waypoints = [T_frame @ pose_matrix(w) for w in request.waypoints]
             constraints = path_constraints_of(request.path_constraints)
@@ -989,8 +1189,9 @@ class SimMoveGroupNode(Node):
         """Straight tip lines through ``waypoints`` (poses of ``link`` in ``base_link``) from ``q``.
 
         Returns:
-            The joined trajectory, the share of the path's length achieved (of the number of
-            waypoints for a path that only turns), and why it stopped short ("" when whole).
+            The joined trajectory, the fraction as MoveIt's ``CartesianInterpolator`` counts it
+            (each waypoint reached adds 1/n, the one where the line stops adds its share of that
+            line / n: docs/conformance/moveit.md, row 10), and why it stopped short ("" when whole).
         """
         T_flange_tip = self._T_flange_link(link)
         tip = (kinematics.fk(q) @ T_flange_tip)[:3, 3]
@@ -1000,7 +1201,6 @@ class SimMoveGroupNode(Node):
         for T in waypoints:
             lengths.append(float(np.linalg.norm(T[:3, 3] - previous)))
             previous = T[:3, 3]
-        total = sum(lengths)
         achieved, reason = 0.0, ""
         for i, T in enumerate(waypoints):
             xyz = [float(v) for v in T[:3, 3]]
@@ -1024,11 +1224,11 @@ class SimMoveGroupNode(Node):
             end = (kinematics.fk(part.points[-1].positions) @ T_flange_tip)[:3, 3]
             covered = float(np.linalg.norm(end - (kinematics.fk(start) @ T_flange_tip)[:3, 3]))
             share = min(1.0, covered / lengths[i]) if lengths[i] > 1e-9 else 1.0
-            achieved += share * lengths[i] if total > 1e-9 else share
+            achieved += share
             if share < 1.0 - 1e-6:
                 reason = f"waypoint {i}: the straight line stopped at {share * 100:.1f}%"
                 break
-        fraction = achieved / total if total > 1e-9 else achieved / len(waypoints)
+        fraction = achieved / len(waypoints)
         return ArmSegment(0, tuple(points)), float(min(1.0, fraction)), reason
 
     def _on_ik(self, request: Any, response: Any) -> Any:
@@ -1101,7 +1301,16 @@ class SimMoveGroupNode(Node):
         return GoalResponse.ACCEPT
 
     def _on_trajectory_goal(self, goal: Any) -> GoalResponse:
-        return self._admit(goal, "execute_trajectory")
+        """An ExecuteTrajectory goal request: answered only once the goal before it has ended,
+        as move_group's server, whose single thread the running goal occupies, answers it
+        (docs/conformance/moveit.md, row 13); the turn is held until this goal ends."""
+        while not self._trajectory_turn.acquire(timeout=0.1):
+            if self._closing.is_set():
+                return GoalResponse.REJECT
+        response = self._admit(goal, "execute_trajectory")
+        if response != GoalResponse.ACCEPT:
+            self._trajectory_turn.release()
+        return response
 
     def _on_move_goal(self, goal: Any) -> GoalResponse:
         if goal.planning_options.plan_only:
@@ -1121,15 +1330,31 @@ class SimMoveGroupNode(Node):
     ) -> MoveItErrorCodes:
         """Play a ``RobotTrajectory`` on the simulated arm; the outcome's error code."""
         try:
-            segment = segment_of(trajectory)
+            planned = segment_of(trajectory)
         except ValueError as exc:
             return _error(MoveItErrorCodes.INVALID_MOTION_PLAN, str(exc))
+        segment = slowed(planned, self.speed_slider)
         cut = None
         if fault is not None and fault.outcome in ("execution_error", "execution_timeout"):
             cut = (
                 fault.after_fraction * segment.duration,
                 self._faults.error(fault, replay=False, server=kind),
             )
+        monitored = False
+        if self.duration_limit is not None:
+            # moveit2 trajectory_execution_manager.cpp 1452-1503, 1538-1556.
+            scaling, margin = self.duration_limit
+            allowed = planned.duration * scaling + margin
+            if segment.duration > allowed and (cut is None or allowed < cut[0]):
+                monitored = True
+                cut = (
+                    allowed,
+                    MotionError(
+                        ErrorCode.TIMEOUT,
+                        f"execution took longer than {allowed:.3f} s (duration {planned.duration:.3f} s "
+                        f"x {scaling:g} + {margin:g} s; speed slider {self.speed_slider:g})",
+                    ),
+                )
         self._event(
             "execute",
             server=kind,
@@ -1137,34 +1362,45 @@ class SimMoveGroupNode(Node):
             duration=round(segment.duration, 4),
             first=[round(v, 6) for v in segment.points[0].positions],
         )
-        motion = self.controller.execute(segment, fault=cut)
-        cancelled = False
-        while not motion.done():
-            if self._closing.is_set():
-                self.controller.stop()
-            elif goal_handle.is_cancel_requested and not cancelled:
-                cancelled = True
-                self.controller.stop()
-            with contextlib.suppress(TimeoutError):
-                motion.exception(timeout=0.02)
+        stop = threading.Event()
+        with self._lock:
+            self._stops[id(stop)] = stop
+        try:
+            motion = self.controller.execute(segment, fault=cut)
+            stopped = False
+            while not motion.done():
+                if self._closing.is_set():
+                    self.controller.stop()
+                elif not stopped and (
+                    stop.is_set() or (kind == "move_action" and goal_handle.is_cancel_requested)
+                ):
+                    stopped = True
+                    self.controller.stop()
+                with contextlib.suppress(TimeoutError):
+                    motion.exception(timeout=0.02)
+        finally:
+            with self._lock:
+                self._stops.pop(id(stop), None)
         error: BaseException | None = motion.exception()
         position = [round(float(v), 6) for v in self.controller.joint_positions()]
-        if cancelled:
+        if stopped:
             self._event("execute_result", server=kind, outcome="preempted", position=position)
-            return _error(MoveItErrorCodes.PREEMPTED, "cancelled: the arm decelerated to rest")
+            return _error(MoveItErrorCodes.PREEMPTED)
         if error is None:
             self._event("execute_result", server=kind, outcome="succeeded", position=position)
             return _error(MoveItErrorCodes.SUCCESS)
         detail = error.detail if isinstance(error, MotionError) else str(error)
         code = MoveItErrorCodes.CONTROL_FAILED
-        if cut is not None and fault is not None:
+        if monitored:
+            code = MoveItErrorCodes.TIMED_OUT
+        elif cut is not None and fault is not None:
             detail = f"{detail} (fault injection)"
             code = MoveItErrorCodes.TIMED_OUT if fault.outcome == "execution_timeout" else code
         self._event(
             "execute_result", server=kind, outcome="aborted", code=code, message=detail, position=position
         )
         self.get_logger().warning(f"{kind}: {detail}")
-        return _error(code, detail)
+        return _error(code, "" if monitored else detail)  # move_group's TIMED_OUT has no message
 
     def _finish(self, goal_handle: ServerGoalHandle[Any, Any, Any], result: Any) -> Any:
         if result.error_code.val == MoveItErrorCodes.SUCCESS:
@@ -1176,12 +1412,54 @@ class SimMoveGroupNode(Node):
         return result
 
     def _execute_trajectory(self, goal_handle: ServerGoalHandle[Any, Any, Any]) -> Any:
-        fault = self._take_fault(goal_handle.request)
-        result = ExecuteTrajectory.Result()
-        result.error_code = self._run(
-            goal_handle.request.trajectory, goal_handle, fault, "execute_trajectory"
-        )
-        return self._finish(goal_handle, result)
+        ended = self._goal_ended(goal_handle)
+        try:
+            fault = self._take_fault(goal_handle.request)
+            result = ExecuteTrajectory.Result()
+            result.error_code = self._run(
+                goal_handle.request.trajectory, goal_handle, fault, "execute_trajectory"
+            )
+            return self._finish(goal_handle, result)
+        finally:
+            ended.set()
+            with self._lock:
+                self._ended.pop(id(goal_handle), None)
+            self._trajectory_turn.release()
+
+    def _goal_ended(self, goal_handle: Any) -> threading.Event:
+        with self._lock:
+            return self._ended.setdefault(id(goal_handle), threading.Event())
+
+    def _on_trajectory_cancel(self, goal_handle: Any) -> CancelResponse:
+        """A cancel of an ExecuteTrajectory goal, as move_group answers it: execution goes on.
+
+        move_group accepts the cancel but never binds its preempt callback, and the goal's
+        execution occupies the single-threaded executor that would process the cancel
+        (docs/conformance/moveit.md, row 1): the answer comes once the goal has ended, which
+        it does as if no cancel had been asked. Here the answer waits for the goal's end too
+        and refuses (a goal that has ended cannot be cancelled).
+        """
+        self._event("cancel_ignored", server="execute_trajectory")
+        self.get_logger().info("execute_trajectory: cancel received; execution goes on (as move_group)")
+        ended = self._goal_ended(goal_handle)
+        while goal_handle.is_active and not self._closing.is_set():
+            ended.wait(0.1)
+        return CancelResponse.REJECT
+
+    def _on_execution_event(self, msg: String) -> None:
+        """``trajectory_execution_event``: ``stop`` stops every execution in progress (the arm
+        ramps down; the goal ends with ``PREEMPTED``); a stop while nothing executes is lost,
+        and any other text is only logged, as in move_group's trajectory execution manager."""
+        with self._lock:
+            stops = list(self._stops.values())
+        if msg.data == STOP_EVENT:
+            for stop in stops:
+                stop.set()
+            self._event("execution_event", data=msg.data, stopped=len(stops))
+            self.get_logger().info(f"{EXECUTION_EVENT_TOPIC}: stop ({len(stops)} execution(s) in progress)")
+        else:
+            self._event("execution_event", data=msg.data, stopped=0)
+            self.get_logger().warning(f"{EXECUTION_EVENT_TOPIC}: unknown event type {msg.data!r}")
 
     def _execute_move_group(self, goal_handle: ServerGoalHandle[Any, Any, Any]) -> Any:
         goal = goal_handle.request
@@ -1299,6 +1577,29 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--rate", type=float, default=DEFAULT_RATE, help=f"joint_states rate [Hz] (default {DEFAULT_RATE:g})"
     )
+    parser.add_argument(
+        "--speed-slider",
+        type=float,
+        default=1.0,
+        help="UR's speed slider, 0 < x <= 1: executions take 1/x times as long (default 1)",
+    )
+    parser.add_argument(
+        "--execution-duration-scaling",
+        type=float,
+        default=DURATION_SCALING,
+        help="MoveIt's allowed_execution_duration_scaling (default %(default)s)",
+    )
+    parser.add_argument(
+        "--goal-duration-margin",
+        type=float,
+        default=DURATION_MARGIN,
+        help="MoveIt's allowed_goal_duration_margin [s] (default %(default)s)",
+    )
+    parser.add_argument(
+        "--no-execution-duration-monitoring",
+        action="store_true",
+        help="MoveIt's execution_duration_monitoring off (default on: TIMED_OUT past the allowed duration)",
+    )
     return parser
 
 
@@ -1319,6 +1620,10 @@ def run(argv: Sequence[str]) -> int:
             raise ValueError("--speed and --rate must be > 0")
         if not (math.isfinite(args.plan_latency) and args.plan_latency >= 0.0):
             raise ValueError("--plan-latency must be >= 0 s")
+        if not (0.0 < args.speed_slider <= 1.0):
+            raise ValueError("--speed-slider must be in (0, 1]")
+        if not (args.execution_duration_scaling >= 1.0 and args.goal_duration_margin >= 0.0):
+            raise ValueError("--execution-duration-scaling must be >= 1 and --goal-duration-margin >= 0 s")
         cell = load_cell(args.cell if args.cell is not None else config_file("cell.yaml"))
         faults = read_faults(args.faults)
         check_fault_calls(faults)
@@ -1354,6 +1659,10 @@ def run(argv: Sequence[str]) -> int:
             faults=faults,
             gripper=args.gripper,
             rate=args.rate,
+            speed_slider=args.speed_slider,
+            duration_monitoring=not args.no_execution_duration_monitoring,
+            duration_scaling=args.execution_duration_scaling,
+            duration_margin=args.goal_duration_margin,
             warm_up=not args.no_warm_up,
         ),
         threads=lambda node: 8,

@@ -12,8 +12,16 @@ nothing is sent. Errors (the specification's replay table): MoveIt's unsuccessfu
 a rejected goal and a missing server are ``EXECUTION_FAILED`` (a replay plans afresh);
 no goal response within ``acceptance_timeout`` or no result within the trajectory's
 duration plus ``motion_timeout`` are ``TIMEOUT`` (fatal; the stack reports a replay's as
-``REPLAY_TIMEOUT``). :meth:`ExecuteTrajectoryArm.stop` cancels the goal: move_group stops
-the controllers.
+``REPLAY_TIMEOUT``).
+
+Stopping (docs/conformance/moveit.md, row 1): move_group does not stop an ExecuteTrajectory
+goal that is cancelled; only ``stop`` on ``trajectory_execution_event`` does. Every stop
+(:meth:`ExecuteTrajectoryArm.stop`: the engine's stop, cancel and pause-to-stop), and every
+goal this driver gives up on (no result in time), publishes ``stop`` there and cancels the
+goal; the ``stop`` is published again every :data:`STOP_REISSUE` s until the goal ends (one
+published before move_group starts executing is lost). After a goal that did not succeed the
+driver stays busy until the joint states show the arm at rest (:data:`REST_VELOCITY`), for at
+most ``motion_timeout``.
 """
 
 from __future__ import annotations
@@ -28,8 +36,9 @@ from concurrent.futures import Future
 import numpy as np
 from moveit_msgs.action import ExecuteTrajectory
 from rclpy.action import ActionClient
-from rclpy.qos import qos_profile_sensor_data
+from rclpy.qos import qos_profile_sensor_data, qos_profile_services_default
 from sensor_msgs.msg import JointState
+from std_msgs.msg import String
 
 from erobs_bt.backends.base import (
     ArmSegment,
@@ -38,7 +47,14 @@ from erobs_bt.backends.base import (
     MotionError,
     as_motion_error,
 )
-from erobs_bt.backends.moveit.model import MoveItConfig, moveit_error, succeeded, trajectory_of
+from erobs_bt.backends.moveit.model import (
+    EXECUTION_EVENT_TOPIC,
+    STOP_EVENT,
+    MoveItConfig,
+    moveit_error,
+    succeeded,
+    trajectory_of,
+)
 from erobs_bt.backends.ros2_control.link import Goals, RosLink, run_action, wait_ready
 from erobs_bt.script.model import JOINT_NAMES, JointPositions
 
@@ -46,6 +62,14 @@ _LOG = logging.getLogger(__name__)
 
 #: [s] a joint state may be old before the arm's state counts as unknown.
 STATE_TIMEOUT = 1.0
+#: [s] between re-publications of ``stop`` while a stopped goal has not ended (pymoveit2 5.0.0
+#: re-publishes once after 0.25 s: ``CANCEL_REISSUE_DELAY_SEC``).
+STOP_REISSUE = 0.25
+#: [rad/s] the arm is at rest when every joint's reported velocity is at most this (a joint
+#: state without velocities: when two successive states are within 1e-5 rad).
+REST_VELOCITY = 1e-3
+#: [rad] the position change between two successive states of an arm at rest (no velocities).
+_REST_STEP = 1e-5
 
 
 class ExecuteTrajectoryArm:
@@ -67,6 +91,8 @@ class ExecuteTrajectoryArm:
         self._arrived = threading.Condition(self._lock)
         self._positions: tuple[float, ...] | None = None
         self._stamp = -math.inf
+        self._received = 0  # joint states of the arm received
+        self._at_rest = False  # the last joint state shows the arm at rest
         self._listeners: list[JointStateListener] = []
         self._busy = False
         self._idle = threading.Event()
@@ -80,6 +106,9 @@ class ExecuteTrajectoryArm:
         self._subscription = link.node.create_subscription(
             JointState, self._topic, self._on_joint_state, qos_profile_sensor_data, callback_group=link.group
         )
+        self._event_topic = config.name(EXECUTION_EVENT_TOPIC)
+        self._events = link.node.create_publisher(String, self._event_topic, qos_profile_services_default)
+        self.stops_published = 0  # "stop" events published
 
     # -- joint states --------------------------------------------------------------------------
     def _on_joint_state(self, msg: JointState) -> None:
@@ -91,11 +120,20 @@ class ExecuteTrajectoryArm:
         if min(found) < 0 or len(msg.position) < len(msg.name):
             return  # not the arm's message
         positions = tuple(float(msg.position[k]) for k in found)
-        velocities = (
-            tuple(float(msg.velocity[k]) for k in found) if len(msg.velocity) == len(msg.name) else (0.0,) * 6
-        )
+        reported = len(msg.velocity) == len(msg.name)
+        velocities = tuple(float(msg.velocity[k]) for k in found) if reported else (0.0,) * 6
         with self._lock:
+            if reported:
+                at_rest = max(abs(v) for v in velocities) <= REST_VELOCITY
+            else:
+                before = self._positions
+                at_rest = (
+                    before is not None
+                    and max(abs(a - b) for a, b in zip(positions, before, strict=True)) <= _REST_STEP
+                )
             self._positions = positions
+            self._at_rest = at_rest
+            self._received += 1
             self._stamp = time.monotonic()
             listeners = list(self._listeners)
             self._arrived.notify_all()
@@ -221,19 +259,49 @@ class ExecuteTrajectoryArm:
         goal.trajectory = trajectory_of(segment, self._config)
         c = self._config
         self.sent += 1
-        result = run_action(
-            self._client,
-            goal,
-            what=what,
-            timeouts={"server": c.server_timeout, "acceptance": c.acceptance_timeout},
-            result_timeout=segment.duration + c.motion_timeout,
-            goals=self.goals,
-            generation=generation,
-        )
-        if not succeeded(result.error_code):
-            raise moveit_error(
-                result.error_code, planning=False, where=f"step {segment.step_index}", what=what
+        reissued = [0.0]
+        accepted = self.goals.accepted
+
+        def reissue() -> None:  # a stop came: "stop" again until the goal ends
+            if self.goals.current() != generation and time.monotonic() - reissued[0] >= STOP_REISSUE:
+                reissued[0] = time.monotonic()
+                self._publish_stop()
+
+        try:
+            result = run_action(
+                self._client,
+                goal,
+                what=what,
+                timeouts={"server": c.server_timeout, "acceptance": c.acceptance_timeout},
+                result_timeout=segment.duration + c.motion_timeout,
+                goals=self.goals,
+                generation=generation,
+                watchdog=reissue,
+                cancel=self._stop_goal,
+                aborted=lambda r: moveit_error(
+                    r.error_code,
+                    planning=False,
+                    where=f"step {segment.step_index}",
+                    what=f"{what}: goal aborted",
+                ),
             )
+            if not succeeded(result.error_code):
+                raise moveit_error(
+                    result.error_code, planning=False, where=f"step {segment.step_index}", what=what
+                )
+        except MotionError as exc:
+            # A goal move_group accepted may have moved the arm: idle only once it is at rest.
+            rest = self.goals.accepted == accepted or self._wait_rest(c.motion_timeout)
+            error = exc
+            if self.goals.current() != generation:
+                error = MotionError(ErrorCode.EXECUTION_FAILED, f"{what}: stopped by request")
+            if not rest:
+                error = MotionError(
+                    error.code,
+                    f"{error.detail}; the joint states on {self._topic} do not show the arm at rest "
+                    f"within {c.motion_timeout:g} s",
+                )
+            raise error from None
         # The result can overtake the last joint states: wait until they show the arm at the end.
         end = np.asarray(segment.points[-1].positions, dtype=float)
         order = [segment.joint_names.index(n) for n in JOINT_NAMES]
@@ -253,10 +321,48 @@ class ExecuteTrajectoryArm:
                     )
                 self._arrived.wait(remaining)
 
+    def _publish_stop(self) -> None:
+        """Publish ``stop`` on move_group's ``trajectory_execution_event``."""
+        try:
+            self._events.publish(String(data=STOP_EVENT))
+        except Exception:  # the link is shutting down
+            _LOG.exception("stop: could not publish on %s", self._event_topic)
+            return
+        self.stops_published += 1
+
+    def _stop_goal(self, handle: object) -> None:
+        """Give up on one goal: ``stop`` (move_group does not stop on a cancel) and cancel it."""
+        self._publish_stop()
+        handle.cancel_goal_async()  # type: ignore[attr-defined]
+
+    def _wait_rest(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` [s] for a joint state received from now on that shows the arm
+        at rest (:data:`REST_VELOCITY`); False on timeout."""
+        deadline = time.monotonic() + timeout
+        with self._arrived:
+            since = self._received
+            while self._received == since or not self._at_rest:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._arrived.wait(remaining)
+        return True
+
     def stop(self) -> None:
-        """Cancel the goal in flight (move_group stops the controllers). Non-blocking, idempotent."""
-        if self.goals.stop():
-            _LOG.info("stop: cancelled the ExecuteTrajectory goal on %s", self._action)
+        """Stop the trajectory in flight: ``stop`` on move_group's ``trajectory_execution_event``
+        and a cancel of the ExecuteTrajectory goal (module docstring). The driver reports
+        idle once the arm is at rest. Non-blocking, idempotent."""
+        with self._lock:
+            busy = self._busy
+        if busy:
+            self._publish_stop()
+        if self.goals.stop() or busy:
+            _LOG.info(
+                "stop: published %s on %s and cancelled the goal on %s",
+                STOP_EVENT,
+                self._event_topic,
+                self._action,
+            )
 
     def shutdown(self) -> None:
         """Cancel any goal and drop the listeners. Idempotent."""

@@ -45,6 +45,14 @@ from erobs_bt.world.tools import ToolState
 #: the chain EROBS's MoveIt Task Constructor stages build for joint goals.
 DEFAULT_PIPELINES: tuple[tuple[str, str], ...] = (("pilz_industrial_motion_planner", "PTP"), ("ompl", ""))
 
+#: The topic move_group's trajectory execution manager listens on for execution events
+#: (``std_msgs/String``, relative to move_group's namespace; reliable, volatile, keep last 10 =
+#: rclcpp's ``ServicesQoS``): moveit2 jazzy/main ``trajectory_execution_manager.cpp`` 50, 198-206.
+EXECUTION_EVENT_TOPIC = "trajectory_execution_event"
+#: The one event it acts on: stop every execution in progress (``processEvent``, same file
+#: 343-353). A cancel of an ExecuteTrajectory goal does not stop it (docs/conformance/moveit.md).
+STOP_EVENT = "stop"
+
 #: How the ``moveit`` backend commands tools (:attr:`MoveItConfig.tools`).
 TOOL_MODES = ("ros2_control", "simulated")
 
@@ -76,14 +84,21 @@ class MoveItConfig:
         start_tolerance: [rad] largest live-state deviation from a trajectory's first point
             (MoveIt's ``allowed_start_tolerance``, 0.01).
         server_timeout: [s] to wait for a service or action server to appear.
-        call_timeout: [s] for a service response, on top of ``planning_time``.
+        call_timeout: [s] for a service response, on top of ``planning_time``, counted from
+            when the request is sent (not while it waits for its turn: ``max_in_flight``).
+        max_in_flight: how many service requests the backend has at move_group at once
+            (planning, IK/FK, the planning scene); the others wait their turn here. 1: a stock
+            move_group answers one at a time (its services share one mutually exclusive
+            callback group: docs/conformance/moveit.md, row 3), so a request sent while
+            another is served would wait inside move_group, its timeout running.
         acceptance_timeout: [s] for an ExecuteTrajectory goal response (EROBS 10 s).
         motion_timeout: [s] for the ExecuteTrajectory result beyond the trajectory's duration.
-        concurrent_requests: how many planning requests of one unit are sent at once, each
+        concurrent_requests: how many planning requests of one unit are issued at once, each
             move from where the previous one is predicted to end (joint goals end at their
             goal; straight lines where ``compute_ik`` puts their end); a move whose prediction
-            misses is planned again in order. 1: one request after the other. It shortens a
-            unit's planning only when move_group answers requests side by side.
+            misses is planned again in order. 1: one request after the other. They reach
+            move_group ``max_in_flight`` at a time: side by side shortens a unit's planning
+            only with a move_group that answers requests in parallel (``max_in_flight`` > 1).
         plan_ahead_depth: how many motion units the engine plans ahead while one executes
             (1: the next one, from the running unit's planned end; 2: also the one after it,
             from the next one's planned end), so a short unit does not leave the planner too
@@ -113,6 +128,7 @@ class MoveItConfig:
     acceptance_timeout: float = 10.0
     motion_timeout: float = 10.0
     concurrent_requests: int = 4
+    max_in_flight: int = 1
     plan_ahead_depth: int = 2
     tools: str = "ros2_control"
 
@@ -142,6 +158,60 @@ def error_name(code: int) -> str:
     return f"{_ERROR_NAMES.get(int(code), 'error code')} ({int(code)})"
 
 
+#: What MoveIt's error codes mean, for the engine's messages (MoveIt's answers mostly carry no
+#: message: docs/conformance/moveit.md, row 9). Keyed by ``MoveItErrorCodes`` constant name;
+#: ``FAILURE`` and ``TIMED_OUT`` differ between planning and execution (:data:`_EXECUTION_MEANINGS`).
+_MEANINGS: Mapping[str, str] = MappingProxyType(
+    {
+        "FAILURE": (
+            "move_group could not plan and gives no reason (plan_kinematic_path answers every "
+            "failure so, and an unknown pipeline too: the start or goal state in collision or "
+            "outside the joint limits, no path in time, or a pipeline move_group does not have; "
+            "move_group's log says which)"
+        ),
+        "PLANNING_FAILED": "the planner found no path",
+        "INVALID_MOTION_PLAN": "the planned path is invalid (in collision or breaking a constraint)",
+        "MOTION_PLAN_INVALIDATED_BY_ENVIRONMENT_CHANGE": "the planning scene changed under the plan",
+        "CONTROL_FAILED": "the controllers did not execute the trajectory",
+        "TIMED_OUT": "no plan within allowed_planning_time",
+        "PREEMPTED": "stopped",
+        "START_STATE_IN_COLLISION": "the start state is in collision",
+        "START_STATE_VIOLATES_PATH_CONSTRAINTS": "the start state breaks the path constraints",
+        "START_STATE_INVALID": "the start state is invalid (outside the joint limits?)",
+        "GOAL_IN_COLLISION": "the goal state is in collision",
+        "GOAL_VIOLATES_PATH_CONSTRAINTS": "the goal state breaks the path constraints",
+        "GOAL_CONSTRAINTS_VIOLATED": "the goal constraints are not met",
+        "GOAL_STATE_INVALID": "the goal state is invalid (outside the joint limits, or in collision)",
+        "UNRECOGNIZED_GOAL_TYPE": "the goal type is not supported",
+        "INVALID_GROUP_NAME": "move_group has no planning group of that name (group in moveit.yaml)",
+        "INVALID_GOAL_CONSTRAINTS": "the goal constraints are invalid",
+        "INVALID_ROBOT_STATE": "the robot state sent is invalid",
+        "INVALID_LINK_NAME": "move_group's robot has no such link (flange_link, joint_prefix)",
+        "INVALID_OBJECT_NAME": "no planning-scene object of that name",
+        "FRAME_TRANSFORM_FAILURE": "a frame could not be transformed into the planning frame",
+        "COLLISION_CHECKING_UNAVAILABLE": "collision checking is unavailable",
+        "ROBOT_STATE_STALE": "move_group's robot state is stale (no recent joint states)",
+        "SENSOR_INFO_STALE": "move_group's sensor data is stale",
+        "COMMUNICATION_FAILURE": "move_group could not reach a component",
+        "CRASH": "the planner crashed",
+        "ABORT": "planning was aborted",
+        "NO_IK_SOLUTION": "no inverse-kinematics solution (unreachable, or only in collision)",
+    }
+)
+#: Execution meanings that differ from :data:`_MEANINGS` (trajectory_execution_manager.cpp 53-57).
+_EXECUTION_MEANINGS: Mapping[str, str] = MappingProxyType(
+    {
+        "FAILURE": "move_group failed to execute and gives no reason (see move_group's log)",
+        "TIMED_OUT": (
+            "the execution took longer than move_group allows (the trajectory's duration x "
+            "allowed_execution_duration_scaling, default 1.1, + allowed_goal_duration_margin, "
+            "default 0.5 s): a speed slider below 100 % slows the arm"
+        ),
+        "PREEMPTED": "stopped (a stop on trajectory_execution_event)",
+    }
+)
+
+
 def moveit_error(code: Any, *, planning: bool, where: str, what: str) -> MotionError:
     """The engine's error for MoveIt's answer ``code`` (a ``MoveItErrorCodes`` message).
 
@@ -150,6 +220,9 @@ def moveit_error(code: Any, *, planning: bool, where: str, what: str) -> MotionE
     (``PLANNING_FAILED``), execution answers fail it so that a replay plans afresh
     (``EXECUTION_FAILED``). Only the engine's own waits raise ``TIMEOUT`` (fatal).
 
+    The text: ``<where>: <what>: <NAME (value)>: <what the code means>[: <MoveIt's message>]``
+    (:data:`_MEANINGS`; MoveIt's messages are mostly empty).
+
     Args:
         code: the message (``val``, ``message``).
         planning: a planning service answered (else an execution).
@@ -157,6 +230,10 @@ def moveit_error(code: Any, *, planning: bool, where: str, what: str) -> MotionE
         what: the interface, e.g. ``GetMotionPlan /plan_kinematic_path``.
     """
     text = f"{where}: {what}: {error_name(code.val)}"
+    name = _ERROR_NAMES.get(int(code.val), "")
+    meaning = (None if planning else _EXECUTION_MEANINGS.get(name)) or _MEANINGS.get(name)
+    if meaning:
+        text += f": {meaning}"
     message = str(getattr(code, "message", "") or "")
     if message:
         text += f": {message}"
@@ -301,17 +378,57 @@ def tool_object_id(gripper: str) -> str:
     return f"erobs_tool_{gripper}"
 
 
-def attached_tool(cell: CellConfig, tools: ToolState, config: MoveItConfig) -> AttachedCollisionObject | None:
+def rigid_links(urdf: str, link: str) -> tuple[str, ...]:
+    """The links of a URDF that form one rigid body with ``link``: ``link`` and every link
+    joined to it through ``fixed`` joints (either way), sorted.
+
+    A tool attached to ``link`` is mounted on that body, so these are the links it may touch:
+    MoveIt checks an attached object against every robot link except its ``touch_links`` and
+    does not add the link it is attached to (docs/conformance/moveit.md, row 2). On a UR
+    description, ``flange`` -> ``wrist_3_link``, ``flange``, ``tool0`` (and any tip frames).
+
+    Raises:
+        ValueError: not a URDF, or ``link`` is not one of its links (names both).
+    """
+    try:
+        root = ET.fromstring(urdf)
+    except ET.ParseError as exc:
+        raise ValueError(f"robot_description: not a URDF: {exc}") from None
+    links = {element.get("name", "") for element in root.iter("link")}
+    if link not in links:
+        raise ValueError(f"robot_description has no link {link!r} (flange_link)")
+    neighbours: dict[str, set[str]] = {}
+    for joint in root.iter("joint"):
+        parent, child = joint.find("parent"), joint.find("child")
+        if joint.get("type") != "fixed" or parent is None or child is None:
+            continue
+        a, b = parent.get("link", ""), child.get("link", "")
+        neighbours.setdefault(a, set()).add(b)
+        neighbours.setdefault(b, set()).add(a)
+    body, todo = {link}, [link]
+    while todo:
+        for other in neighbours.get(todo.pop(), ()):
+            if other not in body:
+                body.add(other)
+                todo.append(other)
+    return tuple(sorted(body))
+
+
+def attached_tool(
+    cell: CellConfig, tools: ToolState, config: MoveItConfig, *, touch_links: Sequence[str]
+) -> AttachedCollisionObject | None:
     """The attached tool as a ``moveit_msgs/AttachedCollisionObject`` on ``flange_link``
     (its primitives from the cell, the fitted cup included), or ``None`` for the bare flange.
 
-    The tool may touch the flange link it is attached to.
+    Args:
+        touch_links: the robot links the tool may touch (:func:`rigid_links` of
+            ``flange_link`` in move_group's robot description).
     """
     if tools.gripper == "none":
         return None
     attached = AttachedCollisionObject()
     attached.link_name = config.flange_link
-    attached.touch_links = [config.flange_link]
+    attached.touch_links = list(touch_links)
     attached.object = collision_object_msg(
         tool_object_id(tools.gripper),
         config.flange_link,
@@ -496,6 +613,7 @@ def parse_moveit_config(data: Any, *, source: str = "") -> MoveItConfig:
         "planning_attempts",
         "jump_threshold",
         "concurrent_requests",
+        "max_in_flight",
         "plan_ahead_depth",
         "tools",
     )
@@ -520,6 +638,8 @@ def parse_moveit_config(data: Any, *, source: str = "") -> MoveItConfig:
         settings["concurrent_requests"] = check.integer(
             values["concurrent_requests"], "concurrent_requests", minimum=1
         )
+    if "max_in_flight" in values:
+        settings["max_in_flight"] = check.integer(values["max_in_flight"], "max_in_flight", minimum=1)
     if "plan_ahead_depth" in values:
         settings["plan_ahead_depth"] = check.integer(
             values["plan_ahead_depth"], "plan_ahead_depth", minimum=1, maximum=2

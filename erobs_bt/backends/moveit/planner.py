@@ -18,19 +18,24 @@ straight line (relative,  waypoint of the flange, ``fraction`` at      ``compute
 
 Every request carries its own full start state: the joints the previous segment of the
 unit was planned to end in and the tool attached then (its collision geometry as an
-``AttachedCollisionObject`` on the flange, the fitted cup included), so a unit is planned
-as one connected sequence whatever the live planning scene shows. Tip goals are solved for
+``AttachedCollisionObject`` on the flange, the fitted cup included, with ``touch_links`` the
+links rigidly fixed to the flange in move_group's URDF: :func:`.model.rigid_links`), so a
+unit is planned as one connected sequence whatever the live planning scene shows. Tip goals are solved for
 the flange with the tool's ``T_flange_tip`` from the cell (the tip frame is the IK frame:
 the flange goal is the tip goal moved by the tool's own transform). MoveIt
 time-parameterises every trajectory (the speed scaling is EROBS's 0.2).
 
 The live tool is attached in the planning scene too (:meth:`MoveItPlanner.follow`, through
 ``apply_planning_scene``): a tool exchange detaches the old tool and attaches the new one;
-move_group is never restarted. A detected tag's collision object goes into the same scene
+move_group is never restarted. ApplyPlanningScene's ``success`` covers world objects only (an
+attach or detach move_group cannot do is only logged there: docs/conformance/moveit.md, row
+5), so the scene is read back (``get_planning_scene``) and an attach or detach that did not
+happen fails naming the object and the link. A detected tag's collision object goes into the same scene
 (:meth:`MoveItPlanner.put_object`, a world object in ``base_link``). Named states are the
 SRDF's ``group_state`` entries of the arm group (``robot_description_semantic`` of the
-move_group node) and the model revision includes a digest of the URDF and SRDF move_group
-loaded (:func:`.model.model_revision`).
+move_group node, or its latched topic) and the model revision includes a digest of the URDF
+and SRDF move_group loaded (:func:`.model.model_revision`; the parameter, or the topic when
+the parameter is empty, as move_group reads them).
 
 Why the interfaces directly and not pymoveit2: pymoveit2's ``MoveIt2`` plans from the live
 ``/joint_states`` or one start state it keeps, executes what it planned itself, and waits
@@ -51,16 +56,25 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from moveit_msgs.msg import AttachedCollisionObject, CollisionObject, MotionPlanRequest, PlanningScene
+from moveit_msgs.msg import (
+    AttachedCollisionObject,
+    CollisionObject,
+    MotionPlanRequest,
+    PlanningScene,
+    PlanningSceneComponents,
+)
 from moveit_msgs.srv import (
     ApplyPlanningScene,
     GetCartesianPath,
     GetMotionPlan,
+    GetPlanningScene,
     GetPositionFK,
     GetPositionIK,
 )
 from numpy.typing import NDArray
 from rcl_interfaces.srv import GetParameters
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from std_msgs.msg import String
 
 from erobs_bt.backends.base import ArmSegment, ErrorCode, MotionError
 from erobs_bt.backends.moveit.model import (
@@ -77,6 +91,7 @@ from erobs_bt.backends.moveit.model import (
     path_constraints,
     pose_msg,
     positions_of,
+    rigid_links,
     robot_state,
     segment_from_trajectory,
     succeeded,
@@ -123,15 +138,20 @@ class MoveItPlanner:
         self._scene: Any = node.create_client(
             ApplyPlanningScene, c.name("apply_planning_scene"), callback_group=group
         )
+        self._get_scene: Any = node.create_client(
+            GetPlanningScene, c.name("get_planning_scene"), callback_group=group
+        )
         self._parameters: Any = node.create_client(
             GetParameters, c.name(f"{c.node_name}/get_parameters"), callback_group=group
         )
         self._lock = threading.Lock()
         self._description: tuple[str, dict[str, JointPositions]] | None = None  # digest, named states
+        self._touch_links: tuple[str, ...] = ()  # the links fixed to flange_link in the URDF
         self._attached: tuple[str, str | None] | None = (
             None  # (tool, cup) attached in move_group's scene by follow()
         )
         self._scene_lock = threading.Lock()
+        self._in_flight = threading.BoundedSemaphore(self._config.max_in_flight)
         self._reloads = 0
         self.requests = 0  # planning requests sent (GetMotionPlan + GetCartesianPath)
 
@@ -142,33 +162,47 @@ class MoveItPlanner:
 
     # -- the robot model -----------------------------------------------------------------------
     def load_description(self) -> tuple[str, Mapping[str, JointPositions]]:
-        """Read ``robot_description`` and ``robot_description_semantic`` from the move_group node
-        (once): the digest of the two and the arm group's named states.
+        """Read ``robot_description`` and ``robot_description_semantic`` (once), as move_group
+        itself does (docs/conformance/moveit.md, row 4): the move_group node's parameter when it
+        is set, else the latched ``std_msgs/String`` topic of the same name in move_group's
+        namespace (UR's Jazzy launch publishes the URDF there only). Returns the digest of the
+        two and the arm group's named states.
 
         Raises:
-            MotionError: ``PLANNING_FAILED`` when the node or its parameters are missing or the
-                SRDF is invalid (names the node and the parameter).
+            MotionError: ``PLANNING_FAILED`` when a text is neither a parameter nor on its topic
+                within ``server_timeout``, or the URDF/SRDF is invalid (names the node, the
+                parameter and the topic).
         """
         with self._lock:
             if self._description is not None:
                 return self._description
             node = self._config.name(self._config.node_name)
-            values = self._call(
-                self._parameters,
-                GetParameters.Request(names=["robot_description", "robot_description_semantic"]),
-                what=f"GetParameters {node}",
-                where="robot description",
-            ).values
-            if len(values) != 2 or not values[0].string_value or not values[1].string_value:
-                raise MotionError(
-                    ErrorCode.PLANNING_FAILED,
-                    f"robot description: {node} has no robot_description and robot_description_semantic",
-                )
-            urdf, srdf = values[0].string_value, values[1].string_value
+            texts = []
+            for name in ("robot_description", "robot_description_semantic"):
+                # One name per request: a parameter that is declared but unset may be left out
+                # of the answer (rclpy) or come as PARAMETER_NOT_SET (rclcpp).
+                values = self._call(
+                    self._parameters,
+                    GetParameters.Request(names=[name]),
+                    what=f"GetParameters {node}",
+                    where="robot description",
+                ).values
+                text = values[0].string_value if len(values) == 1 else ""
+                if not text:
+                    text = self._latched_text(name)
+                if not text:
+                    raise MotionError(
+                        ErrorCode.PLANNING_FAILED,
+                        f"robot description: {node} has no {name} parameter, and nothing came on "
+                        f"{self._config.name(name)} within {self._config.server_timeout:g} s",
+                    )
+                texts.append(text)
+            urdf, srdf = texts
             try:
                 states = named_states_from_srdf(
                     srdf, group=self._config.group, joint_prefix=self._config.joint_prefix
                 )
+                self._touch_links = rigid_links(urdf, self._config.flange_link)
             except ValueError as exc:
                 raise MotionError(ErrorCode.PLANNING_FAILED, f"{node}: {exc}") from None
             self._description = (description_digest(urdf, srdf), states)
@@ -180,6 +214,30 @@ class MoveItPlanner:
             )
             return self._description
 
+    def _latched_text(self, name: str) -> str:
+        """The text on the latched ``std_msgs/String`` topic ``name`` in move_group's namespace
+        (transient local, as robot_state_publisher and move_group publish it), waiting up to
+        ``server_timeout``; ``""`` when none came."""
+        topic = self._config.name(name)
+        got: list[str] = []
+        arrived = threading.Event()
+
+        def take(message: String) -> None:
+            if not got:
+                got.append(message.data)
+            arrived.set()
+
+        latched = QoSProfile(
+            depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
+        )
+        node = self._link.node
+        subscription = node.create_subscription(String, topic, take, latched, callback_group=self._link.group)
+        try:
+            arrived.wait(self._config.server_timeout)
+        finally:
+            node.destroy_subscription(subscription)
+        return got[0] if got else ""
+
     @property
     def named_states(self) -> Mapping[str, JointPositions]:
         """The SRDF's named states of the arm group: name -> joints [rad].
@@ -188,6 +246,18 @@ class MoveItPlanner:
             MotionError: as :meth:`load_description`.
         """
         return self.load_description()[1]
+
+    def attached_tool(self, tools: ToolState) -> AttachedCollisionObject | None:
+        """``tools``' attached collision object, touching the links fixed to the flange in
+        move_group's URDF (:func:`.model.attached_tool`; ``None`` for the bare flange).
+
+        Raises:
+            MotionError: as :meth:`load_description`.
+        """
+        if tools.gripper == "none":
+            return None
+        self.load_description()
+        return attached_tool(self._cell, tools, self._config, touch_links=self._touch_links)
 
     def model_revision(self, tools: ToolState) -> str:
         """``<prefix>-<digest>__<gripper>[__<cup_profile>]`` (:func:`.model.model_revision`)."""
@@ -206,7 +276,8 @@ class MoveItPlanner:
         clients (RViz, a MoveIt user) see truthful.
 
         Raises:
-            MotionError: ``EXECUTION_FAILED`` when the scene service refuses or is missing.
+            MotionError: ``EXECUTION_FAILED`` when the scene service refuses or is missing, or
+                the scene read back does not show the change (names the object and the link).
         """
         with self._scene_lock:
             wanted = (tools.gripper, tools.cup_profile)
@@ -230,12 +301,33 @@ class MoveItPlanner:
                     CollisionObject(id=tool_object_id(self._attached[0]), operation=CollisionObject.REMOVE)
                 )
                 self._apply(remove, where)
-            new = attached_tool(self._cell, tools, self._config)
+                gone = tool_object_id(self._attached[0])
+                attached, world = self._read_scene(where)
+                if gone in attached or gone in world:
+                    raise MotionError(
+                        ErrorCode.EXECUTION_FAILED,
+                        f"{where}: move_group's planning scene still has {gone} "
+                        f"({'attached to ' + attached[gone] if gone in attached else 'in the world'}) "
+                        "after ApplyPlanningScene answered success",
+                    )
+            try:
+                new = self.attached_tool(tools)
+            except MotionError as exc:
+                raise MotionError(ErrorCode.EXECUTION_FAILED, f"{where}: {exc.detail}") from None
             if new is not None:
                 attach = PlanningScene(is_diff=True)
                 attach.robot_state.is_diff = True
                 attach.robot_state.attached_collision_objects.append(new)
                 self._apply(attach, where)
+                attached, _world = self._read_scene(where)
+                if attached.get(new.object.id) != new.link_name:
+                    raise MotionError(
+                        ErrorCode.EXECUTION_FAILED,
+                        f"{where}: ApplyPlanningScene answered success but move_group's planning scene "
+                        f"has no {new.object.id} attached to {new.link_name!r} (attached: "
+                        f"{', '.join(f'{k} on {v}' for k, v in sorted(attached.items())) or 'none'}): "
+                        "is flange_link (and joint_prefix) the robot description's?",
+                    )
             _LOG.info(
                 "planning scene: %s attached (was %s)",
                 tools.gripper,
@@ -257,6 +349,25 @@ class MoveItPlanner:
             raise MotionError(ErrorCode.EXECUTION_FAILED, exc.detail) from None
         if not answer.success:
             raise MotionError(ErrorCode.EXECUTION_FAILED, f"{where}: {what} refused the change")
+
+    def _read_scene(self, where: str) -> tuple[dict[str, str], set[str]]:
+        """move_group's planning scene as read back through ``get_planning_scene``: the attached
+        objects (id -> link) and the world objects' ids.
+
+        Raises:
+            MotionError: ``EXECUTION_FAILED`` when the service is missing or does not answer.
+        """
+        request = GetPlanningScene.Request()
+        request.components.components = (
+            PlanningSceneComponents.ROBOT_STATE_ATTACHED_OBJECTS | PlanningSceneComponents.WORLD_OBJECT_NAMES
+        )
+        what = f"GetPlanningScene {self._config.name('get_planning_scene')}"
+        try:
+            scene = self._call(self._get_scene, request, what=what, where=where).scene
+        except MotionError as exc:
+            raise MotionError(ErrorCode.EXECUTION_FAILED, exc.detail) from None
+        attached = {a.object.id: a.link_name for a in scene.robot_state.attached_collision_objects}
+        return attached, {o.id for o in scene.world.collision_objects}
 
     def put_object(self, obstacle: Obstacle, *, where: str) -> None:
         """Add (or move) ``obstacle`` in move_group's planning scene: a world ``CollisionObject``
@@ -289,7 +400,7 @@ class MoveItPlanner:
         Raises:
             MotionError: ``PLANNING_FAILED: <step.path>: <reason>``.
         """
-        attached = attached_tool(self._cell, tools, self._config)
+        attached = self.attached_tool(tools)
         kind, goal = self._goal(step, start, tools, attached)
         if kind == "line":
             return self._plan_line(step, start, goal, attached)
@@ -314,8 +425,8 @@ class MoveItPlanner:
         goal of a straight line or a Cartesian goal, seeded with ``start`` [rad] (a straight
         line ends in the IK branch it starts in); ``None`` when FK or IK does not answer with a
         solution (planning the step reports why)."""
-        attached = attached_tool(self._cell, tools, self._config)
         try:
+            attached = self.attached_tool(tools)
             kind, goal = self._goal(step, start, tools, attached)
             if kind == "line":
                 return self._inverse(goal, start, attached, step.path, avoid_collisions=False)
@@ -517,11 +628,15 @@ class MoveItPlanner:
             raise MotionError(ErrorCode.PLANNING_FAILED, f"{where}: frame_id {frame_id!r}: {exc}") from None
 
     def _call(self, client: Any, request: Any, *, what: str, where: str) -> Any:
-        """Call a service and wait for the answer (in the calling thread).
+        """Call a service and wait for the answer (in the calling thread), paced: at most
+        ``max_in_flight`` requests of this planner are at move_group at once; a request waits
+        for its turn here, and its timeout starts when it is sent (docs/conformance/moveit.md,
+        row 3).
 
         Raises:
             MotionError: ``PLANNING_FAILED`` when the service does not appear within
-                ``server_timeout`` or does not answer within ``planning_time + call_timeout``.
+                ``server_timeout`` or does not answer within ``planning_time + call_timeout``
+                of being sent.
         """
         c = self._config
         if not wait_ready(client.service_is_ready, c.server_timeout):
@@ -529,10 +644,16 @@ class MoveItPlanner:
                 ErrorCode.PLANNING_FAILED,
                 f"{where}: {what}: service unavailable (waited {c.server_timeout:g} s)",
             )
-        future = client.call_async(request)
         timeout = c.planning_time + c.call_timeout
-        if not wait_future(future, timeout):
-            raise MotionError(ErrorCode.PLANNING_FAILED, f"{where}: {what}: no answer within {timeout:g} s")
+        with self._in_flight:
+            future = client.call_async(request)
+            if not wait_future(future, timeout):
+                # Not answered: move_group may still be working on it; the next request waits
+                # behind it there, so its own timeout covers that wait (at most one late answer).
+                raise MotionError(
+                    ErrorCode.PLANNING_FAILED,
+                    f"{where}: {what}: no answer within {timeout:g} s of sending it",
+                )
         return future.result()
 
     def forget_scene(self) -> None:

@@ -170,11 +170,13 @@ class Goals:
         self._lock = threading.Lock()
         self._handles: dict[int, Any] = {}  # by id(): rclpy goal handles are not hashable
         self.generation = 0
+        self.accepted = 0  # goals tracked so far (accepted by their server)
 
     def add(self, handle: Any) -> None:
-        """Track ``handle`` until :meth:`discard`."""
+        """Track ``handle`` (an accepted goal) until :meth:`discard`."""
         with self._lock:
             self._handles[id(handle)] = handle
+            self.accepted += 1
 
     def discard(self, handle: Any) -> None:
         with self._lock:
@@ -204,6 +206,8 @@ def run_action(
     goals: Goals,
     watchdog: Callable[[], None] | None = None,
     generation: int | None = None,
+    cancel: Callable[[Any], None] | None = None,
+    aborted: Callable[[Any], MotionError] | None = None,
 ) -> Any:
     """Send one action goal and wait for its result (in the calling thread).
 
@@ -218,6 +222,12 @@ def run_action(
             now); a stop after it cancels the goal, or keeps it from being sent.
         watchdog: called every 50 ms while waiting for the goal response and the result;
             raises to give up (an accepted goal is then cancelled).
+        cancel: how this call cancels an accepted goal (a stop that came while it was being
+            accepted, the watchdog, no result in time): ``cancel(handle)``; default
+            ``handle.cancel_goal_async()`` (a server whose cancel does not stop the motion
+            needs more, e.g. MoveIt's ExecuteTrajectory).
+        aborted: the error of an aborted goal from its result message (default: ``goal
+            aborted`` with the result's error code and text).
 
     Returns:
         The result message of a SUCCEEDED goal.
@@ -241,9 +251,11 @@ def run_action(
     if handle is None or not handle.accepted:
         raise MotionError(ErrorCode.EXECUTION_FAILED, f"{what}: goal rejected")
     goals.add(handle)
+    if cancel is None:
+        cancel = _cancel_goal
     try:
         if goals.current() != generation:
-            handle.cancel_goal_async()  # a stop arrived while the goal was being accepted
+            cancel(handle)  # a stop arrived while the goal was being accepted
         result = handle.get_result_async()
 
         def poll() -> None:
@@ -251,11 +263,11 @@ def run_action(
                 try:
                     watchdog()
                 except BaseException:
-                    handle.cancel_goal_async()
+                    cancel(handle)
                     raise
 
         if not wait_future(result, result_timeout, poll=poll):
-            handle.cancel_goal_async()
+            cancel(handle)
             raise MotionError(ErrorCode.TIMEOUT, f"{what}: no result within {result_timeout:g} s")
     finally:
         goals.discard(handle)
@@ -266,7 +278,13 @@ def run_action(
     if status == GoalStatus.STATUS_CANCELED:
         by = "stopped by request" if goals.current() != generation else "cancelled by the server"
         raise MotionError(ErrorCode.EXECUTION_FAILED, f"{what}: {by}")
+    if aborted is not None:
+        raise aborted(wrapped.result)
     raise MotionError(ErrorCode.EXECUTION_FAILED, f"{what}: goal aborted{_result_detail(wrapped.result)}")
+
+
+def _cancel_goal(handle: Any) -> None:
+    handle.cancel_goal_async()
 
 
 def _result_detail(result: Any) -> str:

@@ -277,4 +277,12 @@ def _result_detail(result: Any) -> str:
         parts.append(fjt_error_name(code))
     if text:
         parts.append(str(text))
+    if getattr(result, "stalled", False):  # a gripper controller that does not allow stalling
+        state = getattr(result, "state", None)
+        at = (
+            state.position[0]
+            if state is not None and len(state.position)
+            else getattr(result, "position", None)
+        )
+        parts.append("stalled" + (f" at position {float(at):g}" if at is not None else ""))
     return (": " + ": ".join(parts)) if parts else ""

@@ -1,5 +1,6 @@
-"""The tools over ROS 2: grippers (``control_msgs/action/GripperCommand`` or a ``ur_msgs/srv/SetIO``
-tool output), the tool changer (SetIO: lock output, tool voltage) and the pipettor
+"""The tools over ROS 2: grippers (``control_msgs/action/ParallelGripperCommand``,
+``control_msgs/action/GripperCommand`` or a ``ur_msgs/srv/SetIO`` tool output), the tool
+changer (SetIO: the tool voltage; EROBS's changer has no lock output) and the pipettor
 (``erobs_bt_interfaces/action/PipettorCommand``).
 
 :class:`RosTool` is the :class:`~erobs_bt.backends.parts.ToolDriver` of one tool and
@@ -10,9 +11,10 @@ stack) until the hardware answered.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-from control_msgs.action import GripperCommand
+from control_msgs.action import GripperCommand, ParallelGripperCommand
 from erobs_bt_interfaces.action import PipettorCommand
 from rclpy.action import ActionClient
 from ur_msgs.srv import SetIO
@@ -21,6 +23,15 @@ from erobs_bt.backends.base import ErrorCode, MotionError
 from erobs_bt.backends.ros2_control.config import FUN_SET_DIGITAL_OUT, FUN_SET_TOOL_VOLTAGE, HardwareConfig
 from erobs_bt.backends.ros2_control.link import Goals, RosLink, run_action, wait_future, wait_ready
 from erobs_bt.script.model import Pipettor
+
+
+def gripper_result_position(result: Any) -> float:
+    """The finger position of a GripperCommand result (``position``) or a ParallelGripperCommand
+    result (``state.position[0]``), in the joint's unit; NaN when the result has none."""
+    state = getattr(result, "state", None)
+    if state is not None:
+        return float(state.position[0]) if len(state.position) else math.nan
+    return float(result.position)
 
 
 class SetIOService:
@@ -36,7 +47,9 @@ class SetIOService:
         self._client: Any = link.node.create_client(SetIO, hardware.set_io, callback_group=link.group)
 
     def call(self, fun: int, pin: int, state: float, *, what: str) -> None:
-        """Call SetIO(fun, pin, state).
+        """Call SetIO(fun, pin, state). ``success: true`` means the robot took the write
+        (ur_robot_driver's GPIO controller waits for that, gpio_controller.cpp setIO), not
+        that the tool did anything: what a tool output caused is not confirmed here.
 
         Raises:
             MotionError: ``EXECUTION_FAILED`` (service unavailable, ``success: false``),
@@ -54,10 +67,10 @@ class SetIOService:
         if not wait_future(response, timeout):
             raise MotionError(ErrorCode.TIMEOUT, f"{what}: {service}: no response within {timeout:g} s")
         answer: Any = response.result()
-        if not answer.success:
+        if not answer.success:  # the GPIO controller could not write it (e.g. a pin outside 0-17)
             raise MotionError(
                 ErrorCode.EXECUTION_FAILED,
-                f"{what}: {service} refused (fun={fun}, pin={pin}, state={state:g})",
+                f"{what}: {service}: not written (fun={fun}, pin={pin}, state={state:g})",
             )
 
 
@@ -79,9 +92,11 @@ class RosTool:
         self._goals = Goals()  # the tool's goals in flight, for stop()
         self._adapter = hardware.grippers.get(name)
         self._gripper: ActionClient[Any, Any, Any] | None = None
-        if self._adapter is not None and self._adapter.adapter == "gripper_command":
+        kind = self._adapter.adapter if self._adapter is not None else ""
+        if self._adapter is not None and kind in ("gripper_command", "parallel_gripper"):
+            action_type = ParallelGripperCommand if kind == "parallel_gripper" else GripperCommand
             self._gripper = ActionClient(
-                link.node, GripperCommand, self._adapter.action, callback_group=link.group
+                link.node, action_type, self._adapter.action, callback_group=link.group
             )
         self._pipettor: ActionClient[Any, Any, Any] | None = None
         if name == "pipettor":
@@ -93,10 +108,10 @@ class RosTool:
         """Command a gripper state through the tool's adapter; returns a status text.
 
         Raises:
-            MotionError: as :meth:`SetIOService.call`, or for a GripperCommand goal as
-            :func:`~erobs_bt.backends.ros2_control.link.run_action`; ``EXECUTION_FAILED`` when
-            the tool has no adapter for ``state``, or the gripper neither reached the position
-            nor stalled on an object.
+            MotionError: as :meth:`SetIOService.call`, or for a GripperCommand or
+            ParallelGripperCommand goal as :func:`~erobs_bt.backends.ros2_control.link.run_action`
+            (an ABORTED goal, e.g. a Hand-E stall, fails); ``EXECUTION_FAILED`` when the tool
+            has no adapter for ``state``.
         """
         adapter = self._adapter
         if adapter is None or state not in adapter.states:
@@ -111,25 +126,31 @@ class RosTool:
             )
             return f"{self.name} {state}: tool output {adapter.pin} = {target.io_state:g}"
         assert self._gripper is not None
-        goal = GripperCommand.Goal()
-        goal.command.position = target.position
-        goal.command.max_effort = target.max_effort
+        if adapter.adapter == "parallel_gripper":
+            # parallel_gripper_action_controller: one joint, no effort (the controller's own).
+            goal = ParallelGripperCommand.Goal()
+            goal.command.name = [adapter.joint]
+            goal.command.position = [float(target.position)]
+            kind = "ParallelGripperCommand"
+        else:
+            goal = GripperCommand.Goal()
+            goal.command.position = target.position
+            goal.command.max_effort = target.max_effort
+            kind = "GripperCommand"
+        # SUCCEEDED is success and ABORTED a failure, whatever reached_goal and stalled say:
+        # MoveIt's gripper controller handles judge a gripper goal by its status alone (EROBS
+        # drives its grippers through them), and the 2FG7's driver leaves both false on a part.
         result = run_action(
             self._gripper,
             goal,
-            what=f"{what}: {self.name} {state}: GripperCommand {adapter.action}",
+            what=f"{what}: {self.name} {state}: {kind} {adapter.action}",
             timeouts=self._hw.timeouts,
             result_timeout=self._hw.timeouts["gripper"],
             goals=self._goals,
         )
-        if not (result.reached_goal or result.stalled):
-            raise MotionError(
-                ErrorCode.EXECUTION_FAILED,
-                f"{what}: {self.name} {state}: GripperCommand {adapter.action} neither reached "
-                f"{target.position:g} nor stalled (position {result.position:g}, effort {result.effort:g})",
-            )
-        held = ", stalled on an object" if result.stalled else ""
-        return f"{self.name} {state}: position {result.position:g}{held}"
+        position = gripper_result_position(result)
+        flags = [name for name in ("reached_goal", "stalled") if getattr(result, name, False)]
+        return f"{self.name} {state}: position {position:g}" + (f" ({', '.join(flags)})" if flags else "")
 
     def run(self, step: Pipettor) -> str:
         """Send one pipettor command; returns the driver's message.
@@ -168,11 +189,15 @@ class RosTool:
 
 
 class SetIOChanger:
-    """The tool changer over SetIO: the lock's digital output and the tool voltage.
+    """The tool changer as EROBS's cell drives it: only the tool voltage (SetIO
+    ``FUN_SET_TOOL_VOLTAGE``). The changer has no lock output; at 0 V it lets go of the tool,
+    so a dock switches the voltage off before its motion and a load powers the new tool
+    (bondada-a/erobs orchestrator.py, ``_handle_tool_exchange``; moveit_lifecycle_manager.py,
+    ``_attempt_launch``).
 
     Args:
         io: the SetIO service.
-        hardware: the changer's pin and locked value, the tool's voltage [V].
+        hardware: the tool's voltage [V].
     """
 
     def __init__(self, io: SetIOService, hardware: HardwareConfig) -> None:
@@ -185,11 +210,4 @@ class SetIOChanger:
         self._io.call(FUN_SET_TOOL_VOLTAGE, 0, volts, what=f"{what}: tool voltage {volts:g} V")
 
     def set_locked(self, locked: bool, *, what: str) -> None:
-        """Lock or unlock the tool changer."""
-        state = self._hw.changer_locked_state if locked else 1.0 - self._hw.changer_locked_state
-        self._io.call(
-            FUN_SET_DIGITAL_OUT,
-            self._hw.changer_pin,
-            state,
-            what=f"{what}: tool changer {'lock' if locked else 'unlock'}",
-        )
+        """Nothing to switch: the changer has no lock output (the tool voltage releases it)."""

@@ -45,7 +45,7 @@ def controllers(workspace: Path, gripper: str) -> dict[str, Any]:
     return {name: entry["ros__parameters"] for name, entry in data["/**"].items()}
 
 
-@pytest.mark.parametrize("gripper", ["hande", "2fg7"])
+@pytest.mark.parametrize("gripper", ["hande", "2fg7", "epick"])
 def test_the_finger_positions_are_the_group_states_of_erobs_srdf(workspace: Path, gripper: str) -> None:
     adapter = load_hardware_config(config_file("ur5e_ros2_control.yaml")).grippers[gripper]
     states = srdf_group_states(workspace, gripper)
@@ -72,3 +72,15 @@ def test_the_hande_is_erobs_parallel_gripper_action_controller(workspace: Path) 
     assert adapter.controller.allow_stalling is params["allow_stalling"]
     assert adapter.controller.max_effort == params["max_effort"]
     assert params["max_effort_interface"] == ""  # so the goal's effort is ignored: none is sent
+
+
+def test_the_epick_is_erobs_epick_gripper_action_controller_and_status_publisher(workspace: Path) -> None:
+    adapter = load_hardware_config(config_file("ur5e_ros2_control.yaml")).grippers["epick"]
+    types = {params["type"]: name for name, params in controllers(workspace, "epick").items()}
+    assert adapter.adapter == "epick"
+    action = types["epick_controllers/EpickGripperActionController"]
+    # Its action server is "~/gripper_cmd" (ros2_epick_gripper epick_gripper_action_controller.cpp).
+    assert adapter.action == f"/{action}/gripper_cmd"
+    # epick_status_publisher_controller publishes on the absolute /object_detection_status.
+    assert "epick_controllers/EpickStatusPublisherController" in types
+    assert adapter.status == "/object_detection_status"

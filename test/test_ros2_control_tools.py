@@ -39,14 +39,14 @@ def private(tmp_path: Path) -> Iterator[RosEnvironment]:
         yield environment
 
 
-def cell_with_sample_at_the_hande(tmp_path: Path) -> Path:
-    """The packaged cell, its only part a 15 mm sample at the Hand-E's TCP at the start state."""
+def cell_with_sample_at(tmp_path: Path, gripper: str) -> Path:
+    """The packaged cell, its only part a 15 mm sample at ``gripper``'s TCP at the start state."""
     document = yaml.safe_load((REPO / "config" / "cell.yaml").read_text())
     cell = load_cell()
-    T = tcp_pose(cell, initial_tool_state(cell, "hande"), np.asarray(cell.initial_joint_state))
+    T = tcp_pose(cell, initial_tool_state(cell, gripper), np.asarray(cell.initial_joint_state))
     document["parts"] = [
         {
-            "name": "sample_at_the_fingers",
+            "name": "sample_at_the_tool",
             "shape": "box",
             "size": [SAMPLE_SIZE, SAMPLE_SIZE, 0.001],
             "pose": {"xyz": [float(v) for v in T[:3, 3]], "rpy": [0, 0, 0]},
@@ -57,34 +57,40 @@ def cell_with_sample_at_the_hande(tmp_path: Path) -> Path:
     return path
 
 
-def hande_rig(
-    environment: RosEnvironment, tmp_path: Path, cleanup: ExitStack, **hande: Any
+def tool_rig(
+    environment: RosEnvironment,
+    tmp_path: Path,
+    cleanup: ExitStack,
+    gripper: str = "hande",
+    *,
+    sample: bool = True,
+    **adapter: Any,
 ) -> tuple[HardwareObserver, Ros2ControlBackend]:
-    """Hardware node (Hand-E mounted, a sample between its fingers) + observer + backend; the
-    hardware YAML's ``grippers.hande`` updated with ``hande``."""
-    cell_file = cell_with_sample_at_the_hande(tmp_path)
+    """Hardware node (``gripper`` mounted, a sample at its TCP unless not ``sample``) + observer
+    + backend; the hardware YAML's ``grippers.<gripper>`` updated with ``adapter``."""
+    cell_file = cell_with_sample_at(tmp_path, gripper) if sample else REPO / "config" / "cell.yaml"
     data = yaml.safe_load((REPO / "config" / "ur5e_ros2_control.yaml").read_text())
     grippers = data["grippers"]
-    grippers["hande"] = {**grippers["hande"], **hande}
+    grippers[gripper] = {**grippers[gripper], **adapter}
     config = write_hardware_config(tmp_path / "hardware.yaml", grippers=grippers)
     process = HardwareProcess(
         environment,
-        ["--speed", "20", "--gripper", "hande", "--cell", str(cell_file), "--config", str(config)],
+        ["--speed", "20", "--gripper", gripper, "--cell", str(cell_file), "--config", str(config)],
     ).start()
     cleanup.callback(process.stop)
     watcher = HardwareObserver(environment.domain_id)
     cleanup.callback(watcher.close)
     backend = Ros2ControlBackend(
-        load_cell(cell_file), load_hardware_config(config), gripper="hande", domain_id=environment.domain_id
+        load_cell(cell_file), load_hardware_config(config), gripper=gripper, domain_id=environment.domain_id
     )
     cleanup.callback(backend.close)
     assert backend.arm.wait_for_state(30.0), process.output
     return watcher, backend
 
 
-def command(backend: Ros2ControlBackend, *states: str) -> Any:
+def command(backend: Ros2ControlBackend, *states: str, gripper: str = "hande") -> Any:
     solution = Solution(
-        tuple(ToolSegment(i, "hande", s) for i, s in enumerate(states)), backend.model_revision()
+        tuple(ToolSegment(i, gripper, s) for i, s in enumerate(states)), backend.model_revision()
     )
     return backend.execute(solution, replay=False)
 
@@ -98,7 +104,7 @@ def test_hande_closed_closes_the_fingers_on_the_sample_through_parallel_gripper_
     private: RosEnvironment, tmp_path: Path
 ) -> None:
     with ExitStack() as cleanup:
-        observer, backend = hande_rig(private, tmp_path, cleanup)
+        observer, backend = tool_rig(private, tmp_path, cleanup)
         since = observer.events.count
 
         command(backend, "hande_closed", "hande_open").result(TIMEOUT)
@@ -112,8 +118,8 @@ def test_hande_closed_closes_the_fingers_on_the_sample_through_parallel_gripper_
         results = observer.wait_count("gripper_result", 2, since)
         # EROBS's goal_tolerance (0.01 m) covers a 15 mm sample: reached, SUCCEEDED.
         assert [(r["outcome"], r["reached_goal"]) for r in results] == [("succeeded", True)] * 2
-        assert "holding sample_at_the_fingers" in results[0]["message"]
-        assert "released sample_at_the_fingers" in results[1]["message"]
+        assert "holding sample_at_the_tool" in results[0]["message"]
+        assert "released sample_at_the_tool" in results[1]["message"]
         assert goals[0]["max_effort"] == 10.0  # the controller's own effort
 
 
@@ -122,7 +128,7 @@ def test_a_hande_stall_is_aborted_by_the_controller_and_fails_the_step(
 ) -> None:
     with ExitStack() as cleanup:
         # A tight goal tolerance: the fingers stop 7.5 mm short of 0 on the sample: a stall.
-        observer, backend = hande_rig(
+        observer, backend = tool_rig(
             private, tmp_path, cleanup, controller={"goal_tolerance": 0.001, "allow_stalling": False}
         )
         since = observer.events.count
@@ -143,7 +149,7 @@ def test_the_parallel_gripper_controller_rejects_a_goal_without_exactly_one_posi
     from rclpy.action import ActionClient
 
     with ExitStack() as cleanup:
-        observer, _ = hande_rig(private, tmp_path, cleanup)
+        observer, _ = tool_rig(private, tmp_path, cleanup)
         client: Any = ActionClient(
             observer.node, ParallelGripperCommand, "/gripper_action_controller/gripper_cmd"
         )
@@ -252,3 +258,39 @@ def test_a_tool_exchange_switches_only_the_tool_voltage_as_erobs_does(
             ("loaded", "pipettor", 3),
         ]
         assert backend.current_gripper() == "pipettor"
+
+
+# ---------------------------------------------------------------------------------------------
+# Row 5: the ePick
+# ---------------------------------------------------------------------------------------------
+
+
+def test_an_epick_grip_on_a_sample_is_judged_held_from_the_object_detection_status(
+    private: RosEnvironment, tmp_path: Path
+) -> None:
+    with ExitStack() as cleanup:
+        observer, backend = tool_rig(private, tmp_path, cleanup, "epick")
+        since = observer.events.count
+
+        command(backend, "vacuum_on", gripper="epick").result(TIMEOUT)
+
+        goal = observer.wait_event("gripper_goal", since=since)
+        assert (goal["gripper"], goal["state"], goal["position"]) == ("epick", "vacuum_on", 1.0)
+        assert "holding sample_at_the_tool" in observer.wait_event("gripper_result", since=since)["message"]
+        assert not observer.of("set_io", since), "the vacuum is the ePick controller's, not a tool output"
+        assert backend.tool_state().held is not None
+
+
+def test_an_epick_grip_on_nothing_fails_the_step_from_the_object_detection_status(
+    private: RosEnvironment, tmp_path: Path
+) -> None:
+    with ExitStack() as cleanup:
+        observer, backend = tool_rig(private, tmp_path, cleanup, "epick", sample=False)
+        since = observer.events.count
+
+        error = command(backend, "vacuum_on", gripper="epick").exception(TIMEOUT)
+
+        # The controller's result is SUCCEEDED all the same: only the status tells.
+        assert observer.wait_event("gripper_result", since=since)["outcome"] == "succeeded"
+        assert isinstance(error, MotionError) and error.code is ErrorCode.EXECUTION_FAILED, error
+        assert "/object_detection_status reports NO_OBJECT_DETECTED: no part is held" in error.detail

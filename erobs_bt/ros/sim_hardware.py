@@ -28,6 +28,9 @@ and the grippers' drivers offer, with the names of a hardware YAML
   effort is the controller's ``max_effort``; the goal carries none.
 * ``control_msgs/action/GripperCommand`` per ``gripper_command`` adapter: the position
   selects the nearest named state; a grasp that closes on a part reports ``stalled``.
+* ``control_msgs/action/GripperCommand`` per ``epick`` adapter, as the ePick driver's
+  EpickGripperActionController answers: a position >= 0.5 grips, below releases; SUCCEEDED
+  with ``reached_goal`` whether a part is held or not (the status topic below tells).
 * ``ur_msgs/srv/SetIO`` as ur_robot_driver's GPIO controller answers it: digital outputs
   0-17 (16 and 17 on the tool: the ePick's vacuum, only with tool voltage on), analog outputs
   0-2 and the tool voltage are written (``success: true``, no interlocks); any other pin or
@@ -260,6 +263,15 @@ class SimHardwareNode(Node):
                             GripperCommand,
                             adapter.action,
                             self._gripper_executor(adapter),
+                            self._tool_goal("gripper_command"),
+                        )
+                    )
+                elif adapter.adapter == "epick":
+                    self._grippers.append(
+                        self._action_server(
+                            GripperCommand,
+                            adapter.action,
+                            self._epick_executor(adapter),
                             self._tool_goal("gripper_command"),
                         )
                     )
@@ -730,6 +742,60 @@ class SimHardwareNode(Node):
 
         return execute
 
+    def _epick_executor(self, adapter: GripperAdapter) -> Any:
+        """A GripperCommand goal as the ePick driver's EpickGripperActionController ends it:
+        a position >= 0.5 grips (vacuum on), below releases; SUCCEEDED with ``reached_goal``
+        once the gripper took the command, a part held or not (the status topic tells)."""
+        roles = gripper_roles(self.cell, adapter.gripper)
+
+        def execute(goal_handle: ServerGoalHandle[Any, Any, Any]) -> Any:
+            grip = goal_handle.request.command.position >= 0.5
+            state = roles.get("grasp" if grip else "release", "")
+            result = GripperCommand.Result(position=0.0, effort=0.0, stalled=False, reached_goal=False)
+            _, fault = self._take_pending(goal_handle.request)
+            self._event(
+                "gripper_goal",
+                gripper=adapter.gripper,
+                state=state,
+                position=float(goal_handle.request.command.position),
+            )
+            if self._hang_or_fail(goal_handle, fault):
+                self._event("gripper_result", gripper=adapter.gripper, state=state, outcome="fault")
+                return result
+            with self._lock:
+                attached = self._tools.gripper
+            if attached != adapter.gripper:
+                goal_handle.abort()
+                self._event(
+                    "gripper_result",
+                    gripper=adapter.gripper,
+                    state=state,
+                    outcome="aborted",
+                    reason=f"{attached} attached",
+                )
+                return result
+            if not self._wait_simulated(TOOL_COMMAND_TIME, goal_handle):
+                goal_handle.canceled() if goal_handle.is_cancel_requested else goal_handle.abort()
+                return result
+            with self._lock:
+                if self._voltage <= 0.0:
+                    message = f"{state}: the {adapter.gripper} has no tool voltage"
+                else:
+                    self._tools, message = gripper_command(
+                        self.cell, self._tools, adapter.gripper, state, self.controller.joint_positions()
+                    )
+            # The status controller publishes every update: the new status precedes the result.
+            self._publish_epick_status()
+            result.position = 1.0 if grip else 0.0
+            result.reached_goal = True
+            goal_handle.succeed()
+            self._event(
+                "gripper_result", gripper=adapter.gripper, state=state, outcome="succeeded", message=message
+            )
+            return result
+
+        return execute
+
     def _execute_pipettor(self, goal_handle: ServerGoalHandle[Any, Any, Any]) -> Any:
         goal = goal_handle.request
         result = PipettorCommand.Result(success=False, message="", held_pct=0.0, tip_attached=False)
@@ -817,11 +883,11 @@ class SimHardwareNode(Node):
     def _drop_vacuum_part(self) -> str:
         for adapter in self.hardware.grippers.values():
             if (
-                adapter.adapter == "set_io"
+                adapter.adapter in ("set_io", "epick")
                 and adapter.gripper == self._tools.gripper
                 and self._tools.held is not None
             ):
-                release = next((s for s, v in adapter.states.items() if v.io_state == 0.0), None)
+                release = gripper_roles(self.cell, adapter.gripper).get("release")
                 if release is not None:
                     self._tools, message = gripper_command(
                         self.cell, self._tools, adapter.gripper, release, self.controller.joint_positions()

@@ -29,8 +29,13 @@ DIGITAL_OUT_PINS = range(18)
 #: Gripper adapters by kind: ``set_io`` (a tool digital output), ``gripper_command``
 #: (``control_msgs/action/GripperCommand``), ``parallel_gripper``
 #: (``control_msgs/action/ParallelGripperCommand``, ros2_controllers'
-#: parallel_gripper_action_controller/GripperActionController).
-ADAPTERS = ("set_io", "gripper_command", "parallel_gripper")
+#: parallel_gripper_action_controller/GripperActionController), ``epick`` (the Robotiq ePick
+#: driver's epick_controllers/EpickGripperActionController, ``GripperCommand`` with position
+#: 1 = grip, 0 = release, and its ``epick_msgs/msg/ObjectDetectionStatus`` topic).
+ADAPTERS = ("set_io", "gripper_command", "parallel_gripper", "epick")
+#: [s] default wait for the ePick's object-detection status to settle after a grip (EROBS's
+#: vacuum check waits up to 1 s for it: pick_sample_stages.py ``_check_vacuum``).
+EPICK_STATUS_TIMEOUT = 1.0
 
 #: The hardware YAML's ``timeouts`` [s], each from the one timeout table
 #: (:mod:`erobs_bt.timeouts`, EROBS's names): ``server`` the wait for an action server or
@@ -96,6 +101,9 @@ class GripperAdapter:
         action: the action (``gripper_command``, ``parallel_gripper``).
         joint: the commanded joint (``parallel_gripper``: ``command.name``).
         controller: the controller's parameters (``parallel_gripper``).
+        status: the ``epick_msgs/msg/ObjectDetectionStatus`` topic a grip is judged by
+            (``epick``; empty: not judged).
+        status_timeout: [s] for that status to settle after a grip (``epick``).
         states: ``end_effector_action -> GripperState``.
     """
 
@@ -106,6 +114,8 @@ class GripperAdapter:
     action: str = ""
     joint: str = ""
     controller: ParallelGripperParams | None = None
+    status: str = ""
+    status_timeout: float = EPICK_STATUS_TIMEOUT
 
     def state_for_position(self, position: float) -> str | None:
         """The named state whose GripperCommand position is nearest to ``position``."""
@@ -214,7 +224,11 @@ def parse_hardware_config(data: Any, *, source: str = "hardware") -> HardwareCon
     grippers: dict[str, GripperAdapter] = {}
     for gripper, raw in section(top.get("grippers"), "grippers").items():
         key = join("grippers", gripper)
-        entry = section(raw, key, ("adapter", "pin", "action", "joint", "controller", "states"))
+        entry = section(
+            raw,
+            key,
+            ("adapter", "pin", "action", "joint", "controller", "status", "status_timeout", "states"),
+        )
         adapter = check.choice(
             check.required(entry, "adapter", key), join(key, "adapter"), ADAPTERS, what="adapter"
         )
@@ -223,8 +237,9 @@ def parse_hardware_config(data: Any, *, source: str = "hardware") -> HardwareCon
             where = join(join(key, "states"), state)
             if adapter == "set_io":
                 states[state] = GripperState(io_state=check.number(value, where, minimum=0.0))
-            elif adapter == "parallel_gripper":
-                # No max_effort: the controller takes its own (ParallelGripperParams).
+            elif adapter in ("parallel_gripper", "epick"):
+                # No max_effort: the controller takes its own (ParallelGripperParams), or has
+                # none (the ePick's controller reads only the position).
                 command = section(value, where, ("position",))
                 states[state] = GripperState(
                     position=check.number(check.required(command, "position", where), join(where, "position"))
@@ -243,8 +258,12 @@ def parse_hardware_config(data: Any, *, source: str = "hardware") -> HardwareCon
             raise check.fail(join(key, "states"), "must name at least one state")
         if adapter == "set_io":
             check.required(entry, "pin", key)
-        if adapter in ("gripper_command", "parallel_gripper"):
+        if adapter in ("gripper_command", "parallel_gripper", "epick"):
             check.required(entry, "action", key)
+        if adapter != "epick":
+            for only in ("status", "status_timeout"):
+                if only in entry:
+                    raise check.fail(join(key, only), "only for the epick adapter")
         controller: ParallelGripperParams | None = None
         if adapter == "parallel_gripper":
             check.required(entry, "joint", key)
@@ -282,6 +301,13 @@ def parse_hardware_config(data: Any, *, source: str = "hardware") -> HardwareCon
             action=name(entry["action"], join(key, "action")) if "action" in entry else "",
             joint=name(entry["joint"], join(key, "joint")) if "joint" in entry else "",
             controller=controller,
+            status=name(entry["status"], join(key, "status")) if "status" in entry else "",
+            status_timeout=check.number(
+                entry.get("status_timeout", EPICK_STATUS_TIMEOUT),
+                join(key, "status_timeout"),
+                unit="s",
+                positive=True,
+            ),
         )
     pipettor = section(top.get("pipettor"), "pipettor", ("action",))
     return HardwareConfig(

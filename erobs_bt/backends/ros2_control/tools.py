@@ -12,9 +12,13 @@ stack) until the hardware answered.
 from __future__ import annotations
 
 import math
+import threading
+import time
+from collections import deque
 from typing import Any
 
 from control_msgs.action import GripperCommand, ParallelGripperCommand
+from epick_msgs.msg import ObjectDetectionStatus
 from erobs_bt_interfaces.action import PipettorCommand
 from rclpy.action import ActionClient
 from ur_msgs.srv import SetIO
@@ -32,6 +36,66 @@ def gripper_result_position(result: Any) -> float:
     if state is not None:
         return float(state.position[0]) if len(state.position) else math.nan
     return float(result.position)
+
+
+#: ``epick_msgs/msg/ObjectDetectionStatus`` codes by value, for messages.
+EPICK_STATUS_NAMES = {
+    ObjectDetectionStatus.UNKNOWN: "UNKNOWN",
+    ObjectDetectionStatus.OBJECT_DETECTED_AT_MIN_PRESSURE: "OBJECT_DETECTED_AT_MIN_PRESSURE",
+    ObjectDetectionStatus.OBJECT_DETECTED_AT_MAX_PRESSURE: "OBJECT_DETECTED_AT_MAX_PRESSURE",
+    ObjectDetectionStatus.NO_OBJECT_DETECTED: "NO_OBJECT_DETECTED",
+}
+
+
+class ObjectDetectionWatch:
+    """The ePick driver's ``epick_msgs/msg/ObjectDetectionStatus`` topic (its
+    epick_status_publisher_controller: absolute name, default QoS depth 10, one message per
+    controller update).
+
+    Args:
+        link: the ROS node to use.
+        topic: the topic.
+    """
+
+    def __init__(self, link: RosLink, topic: str) -> None:
+        self.topic = topic
+        self._cond = threading.Condition()
+        self._count = 0
+        self._recent: deque[int] = deque(maxlen=2)
+        link.node.create_subscription(
+            ObjectDetectionStatus, topic, self._on_status, 10, callback_group=link.group
+        )
+
+    def _on_status(self, msg: Any) -> None:
+        with self._cond:
+            self._count += 1
+            self._recent.append(int(msg.status))
+            self._cond.notify_all()
+
+    def mark(self) -> int:
+        """How many messages arrived so far (pass to :meth:`settled`)."""
+        with self._cond:
+            return self._count
+
+    def settled(self, since: int, timeout: float) -> tuple[int | None, int]:
+        """Wait for the status to settle after message ``since``: two successive messages that
+        agree and are not ``UNKNOWN`` (regulating), so that one message sent before the change
+        cannot decide.
+
+        Returns:
+            ``(settled status or None, the last status seen after since or -1)``.
+        """
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                fresh = self._count - since
+                last = self._recent[-1] if fresh >= 1 else -1
+                if fresh >= 2 and self._recent[0] == last and last != ObjectDetectionStatus.UNKNOWN:
+                    return last, last
+                remaining = deadline - time.monotonic()
+                if remaining <= 0.0:
+                    return None, last
+                self._cond.wait(remaining)
 
 
 class SetIOService:
@@ -93,7 +157,10 @@ class RosTool:
         self._adapter = hardware.grippers.get(name)
         self._gripper: ActionClient[Any, Any, Any] | None = None
         kind = self._adapter.adapter if self._adapter is not None else ""
-        if self._adapter is not None and kind in ("gripper_command", "parallel_gripper"):
+        self._status: ObjectDetectionWatch | None = None
+        if self._adapter is not None and kind == "epick" and self._adapter.status:
+            self._status = ObjectDetectionWatch(link, self._adapter.status)
+        if self._adapter is not None and kind in ("gripper_command", "parallel_gripper", "epick"):
             action_type = ParallelGripperCommand if kind == "parallel_gripper" else GripperCommand
             self._gripper = ActionClient(
                 link.node, action_type, self._adapter.action, callback_group=link.group
@@ -111,7 +178,8 @@ class RosTool:
             MotionError: as :meth:`SetIOService.call`, or for a GripperCommand or
             ParallelGripperCommand goal as :func:`~erobs_bt.backends.ros2_control.link.run_action`
             (an ABORTED goal, e.g. a Hand-E stall, fails); ``EXECUTION_FAILED`` when the tool
-            has no adapter for ``state``.
+            has no adapter for ``state``, or an ePick grip's object-detection status settles
+            on ``NO_OBJECT_DETECTED`` or does not settle within the adapter's ``status_timeout``.
         """
         adapter = self._adapter
         if adapter is None or state not in adapter.states:
@@ -137,6 +205,9 @@ class RosTool:
             goal.command.position = target.position
             goal.command.max_effort = target.max_effort
             kind = "GripperCommand"
+        # The ePick grips for a position >= 0.5 (its controller's rule); its result says only
+        # that the gripper took the command: the status topic says whether a part is held.
+        grip = adapter.adapter == "epick" and target.position >= 0.5
         # SUCCEEDED is success and ABORTED a failure, whatever reached_goal and stalled say:
         # MoveIt's gripper controller handles judge a gripper goal by its status alone (EROBS
         # drives its grippers through them), and the 2FG7's driver leaves both false on a part.
@@ -148,9 +219,35 @@ class RosTool:
             result_timeout=self._hw.timeouts["gripper"],
             goals=self._goals,
         )
+        # Only messages after the result count (the status before it may predate the grip).
+        since = self._status.mark() if grip and self._status is not None else 0
         position = gripper_result_position(result)
         flags = [name for name in ("reached_goal", "stalled") if getattr(result, name, False)]
-        return f"{self.name} {state}: position {position:g}" + (f" ({', '.join(flags)})" if flags else "")
+        text = f"{self.name} {state}: position {position:g}" + (f" ({', '.join(flags)})" if flags else "")
+        if grip and self._status is not None:
+            text += ": " + self._judge_grip(state, since, what=what)
+        return text
+
+    def _judge_grip(self, state: str, since: int, *, what: str) -> str:
+        """The ePick's object detection after a grip: a part held, or a MotionError."""
+        assert self._status is not None and self._adapter is not None
+        timeout = self._adapter.status_timeout
+        settled, last = self._status.settled(since, timeout)
+        topic = self._status.topic
+        if settled is None:
+            seen = EPICK_STATUS_NAMES.get(last, str(last)) if last >= 0 else "no message"
+            raise MotionError(
+                ErrorCode.EXECUTION_FAILED,
+                f"{what}: {self.name} {state}: {topic} did not settle within {timeout:g} s "
+                f"(last: {seen}): whether a part is held is unknown",
+            )
+        name = EPICK_STATUS_NAMES.get(settled, str(settled))
+        if settled == ObjectDetectionStatus.NO_OBJECT_DETECTED:
+            raise MotionError(
+                ErrorCode.EXECUTION_FAILED,
+                f"{what}: {self.name} {state}: the vacuum is on but {topic} reports {name}: no part is held",
+            )
+        return f"{topic}: {name}"
 
     def run(self, step: Pipettor) -> str:
         """Send one pipettor command; returns the driver's message.

@@ -84,3 +84,24 @@ def test_the_epick_is_erobs_epick_gripper_action_controller_and_status_publisher
     # epick_status_publisher_controller publishes on the absolute /object_detection_status.
     assert "epick_controllers/EpickStatusPublisherController" in types
     assert adapter.status == "/object_detection_status"
+
+
+#: MoveIt's controller type (moveit_simple_controller_manager) -> the adapters that speak it.
+MOVEIT_TYPES = {
+    "ParallelGripperCommand": ("parallel_gripper",),
+    "GripperCommand": ("gripper_command", "epick"),
+}
+
+
+@pytest.mark.parametrize("gripper", ["hande", "epick", "2fg7"])
+def test_the_gripper_actions_are_those_erobs_moveit_drives(workspace: Path, gripper: str) -> None:
+    """Each tool's moveit_controllers.yaml (CMS ``config/<gripper>/``) names the gripper
+    controller MoveIt sends its goals to on EROBS's cell: ``/<controller>/<action_ns>``."""
+    adapter = load_hardware_config(config_file("ur5e_ros2_control.yaml")).grippers[gripper]
+    data = yaml.safe_load(
+        (workspace / MOVEIT_CONFIG / "config" / gripper / "moveit_controllers.yaml").read_text()
+    )
+    manager = data["moveit_simple_controller_manager"]
+    (name,) = [n for n in manager["controller_names"] if manager[n]["type"] != "FollowJointTrajectory"]
+    assert adapter.action == f"/{name}/{manager[name]['action_ns']}"
+    assert adapter.adapter in MOVEIT_TYPES[manager[name]["type"]]

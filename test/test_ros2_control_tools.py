@@ -258,6 +258,8 @@ def test_a_tool_exchange_switches_only_the_tool_voltage_as_erobs_does(
             ("loaded", "pipettor", 3),
         ]
         assert backend.current_gripper() == "pipettor"
+        # The ePick's controller went with the ePick; the pipettor has no gripper controller.
+        assert [(e["gripper"], e["up"]) for e in observer.of("tool_server", since)] == [("epick", False)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -294,3 +296,59 @@ def test_an_epick_grip_on_nothing_fails_the_step_from_the_object_detection_statu
         assert observer.wait_event("gripper_result", since=since)["outcome"] == "succeeded"
         assert isinstance(error, MotionError) and error.code is ErrorCode.EXECUTION_FAILED, error
         assert "/object_detection_status reports NO_OBJECT_DETECTED: no part is held" in error.detail
+
+
+# ---------------------------------------------------------------------------------------------
+# Rows 6 and 10: the 2FG7's driver; a tool's action server only while it is fitted
+# ---------------------------------------------------------------------------------------------
+
+
+def test_a_2fg7_grasp_succeeds_as_its_driver_answers_never_stalled(
+    private: RosEnvironment, tmp_path: Path
+) -> None:
+    with ExitStack() as cleanup:
+        observer, backend = tool_rig(private, tmp_path, cleanup, "2fg7")
+        since = observer.events.count
+
+        command(backend, "2fg7_closed", gripper="2fg7").result(TIMEOUT)
+
+        goal = observer.wait_event("gripper_goal", since=since)
+        assert (goal["state"], goal["position"]) == ("2fg7_closed", 0.0)
+        result = observer.wait_event("gripper_result", since=since)
+        # The fingers stop 14 mm short of the commanded 1 mm: not reached, not stalled, SUCCEEDED.
+        assert (result["outcome"], result["stalled"], result["reached_goal"]) == ("succeeded", False, False)
+        assert "holding sample_at_the_tool" in result["message"]
+        assert backend.tool_state().held is not None
+
+
+def test_only_the_fitted_tools_gripper_action_is_served_and_clients_follow_it(
+    private: RosEnvironment, tmp_path: Path
+) -> None:
+    from rclpy.action import get_action_names_and_types
+
+    from erobs_bt.backends.ros2_control import RosLink, RosTool, SetIOService
+
+    with ExitStack() as cleanup:
+        process = HardwareProcess(private, ["--speed", "20", "--gripper", "2fg7"]).start()
+        cleanup.callback(process.stop)
+        observer = HardwareObserver(private.domain_id)
+        cleanup.callback(observer.close)
+        assert observer.events.wait_for(lambda e: e["event"] == "start", 30.0) is not None
+        hardware = load_hardware_config(write_hardware_config(tmp_path / "hw.yaml", timeouts={"server": 2.0}))
+        link = RosLink(domain_id=private.domain_id)
+        cleanup.callback(link.close)
+        io = SetIOService(link, hardware)
+        hande, twofg7 = (RosTool(name, link, hardware, io) for name in ("hande", "2fg7"))
+
+        # The Hand-E's ParallelGripperCommand server is not there (the 2FG7 is fitted) ...
+        error = None
+        try:
+            hande.command("hande_closed", what="test")
+        except MotionError as exc:
+            error = exc
+        assert error is not None and "action server unavailable" in error.detail, error
+        # ... and the 2FG7's GripperCommand client replaces it on the shared name.
+        assert "2fg7 2fg7_closed: position 0" in twofg7.command("2fg7_closed", what="test")
+        served = dict(get_action_names_and_types(observer.node))
+        assert served.get("/gripper_action_controller/gripper_cmd") == ["control_msgs/action/GripperCommand"]
+        assert "/epick_gripper_action_controller/gripper_cmd" not in served

@@ -26,8 +26,12 @@ and the grippers' drivers offer, with the names of a hardware YAML
   controller's ``goal_tolerance`` of the goal the result is SUCCEEDED with ``reached_goal``
   (closing on nothing too), otherwise stalled: ABORTED unless ``allow_stalling``. The
   effort is the controller's ``max_effort``; the goal carries none.
-* ``control_msgs/action/GripperCommand`` per ``gripper_command`` adapter: the position
-  selects the nearest named state; a grasp that closes on a part reports ``stalled``.
+* ``control_msgs/action/GripperCommand`` per ``gripper_command`` adapter, as EROBS's 2FG7
+  driver answers: closing below half the finger travel, stopping on a part; SUCCEEDED always,
+  never ``stalled``, ``reached_goal`` within 5 mm of the commanded width.
+* Only the fitted tool's gripper action is served (its controller runs only while the tool is
+  fitted: EROBS relaunches ros2_control per tool); the server comes and goes with the tool
+  changer (``tool_server`` events).
 * ``control_msgs/action/GripperCommand`` per ``epick`` adapter, as the ePick driver's
   EpickGripperActionController answers: a position >= 0.5 grips, below releases; SUCCEEDED
   with ``reached_goal`` whether a part is held or not (the status topic below tells).
@@ -254,36 +258,9 @@ class SimHardwareNode(Node):
                 self._on_trajectory_goal,
                 handle_accepted_callback=self._on_trajectory_accepted,
             )
-        self._grippers: list[ActionServer] = []
-        if not self._faults.down("gripper_command"):
-            for adapter in hardware.grippers.values():
-                if adapter.adapter == "gripper_command":
-                    self._grippers.append(
-                        self._action_server(
-                            GripperCommand,
-                            adapter.action,
-                            self._gripper_executor(adapter),
-                            self._tool_goal("gripper_command"),
-                        )
-                    )
-                elif adapter.adapter == "epick":
-                    self._grippers.append(
-                        self._action_server(
-                            GripperCommand,
-                            adapter.action,
-                            self._epick_executor(adapter),
-                            self._tool_goal("gripper_command"),
-                        )
-                    )
-                elif adapter.adapter == "parallel_gripper":
-                    self._grippers.append(
-                        self._action_server(
-                            ParallelGripperCommand,
-                            adapter.action,
-                            self._parallel_gripper_executor(adapter),
-                            self._parallel_goal(adapter),
-                        )
-                    )
+        # The fitted tool's controller only (EROBS relaunches ros2_control per tool).
+        self._tool_servers: dict[str, ActionServer] = {}
+        self._sync_tool_servers(announce=False)  # the start event lists it
         self._epick_pub = self.create_publisher(ObjectDetectionStatus, "/object_detection_status", 10)
         self._epick_timer = self.create_timer(1.0 / EPICK_STATUS_RATE, self._publish_epick_status)
         self._set_io = None
@@ -298,6 +275,51 @@ class SimHardwareNode(Node):
                 PipettorCommand, hardware.pipettor_action, self._execute_pipettor, self._tool_goal("pipettor")
             )
         self._event("start", gripper=mounted, servers=self.servers, speed=speed)
+
+    def _sync_tool_servers(self, *, announce: bool = True) -> None:
+        """Serve the fitted tool's gripper action and no other (call under the lock, or before
+        spinning): on EROBS's cell a tool's controller runs only while the tool is fitted,
+        ros2_control being relaunched for each tool (moveit_lifecycle_manager.py). Each change
+        is a ``tool_server`` event when ``announce``."""
+        if self._faults.down("gripper_command"):
+            return
+        fitted = self._tools.gripper
+        for gripper in list(self._tool_servers):
+            if gripper != fitted:
+                server = self._tool_servers.pop(gripper)
+                self.servers.remove(self.hardware.grippers[gripper].action)
+                server.destroy()
+                if announce:
+                    self._event("tool_server", gripper=gripper, up=False)
+        adapter = self.hardware.grippers.get(fitted)
+        if adapter is None or fitted in self._tool_servers:
+            return
+        if adapter.adapter == "gripper_command":
+            server = self._action_server(
+                GripperCommand,
+                adapter.action,
+                self._gripper_executor(adapter),
+                self._tool_goal("gripper_command"),
+            )
+        elif adapter.adapter == "epick":
+            server = self._action_server(
+                GripperCommand,
+                adapter.action,
+                self._epick_executor(adapter),
+                self._tool_goal("gripper_command"),
+            )
+        elif adapter.adapter == "parallel_gripper":
+            server = self._action_server(
+                ParallelGripperCommand,
+                adapter.action,
+                self._parallel_gripper_executor(adapter),
+                self._parallel_goal(adapter),
+            )
+        else:
+            return
+        self._tool_servers[fitted] = server
+        if announce:
+            self._event("tool_server", gripper=fitted, up=True, action=adapter.action)
 
     def _action_server(
         self, action_type: Any, name: str, execute: Any, goal: Any, **extra: Any
@@ -602,16 +624,25 @@ class SimHardwareNode(Node):
         return False
 
     def _gripper_executor(self, adapter: GripperAdapter) -> Any:
+        """A GripperCommand goal as EROBS's 2FG7 driver (onrobot_2fg7_driver driver_node.py)
+        ends it: the fingers close below half their travel (:data:`FINGER_TRAVEL`) and stop on
+        a part; SUCCEEDED always, ``stalled`` never, ``reached_goal`` when the external width
+        (1 mm + 2 x position) ends within 5 mm of the commanded one."""
+        travel = FINGER_TRAVEL.get(adapter.gripper, 0.0)
+        roles = gripper_roles(self.cell, adapter.gripper)
+
         def execute(goal_handle: ServerGoalHandle[Any, Any, Any]) -> Any:
             command = goal_handle.request.command
+            position = float(command.position)
             result = GripperCommand.Result(position=0.0, effort=0.0, stalled=False, reached_goal=False)
-            state = adapter.state_for_position(command.position) or ""
+            closing = position < travel / 2.0
+            state = roles.get("grasp" if closing else "release", "")
             _, fault = self._take_pending(goal_handle.request)
             self._event(
                 "gripper_goal",
                 gripper=adapter.gripper,
                 state=state,
-                position=command.position,
+                position=position,
                 max_effort=command.max_effort,
             )
             if self._hang_or_fail(goal_handle, fault):
@@ -633,15 +664,15 @@ class SimHardwareNode(Node):
                 goal_handle.canceled() if goal_handle.is_cancel_requested else goal_handle.abort()
                 return result
             with self._lock:
-                before = self._tools.held
                 self._tools, message = gripper_command(
                     self.cell, self._tools, adapter.gripper, state, self.controller.joint_positions()
                 )
-                holding = self._tools.held is not None and before is None
-            result.position = float(command.position) * (0.6 if holding else 1.0)
-            result.effort = float(command.max_effort) if holding else 0.0
-            result.stalled = holding
-            result.reached_goal = not holding
+                held = self._tools.held
+            final = position
+            if closing and held is not None:  # the fingers stop on the part
+                final = max(position, (grip_width(held.part.shape) - 0.001) / 2.0)
+            result.position = final
+            result.reached_goal = abs(2.0 * (final - position)) < 0.005
             goal_handle.succeed()
             self._event(
                 "gripper_result",
@@ -649,7 +680,9 @@ class SimHardwareNode(Node):
                 state=state,
                 outcome="succeeded",
                 message=message,
-                stalled=holding,
+                position=final,
+                stalled=False,
+                reached_goal=result.reached_goal,
             )
             return result
 
@@ -933,6 +966,7 @@ class SimHardwareNode(Node):
             docks[dock] = tools.gripper
             self._tools = replace(tools, gripper="none", cup_profile=None, docks=MappingProxyType(docks))
             self._event("tool_changer", dock=dock, gripper=tools.gripper, outcome="docked")
+            self._sync_tool_servers()
             return f"; the {tools.gripper} stays in dock {dock}"
         if tools.gripper == "none" and stored is not None:
             docks[dock] = None
@@ -944,6 +978,7 @@ class SimHardwareNode(Node):
                 docks=MappingProxyType(docks),
             )
             self._event("tool_changer", dock=dock, gripper=stored, outcome="loaded")
+            self._sync_tool_servers()
             return f"; the {stored} from dock {dock} is on the flange"
         return ""
 

@@ -117,12 +117,6 @@ class GripperAdapter:
     status: str = ""
     status_timeout: float = EPICK_STATUS_TIMEOUT
 
-    def state_for_position(self, position: float) -> str | None:
-        """The named state whose GripperCommand position is nearest to ``position``."""
-        if not self.states:
-            return None
-        return min(self.states, key=lambda name: abs(self.states[name].position - position))
-
 
 @dataclass(frozen=True)
 class HardwareConfig:

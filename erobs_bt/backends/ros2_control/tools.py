@@ -14,8 +14,9 @@ from __future__ import annotations
 import math
 import threading
 import time
+import weakref
 from collections import deque
-from typing import Any
+from typing import Any, ClassVar
 
 from control_msgs.action import GripperCommand, ParallelGripperCommand
 from epick_msgs.msg import ObjectDetectionStatus
@@ -98,6 +99,52 @@ class ObjectDetectionWatch:
                 self._cond.wait(remaining)
 
 
+class ToolActionClients:
+    """The gripper action clients of one :class:`RosLink`, one per action name, made when a tool
+    is commanded (:meth:`client`).
+
+    On EROBS's cell a tool's controller, and so its action server, exists only while the tool is
+    fitted (ros2_control is relaunched per tool: moveit_lifecycle_manager.py), and two tools
+    may share a name with different types (the Hand-E's ParallelGripperCommand and the 2FG7's
+    GripperCommand on ``/gripper_action_controller/gripper_cmd``). One node cannot hold both
+    types on one name, so asking for the other type destroys the old client first. Clients are
+    made and destroyed in the link's executor thread (:meth:`RosLink.run_in_executor`).
+    """
+
+    _registries: ClassVar[weakref.WeakKeyDictionary[RosLink, ToolActionClients]] = weakref.WeakKeyDictionary()
+    _registries_lock: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(self, link: RosLink) -> None:
+        self._link = link
+        self._lock = threading.Lock()
+        self._clients: dict[str, tuple[Any, ActionClient[Any, Any, Any]]] = {}
+
+    @classmethod
+    def of(cls, link: RosLink) -> ToolActionClients:
+        """The registry of ``link`` (one per link)."""
+        with cls._registries_lock:
+            registry = cls._registries.get(link)
+            if registry is None:
+                registry = cls._registries[link] = cls(link)
+            return registry
+
+    def client(self, action_type: Any, name: str) -> ActionClient[Any, Any, Any]:
+        """The client of ``name`` with ``action_type``, made now if there is none of that type."""
+        with self._lock:
+            found = self._clients.get(name)
+            if found is not None and found[0] is action_type:
+                return found[1]
+
+            def swap() -> ActionClient[Any, Any, Any]:
+                if found is not None:
+                    found[1].destroy()
+                return ActionClient(self._link.node, action_type, name, callback_group=self._link.group)
+
+            client = self._link.run_in_executor(swap)
+            self._clients[name] = (action_type, client)
+            return client
+
+
 class SetIOService:
     """The ``ur_msgs/srv/SetIO`` service of the cell (tool outputs, tool voltage, changer).
 
@@ -155,16 +202,13 @@ class RosTool:
         self._io = io
         self._goals = Goals()  # the tool's goals in flight, for stop()
         self._adapter = hardware.grippers.get(name)
-        self._gripper: ActionClient[Any, Any, Any] | None = None
         kind = self._adapter.adapter if self._adapter is not None else ""
         self._status: ObjectDetectionWatch | None = None
         if self._adapter is not None and kind == "epick" and self._adapter.status:
             self._status = ObjectDetectionWatch(link, self._adapter.status)
-        if self._adapter is not None and kind in ("gripper_command", "parallel_gripper", "epick"):
-            action_type = ParallelGripperCommand if kind == "parallel_gripper" else GripperCommand
-            self._gripper = ActionClient(
-                link.node, action_type, self._adapter.action, callback_group=link.group
-            )
+        # The gripper's client is made when the tool is commanded (it is then the fitted one).
+        self._gripper_type: Any = ParallelGripperCommand if kind == "parallel_gripper" else GripperCommand
+        self._clients = ToolActionClients.of(link)
         self._pipettor: ActionClient[Any, Any, Any] | None = None
         if name == "pipettor":
             self._pipettor = ActionClient(
@@ -193,7 +237,7 @@ class RosTool:
                 FUN_SET_DIGITAL_OUT, adapter.pin, target.io_state, what=f"{what}: {self.name} {state}"
             )
             return f"{self.name} {state}: tool output {adapter.pin} = {target.io_state:g}"
-        assert self._gripper is not None
+        client = self._clients.client(self._gripper_type, adapter.action)
         if adapter.adapter == "parallel_gripper":
             # parallel_gripper_action_controller: one joint, no effort (the controller's own).
             goal = ParallelGripperCommand.Goal()
@@ -212,7 +256,7 @@ class RosTool:
         # MoveIt's gripper controller handles judge a gripper goal by its status alone (EROBS
         # drives its grippers through them), and the 2FG7's driver leaves both false on a part.
         result = run_action(
-            self._gripper,
+            client,
             goal,
             what=f"{what}: {self.name} {state}: {kind} {adapter.action}",
             timeouts=self._hw.timeouts,

@@ -105,3 +105,70 @@ def test_the_gripper_actions_are_those_erobs_moveit_drives(workspace: Path, grip
     (name,) = [n for n in manager["controller_names"] if manager[n]["type"] != "FollowJointTrajectory"]
     assert adapter.action == f"/{name}/{manager[name]['action_ns']}"
     assert adapter.adapter in MOVEIT_TYPES[manager[name]["type"]]
+
+
+# ---------------------------------------------------------------------------------------------
+# Deliverable 4: a beamline cell's hardware configuration comes from EROBS's own files
+# ---------------------------------------------------------------------------------------------
+
+
+def test_a_beamline_cells_hardware_is_read_from_erobs_files(workspace: Path, tmp_path: Path) -> None:
+    import shutil
+
+    from erobs_bt.backends.ros2_control import check_against_cell
+    from erobs_bt.backends.ros2_control.erobs_files import hardware_for_cell
+    from erobs_bt.world.config import load_cell
+
+    packaged = load_hardware_config(config_file("ur5e_ros2_control.yaml"))
+    beamline = Path("src/beambot/config/cms_beamline.yaml")
+
+    # EROBS's files as they are: the packaged configuration's values.
+    cell = load_cell(workspace / beamline)
+    read = hardware_for_cell(packaged, cell)
+    assert dict(read.grippers) == dict(packaged.grippers)
+    assert (read.arm_action, read.set_io, read.tool_voltage) == (
+        packaged.arm_action,
+        packaged.set_io,
+        packaged.tool_voltage,
+    )
+    check_against_cell(read, cell)
+
+    # Changed files: the configuration follows them.
+    copy = tmp_path / "workspace"
+    shutil.copytree(workspace, copy)
+    cms = copy / MOVEIT_CONFIG
+
+    def edit(path: Path, old: str, new: str) -> None:
+        text = path.read_text()
+        assert old in text, (path, old)
+        path.write_text(text.replace(old, new))
+
+    edit(
+        cms / "config" / "hande_controllers.yaml",
+        "  gripper_action_controller:",
+        "  hande_gripper_controller:",
+    )
+    edit(cms / "config" / "hande_controllers.yaml", "goal_tolerance: 0.01", "goal_tolerance: 0.002")
+    edit(cms / "config" / "hande_controllers.yaml", "allow_stalling: false", "allow_stalling: true")
+    edit(
+        copy / beamline,
+        'controller_name: "gripper_action_controller"\n    states:\n      grasp: "hande_closed"',
+        'controller_name: "hande_gripper_controller"\n    states:\n      grasp: "hande_closed"',
+    )
+    edit(cms / "srdf" / "2fg7.srdf.xacro", 'value="0.035"', 'value="0.030"')
+    edit(cms / "config" / "epick_controllers.yaml", "  epick_status_publisher_controller:", "  unused:")
+    edit(cms / "config" / "epick_controllers.yaml", "EpickStatusPublisherController", "SomethingElse")
+    (copy / beamline).write_text(
+        (copy / beamline).read_text().replace("tool_voltage: 24", "tool_voltage: 12")
+    )
+
+    cell = load_cell(copy / beamline)
+    changed = hardware_for_cell(packaged, cell)
+    hande = changed.grippers["hande"]
+    assert hande.action == "/hande_gripper_controller/gripper_cmd"
+    assert hande.controller is not None
+    assert (hande.controller.goal_tolerance, hande.controller.allow_stalling) == (0.002, True)
+    assert changed.grippers["2fg7"].states["2fg7_open"].position == 0.030
+    assert changed.grippers["epick"].status == ""  # no status publisher: a grip is not judged by it
+    assert changed.tool_voltage == 12.0
+    check_against_cell(changed, cell)

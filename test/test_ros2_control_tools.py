@@ -352,3 +352,33 @@ def test_only_the_fitted_tools_gripper_action_is_served_and_clients_follow_it(
         served = dict(get_action_names_and_types(observer.node))
         assert served.get("/gripper_action_controller/gripper_cmd") == ["control_msgs/action/GripperCommand"]
         assert "/epick_gripper_action_controller/gripper_cmd" not in served
+
+
+def test_the_hardware_node_of_a_beamline_cell_serves_the_controllers_of_erobs_files(
+    private: RosEnvironment, tmp_path: Path
+) -> None:
+    import shutil
+
+    from conftest import require_samples
+
+    workspace = tmp_path / "workspace"
+    shutil.copytree(require_samples() / "workspace", workspace)
+    controllers = workspace / "src/custom-ur-descriptions/cms_moveit_config/config/hande_controllers.yaml"
+    controllers.write_text(
+        controllers.read_text().replace("  gripper_action_controller:", "  hande_gripper:")
+    )
+    beamline = workspace / "src/beambot/config/cms_beamline.yaml"
+    text = beamline.read_text()
+    hande = text.index("  hande:")
+    beamline.write_text(
+        text[:hande] + text[hande:].replace('"gripper_action_controller"', '"hande_gripper"', 1)
+    )
+    with ExitStack() as cleanup:
+        process = HardwareProcess(
+            private, ["--speed", "20", "--cell", str(beamline), "--gripper", "hande"]
+        ).start()
+        cleanup.callback(process.stop)
+        observer = HardwareObserver(private.domain_id)
+        cleanup.callback(observer.close)
+        start = observer.wait_event("start")
+        assert "/hande_gripper/gripper_cmd" in start["servers"], start

@@ -1035,6 +1035,7 @@ def run(argv: Sequence[str]) -> int:
         The exit status: 0, 2 for bad arguments or configuration, 3 when the executor died
         (:func:`erobs_bt.ros.process.serve`).
     """
+    from erobs_bt.backends.ros2_control.erobs_files import hardware_for_cell
     from erobs_bt.paths import config_file
     from erobs_bt.ros.process import serve
 
@@ -1044,8 +1045,11 @@ def run(argv: Sequence[str]) -> int:
         if not (args.speed > 0.0) or not (args.rate > 0.0):
             raise ValueError("--speed and --rate must be > 0")
         cell = load_cell(args.cell if args.cell is not None else config_file("cell.yaml"))
-        hardware = load_hardware_config(
-            args.config if args.config is not None else config_file("ur5e_ros2_control.yaml")
+        hardware = hardware_for_cell(
+            load_hardware_config(
+                args.config if args.config is not None else config_file("ur5e_ros2_control.yaml")
+            ),
+            cell,
         )
         faults = parse_faults(args.faults)
         if args.gripper is not None:

@@ -1006,8 +1006,9 @@ def build_parser() -> argparse.ArgumentParser:
     """The command line of ``erobs_bt_sim_hardware`` (``erobs-bt sim-hardware`` forwards to it)."""
     parser = argparse.ArgumentParser(
         prog=NODE_NAME,
-        description="The simulated UR5e cell behind FollowJointTrajectory, JointState, GripperCommand, "
-        "SetIO and PipettorCommand (the interfaces of a ur_robot_driver cell).",
+        description="The simulated UR5e cell behind FollowJointTrajectory, JointState, the fitted "
+        "tool's ParallelGripperCommand or GripperCommand, ObjectDetectionStatus, SetIO and "
+        "PipettorCommand (the interfaces of EROBS's ur_robot_driver cell).",
     )
     parser.add_argument(
         "--config", type=Path, default=None, help="hardware YAML (default: config/ur5e_ros2_control.yaml)"

@@ -64,6 +64,7 @@ def tool_rig(
     gripper: str = "hande",
     *,
     sample: bool = True,
+    speed: float = 20.0,
     **adapter: Any,
 ) -> tuple[HardwareObserver, Ros2ControlBackend]:
     """Hardware node (``gripper`` mounted, a sample at its TCP unless not ``sample``) + observer
@@ -75,7 +76,7 @@ def tool_rig(
     config = write_hardware_config(tmp_path / "hardware.yaml", grippers=grippers)
     process = HardwareProcess(
         environment,
-        ["--speed", "20", "--gripper", gripper, "--cell", str(cell_file), "--config", str(config)],
+        ["--speed", str(speed), "--gripper", gripper, "--cell", str(cell_file), "--config", str(config)],
     ).start()
     cleanup.callback(process.stop)
     watcher = HardwareObserver(environment.domain_id)
@@ -140,6 +141,24 @@ def test_a_hande_stall_is_aborted_by_the_controller_and_fails_the_step(
         assert "goal aborted: stalled at position 0.0075" in error.detail
         result = observer.wait_event("gripper_result", since=since)
         assert (result["outcome"], result["stalled"]) == ("aborted", True)
+
+
+def test_a_stop_cancels_the_hande_goal_and_the_fingers_hold_where_they_are(
+    private: RosEnvironment, tmp_path: Path
+) -> None:
+    with ExitStack() as cleanup:
+        # Speed 0.05: the command lasts 6 s of wall time, long enough to be stopped.
+        observer, backend = tool_rig(private, tmp_path, cleanup, speed=0.05)
+        since = observer.events.count
+        running = command(backend, "hande_closed")
+        observer.wait_event("gripper_goal", since=since)
+
+        backend.stop()
+        error = running.exception(TIMEOUT)
+
+        assert isinstance(error, MotionError) and "stopped by request" in error.detail, error
+        assert observer.wait_event("gripper_result", since=since)["outcome"] == "canceled"
+        assert backend.tool_state().held is None
 
 
 def test_the_parallel_gripper_controller_rejects_a_goal_without_exactly_one_position(

@@ -742,7 +742,16 @@ class SimHardwareNode(Node):
                 )
                 return result
             if not self._wait_simulated(TOOL_COMMAND_TIME, goal_handle):
-                goal_handle.canceled() if goal_handle.is_cancel_requested else goal_handle.abort()
+                # A cancel holds the fingers where they are (the state is not changed) and ends
+                # the goal CANCELED at once.
+                canceled = goal_handle.is_cancel_requested
+                goal_handle.canceled() if canceled else goal_handle.abort()
+                self._event(
+                    "gripper_result",
+                    gripper=adapter.gripper,
+                    state=state,
+                    outcome="canceled" if canceled else "aborted",
+                )
                 return result
             with self._lock:
                 self._tools, message = gripper_command(

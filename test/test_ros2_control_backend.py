@@ -152,13 +152,27 @@ def test_the_full_experiment_runs_with_every_motion_and_tool_command_through_the
     assert np.allclose(final.position, results[-1]["position"], atol=1e-5)
 
     io = observer.of("set_io", since)
-    vacuum = [(e["state"], e["success"]) for e in io if e["pin"] == 16]
-    assert vacuum == [(1.0, True), (0.0, True)]
-    assert any("holding sample_on_hot_plate" in e["message"] for e in io if e["pin"] == 16)
-    changer = [(e["state"], e["success"]) for e in io if e["fun"] == 1 and e["pin"] == 0]
-    assert changer == [(0.0, True), (1.0, True), (0.0, True), (1.0, True)]  # dock, load, dock, load
+    epick = [
+        (e["state"], e["outcome"], e["message"])
+        for e in observer.of("gripper_result", since)
+        if e["gripper"] == "epick"
+    ]
+    assert [(state, outcome) for state, outcome, _ in epick] == [
+        ("vacuum_on", "succeeded"),
+        ("vacuum_off", "succeeded"),
+    ]
+    assert "holding sample_on_hot_plate" in epick[0][2]
     voltage = [e["state"] for e in io if e["fun"] == 4]
     assert voltage == [0.0, 24.0, 0.0, 24.0], "tool voltage off before each dock, on after each load"
+    # EROBS's tool changer has no lock output: the voltage alone releases the tool in its dock.
+    assert not [e for e in io if e["fun"] != 4]
+    changes = [(e["outcome"], e["gripper"], e["dock"]) for e in observer.of("tool_changer", since)]
+    assert changes == [
+        ("docked", "epick", 4),
+        ("loaded", "pipettor", 3),
+        ("docked", "pipettor", 3),
+        ("loaded", "epick", 4),
+    ]
     pipettor = observer.wait_count("pipettor_result", 2, since)
     assert [p["operation"] for p in pipettor] == ["SUCK", "SUCK"] and all(p["success"] for p in pipettor)
 
@@ -520,8 +534,8 @@ def test_gripper_states_go_through_gripper_command_goals(rig: Any) -> None:
 
     goals = observer.wait_count("gripper_goal", 2, since)
     assert [(g["gripper"], g["state"], g["position"]) for g in goals] == [
-        ("hande", "hande_closed", 0.025),
-        ("hande", "hande_open", 0.0),
+        ("hande", "hande_closed", 0.0),
+        ("hande", "hande_open", 0.025),
     ]
     assert [r["outcome"] for r in observer.wait_count("gripper_result", 2, since)] == ["succeeded"] * 2
 
@@ -624,7 +638,7 @@ def test_the_hardware_config_names_the_key_of_every_error() -> None:
     with pytest.raises(
         ValueError,
         match=r"hw: grippers\.hande\.adapter: unknown adapter 'modbus' "
-        r"\(expected one of: set_io, gripper_command\)",
+        r"\(expected one of: set_io, gripper_command, parallel_gripper, epick\)",
     ):
         parse_hardware_config({"grippers": {"hande": {"adapter": "modbus", "states": {"a": 1}}}}, source="hw")
     with pytest.raises(ValueError, match=r"hw: timeouts\.motoin: unknown key; did you mean 'motion'\?"):

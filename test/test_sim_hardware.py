@@ -481,10 +481,12 @@ def test_path_and_goal_tolerances_while_moving_and_after_goal_time(tmp_path: Any
             assert process.stop() == 0, process.output
 
 
-def test_set_io_switches_the_vacuum_and_the_changer_refuses_to_drop_a_powered_tool(
+def test_the_epick_controller_switches_the_vacuum_and_set_io_writes_without_interlocks(
     observer: HardwareObserver,
 ) -> None:
+    from control_msgs.action import GripperCommand
     from epick_msgs.msg import ObjectDetectionStatus
+    from rclpy.action import ActionClient
 
     from erobs_bt.ros.client import Recorder
 
@@ -495,17 +497,25 @@ def test_set_io_switches_the_vacuum_and_the_changer_refuses_to_drop_a_powered_to
     )
     assert statuses.wait_for(lambda s: True, 10.0) is not None, "no object_detection_status"
     assert observer.set_io.wait_for_service(10.0)
+    # The vacuum is the ePick driver's epick_gripper_action_controller (GripperCommand, 1 grips).
+    epick: Any = ActionClient(observer.node, GripperCommand, "/epick_gripper_action_controller/gripper_cmd")
+    assert epick.wait_for_server(10.0)
     since = observer.events.count
     before = statuses.count
-    on = wait(observer.set_io.call_async(SetIO.Request(fun=1, pin=16, state=1.0)))
-    assert on.success
-    assert "vacuum_on" in observer.wait_event("set_io", since=since, pin=16)["message"]
+    goal = GripperCommand.Goal()
+    goal.command.position = 1.0
+    handle = wait(epick.send_goal_async(goal))
+    assert wait(handle.get_result_async()).status == GoalStatus.STATUS_SUCCEEDED
+    assert "vacuum_on" in observer.wait_event("gripper_result", since=since, gripper="epick")["message"]
     no_object = ObjectDetectionStatus.NO_OBJECT_DETECTED  # the vacuum is on, nothing is under the cup
     assert statuses.wait_for(lambda s: s == no_object, 10.0, since=before) is not None
-    unlock = wait(observer.set_io.call_async(SetIO.Request(fun=1, pin=0, state=0.0)))
-    assert not unlock.success
-    assert "tool voltage" in observer.wait_event("set_io", since=since, pin=0)["message"]
-    assert wait(observer.set_io.call_async(SetIO.Request(fun=1, pin=16, state=0.0))).success
+    # EROBS's tool changer has no lock output and SetIO no interlocks: DO0 is only written.
+    assert wait(observer.set_io.call_async(SetIO.Request(fun=1, pin=0, state=0.0))).success
+    assert observer.wait_event("set_io", since=since, pin=0)["message"] == "output 0 = 0"
+    goal.command.position = 0.0
+    handle = wait(epick.send_goal_async(goal))
+    assert wait(handle.get_result_async()).status == GoalStatus.STATUS_SUCCEEDED
+    epick.destroy()
 
 
 def test_fault_entries_are_checked_with_their_path() -> None:

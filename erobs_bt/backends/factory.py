@@ -50,7 +50,10 @@ def create_backend(
         faults: fault-injection YAML for the sim backend, or ``None`` (the ``ros2_control``
             backend takes none: faults are injected at the hardware node).
         hardware: the ``ros2_control`` backend's hardware YAML (default: the packaged
-            ``config/ur5e_ros2_control.yaml``); the ``moveit`` backend's tools use it too.
+            ``config/ur5e_ros2_control.yaml``); the ``moveit`` backend's tools use it too. For
+            a cell read from an EROBS beamline file, what EROBS's own files say about the
+            hardware replaces its values
+            (:func:`~erobs_bt.backends.ros2_control.erobs_files.hardware_for_cell`).
         ros_namespace: the namespace of the ``ros2_control`` backend's own ROS node
             (``erobs_bt_ros2_control``; the ``erobs_bt`` node passes its own); ``None``: ``/``.
         moveit: the ``moveit`` backend's YAML (default: the packaged ``config/moveit.yaml``).
@@ -72,6 +75,7 @@ def create_backend(
     if kind == "ros2_control":
         from erobs_bt.backends.ros2_control.backend import Ros2ControlBackend
         from erobs_bt.backends.ros2_control.config import load_hardware_config
+        from erobs_bt.backends.ros2_control.erobs_files import hardware_for_cell
         from erobs_bt.paths import config_file
         from erobs_bt.world.config import load_cell
 
@@ -81,14 +85,16 @@ def create_backend(
                 "give them to the hardware node (erobs_bt_sim_hardware --faults)"
             )
         cell_config = load_cell(cell if cell is not None else config_file("cell.yaml"))
-        hardware_config = load_hardware_config(
-            hardware if hardware is not None else config_file("ur5e_ros2_control.yaml")
+        hardware_config = hardware_for_cell(
+            load_hardware_config(hardware if hardware is not None else config_file("ur5e_ros2_control.yaml")),
+            cell_config,
         )
         return Ros2ControlBackend(cell_config, hardware_config, namespace=ros_namespace)
     if kind == "moveit":
         from erobs_bt.backends.moveit.backend import MoveItBackend
         from erobs_bt.backends.moveit.model import load_moveit_config
         from erobs_bt.backends.ros2_control.config import load_hardware_config
+        from erobs_bt.backends.ros2_control.erobs_files import hardware_for_cell
         from erobs_bt.paths import config_file
         from erobs_bt.world.cell import load_cell
 
@@ -104,8 +110,9 @@ def create_backend(
 
             simulated = ({name: SimulatedTool(name) for name in cell_config.grippers}, SimulatedChanger())
             return MoveItBackend(cell_config, None, moveit_config, tools=simulated, namespace=ros_namespace)
-        hardware_config = load_hardware_config(
-            hardware if hardware is not None else config_file("ur5e_ros2_control.yaml")
+        hardware_config = hardware_for_cell(
+            load_hardware_config(hardware if hardware is not None else config_file("ur5e_ros2_control.yaml")),
+            cell_config,
         )
         return MoveItBackend(cell_config, hardware_config, moveit_config, namespace=ros_namespace)
     raise ValueError(f"backend: unknown kind {kind!r} (available: {', '.join(BACKEND_KINDS)})")

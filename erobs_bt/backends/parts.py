@@ -9,9 +9,10 @@ A motion backend (:class:`~erobs_bt.backends.base.MotionBackend`) is one stack o
   :class:`erobs_bt.backends.ros2_control.arm.FollowJointTrajectoryArm`);
 * one :class:`ToolDriver` per tool, which commands the tool's hardware (the simulated
   tools: nothing to command, the tool bookkeeping of :mod:`erobs_bt.world.tools` is the
-  whole effect | ``control_msgs/action/GripperCommand``, ``ur_msgs/srv/SetIO`` tool
-  outputs, the ``erobs_bt_interfaces/action/PipettorCommand`` action), and a
-  :class:`ToolChanger` (tool voltage and changer lock: simulated | SetIO);
+  whole effect | ``control_msgs/action/ParallelGripperCommand`` or ``GripperCommand``, a
+  ``ur_msgs/srv/SetIO`` tool output, the ``erobs_bt_interfaces/action/PipettorCommand``
+  action), and a :class:`ToolChanger` (tool voltage and changer lock: simulated | the tool
+  voltage over SetIO, EROBS's changer having no lock output);
 * a :class:`Detector`, which finds markers for vision steps (the simulated markers of
   the cell | a camera pipeline);
 * optionally a :class:`FaultInjection` (the simulated cell's fault injection), which the

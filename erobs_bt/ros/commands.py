@@ -602,8 +602,9 @@ def watch(url: str | None, node: str, token: str | None, once: bool, timeout: fl
 def sim_hardware(ctx: click.Context) -> None:
     """Run the simulated cell as a hardware node (erobs_bt_sim_hardware; --help for its options).
 
-    It serves FollowJointTrajectory, /joint_states, GripperCommand, SetIO and the pipettor,
-    as ur_robot_driver and the grippers' drivers do on a real cell; run the node with
+    It serves FollowJointTrajectory, /joint_states, the fitted tool's ParallelGripperCommand or
+    GripperCommand, the ePick's object-detection status, SetIO and the pipettor, as
+    ur_robot_driver and the tools' drivers do on EROBS's cell; run the node with
     ``-p backend:=ros2_control`` beside it.
     """
     from erobs_bt.ros.sim_hardware import run as run_hardware

@@ -27,13 +27,31 @@ and the grippers' drivers offer, with the names of a hardware YAML
   whatever plays at once, and a goal in flight is judged at its end.
 * ``sensor_msgs/msg/JointState`` on ``joint_states`` at ``--rate`` Hz (default 125 Hz of
   wall time, like a UR's joint_state_broadcaster), prefixed joint names.
-* ``control_msgs/action/GripperCommand`` per ``gripper_command`` adapter: the position
-  selects the nearest named state; a grasp that closes on a part reports ``stalled``.
-* ``ur_msgs/srv/SetIO``: tool digital outputs (the ePick's vacuum, only with tool
-  voltage on), ``FUN_SET_TOOL_VOLTAGE`` (0 V drops a part held by vacuum), and the tool
-  changer's lock output: unlocking leaves the tool in the dock the flange is seated in
-  (refused with the tool voltage on, or away from a dock: the tool would fall), locking
-  in a dock that holds a tool attaches it.
+* ``control_msgs/action/ParallelGripperCommand`` per ``parallel_gripper`` adapter, with
+  ros2_controllers' parallel_gripper_action_controller's semantics (the Hand-E on EROBS's
+  cell): a goal without exactly one position is rejected; the fingers close when the
+  position is below half their travel (:data:`FINGER_TRAVEL`, 0 = closed), whatever the
+  hardware YAML's state names say; they stop on a part at half its width; within the
+  controller's ``goal_tolerance`` of the goal the result is SUCCEEDED with ``reached_goal``
+  (closing on nothing too), otherwise stalled: ABORTED unless ``allow_stalling``. The
+  effort is the controller's ``max_effort``; the goal carries none.
+* ``control_msgs/action/GripperCommand`` per ``gripper_command`` adapter, as EROBS's 2FG7
+  driver answers: closing below half the finger travel, stopping on a part; SUCCEEDED always,
+  never ``stalled``, ``reached_goal`` within 5 mm of the commanded width.
+* Only the fitted tool's gripper action is served (its controller runs only while the tool is
+  fitted: EROBS relaunches ros2_control per tool); the server comes and goes with the tool
+  changer (``tool_server`` events).
+* ``control_msgs/action/GripperCommand`` per ``epick`` adapter, as the ePick driver's
+  EpickGripperActionController answers: a position >= 0.5 grips, below releases; SUCCEEDED
+  with ``reached_goal`` whether a part is held or not (the status topic below tells).
+* ``ur_msgs/srv/SetIO`` as ur_robot_driver's GPIO controller answers it: digital outputs
+  0-17 (16 and 17 on the tool: the ePick's vacuum, only with tool voltage on), analog outputs
+  0-2 and the tool voltage are written (``success: true``, no interlocks); any other pin or
+  function answers ``success: false``. 0 V drops a part held by vacuum.
+* The tool changer of EROBS's cell, which has no lock output: the tool voltage holds the tool.
+  With the flange at rest in a dock's seat, a tool at 0 V stays in an empty dock; a bare
+  flange picks up the tool the dock holds (whatever the voltage; powering it is the
+  client's next call).
 * ``erobs_bt_interfaces/action/PipettorCommand``: SUCK, EXPEL, EJECT_TIP, SET_LED on the
   pipettor's bookkeeping, refused when the pipettor is not attached.
 * ``epick_msgs/msg/ObjectDetectionStatus`` on ``/object_detection_status`` (the ePick
@@ -79,7 +97,7 @@ from typing import Any
 
 import numpy as np
 import yaml
-from control_msgs.action import FollowJointTrajectory, GripperCommand
+from control_msgs.action import FollowJointTrajectory, GripperCommand, ParallelGripperCommand
 from epick_msgs.msg import ObjectDetectionStatus
 from erobs_bt_interfaces.action import PipettorCommand
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
@@ -94,10 +112,13 @@ from ur_msgs.srv import SetIO
 
 from erobs_bt.backends.base import ArmSegment, ErrorCode, MotionError, TrajectoryPoint
 from erobs_bt.backends.ros2_control import (
+    DIGITAL_OUT_PINS,
+    FUN_SET_ANALOG_OUT,
     FUN_SET_DIGITAL_OUT,
     FUN_SET_TOOL_VOLTAGE,
     GripperAdapter,
     HardwareConfig,
+    ParallelGripperParams,
     check_against_cell,
     fjt_error_name,
     load_hardware_config,
@@ -123,6 +144,7 @@ from erobs_bt.world.tools import (
     after_motion,
     epick_object_status,
     gripper_command,
+    gripper_roles,
     initial_tool_state,
     mounted_at_start,
     pipettor_command,
@@ -152,6 +174,10 @@ _REACHED = "Goal successfully reached!"
 DASHBOARD = "/dashboard_client"
 #: Default joint-state rate [Hz of wall time].
 DEFAULT_RATE = 125.0
+#: [m] a parallel gripper's finger travel from closed (0) to open, by gripper: the Robotiq
+#: Hand-E's 50 mm stroke is 25 mm per finger (EROBS's SRDF ``hande_open`` = 0.025); the
+#: OnRobot 2FG7 opens to 73 mm from 1 mm, 36 mm per finger (EROBS's 2FG7 driver_node.py).
+FINGER_TRAVEL = MappingProxyType({"hande": 0.025, "2fg7": 0.036})
 
 
 #: One ``--faults`` entry: an entry of the one fault-injection language (docs/fault-injection.md).
@@ -181,6 +207,14 @@ def parse_faults(text: str, *, source: str = "--faults") -> tuple[FaultSpec, ...
             raise ConfigError(source, f"invalid YAML: {exc}") from exc
     value = fault_value(document, source=file, key=source)
     return parse_faults_of(value, source=file, key="faults" if file else source, targets=FAULT_INTERFACES)
+
+
+def grip_width(shape: Any) -> float:
+    """[m] the width a parallel gripper closes on: a box's smaller side across x and y, a
+    cylinder's or sphere's diameter (:class:`~erobs_bt.world.cell.Shape` dimensions)."""
+    if shape.kind == "box":
+        return float(min(shape.size[0], shape.size[1]))
+    return 2.0 * float(shape.size[-1])
 
 
 def _seconds(duration: Any) -> float:
@@ -230,7 +264,6 @@ class SimHardwareNode(Node):
         mounted = gripper if gripper is not None else mounted_at_start(cell)
         self._tools: ToolState = initial_tool_state(cell, mounted)
         self._voltage = hardware.tool_voltage if mounted != "none" else 0.0
-        self._locked = mounted != "none"
         self._outputs: dict[int, float] = {}
         self._closing = threading.Event()
         self._goal_count = 0
@@ -291,19 +324,9 @@ class SimHardwareNode(Node):
             10,
             callback_group=self._group,
         )
-        self._grippers: list[ActionServer] = []
-        if not self._faults.down("gripper_command"):
-            for adapter in hardware.grippers.values():
-                if adapter.adapter != "gripper_command":
-                    continue
-                self._grippers.append(
-                    self._action_server(
-                        GripperCommand,
-                        adapter.action,
-                        self._gripper_executor(adapter),
-                        self._tool_goal("gripper_command"),
-                    )
-                )
+        # The fitted tool's controller only (EROBS relaunches ros2_control per tool).
+        self._tool_servers: dict[str, ActionServer] = {}
+        self._sync_tool_servers(announce=False)  # the start event lists it
         self._epick_pub = self.create_publisher(ObjectDetectionStatus, "/object_detection_status", 10)
         self._epick_timer = self.create_timer(1.0 / EPICK_STATUS_RATE, self._publish_epick_status)
         self._set_io = None
@@ -318,6 +341,51 @@ class SimHardwareNode(Node):
                 PipettorCommand, hardware.pipettor_action, self._execute_pipettor, self._tool_goal("pipettor")
             )
         self._event("start", gripper=mounted, servers=self.servers, speed=speed)
+
+    def _sync_tool_servers(self, *, announce: bool = True) -> None:
+        """Serve the fitted tool's gripper action and no other (call under the lock, or before
+        spinning): on EROBS's cell a tool's controller runs only while the tool is fitted,
+        ros2_control being relaunched for each tool (moveit_lifecycle_manager.py). Each change
+        is a ``tool_server`` event when ``announce``."""
+        if self._faults.down("gripper_command"):
+            return
+        fitted = self._tools.gripper
+        for gripper in list(self._tool_servers):
+            if gripper != fitted:
+                server = self._tool_servers.pop(gripper)
+                self.servers.remove(self.hardware.grippers[gripper].action)
+                server.destroy()
+                if announce:
+                    self._event("tool_server", gripper=gripper, up=False)
+        adapter = self.hardware.grippers.get(fitted)
+        if adapter is None or fitted in self._tool_servers:
+            return
+        if adapter.adapter == "gripper_command":
+            server = self._action_server(
+                GripperCommand,
+                adapter.action,
+                self._gripper_executor(adapter),
+                self._tool_goal("gripper_command"),
+            )
+        elif adapter.adapter == "epick":
+            server = self._action_server(
+                GripperCommand,
+                adapter.action,
+                self._epick_executor(adapter),
+                self._tool_goal("gripper_command"),
+            )
+        elif adapter.adapter == "parallel_gripper":
+            server = self._action_server(
+                ParallelGripperCommand,
+                adapter.action,
+                self._parallel_gripper_executor(adapter),
+                self._parallel_goal(adapter),
+            )
+        else:
+            return
+        self._tool_servers[fitted] = server
+        if announce:
+            self._event("tool_server", gripper=fitted, up=True, action=adapter.action)
 
     def _action_server(
         self, action_type: Any, name: str, execute: Any, goal: Any, **extra: Any
@@ -647,6 +715,7 @@ class SimHardwareNode(Node):
         error = motion.exception()
         with self._lock:
             self._tools = after_motion(self.cell, self._tools, self.controller.joint_positions())
+            self._changer_at_rest()
             # A new goal may have preempted this one after the last look inside the loop (its
             # stop ended the motion within one wait): it is still a preemption.
             preempted = preempted or id(goal_handle) in self._preempted
@@ -896,16 +965,25 @@ class SimHardwareNode(Node):
         return False
 
     def _gripper_executor(self, adapter: GripperAdapter) -> Any:
+        """A GripperCommand goal as EROBS's 2FG7 driver (onrobot_2fg7_driver driver_node.py)
+        ends it: the fingers close below half their travel (:data:`FINGER_TRAVEL`) and stop on
+        a part; SUCCEEDED always, ``stalled`` never, ``reached_goal`` when the external width
+        (1 mm + 2 x position) ends within 5 mm of the commanded one."""
+        travel = FINGER_TRAVEL.get(adapter.gripper, 0.0)
+        roles = gripper_roles(self.cell, adapter.gripper)
+
         def execute(goal_handle: ServerGoalHandle[Any, Any, Any]) -> Any:
             command = goal_handle.request.command
+            position = float(command.position)
             result = GripperCommand.Result(position=0.0, effort=0.0, stalled=False, reached_goal=False)
-            state = adapter.state_for_position(command.position) or ""
+            closing = position < travel / 2.0
+            state = roles.get("grasp" if closing else "release", "")
             _, fault = self._take_pending(goal_handle.request)
             self._event(
                 "gripper_goal",
                 gripper=adapter.gripper,
                 state=state,
-                position=command.position,
+                position=position,
                 max_effort=command.max_effort,
             )
             if self._hang_or_fail(goal_handle, fault):
@@ -927,15 +1005,15 @@ class SimHardwareNode(Node):
                 goal_handle.canceled() if goal_handle.is_cancel_requested else goal_handle.abort()
                 return result
             with self._lock:
-                before = self._tools.held
                 self._tools, message = gripper_command(
                     self.cell, self._tools, adapter.gripper, state, self.controller.joint_positions()
                 )
-                holding = self._tools.held is not None and before is None
-            result.position = float(command.position) * (0.6 if holding else 1.0)
-            result.effort = float(command.max_effort) if holding else 0.0
-            result.stalled = holding
-            result.reached_goal = not holding
+                held = self._tools.held
+            final = position
+            if closing and held is not None:  # the fingers stop on the part
+                final = max(position, (grip_width(held.part.shape) - 0.001) / 2.0)
+            result.position = final
+            result.reached_goal = abs(2.0 * (final - position)) < 0.005
             goal_handle.succeed()
             self._event(
                 "gripper_result",
@@ -943,7 +1021,159 @@ class SimHardwareNode(Node):
                 state=state,
                 outcome="succeeded",
                 message=message,
-                stalled=holding,
+                position=final,
+                stalled=False,
+                reached_goal=result.reached_goal,
+            )
+            return result
+
+        return execute
+
+    def _parallel_goal(self, adapter: GripperAdapter) -> Any:
+        """parallel_gripper_action_controller's goal check: exactly one position, else REJECT."""
+        accept = self._tool_goal("gripper_command")
+
+        def on_goal(goal: Any) -> GoalResponse:
+            count = len(goal.command.position)
+            if count != 1:
+                self._event(
+                    "gripper_command_goal",
+                    gripper=adapter.gripper,
+                    accepted=False,
+                    reason=f"expects 1 position, got {count}",
+                )
+                return GoalResponse.REJECT
+            return accept(goal)  # type: ignore[no-any-return]
+
+        return on_goal
+
+    def _parallel_gripper_executor(self, adapter: GripperAdapter) -> Any:
+        """A ParallelGripperCommand goal as parallel_gripper_action_controller ends it."""
+        params = adapter.controller or ParallelGripperParams()
+        travel = FINGER_TRAVEL.get(adapter.gripper, 0.0)
+        roles = gripper_roles(self.cell, adapter.gripper)
+
+        def execute(goal_handle: ServerGoalHandle[Any, Any, Any]) -> Any:
+            position = float(goal_handle.request.command.position[0])
+            result = ParallelGripperCommand.Result(stalled=False, reached_goal=False)
+            result.state.name = [adapter.joint]
+            closing = position < travel / 2.0
+            state = roles.get("grasp" if closing else "release", "")
+            _, fault = self._take_pending(goal_handle.request)
+            self._event(
+                "gripper_goal",
+                gripper=adapter.gripper,
+                state=state,
+                position=position,
+                max_effort=params.max_effort,
+            )
+            if self._hang_or_fail(goal_handle, fault):
+                self._event("gripper_result", gripper=adapter.gripper, state=state, outcome="fault")
+                return result
+            with self._lock:
+                attached = self._tools.gripper
+            if attached != adapter.gripper:
+                goal_handle.abort()
+                self._event(
+                    "gripper_result",
+                    gripper=adapter.gripper,
+                    state=state,
+                    outcome="aborted",
+                    reason=f"{attached} attached",
+                )
+                return result
+            if not self._wait_simulated(TOOL_COMMAND_TIME, goal_handle):
+                # A cancel holds the fingers where they are (the state is not changed) and ends
+                # the goal CANCELED at once.
+                canceled = goal_handle.is_cancel_requested
+                goal_handle.canceled() if canceled else goal_handle.abort()
+                self._event(
+                    "gripper_result",
+                    gripper=adapter.gripper,
+                    state=state,
+                    outcome="canceled" if canceled else "aborted",
+                )
+                return result
+            with self._lock:
+                self._tools, message = gripper_command(
+                    self.cell, self._tools, adapter.gripper, state, self.controller.joint_positions()
+                )
+                held = self._tools.held
+            final = position
+            if closing and held is not None:  # the fingers stop on the part
+                final = max(position, grip_width(held.part.shape) / 2.0)
+            result.state.position = [final]
+            result.state.effort = [params.max_effort]
+            if abs(final - position) < params.goal_tolerance:
+                result.reached_goal = True
+                outcome = "succeeded"
+            else:
+                result.stalled = True
+                outcome = "succeeded" if params.allow_stalling else "aborted"
+            goal_handle.succeed() if outcome == "succeeded" else goal_handle.abort()
+            self._event(
+                "gripper_result",
+                gripper=adapter.gripper,
+                state=state,
+                outcome=outcome,
+                message=message,
+                position=final,
+                stalled=result.stalled,
+                reached_goal=result.reached_goal,
+            )
+            return result
+
+        return execute
+
+    def _epick_executor(self, adapter: GripperAdapter) -> Any:
+        """A GripperCommand goal as the ePick driver's EpickGripperActionController ends it:
+        a position >= 0.5 grips (vacuum on), below releases; SUCCEEDED with ``reached_goal``
+        once the gripper took the command, a part held or not (the status topic tells)."""
+        roles = gripper_roles(self.cell, adapter.gripper)
+
+        def execute(goal_handle: ServerGoalHandle[Any, Any, Any]) -> Any:
+            grip = goal_handle.request.command.position >= 0.5
+            state = roles.get("grasp" if grip else "release", "")
+            result = GripperCommand.Result(position=0.0, effort=0.0, stalled=False, reached_goal=False)
+            _, fault = self._take_pending(goal_handle.request)
+            self._event(
+                "gripper_goal",
+                gripper=adapter.gripper,
+                state=state,
+                position=float(goal_handle.request.command.position),
+            )
+            if self._hang_or_fail(goal_handle, fault):
+                self._event("gripper_result", gripper=adapter.gripper, state=state, outcome="fault")
+                return result
+            with self._lock:
+                attached = self._tools.gripper
+            if attached != adapter.gripper:
+                goal_handle.abort()
+                self._event(
+                    "gripper_result",
+                    gripper=adapter.gripper,
+                    state=state,
+                    outcome="aborted",
+                    reason=f"{attached} attached",
+                )
+                return result
+            if not self._wait_simulated(TOOL_COMMAND_TIME, goal_handle):
+                goal_handle.canceled() if goal_handle.is_cancel_requested else goal_handle.abort()
+                return result
+            with self._lock:
+                if self._voltage <= 0.0:
+                    message = f"{state}: the {adapter.gripper} has no tool voltage"
+                else:
+                    self._tools, message = gripper_command(
+                        self.cell, self._tools, adapter.gripper, state, self.controller.joint_positions()
+                    )
+            # The status controller publishes every update: the new status precedes the result.
+            self._publish_epick_status()
+            result.position = 1.0 if grip else 0.0
+            result.reached_goal = True
+            goal_handle.succeed()
+            self._event(
+                "gripper_result", gripper=adapter.gripper, state=state, outcome="succeeded", message=message
             )
             return result
 
@@ -1008,19 +1238,26 @@ class SimHardwareNode(Node):
         return response
 
     def _apply_io(self, fun: int, pin: int, state: float) -> tuple[bool, str]:
+        """One SetIO write as ur_robot_driver's GPIO controller takes it (gpio_controller.cpp,
+        setIO): digital outputs 0-17, analog outputs 0-2, the tool voltage; nothing is refused
+        for what it would do to a tool."""
         with self._lock:
             if fun == FUN_SET_TOOL_VOLTAGE:
                 if state not in (0.0, 12.0, 24.0):
                     return False, f"tool voltage {state:g} V (allowed: 0, 12, 24)"
                 self._voltage = state
                 if state == 0.0:
-                    return True, "tool voltage 0 V" + self._drop_vacuum_part()
+                    return True, "tool voltage 0 V" + self._drop_vacuum_part() + self._changer_at_rest()
                 return True, f"tool voltage {state:g} V"
-            if fun != FUN_SET_DIGITAL_OUT:
-                return False, f"fun {fun} is not simulated (digital outputs and tool voltage are)"
+            if fun == FUN_SET_ANALOG_OUT and 0 <= pin <= 2:
+                self._outputs[-1 - pin] = state
+                return True, f"analog output {pin} = {state:g}"
+            if fun != FUN_SET_DIGITAL_OUT or pin not in DIGITAL_OUT_PINS:
+                return False, (
+                    f"fun {fun}, pin {pin}: not written (the GPIO controller writes digital outputs "
+                    "0-17, analog outputs 0-2 and the tool voltage)"
+                )
             self._outputs[pin] = state
-            if pin == self.hardware.changer_pin:
-                return self._changer(state == self.hardware.changer_locked_state)
             for adapter in self.hardware.grippers.values():
                 if adapter.adapter == "set_io" and adapter.pin == pin:
                     return True, self._vacuum(adapter, state)
@@ -1029,11 +1266,11 @@ class SimHardwareNode(Node):
     def _drop_vacuum_part(self) -> str:
         for adapter in self.hardware.grippers.values():
             if (
-                adapter.adapter == "set_io"
+                adapter.adapter in ("set_io", "epick")
                 and adapter.gripper == self._tools.gripper
                 and self._tools.held is not None
             ):
-                release = next((s for s, v in adapter.states.items() if v.io_state == 0.0), None)
+                release = gripper_roles(self.cell, adapter.gripper).get("release")
                 if release is not None:
                     self._tools, message = gripper_command(
                         self.cell, self._tools, adapter.gripper, release, self.controller.joint_positions()
@@ -1067,45 +1304,35 @@ class SimHardwareNode(Node):
                 return int(dock.number)
         return None
 
-    def _changer(self, locked: bool) -> tuple[bool, str]:
+    def _changer_at_rest(self) -> str:
+        """The tool changer with the flange at rest (call under the lock): in a dock's seat, a
+        tool without tool voltage stays in an empty dock, and a bare flange picks up the
+        dock's tool. Returns what happened ("" for nothing)."""
         dock = self._seated_dock()
         tools = self._tools
-        if not locked:
-            if tools.gripper == "none":
-                self._locked = False
-                return True, "changer unlocked (no tool)"
-            if self._voltage > 0.0:
-                return (
-                    False,
-                    f"refusing to unlock the changer: the {tools.gripper} still has "
-                    f"{self._voltage:g} V tool voltage",
-                )
-            if dock is None:
-                return (
-                    False,
-                    f"refusing to unlock the changer away from a dock: the {tools.gripper} would fall",
-                )
-            if tools.docks.get(dock) is not None:
-                return False, f"dock {dock} already holds the {tools.docks[dock]}"
-            docks = dict(tools.docks)
+        if dock is None:
+            return ""
+        stored = tools.docks.get(dock)
+        docks = dict(tools.docks)
+        if tools.gripper != "none" and stored is None and self._voltage <= 0.0:
             docks[dock] = tools.gripper
             self._tools = replace(tools, gripper="none", cup_profile=None, docks=MappingProxyType(docks))
-            self._locked = False
-            return True, f"changer unlocked: the {tools.gripper} stays in dock {dock}"
-        self._locked = True
-        if tools.gripper != "none" or dock is None or tools.docks.get(dock) is None:
-            return True, "changer locked"
-        gripper = str(tools.docks[dock])
-        docks = dict(tools.docks)
-        docks[dock] = None
-        cup = self.cell.gripper(gripper).cup(None)
-        self._tools = replace(
-            tools,
-            gripper=gripper,
-            cup_profile=cup.name if cup is not None else None,
-            docks=MappingProxyType(docks),
-        )
-        return True, f"changer locked: the {gripper} from dock {dock} is attached"
+            self._event("tool_changer", dock=dock, gripper=tools.gripper, outcome="docked")
+            self._sync_tool_servers()
+            return f"; the {tools.gripper} stays in dock {dock}"
+        if tools.gripper == "none" and stored is not None:
+            docks[dock] = None
+            cup = self.cell.gripper(stored).cup(None)
+            self._tools = replace(
+                tools,
+                gripper=stored,
+                cup_profile=cup.name if cup is not None else None,
+                docks=MappingProxyType(docks),
+            )
+            self._event("tool_changer", dock=dock, gripper=stored, outcome="loaded")
+            self._sync_tool_servers()
+            return f"; the {stored} from dock {dock} is on the flange"
+        return ""
 
     def _publish_epick_status(self) -> None:
         """The ePick driver's status, from the simulated ePick (nothing while it is not attached)."""
@@ -1131,8 +1358,9 @@ def build_parser() -> argparse.ArgumentParser:
     """The command line of ``erobs_bt_sim_hardware`` (``erobs-bt sim-hardware`` forwards to it)."""
     parser = argparse.ArgumentParser(
         prog=NODE_NAME,
-        description="The simulated UR5e cell behind FollowJointTrajectory, JointState, GripperCommand, "
-        "SetIO and PipettorCommand (the interfaces of a ur_robot_driver cell).",
+        description="The simulated UR5e cell behind FollowJointTrajectory, JointState, the fitted "
+        "tool's ParallelGripperCommand or GripperCommand, ObjectDetectionStatus, SetIO and "
+        "PipettorCommand (the interfaces of EROBS's ur_robot_driver cell).",
     )
     parser.add_argument(
         "--config", type=Path, default=None, help="hardware YAML (default: config/ur5e_ros2_control.yaml)"
@@ -1172,6 +1400,7 @@ def run(argv: Sequence[str]) -> int:
         The exit status: 0, 2 for bad arguments or configuration, 3 when the executor died
         (:func:`erobs_bt.ros.process.serve`).
     """
+    from erobs_bt.backends.ros2_control.erobs_files import hardware_for_cell
     from erobs_bt.paths import config_file
     from erobs_bt.ros.process import serve
 
@@ -1181,8 +1410,11 @@ def run(argv: Sequence[str]) -> int:
         if not (args.speed > 0.0) or not (args.rate > 0.0):
             raise ValueError("--speed and --rate must be > 0")
         cell = load_cell(args.cell if args.cell is not None else config_file("cell.yaml"))
-        hardware = load_hardware_config(
-            args.config if args.config is not None else config_file("ur5e_ros2_control.yaml")
+        hardware = hardware_for_cell(
+            load_hardware_config(
+                args.config if args.config is not None else config_file("ur5e_ros2_control.yaml")
+            ),
+            cell,
         )
         faults = parse_faults(args.faults)
         constraints = UR_DEFAULTS

@@ -83,11 +83,14 @@ if TYPE_CHECKING:
     from erobs_bt.backends.ros2_control.backend import Ros2ControlBackend
     from erobs_bt.backends.ros2_control.config import (
         ADAPTERS,
+        DIGITAL_OUT_PINS,
+        FUN_SET_ANALOG_OUT,
         FUN_SET_DIGITAL_OUT,
         FUN_SET_TOOL_VOLTAGE,
         GripperAdapter,
         GripperState,
         HardwareConfig,
+        ParallelGripperParams,
         check_against_cell,
         load_hardware_config,
         parse_hardware_config,
@@ -106,11 +109,14 @@ if TYPE_CHECKING:
 #: Public name -> the submodule that defines it (loaded on first use, PEP 562).
 _WHERE = {
     "ADAPTERS": "config",
+    "DIGITAL_OUT_PINS": "config",
+    "FUN_SET_ANALOG_OUT": "config",
     "FUN_SET_DIGITAL_OUT": "config",
     "FUN_SET_TOOL_VOLTAGE": "config",
     "GripperAdapter": "config",
     "GripperState": "config",
     "HardwareConfig": "config",
+    "ParallelGripperParams": "config",
     "check_against_cell": "config",
     "load_hardware_config": "config",
     "parse_hardware_config": "config",
@@ -131,6 +137,8 @@ _WHERE = {
 
 __all__ = [
     "ADAPTERS",
+    "DIGITAL_OUT_PINS",
+    "FUN_SET_ANALOG_OUT",
     "FUN_SET_DIGITAL_OUT",
     "FUN_SET_TOOL_VOLTAGE",
     "LINK_NODE_NAME",
@@ -138,6 +146,7 @@ __all__ = [
     "GripperAdapter",
     "GripperState",
     "HardwareConfig",
+    "ParallelGripperParams",
     "Ros2ControlBackend",
     "RosLink",
     "RosTool",

@@ -20,9 +20,22 @@ from erobs_bt.world.cell import CellConfig
 
 #: ur_msgs/srv/SetIO ``fun`` values (ur_msgs SetIO.srv constants; read from the type when built).
 FUN_SET_DIGITAL_OUT = 1
+FUN_SET_ANALOG_OUT = 3
 FUN_SET_TOOL_VOLTAGE = 4
-#: Grippers adapters by kind.
-ADAPTERS = ("set_io", "gripper_command")
+#: The digital output pins ur_robot_driver's GPIO controller writes (``FUN_SET_DIGITAL_OUT``):
+#: 0-7 standard, 8-15 configurable, 16-17 tool (gpio_controller.cpp, setIO); any other pin is
+#: answered ``success: false``.
+DIGITAL_OUT_PINS = range(18)
+#: Gripper adapters by kind: ``set_io`` (a tool digital output), ``gripper_command``
+#: (``control_msgs/action/GripperCommand``), ``parallel_gripper``
+#: (``control_msgs/action/ParallelGripperCommand``, ros2_controllers'
+#: parallel_gripper_action_controller/GripperActionController), ``epick`` (the Robotiq ePick
+#: driver's epick_controllers/EpickGripperActionController, ``GripperCommand`` with position
+#: 1 = grip, 0 = release, and its ``epick_msgs/msg/ObjectDetectionStatus`` topic).
+ADAPTERS = ("set_io", "gripper_command", "parallel_gripper", "epick")
+#: [s] default wait for the ePick's object-detection status to settle after a grip (EROBS's
+#: vacuum check waits up to 1 s for it: pick_sample_stages.py ``_check_vacuum``).
+EPICK_STATUS_TIMEOUT = 1.0
 
 #: The hardware YAML's ``timeouts`` [s], each from the one timeout table
 #: (:mod:`erobs_bt.timeouts`, EROBS's names): ``server`` the wait for an action server or
@@ -59,14 +72,38 @@ class GripperState:
 
 
 @dataclass(frozen=True)
+class ParallelGripperParams:
+    """Parameters of a parallel_gripper_action_controller/GripperActionController (the
+    controller's own, from its controllers YAML; EROBS: ``cms_moveit_config/config/
+    hande_controllers.yaml``). The backend does not send them (the controller applies them);
+    the simulated hardware follows them, and messages name them.
+
+    Attributes:
+        goal_tolerance: [joint unit, m] the goal is reached when the finger is this close.
+        allow_stalling: a stall ends the goal SUCCEEDED (true) or ABORTED (false).
+        max_effort: [N] the effort the controller commands (its ``max_effort``; a goal's
+            effort is ignored while ``max_effort_interface`` is empty, as on EROBS's cell).
+    """
+
+    goal_tolerance: float = 0.01
+    allow_stalling: bool = False
+    max_effort: float = 10.0
+
+
+@dataclass(frozen=True)
 class GripperAdapter:
     """The interface of one gripper.
 
     Attributes:
         gripper: the cell's gripper name (``epick``, ``hande``, …).
-        adapter: ``set_io`` (a tool digital output) or ``gripper_command``.
+        adapter: one of :data:`ADAPTERS`.
         pin: the SetIO pin (``set_io``); ur_msgs numbers the tool outputs 16 and 17.
-        action: the GripperCommand action (``gripper_command``).
+        action: the action (``gripper_command``, ``parallel_gripper``).
+        joint: the commanded joint (``parallel_gripper``: ``command.name``).
+        controller: the controller's parameters (``parallel_gripper``).
+        status: the ``epick_msgs/msg/ObjectDetectionStatus`` topic a grip is judged by
+            (``epick``; empty: not judged).
+        status_timeout: [s] for that status to settle after a grip (``epick``).
         states: ``end_effector_action -> GripperState``.
     """
 
@@ -75,12 +112,10 @@ class GripperAdapter:
     states: Mapping[str, GripperState]
     pin: int = 0
     action: str = ""
-
-    def state_for_position(self, position: float) -> str | None:
-        """The named state whose GripperCommand position is nearest to ``position``."""
-        if not self.states:
-            return None
-        return min(self.states, key=lambda name: abs(self.states[name].position - position))
+    joint: str = ""
+    controller: ParallelGripperParams | None = None
+    status: str = ""
+    status_timeout: float = EPICK_STATUS_TIMEOUT
 
 
 @dataclass(frozen=True)
@@ -102,9 +137,8 @@ class HardwareConfig:
         set_io: the SetIO service.
         program_running: the ``std_msgs/Bool`` topic saying whether the robot program (UR's
             External Control) runs (ur_robot_driver's io_and_status_controller, latched).
-        tool_voltage: [V] while a tool is attached.
-        changer_pin: the tool changer lock's digital output.
-        changer_locked_state: its value when locked.
+        tool_voltage: [V] while a tool is attached (EROBS's cell has no lock output: its tool
+            changer releases the tool at 0 V and holds it powered).
         grippers: adapters by gripper name.
         pipettor_action: the PipettorCommand action.
         source: the file it was read from.
@@ -122,8 +156,6 @@ class HardwareConfig:
     set_io: str = "/io_and_status_controller/set_io"
     program_running: str = "/io_and_status_controller/robot_program_running"
     tool_voltage: float = 24.0
-    changer_pin: int = 0
-    changer_locked_state: float = 1.0
     grippers: Mapping[str, GripperAdapter] = field(default_factory=lambda: MappingProxyType({}))
     pipettor_action: str = "/pipettor/command"
     source: str = "hardware"
@@ -142,7 +174,6 @@ _TOP_KEYS = (
     "arm",
     "timeouts",
     "io",
-    "tool_changer",
     "grippers",
     "pipettor",
 )
@@ -191,11 +222,14 @@ def parse_hardware_config(data: Any, *, source: str = "hardware") -> HardwareCon
     for key, value in section(top.get("timeouts"), "timeouts", TIMEOUT_KEYS).items():
         timeouts[key] = check.number(value, join("timeouts", key), unit="s", positive=True)
     io = section(top.get("io"), "io", ("set_io", "tool_voltage", "program_running"))
-    changer = section(top.get("tool_changer"), "tool_changer", ("pin", "locked_state"))
     grippers: dict[str, GripperAdapter] = {}
     for gripper, raw in section(top.get("grippers"), "grippers").items():
         key = join("grippers", gripper)
-        entry = section(raw, key, ("adapter", "pin", "action", "states"))
+        entry = section(
+            raw,
+            key,
+            ("adapter", "pin", "action", "joint", "controller", "status", "status_timeout", "states"),
+        )
         adapter = check.choice(
             check.required(entry, "adapter", key), join(key, "adapter"), ADAPTERS, what="adapter"
         )
@@ -204,6 +238,13 @@ def parse_hardware_config(data: Any, *, source: str = "hardware") -> HardwareCon
             where = join(join(key, "states"), state)
             if adapter == "set_io":
                 states[state] = GripperState(io_state=check.number(value, where, minimum=0.0))
+            elif adapter in ("parallel_gripper", "epick"):
+                # No max_effort: the controller takes its own (ParallelGripperParams), or has
+                # none (the ePick's controller reads only the position).
+                command = section(value, where, ("position",))
+                states[state] = GripperState(
+                    position=check.number(check.required(command, "position", where), join(where, "position"))
+                )
             else:
                 command = section(value, where, ("position", "max_effort"))
                 states[state] = GripperState(
@@ -218,14 +259,56 @@ def parse_hardware_config(data: Any, *, source: str = "hardware") -> HardwareCon
             raise check.fail(join(key, "states"), "must name at least one state")
         if adapter == "set_io":
             check.required(entry, "pin", key)
-        if adapter == "gripper_command":
+        if adapter in ("gripper_command", "parallel_gripper", "epick"):
             check.required(entry, "action", key)
+        if adapter != "epick":
+            for only in ("status", "status_timeout"):
+                if only in entry:
+                    raise check.fail(join(key, only), "only for the epick adapter")
+        controller: ParallelGripperParams | None = None
+        if adapter == "parallel_gripper":
+            check.required(entry, "joint", key)
+            where = join(key, "controller")
+            params = section(
+                entry.get("controller"), where, ("goal_tolerance", "allow_stalling", "max_effort")
+            )
+            base = ParallelGripperParams()
+            controller = ParallelGripperParams(
+                goal_tolerance=check.number(
+                    params.get("goal_tolerance", base.goal_tolerance),
+                    join(where, "goal_tolerance"),
+                    positive=True,
+                ),
+                allow_stalling=check.boolean(
+                    params.get("allow_stalling", base.allow_stalling), join(where, "allow_stalling")
+                ),
+                max_effort=check.number(
+                    params.get("max_effort", base.max_effort),
+                    join(where, "max_effort"),
+                    unit="N",
+                    minimum=0.0,
+                ),
+            )
         grippers[gripper] = GripperAdapter(
             gripper=gripper,
             adapter=adapter,
             states=MappingProxyType(states),
-            pin=check.integer(entry.get("pin", 0), join(key, "pin"), minimum=0),
+            pin=check.integer(
+                entry.get("pin", 0),
+                join(key, "pin"),
+                minimum=DIGITAL_OUT_PINS.start,
+                maximum=DIGITAL_OUT_PINS[-1],
+            ),
             action=name(entry["action"], join(key, "action")) if "action" in entry else "",
+            joint=name(entry["joint"], join(key, "joint")) if "joint" in entry else "",
+            controller=controller,
+            status=name(entry["status"], join(key, "status")) if "status" in entry else "",
+            status_timeout=check.number(
+                entry.get("status_timeout", EPICK_STATUS_TIMEOUT),
+                join(key, "status_timeout"),
+                unit="s",
+                positive=True,
+            ),
         )
     pipettor = section(top.get("pipettor"), "pipettor", ("action",))
     return HardwareConfig(
@@ -256,12 +339,6 @@ def parse_hardware_config(data: Any, *, source: str = "hardware") -> HardwareCon
         program_running=name(io.get("program_running", defaults.program_running), "io.program_running"),
         tool_voltage=check.number(
             io.get("tool_voltage", defaults.tool_voltage), "io.tool_voltage", unit="V", minimum=0.0
-        ),
-        changer_pin=check.integer(changer.get("pin", defaults.changer_pin), "tool_changer.pin", minimum=0),
-        changer_locked_state=check.number(
-            changer.get("locked_state", defaults.changer_locked_state),
-            "tool_changer.locked_state",
-            minimum=0.0,
         ),
         grippers=MappingProxyType(grippers),
         pipettor_action=name(pipettor.get("action", defaults.pipettor_action), "pipettor.action"),

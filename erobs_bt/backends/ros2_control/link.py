@@ -11,7 +11,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from action_msgs.msg import GoalStatus
 from builtin_interfaces.msg import Duration
@@ -26,6 +26,7 @@ from erobs_bt.backends.base import ErrorCode, MotionError
 from erobs_bt.backends.ros2_control.context import init_context
 
 _LOG = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 #: The result codes of control_msgs/action/FollowJointTrajectory, by name (values from the type).
 _FJT_ERRORS = (
@@ -121,6 +122,26 @@ class RosLink:
         # executor is shut down, so no callback runs while its guard condition is destroyed.
         while not self._stop.is_set() and self.context.ok():
             self._executor.spin_once(timeout_sec=0.05)
+
+    def run_in_executor(self, job: Callable[[], _T], timeout: float = 10.0) -> _T:
+        """Run ``job`` in the executor's thread, between callbacks, and return its result: the
+        way to create or destroy an action client while the link spins (rclpy's
+        ``ActionClient`` must not be built while an executor waits on the node, see
+        :meth:`start`). Runs ``job`` at once before :meth:`start` or from the executor thread.
+
+        Raises:
+            TimeoutError: the executor did not run it within ``timeout`` [s].
+            Exception: whatever ``job`` raised.
+        """
+        if not self._started or self._closed or threading.current_thread() is self._thread:
+            return job()
+        task = self._executor.create_task(job)
+        if not wait_future(task, timeout):
+            raise TimeoutError(f"{self.node.get_name()}: the executor did not run a job within {timeout:g} s")
+        error = task.exception()
+        if error is not None:
+            raise error
+        return task.result()  # type: ignore[return-value]
 
     def close(self) -> None:
         """Stop spinning, join the thread, then shut the executor down and destroy the node."""
@@ -295,4 +316,12 @@ def _result_detail(result: Any) -> str:
         parts.append(fjt_error_name(code))
     if text:
         parts.append(str(text))
+    if getattr(result, "stalled", False):  # a gripper controller that does not allow stalling
+        state = getattr(result, "state", None)
+        at = (
+            state.position[0]
+            if state is not None and len(state.position)
+            else getattr(result, "position", None)
+        )
+        parts.append("stalled" + (f" at position {float(at):g}" if at is not None else ""))
     return (": " + ": ".join(parts)) if parts else ""

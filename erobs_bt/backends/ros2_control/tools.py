@@ -1,5 +1,6 @@
-"""The tools over ROS 2: grippers (``control_msgs/action/GripperCommand`` or a ``ur_msgs/srv/SetIO``
-tool output), the tool changer (SetIO: lock output, tool voltage) and the pipettor
+"""The tools over ROS 2: grippers (``control_msgs/action/ParallelGripperCommand``,
+``control_msgs/action/GripperCommand`` or a ``ur_msgs/srv/SetIO`` tool output), the tool
+changer (SetIO: the tool voltage; EROBS's changer has no lock output) and the pipettor
 (``erobs_bt_interfaces/action/PipettorCommand``).
 
 :class:`RosTool` is the :class:`~erobs_bt.backends.parts.ToolDriver` of one tool and
@@ -10,9 +11,15 @@ stack) until the hardware answered.
 
 from __future__ import annotations
 
-from typing import Any
+import math
+import threading
+import time
+import weakref
+from collections import deque
+from typing import Any, ClassVar
 
-from control_msgs.action import GripperCommand
+from control_msgs.action import GripperCommand, ParallelGripperCommand
+from epick_msgs.msg import ObjectDetectionStatus
 from erobs_bt_interfaces.action import PipettorCommand
 from rclpy.action import ActionClient
 from ur_msgs.srv import SetIO
@@ -21,6 +28,121 @@ from erobs_bt.backends.base import ErrorCode, MotionError
 from erobs_bt.backends.ros2_control.config import FUN_SET_DIGITAL_OUT, FUN_SET_TOOL_VOLTAGE, HardwareConfig
 from erobs_bt.backends.ros2_control.link import Goals, RosLink, run_action, wait_future, wait_ready
 from erobs_bt.script.model import Pipettor
+
+
+def gripper_result_position(result: Any) -> float:
+    """The finger position of a GripperCommand result (``position``) or a ParallelGripperCommand
+    result (``state.position[0]``), in the joint's unit; NaN when the result has none."""
+    state = getattr(result, "state", None)
+    if state is not None:
+        return float(state.position[0]) if len(state.position) else math.nan
+    return float(result.position)
+
+
+#: ``epick_msgs/msg/ObjectDetectionStatus`` codes by value, for messages.
+EPICK_STATUS_NAMES = {
+    ObjectDetectionStatus.UNKNOWN: "UNKNOWN",
+    ObjectDetectionStatus.OBJECT_DETECTED_AT_MIN_PRESSURE: "OBJECT_DETECTED_AT_MIN_PRESSURE",
+    ObjectDetectionStatus.OBJECT_DETECTED_AT_MAX_PRESSURE: "OBJECT_DETECTED_AT_MAX_PRESSURE",
+    ObjectDetectionStatus.NO_OBJECT_DETECTED: "NO_OBJECT_DETECTED",
+}
+
+
+class ObjectDetectionWatch:
+    """The ePick driver's ``epick_msgs/msg/ObjectDetectionStatus`` topic (its
+    epick_status_publisher_controller: absolute name, default QoS depth 10, one message per
+    controller update).
+
+    Args:
+        link: the ROS node to use.
+        topic: the topic.
+    """
+
+    def __init__(self, link: RosLink, topic: str) -> None:
+        self.topic = topic
+        self._cond = threading.Condition()
+        self._count = 0
+        self._recent: deque[int] = deque(maxlen=2)
+        link.node.create_subscription(
+            ObjectDetectionStatus, topic, self._on_status, 10, callback_group=link.group
+        )
+
+    def _on_status(self, msg: Any) -> None:
+        with self._cond:
+            self._count += 1
+            self._recent.append(int(msg.status))
+            self._cond.notify_all()
+
+    def mark(self) -> int:
+        """How many messages arrived so far (pass to :meth:`settled`)."""
+        with self._cond:
+            return self._count
+
+    def settled(self, since: int, timeout: float) -> tuple[int | None, int]:
+        """Wait for the status to settle after message ``since``: two successive messages that
+        agree and are not ``UNKNOWN`` (regulating), so that one message sent before the change
+        cannot decide.
+
+        Returns:
+            ``(settled status or None, the last status seen after since or -1)``.
+        """
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                fresh = self._count - since
+                last = self._recent[-1] if fresh >= 1 else -1
+                if fresh >= 2 and self._recent[0] == last and last != ObjectDetectionStatus.UNKNOWN:
+                    return last, last
+                remaining = deadline - time.monotonic()
+                if remaining <= 0.0:
+                    return None, last
+                self._cond.wait(remaining)
+
+
+class ToolActionClients:
+    """The gripper action clients of one :class:`RosLink`, one per action name, made when a tool
+    is commanded (:meth:`client`).
+
+    On EROBS's cell a tool's controller, and so its action server, exists only while the tool is
+    fitted (ros2_control is relaunched per tool: moveit_lifecycle_manager.py), and two tools
+    may share a name with different types (the Hand-E's ParallelGripperCommand and the 2FG7's
+    GripperCommand on ``/gripper_action_controller/gripper_cmd``). One node cannot hold both
+    types on one name, so asking for the other type destroys the old client first. Clients are
+    made and destroyed in the link's executor thread (:meth:`RosLink.run_in_executor`).
+    """
+
+    _registries: ClassVar[weakref.WeakKeyDictionary[RosLink, ToolActionClients]] = weakref.WeakKeyDictionary()
+    _registries_lock: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(self, link: RosLink) -> None:
+        self._link = link
+        self._lock = threading.Lock()
+        self._clients: dict[str, tuple[Any, ActionClient[Any, Any, Any]]] = {}
+
+    @classmethod
+    def of(cls, link: RosLink) -> ToolActionClients:
+        """The registry of ``link`` (one per link)."""
+        with cls._registries_lock:
+            registry = cls._registries.get(link)
+            if registry is None:
+                registry = cls._registries[link] = cls(link)
+            return registry
+
+    def client(self, action_type: Any, name: str) -> ActionClient[Any, Any, Any]:
+        """The client of ``name`` with ``action_type``, made now if there is none of that type."""
+        with self._lock:
+            found = self._clients.get(name)
+            if found is not None and found[0] is action_type:
+                return found[1]
+
+            def swap() -> ActionClient[Any, Any, Any]:
+                if found is not None:
+                    found[1].destroy()
+                return ActionClient(self._link.node, action_type, name, callback_group=self._link.group)
+
+            client = self._link.run_in_executor(swap)
+            self._clients[name] = (action_type, client)
+            return client
 
 
 class SetIOService:
@@ -36,7 +158,9 @@ class SetIOService:
         self._client: Any = link.node.create_client(SetIO, hardware.set_io, callback_group=link.group)
 
     def call(self, fun: int, pin: int, state: float, *, what: str) -> None:
-        """Call SetIO(fun, pin, state).
+        """Call SetIO(fun, pin, state). ``success: true`` means the robot took the write
+        (ur_robot_driver's GPIO controller waits for that, gpio_controller.cpp setIO), not
+        that the tool did anything: what a tool output caused is not confirmed here.
 
         Raises:
             MotionError: ``EXECUTION_FAILED`` (service unavailable, ``success: false``),
@@ -54,10 +178,10 @@ class SetIOService:
         if not wait_future(response, timeout):
             raise MotionError(ErrorCode.TIMEOUT, f"{what}: {service}: no response within {timeout:g} s")
         answer: Any = response.result()
-        if not answer.success:
+        if not answer.success:  # the GPIO controller could not write it (e.g. a pin outside 0-17)
             raise MotionError(
                 ErrorCode.EXECUTION_FAILED,
-                f"{what}: {service} refused (fun={fun}, pin={pin}, state={state:g})",
+                f"{what}: {service}: not written (fun={fun}, pin={pin}, state={state:g})",
             )
 
 
@@ -78,11 +202,13 @@ class RosTool:
         self._io = io
         self._goals = Goals()  # the tool's goals in flight, for stop()
         self._adapter = hardware.grippers.get(name)
-        self._gripper: ActionClient[Any, Any, Any] | None = None
-        if self._adapter is not None and self._adapter.adapter == "gripper_command":
-            self._gripper = ActionClient(
-                link.node, GripperCommand, self._adapter.action, callback_group=link.group
-            )
+        kind = self._adapter.adapter if self._adapter is not None else ""
+        self._status: ObjectDetectionWatch | None = None
+        if self._adapter is not None and kind == "epick" and self._adapter.status:
+            self._status = ObjectDetectionWatch(link, self._adapter.status)
+        # The gripper's client is made when the tool is commanded (it is then the fitted one).
+        self._gripper_type: Any = ParallelGripperCommand if kind == "parallel_gripper" else GripperCommand
+        self._clients = ToolActionClients.of(link)
         self._pipettor: ActionClient[Any, Any, Any] | None = None
         if name == "pipettor":
             self._pipettor = ActionClient(
@@ -93,10 +219,11 @@ class RosTool:
         """Command a gripper state through the tool's adapter; returns a status text.
 
         Raises:
-            MotionError: as :meth:`SetIOService.call`, or for a GripperCommand goal as
-            :func:`~erobs_bt.backends.ros2_control.link.run_action`; ``EXECUTION_FAILED`` when
-            the tool has no adapter for ``state``, or the gripper neither reached the position
-            nor stalled on an object.
+            MotionError: as :meth:`SetIOService.call`, or for a GripperCommand or
+            ParallelGripperCommand goal as :func:`~erobs_bt.backends.ros2_control.link.run_action`
+            (an ABORTED goal, e.g. a Hand-E stall, fails); ``EXECUTION_FAILED`` when the tool
+            has no adapter for ``state``, or an ePick grip's object-detection status settles
+            on ``NO_OBJECT_DETECTED`` or does not settle within the adapter's ``status_timeout``.
         """
         adapter = self._adapter
         if adapter is None or state not in adapter.states:
@@ -110,26 +237,61 @@ class RosTool:
                 FUN_SET_DIGITAL_OUT, adapter.pin, target.io_state, what=f"{what}: {self.name} {state}"
             )
             return f"{self.name} {state}: tool output {adapter.pin} = {target.io_state:g}"
-        assert self._gripper is not None
-        goal = GripperCommand.Goal()
-        goal.command.position = target.position
-        goal.command.max_effort = target.max_effort
+        client = self._clients.client(self._gripper_type, adapter.action)
+        if adapter.adapter == "parallel_gripper":
+            # parallel_gripper_action_controller: one joint, no effort (the controller's own).
+            goal = ParallelGripperCommand.Goal()
+            goal.command.name = [adapter.joint]
+            goal.command.position = [float(target.position)]
+            kind = "ParallelGripperCommand"
+        else:
+            goal = GripperCommand.Goal()
+            goal.command.position = target.position
+            goal.command.max_effort = target.max_effort
+            kind = "GripperCommand"
+        # The ePick grips for a position >= 0.5 (its controller's rule); its result says only
+        # that the gripper took the command: the status topic says whether a part is held.
+        grip = adapter.adapter == "epick" and target.position >= 0.5
+        # SUCCEEDED is success and ABORTED a failure, whatever reached_goal and stalled say:
+        # MoveIt's gripper controller handles judge a gripper goal by its status alone (EROBS
+        # drives its grippers through them), and the 2FG7's driver leaves both false on a part.
         result = run_action(
-            self._gripper,
+            client,
             goal,
-            what=f"{what}: {self.name} {state}: GripperCommand {adapter.action}",
+            what=f"{what}: {self.name} {state}: {kind} {adapter.action}",
             timeouts=self._hw.timeouts,
             result_timeout=self._hw.timeouts["gripper"],
             goals=self._goals,
         )
-        if not (result.reached_goal or result.stalled):
+        # Only messages after the result count (the status before it may predate the grip).
+        since = self._status.mark() if grip and self._status is not None else 0
+        position = gripper_result_position(result)
+        flags = [name for name in ("reached_goal", "stalled") if getattr(result, name, False)]
+        text = f"{self.name} {state}: position {position:g}" + (f" ({', '.join(flags)})" if flags else "")
+        if grip and self._status is not None:
+            text += ": " + self._judge_grip(state, since, what=what)
+        return text
+
+    def _judge_grip(self, state: str, since: int, *, what: str) -> str:
+        """The ePick's object detection after a grip: a part held, or a MotionError."""
+        assert self._status is not None and self._adapter is not None
+        timeout = self._adapter.status_timeout
+        settled, last = self._status.settled(since, timeout)
+        topic = self._status.topic
+        if settled is None:
+            seen = EPICK_STATUS_NAMES.get(last, str(last)) if last >= 0 else "no message"
             raise MotionError(
                 ErrorCode.EXECUTION_FAILED,
-                f"{what}: {self.name} {state}: GripperCommand {adapter.action} neither reached "
-                f"{target.position:g} nor stalled (position {result.position:g}, effort {result.effort:g})",
+                f"{what}: {self.name} {state}: {topic} did not settle within {timeout:g} s "
+                f"(last: {seen}): whether a part is held is unknown",
             )
-        held = ", stalled on an object" if result.stalled else ""
-        return f"{self.name} {state}: position {result.position:g}{held}"
+        name = EPICK_STATUS_NAMES.get(settled, str(settled))
+        if settled == ObjectDetectionStatus.NO_OBJECT_DETECTED:
+            raise MotionError(
+                ErrorCode.EXECUTION_FAILED,
+                f"{what}: {self.name} {state}: the vacuum is on but {topic} reports {name}: no part is held",
+            )
+        return f"{topic}: {name}"
 
     def run(self, step: Pipettor) -> str:
         """Send one pipettor command; returns the driver's message.
@@ -168,11 +330,15 @@ class RosTool:
 
 
 class SetIOChanger:
-    """The tool changer over SetIO: the lock's digital output and the tool voltage.
+    """The tool changer as EROBS's cell drives it: only the tool voltage (SetIO
+    ``FUN_SET_TOOL_VOLTAGE``). The changer has no lock output; at 0 V it lets go of the tool,
+    so a dock switches the voltage off before its motion and a load powers the new tool
+    (bondada-a/erobs orchestrator.py, ``_handle_tool_exchange``; moveit_lifecycle_manager.py,
+    ``_attempt_launch``).
 
     Args:
         io: the SetIO service.
-        hardware: the changer's pin and locked value, the tool's voltage [V].
+        hardware: the tool's voltage [V].
     """
 
     def __init__(self, io: SetIOService, hardware: HardwareConfig) -> None:
@@ -185,11 +351,4 @@ class SetIOChanger:
         self._io.call(FUN_SET_TOOL_VOLTAGE, 0, volts, what=f"{what}: tool voltage {volts:g} V")
 
     def set_locked(self, locked: bool, *, what: str) -> None:
-        """Lock or unlock the tool changer."""
-        state = self._hw.changer_locked_state if locked else 1.0 - self._hw.changer_locked_state
-        self._io.call(
-            FUN_SET_DIGITAL_OUT,
-            self._hw.changer_pin,
-            state,
-            what=f"{what}: tool changer {'lock' if locked else 'unlock'}",
-        )
+        """Nothing to switch: the changer has no lock output (the tool voltage releases it)."""

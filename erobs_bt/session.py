@@ -9,23 +9,23 @@ the same one ``erobs-bt validate`` uses), a plan cache and an orchestrator.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from erobs_bt.backends.base import MotionBackend
 from erobs_bt.backends.factory import create_backend
-from erobs_bt.cache import DEFAULT_CAPACITY, DEFAULT_MAX_BYTES, PlanCache
+from erobs_bt.cache import PlanCache
 from erobs_bt.orchestrator import SHUTDOWN_REASON, Orchestrator, OrchestratorListener
 from erobs_bt.plan import GoalPlan, ScriptParser, plan_goal
 from erobs_bt.script.model import Script
 from erobs_bt.script.poses import PoseRegistry
-from erobs_bt.tree.context import DEFAULT_TIMEOUTS
+from erobs_bt.settings import EngineSettings
 
 
 @dataclass(frozen=True)
 class EngineConfig:
-    """Everything that shapes an engine (the ROS parameters, the CLI options).
+    """Everything that shapes an engine (the ROS parameters, the CLI options): the backend,
+    its files, and the engine's options as one :class:`~erobs_bt.settings.EngineSettings`.
 
     Attributes:
         backend: ``sim`` (default), ``ros2_control``, ``moveit`` or ``scripted``.
@@ -34,16 +34,9 @@ class EngineConfig:
             packaged ``config/ur5e_ros2_control.yaml``.
         poses: pose-registry YAML (degrees); ``None`` for none.
         faults: fault-injection YAML for the sim backend; ``None`` for none.
-        speed: simulated-time factor (1.0 = real time).
-        enable_batching: group consecutive moveto/end_effector steps.
-        cache_capacity: plan-cache capacity (LRU).
-        cache_max_bytes: plan-cache bound on the memory its solutions hold [bytes].
-        timeouts: per-type timeouts [s] overriding :data:`DEFAULT_TIMEOUTS`.
-        plan_ahead: plan the next motion unit while a unit executes (the orchestrator's
-            ``plan_ahead``).
-        replay_scene_check: check a cached trajectory against the planning scene before it
-            is replayed (the orchestrator's ``replay_scene_check``); needs a backend whose
-            ``checks_replay`` is true.
+        settings: the engine's options (batching, plan cache, timeouts, plan-ahead, the
+            replay's scene check, the sim backend's speed), passed whole to the backend
+            factory and the orchestrator.
         moveit: the ``moveit`` backend's YAML; ``None`` for the packaged ``config/moveit.yaml``.
         ros_namespace: the namespace of a backend's own ROS node (the ``ros2_control``
             backend's link; the ``erobs_bt`` node gives its own); ``None``: ``/``.
@@ -55,14 +48,8 @@ class EngineConfig:
     faults: Path | None = None
     hardware: Path | None = None
     moveit: Path | None = None
-    speed: float = 1.0
-    enable_batching: bool = True
-    cache_capacity: int = DEFAULT_CAPACITY
-    cache_max_bytes: int = DEFAULT_MAX_BYTES
-    timeouts: Mapping[str, float] = field(default_factory=dict)
-    plan_ahead: bool = True
-    replay_scene_check: bool = False
     ros_namespace: str | None = None
+    settings: EngineSettings = field(default_factory=EngineSettings)
 
 
 @dataclass
@@ -92,7 +79,7 @@ class Engine:
         return plan_goal(
             text,
             parser=self.orchestrator.parser,
-            enable_batching=self.config.enable_batching,
+            enable_batching=self.config.settings.enable_batching,
             preview=preview,
         )
 
@@ -117,25 +104,18 @@ def build_engine(config: EngineConfig, *, listener: OrchestratorListener | None 
     backend = create_backend(
         config.backend,
         cell=config.cell,
-        speed=config.speed,
+        speed=config.settings.speed,
         faults=config.faults,
         hardware=config.hardware,
         ros_namespace=config.ros_namespace,
         moveit=config.moveit,
     )
-    unknown = set(config.timeouts) - set(DEFAULT_TIMEOUTS)
-    if unknown:
-        raise ValueError(
-            f"timeout: unknown task type(s) {sorted(unknown)} (known: {', '.join(DEFAULT_TIMEOUTS)})"
-        )
+    settings = config.settings
     orchestrator = Orchestrator(
         backend,
         parser=parser,
-        enable_batching=config.enable_batching,
-        cache=PlanCache(config.cache_capacity, max_bytes=config.cache_max_bytes),
-        timeouts=config.timeouts,
+        settings=settings,
+        cache=PlanCache(settings.cache_capacity, max_bytes=settings.cache_max_bytes),
         listener=listener,
-        plan_ahead=config.plan_ahead,
-        replay_scene_check=config.replay_scene_check,
     )
     return Engine(config, backend, parser.registry, orchestrator)

@@ -4,7 +4,10 @@ The CLI (``erobs-bt run``/``preview``/``serve``) and the ROS node build the same
 thing from the same settings: a cell configuration, a pose registry, a motion
 backend, the script parser configured from the cell (:class:`erobs_bt.plan.ScriptParser`,
 the same one ``erobs-bt validate`` uses), a plan cache and an orchestrator.
-:func:`build_engine` is the one place that does it.
+:func:`build_engine` is the one place that does it. It reads the cell once
+(:func:`erobs_bt.world.config.load_cell`) and hands the :class:`~erobs_bt.world.cell.CellConfig`
+to the parser (its vocabulary) and the backend factory; :attr:`Engine.cell` keeps it (its
+``source`` is the file it came from).
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from erobs_bt.plan import GoalPlan, ScriptParser, plan_goal
 from erobs_bt.script.model import Script
 from erobs_bt.script.poses import PoseRegistry
 from erobs_bt.settings import EngineSettings
+from erobs_bt.world.cell import DEFAULT_CELL_PATH, CellConfig
+from erobs_bt.world.config import load_cell
 
 
 @dataclass(frozen=True)
@@ -54,9 +59,18 @@ class EngineConfig:
 
 @dataclass
 class Engine:
-    """An assembled engine: the orchestrator and the parts it was built from."""
+    """An assembled engine: the orchestrator and the parts it was built from.
+
+    Attributes:
+        config: what it was built from.
+        cell: the cell, read once (``cell.source``: its file).
+        backend: the motion backend built for it.
+        registry: the pose registry, or ``None``.
+        orchestrator: runs the goals.
+    """
 
     config: EngineConfig
+    cell: CellConfig
     backend: MotionBackend
     registry: PoseRegistry | None
     orchestrator: Orchestrator
@@ -95,15 +109,17 @@ def build_engine(config: EngineConfig, *, listener: OrchestratorListener | None 
     """Build an :class:`Engine`.
 
     Raises:
-        ScriptError: the pose registry, the cell's vocabulary or ``config/vision_targets.yaml``
-            is invalid (message names file and key).
-        ValueError: the cell or fault configuration is invalid, or the backend is unknown.
+        ScriptError: the pose registry or ``config/vision_targets.yaml`` is invalid (message
+            names file and key).
+        ValueError: the cell (:class:`~erobs_bt.world.cell.CellConfigError`: its vocabulary
+            too) or the fault configuration is invalid, or the backend is unknown.
     """
-    # The same files as `erobs-bt validate --cell --poses`: one parser configuration.
-    parser = ScriptParser.from_files(cell=config.cell, poses=config.poses)
+    # The cell read once; the parser is the one `erobs-bt validate --cell --poses` makes.
+    cell = load_cell(config.cell if config.cell is not None else DEFAULT_CELL_PATH)
+    parser = ScriptParser.for_cell(cell, poses=config.poses)
     backend = create_backend(
         config.backend,
-        cell=config.cell,
+        cell=cell,
         speed=config.settings.speed,
         faults=config.faults,
         hardware=config.hardware,
@@ -118,4 +134,4 @@ def build_engine(config: EngineConfig, *, listener: OrchestratorListener | None 
         cache=PlanCache(settings.cache_capacity, max_bytes=settings.cache_max_bytes),
         listener=listener,
     )
-    return Engine(config, backend, parser.registry, orchestrator)
+    return Engine(config, cell, backend, parser.registry, orchestrator)

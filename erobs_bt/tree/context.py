@@ -407,7 +407,7 @@ class GoalContext:
 
     @property
     def timeouts(self) -> Mapping[str, float]:
-        """Per-type timeouts [s], every key of :data:`DEFAULT_TIMEOUTS` (the settings')."""
+        """Per-type timeouts [s], every key of :data:`erobs_bt.timeouts.DEFAULT_TIMEOUTS` (the settings')."""
         return self.settings.timeouts
 
     @classmethod

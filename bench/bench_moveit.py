@@ -66,6 +66,7 @@ def one_run(plan_ahead: bool, moveit_yaml: Path | None) -> Run:
     planner at speed 1 (``None``); the waits from its records."""
     from erobs_bt.orchestrator import OrchestratorListener, State
     from erobs_bt.session import EngineConfig, build_engine
+    from erobs_bt.settings import EngineSettings
 
     class Probe(OrchestratorListener):
         def __init__(self) -> None:
@@ -83,9 +84,13 @@ def one_run(plan_ahead: bool, moveit_yaml: Path | None) -> Run:
 
     probe = Probe()
     engine = build_engine(
-        EngineConfig(backend="moveit", moveit=moveit_yaml, poses=POSES, plan_ahead=plan_ahead)
+        EngineConfig(
+            backend="moveit", moveit=moveit_yaml, poses=POSES, settings=EngineSettings(plan_ahead=plan_ahead)
+        )
         if moveit_yaml is not None
-        else EngineConfig(backend="sim", speed=SPEED, poses=POSES, plan_ahead=plan_ahead),
+        else EngineConfig(
+            backend="sim", poses=POSES, settings=EngineSettings(speed=SPEED, plan_ahead=plan_ahead)
+        ),
         listener=probe,
     )
     probe.engine = engine

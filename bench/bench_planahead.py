@@ -36,6 +36,7 @@ from common import markdown_table
 from erobs_bt.orchestrator import OrchestratorListener, State
 from erobs_bt.plan import ScriptParser, plan_goal
 from erobs_bt.session import EngineConfig, build_engine
+from erobs_bt.settings import EngineSettings
 from erobs_bt.tree.context import PLAN_AHEAD_TRANSPARENT
 
 REPO = Path(__file__).resolve().parents[1]
@@ -80,7 +81,7 @@ def one_run(plan_ahead: bool, speed: float) -> Run:
     """Run the full example once; the waits from its records."""
     probe = _Probe()
     engine = build_engine(
-        EngineConfig(poses=POSES, speed=speed, plan_ahead=plan_ahead),
+        EngineConfig(poses=POSES, settings=EngineSettings(speed=speed, plan_ahead=plan_ahead)),
         listener=probe,
     )
     probe.engine = engine

@@ -47,6 +47,7 @@ from erobs_bt.orchestrator import OrchestratorListener, Result, State
 from erobs_bt.planning.planner import CellPlanner, MotionPlanner
 from erobs_bt.script.model import MoveTo, Script
 from erobs_bt.session import Engine, EngineConfig, build_engine
+from erobs_bt.settings import EngineSettings
 from erobs_bt.world import kinematics
 from erobs_bt.world.tools import planning_tip
 
@@ -109,7 +110,9 @@ def sim_engine(*, listener: OrchestratorListener | None = None) -> Engine:
     """The engine on the packaged simulated cell, pose registry cms_poses.yaml, no waiting."""
     # No plan-ahead: every unit is planned at its start, so each move's planning time is
     # measured alone (the plan-ahead section measures what overlapping it with motion hides).
-    config = EngineConfig(backend="sim", poses=POSES_FILE, speed=math.inf, plan_ahead=False)
+    config = EngineConfig(
+        backend="sim", poses=POSES_FILE, settings=EngineSettings(speed=math.inf, plan_ahead=False)
+    )
     return build_engine(config, listener=listener)
 
 
@@ -681,7 +684,8 @@ def report() -> str:
         "IK path collision-checked before the timed trajectory was checked again). Each repeat is "
         "the median of 3 plans; both must produce the same trajectory.\n\n"
         f"{lines}\n\n" + "### The moves of FULL_EXPERIMENT_RUN.json, planned as the engine plans them\n\n"
-        f"The whole script through `build_engine(EngineConfig(backend='sim', speed=inf, plan_ahead=False))` "
+        "The whole script through `build_engine(EngineConfig(backend='sim', "
+        "settings=EngineSettings(speed=inf, plan_ahead=False)))` "
         f"{FULL_RUNS} times (a fresh engine each run; pauses resumed at once). Each row pools "
         "that kind's moves over all runs; the last column compares each median with the script's "
         "own free joint moves (direct interpolation of the straight joint line).\n\n"

@@ -7,8 +7,9 @@ the fast-discovery Fast DDS profile and ``ROS_LOG_DIR`` in a temporary directory
 is stopped with SIGINT by its PID. The client is the project's
 :class:`~erobs_bt.ros.client.ErobsBtClient` in this process. The baseline of every figure
 is the same operation on an engine built in-process with the same configuration
-(``build_engine(EngineConfig(backend='sim', speed=20, plan_ahead=False))``), so the difference is the ROS
-layer: DDS transport, the action protocol, the executor threads and message conversion.
+(``build_engine(EngineConfig(backend='sim', settings=EngineSettings(speed=20, plan_ahead=False)))``),
+so the difference is the ROS layer: DDS transport, the action protocol, the executor threads
+and message conversion.
 
 * **Action round trip**: a one-step no-motion script (``pipettor`` ``SET_LED``,
   ``start_gripper: pipettor``): goal sent → accepted, and goal sent → result received.
@@ -43,6 +44,7 @@ from ros_fixtures import FASTDDS_PROFILE, PARAMS_FILE, READY_PREFIX, RosProcess
 from erobs_bt.orchestrator import Feedback, OrchestratorListener, State
 from erobs_bt.ros.domain import private_domain
 from erobs_bt.session import Engine, EngineConfig, build_engine
+from erobs_bt.settings import EngineSettings
 
 from helpers import LED, move, script
 
@@ -273,7 +275,7 @@ def measure_in_process() -> Figures:
     listener = _InProcess()
     # No plan-ahead on either side: the pause figures need every unit planned at its start
     # (a unit planned ahead never announces a planning phase to pause in).
-    config = EngineConfig(backend="sim", speed=SPEED, plan_ahead=False)
+    config = EngineConfig(backend="sim", settings=EngineSettings(speed=SPEED, plan_ahead=False))
     engine: Engine = build_engine(config, listener=listener)
     try:
         sim_backend(engine).add_joint_state_listener(listener.joint_state)

@@ -64,6 +64,7 @@ from erobs_bt.ros.snapshots import SnapshotThrottle, TreeStructure, TreeTracker,
 from erobs_bt.script.model import Script, Step
 from erobs_bt.script.parse import parse_script
 from erobs_bt.session import EngineConfig, build_engine
+from erobs_bt.settings import EngineSettings
 from erobs_bt.tree.compile import compile_tree
 from erobs_bt.tree.context import Controls, GoalContext, Mode
 
@@ -158,7 +159,7 @@ def measure() -> NodeTimes:
 
     out = NodeTimes({}, {}, {}, {}, {}, {}, {})
     floor_cmd = [sys.executable, __file__, "--floor-server"]
-    engine = build_engine(EngineConfig(backend="sim", speed=20.0))
+    engine = build_engine(EngineConfig(backend="sim", settings=EngineSettings(speed=20.0)))
     try:
         with (
             ros_domain(),

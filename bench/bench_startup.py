@@ -304,6 +304,7 @@ LATER_GOALS = 5
 def pipettor_goal_rows(collision: object) -> list[list[str]] | str:
     """The pipettor-goal table's rows; without the sample script, the paragraph saying it was skipped."""
     from erobs_bt.session import EngineConfig, build_engine
+    from erobs_bt.settings import EngineSettings
 
     skipped = samples_skipped("the one-step pipettor goal rows", [PIPETTOR_SAMPLE])
     if skipped:
@@ -327,7 +328,7 @@ def pipettor_goal_rows(collision: object) -> list[list[str]] | str:
                 collision.DEFAULT_ACM_STORE = (  # type: ignore[attr-defined]
                     default_store if mode == "cached" else collision.AcmStore(persist=False)  # type: ignore[attr-defined]
                 )
-                engine = build_engine(EngineConfig(backend="sim", speed=math.inf))
+                engine = build_engine(EngineConfig(backend="sim", settings=EngineSettings(speed=math.inf)))
                 try:
                     if engine.backend.current_gripper() == "pipettor":
                         raise RuntimeError("the packaged cell starts with the pipettor: nothing to mount")

@@ -594,6 +594,7 @@ def _run_goals(
         from erobs_bt.console import ConsoleProgress, make_console
         from erobs_bt.keyboard import Keyboard, TerminalPauses
         from erobs_bt.session import EngineConfig, build_engine
+        from erobs_bt.settings import EngineSettings
         from erobs_bt.viz.runlog import RunLogWriter
 
         console = make_console()
@@ -604,10 +605,12 @@ def _run_goals(
             cell=cell,
             poses=poses,
             faults=faults,
-            speed=speed,
-            enable_batching=not no_batching,
-            plan_ahead=plan_ahead,
-            replay_scene_check=replay_scene_check,
+            settings=EngineSettings(
+                speed=speed,
+                enable_batching=not no_batching,
+                plan_ahead=plan_ahead,
+                replay_scene_check=replay_scene_check,
+            ),
         )
         progress = ConsoleProgress(console)
         try:

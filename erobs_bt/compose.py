@@ -48,8 +48,9 @@ from erobs_bt.batching import Unit
 from erobs_bt.cache import PlanCache
 from erobs_bt.plan import GoalPlan, ScriptParser, plan_goal, plan_script
 from erobs_bt.script.model import Script
+from erobs_bt.settings import EngineSettings
 from erobs_bt.tree.compile import compile_tree
-from erobs_bt.tree.context import DEFAULT_TIMEOUTS, Controls, FinishReason, GoalContext, GoalEvents, Mode
+from erobs_bt.tree.context import Controls, FinishReason, GoalContext, GoalEvents, Mode
 
 #: GoalContext fields a subtree sets once (``key_document`` is derived from the script when the
 #: context is made); every other field is per goal (reset on a restart).
@@ -63,7 +64,7 @@ _GOAL_INPUTS = frozenset(
         "eligible",
         "controls",
         "events",
-        "timeouts",
+        "settings",
         "wake",
         "key_document",
     }
@@ -154,7 +155,7 @@ class ScriptSubtree:
         *,
         backend: MotionBackend,
         cache: PlanCache,
-        timeouts: Mapping[str, float],
+        settings: EngineSettings,
         mode: Mode,
         name: str,
         work: threading.Event,
@@ -170,7 +171,7 @@ class ScriptSubtree:
             cache=cache,
             controls=Controls(on_change=self._work.set),
             events=self._progress,
-            timeouts=timeouts,
+            settings=settings,
             wake=self._work.set,
         )
         self.units = self.context.units
@@ -281,7 +282,7 @@ def script_subtree(
             packaged cell), when no ``parser`` is given.
         cache: a plan cache to share between subtrees (default: a new one).
         enable_batching: group consecutive moveto/end_effector steps into one unit.
-        timeouts: per-type timeouts [s] overriding :data:`~erobs_bt.tree.context.DEFAULT_TIMEOUTS`.
+        timeouts: per-type timeouts [s] overriding :data:`~erobs_bt.timeouts.DEFAULT_TIMEOUTS`.
         mode: execute (default) or preview (plan only).
         name: the root behaviour's name.
         work: the event set when a backend future completes or a control changes (share one
@@ -296,11 +297,8 @@ def script_subtree(
         OSError: a file cannot be read.
         ValueError: an unknown timeout key.
     """
-    unknown = set(timeouts or {}) - set(DEFAULT_TIMEOUTS)
-    if unknown:
-        raise ValueError(
-            f"timeouts: unknown task type(s) {sorted(unknown)} (known: {', '.join(DEFAULT_TIMEOUTS)})"
-        )
+    # plan-ahead stays off: a subtree's units are planned as the tree reaches them
+    settings = EngineSettings(enable_batching=enable_batching, timeouts=timeouts or {}, plan_ahead=False)
     preview = mode is Mode.PREVIEW
     if isinstance(script, Script):
         plan = plan_script(script, enable_batching=enable_batching)
@@ -314,7 +312,7 @@ def script_subtree(
         plan,
         backend=backend,
         cache=cache if cache is not None else PlanCache(),
-        timeouts=timeouts or {},
+        settings=settings,
         mode=mode,
         name=name,
         work=work if work is not None else threading.Event(),

@@ -49,7 +49,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from py_trees.common import Status
@@ -76,9 +76,9 @@ from erobs_bt.plan import NotPreviewableError, plan_goal
 from erobs_bt.script.errors import ScriptError
 from erobs_bt.script.model import Script
 from erobs_bt.script.parse import dock_problem
+from erobs_bt.settings import EngineSettings
 from erobs_bt.tree.compile import compile_tree
 from erobs_bt.tree.context import (
-    DEFAULT_TIMEOUTS,
     CacheStatus,
     Controls,
     FinishReason,
@@ -125,21 +125,17 @@ class Orchestrator:
         parser: turns the goal's ``full_json`` into a :class:`Script`; raises
             :class:`ScriptError` (the cell-configured :class:`erobs_bt.plan.ScriptParser`);
             :func:`erobs_bt.plan.plan_goal` uses it to make the goal plan.
-        enable_batching: group consecutive moveto/end_effector steps into one unit.
+        settings: the engine's options (:class:`~erobs_bt.settings.EngineSettings`: batching,
+            timeouts, plan-ahead, the replay's scene check), handed whole to each goal's
+            context; the defaults when ``None``.
         cache: the plan cache (a new one of capacity 64 when ``None``).
-        timeouts: per-type timeouts [s], see :data:`DEFAULT_TIMEOUTS`.
         listener: receives state changes, feedback, run-log records and results; it is
             held in a :class:`ListenerGroup` (``orchestrator.listener``) that more
             listeners can join.
         safety_period: [s] longest sleep between ticks when nothing happens.
-        plan_ahead: plan the next motion unit while a unit executes (execute mode only;
-            :mod:`erobs_bt.tree.context`).
-        replay_scene_check: before a cache hit is replayed, check it against the planning
-            scene as it is now (:class:`erobs_bt.tree.behaviours.ReplayCached`); off by
-            default, as the specification's replay runs no collision pass.
 
     Raises:
-        ValueError: ``replay_scene_check`` with a backend that cannot check a trajectory
+        ValueError: ``settings.replay_scene_check`` with a backend that cannot check a trajectory
             (its ``checks_replay`` is false: MoveIt's scene lives in move_group).
     """
 
@@ -148,32 +144,27 @@ class Orchestrator:
         backend: MotionBackend,
         *,
         parser: Callable[[str | bytes], Script],
-        enable_batching: bool,
+        settings: EngineSettings | None = None,
         cache: PlanCache | None = None,
-        timeouts: Mapping[str, float] = DEFAULT_TIMEOUTS,
         listener: OrchestratorListener | None = None,
         safety_period: float = 0.5,
-        plan_ahead: bool = True,
-        replay_scene_check: bool = False,
     ) -> None:
-        if replay_scene_check and not backend.checks_replay:
+        settings = settings if settings is not None else EngineSettings()
+        if settings.replay_scene_check and not backend.checks_replay:
             raise ValueError(
                 "replay_scene_check: this backend cannot check a cached trajectory against the "
                 "planning scene (it needs the embedded planner: backend sim or ros2_control)"
             )
         self.backend = backend
         self.parser = parser
-        self.enable_batching = enable_batching
+        self.settings = settings
         self.cache = cache if cache is not None else PlanCache()
-        self.timeouts = {**DEFAULT_TIMEOUTS, **timeouts}
         self.listener: ListenerGroup = (
             listener
             if isinstance(listener, ListenerGroup)
             else ListenerGroup(*([listener] if listener else []))
         )
         self.safety_period = safety_period
-        self.plan_ahead = plan_ahead
-        self.replay_scene_check = replay_scene_check
         self._lock = threading.RLock()
         self._wake = threading.Event()
         self._state = State.IDLE
@@ -348,7 +339,7 @@ class Orchestrator:
         handle = GoalHandle(f"goal-{next(self._ids)}", dry_run=dry_run)
         try:
             plan = plan_goal(
-                full_json, parser=self.parser, enable_batching=self.enable_batching, preview=dry_run
+                full_json, parser=self.parser, enable_batching=self.settings.enable_batching, preview=dry_run
             )
         except ScriptError as exc:
             handle._finish(Result(GoalStatus.ABORTED, str(exc), "INVALID_SCRIPT", 0, 0))
@@ -368,10 +359,8 @@ class Orchestrator:
             backend=self.backend,
             cache=self.cache,
             controls=controls,
-            timeouts=self.timeouts,
+            settings=self.settings,
             wake=self._wake.set,
-            plan_ahead=self.plan_ahead,
-            replay_scene_check=self.replay_scene_check,
         )
         root = compile_tree(context)
         handle.script, handle.units, handle.root, handle.context = script, context.units, root, context

@@ -25,7 +25,7 @@ import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from erobs_bt.batching import Unit, group_into_batches
 from erobs_bt.script.errors import ScriptError
@@ -35,6 +35,9 @@ from erobs_bt.script.model import MOTION_TASK_TYPES, Script
 from erobs_bt.script.parse import parse_script
 from erobs_bt.script.poses import PoseRegistry
 from erobs_bt.script.vocabulary import DEFAULT_CELL_PATH, CellVocabulary
+
+if TYPE_CHECKING:  # validate reads the vocabulary only: no cell model (numpy) at run time
+    from erobs_bt.world.cell import CellConfig
 
 __all__ = [
     "DEFAULT_POSES_PATH",
@@ -318,16 +321,48 @@ class ScriptParser:
         """
         vocabulary = CellVocabulary.default() if cell is None else CellVocabulary.load(cell, limits=limits)
         registry = PoseRegistry.load(poses, limits=limits) if poses is not None else None
-        # A cell directory may carry its own vision targets (a compiled beamline does).
-        beside = Path(cell).parent / "vision_targets.yaml" if cell is not None else None
-        if beside is not None and beside.is_file():
-            return cls(vocabulary, registry, VisionTargets.load(beside, limits=limits), limits)
-        return cls(vocabulary, registry, VisionTargets.default(limits=limits), limits)
+        return cls(vocabulary, registry, _vision_targets(cell, limits), limits)
+
+    @classmethod
+    def for_cell(
+        cls,
+        cell: CellConfig,
+        *,
+        poses: Path | str | None = None,
+        limits: Limits = DEFAULT_LIMITS,
+    ) -> ScriptParser:
+        """The parser for a cell already loaded (:func:`erobs_bt.world.config.load_cell`, once
+        per engine): its vocabulary, read with it, is not read again.
+
+        Args:
+            cell: the cell; its ``source`` locates a ``vision_targets.yaml`` beside it (as
+                :meth:`from_files`); a cell built in code (no vocabulary) has the packaged
+                cell's.
+            poses: the pose-registry YAML (degrees), or ``None`` for none.
+            limits: size limits.
+
+        Raises:
+            ScriptError: the registry or the vision targets are invalid (the message names
+                the file and key).
+            OSError: a file cannot be read.
+        """
+        vocabulary = cell.vocabulary if cell.vocabulary is not None else CellVocabulary.default()
+        registry = PoseRegistry.load(poses, limits=limits) if poses is not None else None
+        return cls(vocabulary, registry, _vision_targets(cell.source or None, limits), limits)
 
     @classmethod
     def default(cls) -> ScriptParser:
         """The parser of the packaged cell, without a pose registry (built once)."""
         return _default_parser()
+
+
+def _vision_targets(cell: Path | str | None, limits: Limits) -> VisionTargets:
+    """The vision targets of a cell file: a ``vision_targets.yaml`` beside it (a compiled
+    beamline carries its own), else the packaged ones."""
+    beside = Path(cell).parent / "vision_targets.yaml" if cell is not None else None
+    if beside is not None and beside.is_file():
+        return VisionTargets.load(beside, limits=limits)
+    return VisionTargets.default(limits=limits)
 
 
 @functools.lru_cache(maxsize=1)

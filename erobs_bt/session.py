@@ -4,28 +4,33 @@ The CLI (``erobs-bt run``/``preview``/``serve``) and the ROS node build the same
 thing from the same settings: a cell configuration, a pose registry, a motion
 backend, the script parser configured from the cell (:class:`erobs_bt.plan.ScriptParser`,
 the same one ``erobs-bt validate`` uses), a plan cache and an orchestrator.
-:func:`build_engine` is the one place that does it.
+:func:`build_engine` is the one place that does it. It reads the cell once
+(:func:`erobs_bt.world.config.load_cell`) and hands the :class:`~erobs_bt.world.cell.CellConfig`
+to the parser (its vocabulary) and the backend factory; :attr:`Engine.cell` keeps it (its
+``source`` is the file it came from).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from erobs_bt.backends.base import MotionBackend
 from erobs_bt.backends.factory import create_backend
-from erobs_bt.cache import DEFAULT_CAPACITY, DEFAULT_MAX_BYTES, PlanCache
+from erobs_bt.cache import PlanCache
 from erobs_bt.orchestrator import SHUTDOWN_REASON, Orchestrator, OrchestratorListener
 from erobs_bt.plan import GoalPlan, ScriptParser, plan_goal
 from erobs_bt.script.model import Script
 from erobs_bt.script.poses import PoseRegistry
-from erobs_bt.tree.context import DEFAULT_TIMEOUTS
+from erobs_bt.settings import EngineSettings
+from erobs_bt.world.cell import DEFAULT_CELL_PATH, CellConfig
+from erobs_bt.world.config import load_cell
 
 
 @dataclass(frozen=True)
 class EngineConfig:
-    """Everything that shapes an engine (the ROS parameters, the CLI options).
+    """Everything that shapes an engine (the ROS parameters, the CLI options): the backend,
+    its files, and the engine's options as one :class:`~erobs_bt.settings.EngineSettings`.
 
     Attributes:
         backend: ``sim`` (default), ``ros2_control``, ``moveit`` or ``scripted``.
@@ -34,16 +39,9 @@ class EngineConfig:
             packaged ``config/ur5e_ros2_control.yaml``.
         poses: pose-registry YAML (degrees); ``None`` for none.
         faults: fault-injection YAML for the sim backend; ``None`` for none.
-        speed: simulated-time factor (1.0 = real time).
-        enable_batching: group consecutive moveto/end_effector steps.
-        cache_capacity: plan-cache capacity (LRU).
-        cache_max_bytes: plan-cache bound on the memory its solutions hold [bytes].
-        timeouts: per-type timeouts [s] overriding :data:`DEFAULT_TIMEOUTS`.
-        plan_ahead: plan the next motion unit while a unit executes (the orchestrator's
-            ``plan_ahead``).
-        replay_scene_check: check a cached trajectory against the planning scene before it
-            is replayed (the orchestrator's ``replay_scene_check``); needs a backend whose
-            ``checks_replay`` is true.
+        settings: the engine's options (batching, plan cache, timeouts, plan-ahead, the
+            replay's scene check, the sim backend's speed), passed whole to the backend
+            factory and the orchestrator.
         moveit: the ``moveit`` backend's YAML; ``None`` for the packaged ``config/moveit.yaml``.
         ros_namespace: the namespace of a backend's own ROS node (the ``ros2_control``
             backend's link; the ``erobs_bt`` node gives its own); ``None``: ``/``.
@@ -55,21 +53,24 @@ class EngineConfig:
     faults: Path | None = None
     hardware: Path | None = None
     moveit: Path | None = None
-    speed: float = 1.0
-    enable_batching: bool = True
-    cache_capacity: int = DEFAULT_CAPACITY
-    cache_max_bytes: int = DEFAULT_MAX_BYTES
-    timeouts: Mapping[str, float] = field(default_factory=dict)
-    plan_ahead: bool = True
-    replay_scene_check: bool = False
     ros_namespace: str | None = None
+    settings: EngineSettings = field(default_factory=EngineSettings)
 
 
 @dataclass
 class Engine:
-    """An assembled engine: the orchestrator and the parts it was built from."""
+    """An assembled engine: the orchestrator and the parts it was built from.
+
+    Attributes:
+        config: what it was built from.
+        cell: the cell, read once (``cell.source``: its file).
+        backend: the motion backend built for it.
+        registry: the pose registry, or ``None``.
+        orchestrator: runs the goals.
+    """
 
     config: EngineConfig
+    cell: CellConfig
     backend: MotionBackend
     registry: PoseRegistry | None
     orchestrator: Orchestrator
@@ -92,7 +93,7 @@ class Engine:
         return plan_goal(
             text,
             parser=self.orchestrator.parser,
-            enable_batching=self.config.enable_batching,
+            enable_batching=self.config.settings.enable_batching,
             preview=preview,
         )
 
@@ -108,34 +109,29 @@ def build_engine(config: EngineConfig, *, listener: OrchestratorListener | None 
     """Build an :class:`Engine`.
 
     Raises:
-        ScriptError: the pose registry, the cell's vocabulary or ``config/vision_targets.yaml``
-            is invalid (message names file and key).
-        ValueError: the cell or fault configuration is invalid, or the backend is unknown.
+        ScriptError: the pose registry or ``config/vision_targets.yaml`` is invalid (message
+            names file and key).
+        ValueError: the cell (:class:`~erobs_bt.world.cell.CellConfigError`: its vocabulary
+            too) or the fault configuration is invalid, or the backend is unknown.
     """
-    # The same files as `erobs-bt validate --cell --poses`: one parser configuration.
-    parser = ScriptParser.from_files(cell=config.cell, poses=config.poses)
+    # The cell read once; the parser is the one `erobs-bt validate --cell --poses` makes.
+    cell = load_cell(config.cell if config.cell is not None else DEFAULT_CELL_PATH)
+    parser = ScriptParser.for_cell(cell, poses=config.poses)
     backend = create_backend(
         config.backend,
-        cell=config.cell,
-        speed=config.speed,
+        cell=cell,
+        speed=config.settings.speed,
         faults=config.faults,
         hardware=config.hardware,
         ros_namespace=config.ros_namespace,
         moveit=config.moveit,
     )
-    unknown = set(config.timeouts) - set(DEFAULT_TIMEOUTS)
-    if unknown:
-        raise ValueError(
-            f"timeout: unknown task type(s) {sorted(unknown)} (known: {', '.join(DEFAULT_TIMEOUTS)})"
-        )
+    settings = config.settings
     orchestrator = Orchestrator(
         backend,
         parser=parser,
-        enable_batching=config.enable_batching,
-        cache=PlanCache(config.cache_capacity, max_bytes=config.cache_max_bytes),
-        timeouts=config.timeouts,
+        settings=settings,
+        cache=PlanCache(settings.cache_capacity, max_bytes=settings.cache_max_bytes),
         listener=listener,
-        plan_ahead=config.plan_ahead,
-        replay_scene_check=config.replay_scene_check,
     )
-    return Engine(config, backend, parser.registry, orchestrator)
+    return Engine(config, cell, backend, parser.registry, orchestrator)

@@ -169,12 +169,19 @@ def show(root: py_trees.behaviour.Behaviour | None) -> str:
     return py_trees.display.unicode_tree(root, show_status=True)
 
 
-def make_orchestrator(backend: Any, *, enable_batching: bool = True, **kwargs: Any) -> Any:
-    """An orchestrator parsing with the real parser (inline poses only)."""
+def make_orchestrator(backend: Any, **kwargs: Any) -> Any:
+    """An orchestrator parsing with the real parser (inline poses only); the keywords that
+    are :class:`~erobs_bt.settings.EngineSettings` fields make its settings, the others go
+    to the orchestrator."""
+    import dataclasses
+
     from erobs_bt.orchestrator import Orchestrator
     from erobs_bt.script.parse import parse_script
+    from erobs_bt.settings import EngineSettings
 
-    return Orchestrator(backend, parser=parse_script, enable_batching=enable_batching, **kwargs)
+    names = {item.name for item in dataclasses.fields(EngineSettings)}
+    settings = EngineSettings(**{name: kwargs.pop(name) for name in names & set(kwargs)})
+    return Orchestrator(backend, parser=parse_script, settings=settings, **kwargs)
 
 
 class Recorder:

@@ -16,7 +16,9 @@ from erobs_bt.backends.scripted import Outcome, ScriptedBackend
 from erobs_bt.orchestrator import GoalRejected, GoalStatus, State
 from erobs_bt.plan import plan_goal
 from erobs_bt.script.parse import parse_script
-from erobs_bt.tree.context import DEFAULT_TIMEOUTS, Controls, GoalContext, GoalEvents, Mode
+from erobs_bt.settings import EngineSettings
+from erobs_bt.timeouts import DEFAULT_TIMEOUTS
+from erobs_bt.tree.context import Controls, GoalContext, GoalEvents, Mode
 
 from helpers import Recorder, make_orchestrator, move, script_json, wait_for
 
@@ -100,8 +102,7 @@ def test_a_goal_context_is_made_from_its_plan_in_one_place() -> None:
         backend=backend,
         cache=make_orchestrator(backend).cache,
         controls=controls,
-        timeouts={"moveto": 7.0},
-        plan_ahead=True,
+        settings=EngineSettings(timeouts={"moveto": 7.0}, plan_ahead=True),
     )
     assert context.script is plan.script and context.units == list(plan.units)
     assert context.eligible is plan.eligible and context.controls is controls
@@ -110,7 +111,12 @@ def test_a_goal_context_is_made_from_its_plan_in_one_place() -> None:
     assert context.key_document is not None, "an eligible goal's key document is built at once"
 
     preview = GoalContext.for_plan(
-        plan, mode=Mode.PREVIEW, backend=backend, cache=context.cache, controls=Controls(), plan_ahead=True
+        plan,
+        mode=Mode.PREVIEW,
+        backend=backend,
+        cache=context.cache,
+        controls=Controls(),
+        settings=EngineSettings(plan_ahead=True),
     )
     assert not preview.plan_ahead_enabled, "a preview plans every unit from the live state"
 

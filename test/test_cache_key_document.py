@@ -19,6 +19,7 @@ from erobs_bt.cache import CacheKey, KeyDocument, PlanCache, _round2, make_key, 
 from erobs_bt.orchestrator import Orchestrator
 from erobs_bt.plan import ScriptParser
 from erobs_bt.script.parse import parse_script
+from erobs_bt.settings import EngineSettings
 from erobs_bt.tree.context import Controls, GoalContext, Mode
 
 from helpers import Recorder, make_orchestrator, move, script_json, vacuum
@@ -154,7 +155,7 @@ def test_a_changed_pose_file_misses(tmp_path: Path) -> None:
         poses.write_text(f"safe: [{first}, -90, -90, -90, 90, 0]\nother: [20, -90, -90, -90, 90, 0]\n")
         parser = ScriptParser.from_files(poses=poses)
         orchestrator = Orchestrator(
-            backend, parser=parser, enable_batching=True, cache=cache, listener=recorder
+            backend, parser=parser, settings=EngineSettings(), cache=cache, listener=recorder
         )
         assert orchestrator.submit(text, dry_run=False).wait(10).success
         backend.set_positions(START)

@@ -150,12 +150,14 @@ def test_the_full_experiment_two_units_ahead_with_moves_side_by_side_plans_what_
     from test_plan_ahead import FULL_EXAMPLE, AutoResume
 
     from erobs_bt.session import EngineConfig, build_engine
+    from erobs_bt.settings import EngineSettings
 
     outcome: dict[bool, Any] = {}
     for remote in (False, True):
         recorder = AutoResume()
         engine = build_engine(
-            EngineConfig(poses=POSES, speed=float("inf"), plan_ahead=remote), listener=recorder
+            EngineConfig(poses=POSES, settings=EngineSettings(speed=float("inf"), plan_ahead=remote)),
+            listener=recorder,
         )
         recorder.orchestrator = engine.orchestrator
         try:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from erobs_bt.script.model import ToolExchange
 from erobs_bt.session import EngineConfig, build_engine
+from erobs_bt.settings import EngineSettings
 
 POSES = Path(__file__).resolve().parents[1] / "config" / "poses.yaml"
 
@@ -40,7 +41,7 @@ def test_dock_problem_follows_the_docks_through_the_script() -> None:
 
 
 def test_docking_into_a_full_dock_fails_before_the_arm_moves() -> None:
-    engine = build_engine(EngineConfig(speed=math.inf, poses=POSES))
+    engine = build_engine(EngineConfig(poses=POSES, settings=EngineSettings(speed=math.inf)))
     try:
         start = engine.backend.joint_positions()
         script = {

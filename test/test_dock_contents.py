@@ -25,6 +25,7 @@ from erobs_bt.cli import main
 from erobs_bt.script.model import ToolExchange
 from erobs_bt.script.vocabulary import parse_dock_contents
 from erobs_bt.session import EngineConfig, build_engine
+from erobs_bt.settings import EngineSettings
 from erobs_bt.world.beamline import resolve_cell_file, with_dock_contents
 from erobs_bt.world.cell import CellConfigError
 from erobs_bt.world.config import load_cell
@@ -174,7 +175,7 @@ def test_validate_says_which_dock_contents_it_assumed() -> None:
 
 def test_the_docks_option_sets_the_simulated_cell_and_its_reset() -> None:
     cell = resolve_cell_file(None, docks={1: "hande", 4: "epick"})
-    engine = build_engine(EngineConfig(cell=cell, poses=POSES, speed=math.inf))
+    engine = build_engine(EngineConfig(cell=cell, poses=POSES, settings=EngineSettings(speed=math.inf)))
     try:
         # Two tools in no dock (the 2fg7, the pipettor): the arm starts bare.
         assert engine.backend.current_gripper() == "none"

@@ -28,6 +28,7 @@ from erobs_bt.script.errors import ScriptError
 from erobs_bt.script.model import ToolExchange
 from erobs_bt.script.vocabulary import dock_contents_text
 from erobs_bt.session import Engine, EngineConfig, build_engine
+from erobs_bt.settings import EngineSettings
 from erobs_bt.world.beamline import resolve_cell_file
 from erobs_bt.world.config import load_cell
 from erobs_bt.world.kinematics import fk
@@ -107,7 +108,9 @@ def engine_for(engines: dict[str, Engine], docks: dict[int, str | None] | None) 
     if key not in engines:
         cell = resolve_cell_file(beamline(), docks=docks)
         engines[key] = build_engine(
-            EngineConfig(cell=cell, poses=pose_registry_file(cell, None), speed=math.inf)
+            EngineConfig(
+                cell=cell, poses=pose_registry_file(cell, None), settings=EngineSettings(speed=math.inf)
+            )
         )
     return engines[key]
 

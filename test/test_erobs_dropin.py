@@ -19,6 +19,7 @@ import yaml
 from ros_fixtures import NodeProcess, ros_environment
 
 from erobs_bt.ros.client import ErobsBtClient, Recorder, latched_qos
+from erobs_bt.settings import EngineSettings
 from erobs_bt.world.cell import load_cell
 from erobs_bt.world.vision import approach_tip_pose
 
@@ -355,7 +356,8 @@ def test_a_units_timeout_comes_from_the_node_parameter_of_its_step_kind() -> Non
     from erobs_bt.cache import PlanCache
     from erobs_bt.plan import plan_goal
     from erobs_bt.script import parse_script
-    from erobs_bt.tree.context import DEFAULT_TIMEOUTS, Controls, GoalContext, Mode
+    from erobs_bt.timeouts import DEFAULT_TIMEOUTS
+    from erobs_bt.tree.context import Controls, GoalContext, Mode
 
     scan = {"task_type": "vision_scan", "scan_positions": ["sample_scan_1"]}
     text = script("epick", [{"task_type": "vision_moveto", "tag_id": 1}, scan])
@@ -369,7 +371,7 @@ def test_a_units_timeout_comes_from_the_node_parameter_of_its_step_kind() -> Non
         cache=PlanCache(),
         eligible=goal.eligible,
         controls=Controls(),
-        timeouts=timeouts,
+        settings=EngineSettings(timeouts=timeouts),
     )
     assert [context.timeout_for(unit) for unit in context.units] == [7.0, 11.0]
 

@@ -377,8 +377,12 @@ class AutoResume(Recorder):
 
 def sim_engine(*, plan_ahead: bool, listener: Any = None) -> Any:
     from erobs_bt.session import EngineConfig, build_engine
+    from erobs_bt.settings import EngineSettings
 
-    engine = build_engine(EngineConfig(poses=POSES, speed=math.inf, plan_ahead=plan_ahead), listener=listener)
+    engine = build_engine(
+        EngineConfig(poses=POSES, settings=EngineSettings(speed=math.inf, plan_ahead=plan_ahead)),
+        listener=listener,
+    )
     if isinstance(listener, AutoResume):
         listener.orchestrator = engine.orchestrator
     return engine

@@ -28,6 +28,7 @@ from erobs_bt.plan import ScriptParser, plan_goal
 from erobs_bt.planning.forecast import forecast_exchanges
 from erobs_bt.script.model import JointPositions, Step, ToolExchange
 from erobs_bt.session import EngineConfig, build_engine
+from erobs_bt.settings import EngineSettings
 from erobs_bt.tree.context import PlansAcross
 from erobs_bt.world.cell import load_cell
 
@@ -69,7 +70,9 @@ def test_the_units_after_the_tool_exchanges_are_planned_ahead_across_them_and_us
     }
     assert len(after_exchanges) == 2 and len(after_vision) == 1
     probe = _Resume()
-    engine = build_engine(EngineConfig(poses=POSES, speed=math.inf, plan_ahead=True), listener=probe)
+    engine = build_engine(
+        EngineConfig(poses=POSES, settings=EngineSettings(speed=math.inf, plan_ahead=True)), listener=probe
+    )
     probe.engine = engine
     try:
         assert isinstance(engine.backend, PlansAcross)

@@ -12,6 +12,7 @@ the unit that runs.
 from __future__ import annotations
 
 from erobs_bt.session import EngineConfig, build_engine
+from erobs_bt.settings import EngineSettings
 
 from helpers import LED, Recorder, move, script
 
@@ -25,7 +26,7 @@ def plan_messages(recorder: Recorder) -> list[str]:
 
 def test_a_preview_reports_each_move_of_its_unit_as_it_is_planned() -> None:
     recorder = Recorder()
-    engine = build_engine(EngineConfig(speed=20.0), listener=recorder)
+    engine = build_engine(EngineConfig(settings=EngineSettings(speed=20.0)), listener=recorder)
     try:
         result = engine.orchestrator.submit(script(MOVES), dry_run=True).wait(120)
     finally:
@@ -40,7 +41,7 @@ def test_a_preview_reports_each_move_of_its_unit_as_it_is_planned() -> None:
 
 def test_a_plan_ahead_of_the_next_unit_says_nothing_of_the_running_unit() -> None:
     recorder = Recorder()
-    engine = build_engine(EngineConfig(speed=20.0), listener=recorder)
+    engine = build_engine(EngineConfig(settings=EngineSettings(speed=20.0)), listener=recorder)
     try:
         # unit 1: two moves, unit 2: LED, unit 3: two moves (planned ahead across the LED or
         # when unit 3 starts; either way its progress names unit 3 only).

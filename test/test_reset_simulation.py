@@ -23,6 +23,7 @@ from erobs_bt.backends.scripted import ScriptedBackend
 from erobs_bt.cli import main
 from erobs_bt.orchestrator import GoalRejected, Orchestrator, OrchestratorListener, State
 from erobs_bt.session import Engine, EngineConfig, build_engine
+from erobs_bt.settings import EngineSettings
 from erobs_bt.viz.web import LiveView
 
 from helpers import LED, Recorder, make_orchestrator, move, script, script_json
@@ -65,7 +66,10 @@ def engine(samples_dir: Path) -> Iterator[tuple[Engine, Recorder]]:
     recorder = Recorder()
     resumer = Resumer()
     built = build_engine(
-        EngineConfig(backend="sim", speed=SPEED, poses=samples_dir / "cms_poses.yaml"), listener=recorder
+        EngineConfig(
+            backend="sim", poses=samples_dir / "cms_poses.yaml", settings=EngineSettings(speed=SPEED)
+        ),
+        listener=recorder,
     )
     built.orchestrator.listener.add(resumer)
     resumer.orchestrator = built.orchestrator
@@ -115,7 +119,7 @@ def test_full_experiment_run_twice_fails_without_a_reset_and_succeeds_with_one(
 
 
 def test_a_reset_is_refused_while_a_goal_runs_and_nothing_changes() -> None:
-    built = build_engine(EngineConfig(backend="sim", speed=SPEED))
+    built = build_engine(EngineConfig(backend="sim", settings=EngineSettings(speed=SPEED)))
     try:
         orchestrator = built.orchestrator
         first = run(orchestrator, script([move("sample_scan_1"), LED]))  # the cell is not as new

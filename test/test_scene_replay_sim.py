@@ -20,6 +20,7 @@ import pytest
 from erobs_bt.backends.base import ArmSegment
 from erobs_bt.backends.stack import MotionStack
 from erobs_bt.session import Engine, EngineConfig, build_engine
+from erobs_bt.settings import EngineSettings
 from erobs_bt.world.cell import Obstacle, Pose, Shape
 
 from helpers import Recorder
@@ -41,7 +42,9 @@ AWAY = Obstacle("crate", Shape("box", (0.2, 0.2, 0.2)), "base_link", Pose((-0.8,
 def engine() -> Iterator[tuple[Engine, Recorder]]:
     recorder = Recorder()
     engine = build_engine(
-        EngineConfig(poses=POSES, speed=math.inf, replay_scene_check=True, plan_ahead=False),
+        EngineConfig(
+            poses=POSES, settings=EngineSettings(speed=math.inf, replay_scene_check=True, plan_ahead=False)
+        ),
         listener=recorder,
     )
     try:
@@ -77,7 +80,7 @@ def box_across(engine: Engine) -> Obstacle:
 
 
 def test_the_reach_bound_holds_for_every_body() -> None:
-    engine = build_engine(EngineConfig(poses=POSES, speed=math.inf))
+    engine = build_engine(EngineConfig(poses=POSES, settings=EngineSettings(speed=math.inf)))
     try:
         model = stack(engine).planner.model.collision  # type: ignore[attr-defined]
         reach = model.reach()

@@ -20,6 +20,7 @@ from erobs_bt.backends.sim.faults import (
 )
 from erobs_bt.script.model import MoveTo, Pipettor, Step
 from erobs_bt.script.parse import parse_script
+from erobs_bt.settings import EngineSettings
 from erobs_bt.world.cell import CellConfig
 
 from helpers import error_of
@@ -284,7 +285,7 @@ def test_server_unavailable_during_a_replay_plans_afresh_once_and_does_not_fault
     faults = parse_faults([{"call": "replay", "outcome": "server_unavailable"}], source="test")
     with SimBackend(cell, speed=math.inf, faults=faults) as backend:
         start = backend.joint_positions()
-        orchestrator = Orchestrator(backend, parser=parse_script, enable_batching=True)
+        orchestrator = Orchestrator(backend, parser=parse_script, settings=EngineSettings())
         first = orchestrator.submit(text, dry_run=False).wait(120)
         assert first.success, first
         backend.controller.set_joint_positions(start)  # the same goal from the same start replays

@@ -22,6 +22,7 @@ from erobs_bt.goal import OrchestratorListener
 from erobs_bt.ros.mcap_deferred import DeferredRecorder
 from erobs_bt.ros.mcap_record import read_recording
 from erobs_bt.session import EngineConfig, build_engine
+from erobs_bt.settings import EngineSettings
 
 #: Modules ``validate`` has no use for: the engine's numerics, the collision model, the tree,
 #: the terminal library, ROS, the bag writer.
@@ -128,7 +129,7 @@ def test_run_says_what_speed_the_simulated_arm_delivered(samples_dir: Path, tmp_
 def test_the_bag_opens_at_the_first_motion_with_what_came_before_at_its_times(
     samples_dir: Path, tmp_path: Path
 ) -> None:
-    engine = build_engine(EngineConfig(backend="sim", speed=math.inf))
+    engine = build_engine(EngineConfig(backend="sim", settings=EngineSettings(speed=math.inf)))
     errors: list[str] = []
     bag = DeferredRecorder(None, engine.backend, log_path=tmp_path / "run.jsonl", on_error=errors.append)
     records: list[dict[str, object]] = []

@@ -11,6 +11,7 @@ import pytest
 
 from erobs_bt.orchestrator import State
 from erobs_bt.session import EngineConfig, build_engine
+from erobs_bt.settings import EngineSettings
 
 from helpers import wait_for
 
@@ -19,7 +20,7 @@ TREES = Path(__file__).resolve().parents[1] / "trees"
 
 @pytest.fixture
 def engine():
-    engine = build_engine(EngineConfig(speed=math.inf))
+    engine = build_engine(EngineConfig(settings=EngineSettings(speed=math.inf)))
     yield engine
     engine.close()
 

@@ -33,6 +33,7 @@ from erobs_bt.backends.scripted import Outcome, ScriptedBackend
 from erobs_bt.cli import main
 from erobs_bt.orchestrator import Orchestrator, OrchestratorListener, State
 from erobs_bt.plan import ScriptParser, pose_registry_file
+from erobs_bt.settings import EngineSettings
 from erobs_bt.viz.web import Access, LiveView, start_live_view
 
 from browser import launch_chromium, needs_chromium
@@ -62,7 +63,7 @@ def orchestrator_for(backend: Any) -> Orchestrator:
     """An orchestrator with the packaged cell's parser and its default pose registry (the
     parser `erobs-bt validate` uses, :func:`erobs_bt.plan.pose_registry_file`)."""
     parser = ScriptParser.from_files(poses=pose_registry_file(None, None))
-    return Orchestrator(backend, parser=parser, enable_batching=True)
+    return Orchestrator(backend, parser=parser, settings=EngineSettings())
 
 
 @pytest.fixture(scope="module")
@@ -742,7 +743,7 @@ def test_reset_simulation_and_run_from_the_initial_cell_on_the_simulated_cell(
         def finished(self, goal_id: str, result: Any) -> None:
             self.statuses.append(result.status.value)
 
-    engine = build_engine(EngineConfig(backend="sim", speed=1000.0))
+    engine = build_engine(EngineConfig(backend="sim", settings=EngineSettings(speed=1000.0)))
     results = Results()
     engine.orchestrator.listener.add(results)
     view = start_live_view(engine.orchestrator, rate=50.0)

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the CLI imports BACKEND_KINDS for --backend; `validate` needs no backend
     from erobs_bt.backends.base import MotionBackend
+    from erobs_bt.world.cell import CellConfig
 
 BACKEND_KINDS = ("sim", "ros2_control", "moveit", "scripted")
 
@@ -34,7 +35,7 @@ BACKEND_KINDS = ("sim", "ros2_control", "moveit", "scripted")
 def create_backend(
     kind: str,
     *,
-    cell: Path | None = None,
+    cell: CellConfig | None = None,
     speed: float = 1.0,
     faults: Path | None = None,
     hardware: Path | None = None,
@@ -45,7 +46,9 @@ def create_backend(
 
     Args:
         kind: one of :data:`BACKEND_KINDS`.
-        cell: cell configuration YAML (default: the packaged ``config/cell.yaml``).
+        cell: the cell, loaded once by the caller (:func:`erobs_bt.world.config.load_cell`;
+            :func:`erobs_bt.session.build_engine` does); ``None``: the packaged
+            ``config/cell.yaml``, loaded here (``scripted`` needs none).
         speed: simulated-time factor of the sim controller (1.0 = real time).
         faults: fault-injection YAML for the sim backend, or ``None`` (the ``ros2_control``
             backend takes none: faults are injected at the hardware node).
@@ -67,24 +70,20 @@ def create_backend(
         return ScriptedBackend()
     if kind == "sim":
         from erobs_bt.backends.sim.backend import SimBackend
-        from erobs_bt.paths import config_file
-        from erobs_bt.world.config import load_cell
 
-        cell_config = load_cell(cell if cell is not None else config_file("cell.yaml"))
-        return SimBackend(cell_config, speed=speed, faults=faults)
+        return SimBackend(_cell_or_default(cell), speed=speed, faults=faults)
     if kind == "ros2_control":
         from erobs_bt.backends.ros2_control.backend import Ros2ControlBackend
         from erobs_bt.backends.ros2_control.config import load_hardware_config
         from erobs_bt.backends.ros2_control.erobs_files import hardware_for_cell
         from erobs_bt.paths import config_file
-        from erobs_bt.world.config import load_cell
 
         if faults is not None:
             raise ValueError(
                 "faults: the ros2_control backend injects no faults itself; "
                 "give them to the hardware node (erobs_bt_sim_hardware --faults)"
             )
-        cell_config = load_cell(cell if cell is not None else config_file("cell.yaml"))
+        cell_config = _cell_or_default(cell)
         hardware_config = hardware_for_cell(
             load_hardware_config(hardware if hardware is not None else config_file("ur5e_ros2_control.yaml")),
             cell_config,
@@ -96,14 +95,13 @@ def create_backend(
         from erobs_bt.backends.ros2_control.config import load_hardware_config
         from erobs_bt.backends.ros2_control.erobs_files import hardware_for_cell
         from erobs_bt.paths import config_file
-        from erobs_bt.world.cell import load_cell
 
         if faults is not None:
             raise ValueError(
                 "faults: the moveit backend injects no faults itself; "
                 "give them to move_group's stand-in (erobs_bt_sim_move_group --faults)"
             )
-        cell_config = load_cell(cell if cell is not None else config_file("cell.yaml"))
+        cell_config = _cell_or_default(cell)
         moveit_config = load_moveit_config(moveit if moveit is not None else config_file("moveit.yaml"))
         if moveit_config.tools == "simulated":
             from erobs_bt.backends.sim.tools import SimulatedChanger, SimulatedTool
@@ -116,3 +114,17 @@ def create_backend(
         )
         return MoveItBackend(cell_config, hardware_config, moveit_config, namespace=ros_namespace)
     raise ValueError(f"backend: unknown kind {kind!r} (available: {', '.join(BACKEND_KINDS)})")
+
+
+def _cell_or_default(cell: CellConfig | None) -> CellConfig:
+    """``cell``, or the packaged ``config/cell.yaml`` loaded (:func:`erobs_bt.world.config.load_cell`).
+
+    Raises:
+        CellConfigError: the packaged cell is invalid.
+    """
+    if cell is not None:
+        return cell
+    from erobs_bt.paths import config_file
+    from erobs_bt.world.config import load_cell
+
+    return load_cell(config_file("cell.yaml"))

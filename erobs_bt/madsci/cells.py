@@ -612,7 +612,7 @@ class EmbeddedCell(Cell):
         if not isinstance(parser, ScriptParser):  # an engine not made by build_engine
             config = self.engine.config
             parser = ScriptParser.from_files(cell=config.cell, poses=config.poses)
-        return parser, self.engine.orchestrator.enable_batching
+        return parser, self.engine.orchestrator.settings.enable_batching
 
     def run(self, full_json: str, *, dry_run: bool = False) -> Outcome:
         from erobs_bt.goal import GoalRejected

@@ -240,6 +240,7 @@ class ErobsBtNode(RestNode):
             )
         from erobs_bt.plan import pose_registry_file
         from erobs_bt.session import EngineConfig
+        from erobs_bt.settings import EngineSettings
         from erobs_bt.viz.runlog import default_log_dir
         from erobs_bt.world.beamline import resolve_cell_file
 
@@ -249,7 +250,7 @@ class ErobsBtNode(RestNode):
             cell=cell,
             poses=pose_registry_file(cell, config.poses),  # the default registry, as `run` chooses it
             faults=config.faults,
-            speed=config.speed,
+            settings=EngineSettings(speed=config.speed),
         )
         return EmbeddedCell(engine, run_log_dir=config.run_log_dir or default_log_dir())
 

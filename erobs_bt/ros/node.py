@@ -110,13 +110,7 @@ def engine_config(settings: NodeSettings, *, namespace: str | None = None) -> En
         faults=Path(settings.faults_file) if settings.faults_file else None,
         hardware=Path(settings.hardware_config) if settings.hardware_config else None,
         moveit=Path(settings.moveit_config) if settings.moveit_config else None,
-        speed=settings.speed,
-        enable_batching=settings.enable_batching,
-        cache_capacity=settings.cache_capacity,
-        cache_max_bytes=settings.cache_max_bytes,
-        timeouts=dict(settings.timeouts),
-        plan_ahead=settings.plan_ahead,
-        replay_scene_check=settings.replay_scene_check,
+        settings=settings.engine_settings(),
     )
 
 

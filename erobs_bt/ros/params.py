@@ -33,6 +33,7 @@ from typing import Any
 
 from erobs_bt.backends.factory import BACKEND_KINDS
 from erobs_bt.cache import DEFAULT_CAPACITY, DEFAULT_MAX_BYTES
+from erobs_bt.settings import EngineSettings
 from erobs_bt.timeouts import DEFAULT_TIMEOUTS, PLANNING_STEPS_PER_TIMEOUT, TIMEOUT_USES
 
 #: The node's default name (``~`` in the names below).
@@ -636,6 +637,19 @@ class NodeSettings:
     joint_state_rate: float
     executor_threads: int
     shutdown_timeout: float
+
+    def engine_settings(self) -> EngineSettings:
+        """The engine's options these parameters give (built once, passed whole to
+        :func:`erobs_bt.session.build_engine`)."""
+        return EngineSettings(
+            enable_batching=self.enable_batching,
+            cache_capacity=self.cache_capacity,
+            cache_max_bytes=self.cache_max_bytes,
+            timeouts=self.timeouts,
+            plan_ahead=self.plan_ahead,
+            replay_scene_check=self.replay_scene_check,
+            speed=self.speed,
+        )
 
     @staticmethod
     def from_values(values: Mapping[str, Any]) -> NodeSettings:

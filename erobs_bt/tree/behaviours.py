@@ -207,7 +207,7 @@ class ReplayCached(FutureBehaviour):
         # The entry carries the key's digest and the motion time (computed when it was
         # stored): a hit encodes and hashes nothing.
         ctx.events.cache_decision(self.unit, CacheStatus.HIT, entry.digest)
-        if ctx.replay_scene_check:
+        if ctx.settings.replay_scene_check:
             refusal = self._scene_refusal(entry.solution)
             if refusal is not None:
                 self.feedback_message = str(refusal)

@@ -56,7 +56,8 @@ from erobs_bt.batching import Unit
 from erobs_bt.cache import CacheKey, KeyDocument, PlanCache, round_start
 from erobs_bt.plan import GoalPlan
 from erobs_bt.script.model import JointPositions, Script, Step
-from erobs_bt.timeouts import DEFAULT_TIMEOUTS, PLANNING_STEPS_PER_TIMEOUT, timeout_key
+from erobs_bt.settings import EngineSettings
+from erobs_bt.timeouts import PLANNING_STEPS_PER_TIMEOUT, timeout_key
 
 #: [rad] Largest live-state deviation (any joint) from a plan-ahead's start at which the
 #: plan is still used (issue 13). The same figure as the controllers' start tolerance
@@ -347,7 +348,9 @@ class GoalContext:
         eligible: the goal forms exactly one batched unit, so it may replay and store.
         controls: pause/resume/cancel/halt requests.
         events: progress receiver.
-        timeouts: per-type timeouts [s] (keys of :data:`DEFAULT_TIMEOUTS`).
+        settings: the engine's options (:class:`~erobs_bt.settings.EngineSettings`), passed
+            whole by the orchestrator: the per-type :attr:`timeouts`, the replay's scene check
+            (:class:`erobs_bt.tree.behaviours.ReplayCached`), plan-ahead.
         wake: called from backend threads when a future completes, to tick again.
         solutions: planned solutions by unit index (filled by ``PlanUnit``).
         unit_key: the cache key of the running unit, taken from the live robot state
@@ -363,9 +366,7 @@ class GoalContext:
         finish_reason: set when the tree stops on purpose (cancel) or fails.
         cancel_message: how the cancel was observed ("cancelled", "cancelled while paused").
         plan_ahead_enabled: plan the next motion unit while this one executes (module
-            docstring); the orchestrator's ``plan_ahead`` option, never in preview mode.
-        replay_scene_check: check a cache hit against the planning scene as it is now
-            before replaying it (:class:`erobs_bt.tree.behaviours.ReplayCached`).
+            docstring); the settings' ``plan_ahead``, never in preview mode.
         ahead: the pending plan-ahead, if any (touched on the goal's tick thread only).
         detected: the pose the goal's last ``detect_only`` vision step detected, if any
             (the result reports it).
@@ -383,7 +384,7 @@ class GoalContext:
     eligible: bool
     controls: Controls
     events: GoalEvents = field(default_factory=GoalEvents)
-    timeouts: Mapping[str, float] = field(default_factory=lambda: DEFAULT_TIMEOUTS)
+    settings: EngineSettings = field(default_factory=EngineSettings)
     wake: Callable[[], None] = lambda: None
     solutions: dict[int, Solution] = field(default_factory=dict)
     unit_key: CacheKey | None = None
@@ -394,7 +395,6 @@ class GoalContext:
     finish_reason: FinishReason | None = None
     cancel_message: str = ""
     plan_ahead_enabled: bool = False
-    replay_scene_check: bool = False
     ahead: PlannedAhead | None = None
     key_document: KeyDocument | None = None
     _next_motion: list[Unit | None] | None = field(default=None, repr=False)
@@ -404,6 +404,11 @@ class GoalContext:
         """Build :attr:`key_document` for an eligible goal (compile time, not tick time)."""
         if self.eligible and self.key_document is None:
             self.key_document = KeyDocument.of(self.script)
+
+    @property
+    def timeouts(self) -> Mapping[str, float]:
+        """Per-type timeouts [s], every key of :data:`erobs_bt.timeouts.DEFAULT_TIMEOUTS` (the settings')."""
+        return self.settings.timeouts
 
     @classmethod
     def for_plan(
@@ -415,10 +420,8 @@ class GoalContext:
         cache: PlanCache,
         controls: Controls,
         events: GoalEvents | None = None,
-        timeouts: Mapping[str, float] = DEFAULT_TIMEOUTS,
+        settings: EngineSettings | None = None,
         wake: Callable[[], None] | None = None,
-        plan_ahead: bool = False,
-        replay_scene_check: bool = False,
     ) -> GoalContext:
         """The context of a goal made from its plan: the one way a goal's context is built
         (the orchestrator's goals, :mod:`erobs_bt.compose` subtrees, the ``render`` command).
@@ -431,16 +434,15 @@ class GoalContext:
             cache: the plan cache shared across goals.
             controls: the pause/resume/cancel/halt requests of the goal.
             events: progress receiver (default: bare :class:`GoalEvents`, which does nothing).
-            timeouts: per-type timeouts [s] overriding :data:`DEFAULT_TIMEOUTS` (a partial
-                table is completed from it).
-            wake: called when a backend future completes, to tick again (default: nothing).
-            plan_ahead: plan the next motion unit while one executes; taken only in execute
+            settings: the engine's options, kept whole (default: :class:`EngineSettings`'s
+                defaults with plan-ahead off); its ``plan_ahead`` is taken only in execute
                 mode (a preview plans every unit from the live state).
-            replay_scene_check: check a cache hit against the planning scene before replaying it.
+            wake: called when a backend future completes, to tick again (default: nothing).
 
         Returns:
             The goal's context, its :attr:`key_document` built for an eligible goal.
         """
+        settings = settings if settings is not None else _NO_PLAN_AHEAD
         return cls(
             script=plan.script,
             units=list(plan.units),
@@ -450,10 +452,9 @@ class GoalContext:
             eligible=plan.eligible,
             controls=controls,
             events=events if events is not None else GoalEvents(),
-            timeouts={**DEFAULT_TIMEOUTS, **timeouts},
+            settings=settings,
             wake=wake if wake is not None else _nothing,
-            plan_ahead_enabled=plan_ahead and mode is Mode.EXECUTE,
-            replay_scene_check=replay_scene_check,
+            plan_ahead_enabled=settings.plan_ahead and mode is Mode.EXECUTE,
         )
 
     def cache_key(self, *, model_revision: str, start: Sequence[float] | None) -> CacheKey:
@@ -849,6 +850,10 @@ class FinalPlanAhead:
             made, self._made = self._made, None
         if made is not None:
             made.cancel()
+
+
+#: :meth:`GoalContext.for_plan`'s settings when none are given: the defaults, no plan-ahead.
+_NO_PLAN_AHEAD = EngineSettings(plan_ahead=False)
 
 
 def _nothing() -> None:

@@ -983,7 +983,7 @@ class LiveView:
             plan = plan_goal(
                 text,
                 parser=self.orchestrator.parser,
-                enable_batching=self.orchestrator.enable_batching,
+                enable_batching=self.orchestrator.settings.enable_batching,
                 preview=preview,
             )
         except (ScriptError, NotPreviewableError) as exc:

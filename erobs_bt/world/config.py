@@ -1,10 +1,12 @@
 """The cell from either configuration format: erobs_bt's cell file or EROBS's beamline file.
 
-One entry point for everything that loads "the cell" (the backends' factory, the simulated
-hardware and move_group nodes, the 3D view): :func:`load_cell` reads the file once, tells
-the formats apart (:func:`erobs_bt.world.beamline.is_beamline_document`) and hands it to
-the reader of its format. It sits above both readers, so neither imports the other's
-caller (the import contract "no-cycles" in pyproject.toml).
+One entry point for everything that loads "the cell" (the engine: once, in
+:func:`erobs_bt.session.build_engine`, which hands the :class:`CellConfig` to the parser and
+the backends' factory; the simulated hardware and move_group nodes; the 3D view):
+:func:`load_cell` reads the file once, tells the formats apart
+(:func:`erobs_bt.world.beamline.is_beamline_document`) and hands it to the reader of its
+format. It sits above both readers, so neither imports the other's caller (the import
+contract "no-cycles" in pyproject.toml).
 """
 
 from __future__ import annotations

@@ -127,7 +127,19 @@ class PlannerConfig:
     Attributes:
         check_step: largest joint change between collision/constraint checks [rad].
         planning_time: OMPL ``solve`` budget per attempt [s].
-        simplify_time: OMPL ``simplifySolution`` budget [s].
+        simplify_time: OMPL ``simplifySolution`` budget [s] of the ``"full"``
+            simplification; ``0`` simplifies nothing (either mode).
+        simplification: ``"shortcut"`` (default): OMPL ``PathSimplifier.reduceVertices``
+            then ``ropeShortcutPath``, each bounded by its own step count (a few hundred
+            validity checks, about a third of the full one's, for paths of the same length
+            on this cell: BENCHMARKS.md, planning); ``"full"``: OMPL's whole
+            ``simplifySolution`` loop (shortcuts, perturbation, B-spline) for
+            ``simplify_time``.
+        ompl_check_step: resolution of OMPL's motion checks during the search and the
+            simplification [rad, Euclidean in joint space]. Coarser than ``check_step``
+            on purpose: every path OMPL returns is re-checked at ``check_step`` per joint
+            (the same re-check as for a straight line) and a path that fails it is another
+            attempt, so this trades validity checks for the odd extra attempt, not safety.
         ompl_attempts: OMPL attempts when a solution fails the re-check.
         window: half-width of the OMPL planning space around start and goal [rad].
         cartesian_step: tip translation between IK solves on a line [m] (EROBS 0.5 mm).
@@ -144,6 +156,8 @@ class PlannerConfig:
     check_step: float = 0.01
     planning_time: float = 5.0
     simplify_time: float = 1.0
+    simplification: str = "shortcut"
+    ompl_check_step: float = 0.03
     ompl_attempts: int = 2
     window: float = math.pi
     cartesian_step: float = 0.0005
@@ -158,6 +172,7 @@ class PlannerConfig:
     def __post_init__(self) -> None:
         positive = {
             "check_step": self.check_step,
+            "ompl_check_step": self.ompl_check_step,
             "planning_time": self.planning_time,
             "window": self.window,
             "cartesian_step": self.cartesian_step,
@@ -171,6 +186,10 @@ class PlannerConfig:
                 raise ValueError(f"PlannerConfig.{name}: must be finite and > 0, got {value}")
         if not (math.isfinite(self.simplify_time) and self.simplify_time >= 0.0):
             raise ValueError(f"PlannerConfig.simplify_time: must be >= 0, got {self.simplify_time}")
+        if self.simplification not in ("shortcut", "full"):
+            raise ValueError(
+                f"PlannerConfig.simplification: 'shortcut' or 'full', got {self.simplification!r}"
+            )
         if self.ompl_seed is not None and self.ompl_seed <= 0:
             raise ValueError(f"PlannerConfig.ompl_seed: OMPL needs a seed > 0, got {self.ompl_seed}")
         if self.ompl_attempts < 1:
@@ -956,7 +975,7 @@ class MotionPlanner:
         setup = og.SimpleSetup(space)
         setup.setStateValidityChecker(request.validity.ompl_callback)
         info = setup.getSpaceInformation()
-        info.setStateValidityCheckingResolution(cfg.check_step / space.getMaximumExtent())
+        info.setStateValidityCheckingResolution(cfg.ompl_check_step / space.getMaximumExtent())
         setup.setPlanner(og.RRTConnect(info))
         start_state = info.allocState()
         for j in range(6):
@@ -978,7 +997,13 @@ class MotionPlanner:
         if status.getStatus() != ob.PlannerStatus.EXACT_SOLUTION or not setup.haveExactSolutionPath():
             return None, f"{status.asString()} after {cfg.planning_time:g} s"
         if cfg.simplify_time > 0.0:
-            setup.simplifySolution(cfg.simplify_time)
+            if cfg.simplification == "full":
+                setup.simplifySolution(cfg.simplify_time)
+            else:
+                simplifier = og.PathSimplifier(info)
+                solution = setup.getSolutionPath()
+                simplifier.reduceVertices(solution)
+                simplifier.ropeShortcutPath(solution)
         path = np.array([state[0:6] for state in setup.getSolutionPath().getStates()])
         path[0] = request.start
         return path, status.asString()

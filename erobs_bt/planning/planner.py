@@ -283,6 +283,9 @@ class _Validity:
         # (R_flange_link, R_frame_base, R_target (in frame), tolerance (3,), label)
         self.orientation_bounds = orientation_bounds
         self.callback_error: BaseException | None = None
+        #: No path constraints: a state is valid when it is collision free (within OMPL's bounds).
+        self.plain = not joint_bounds and not orientation_bounds
+        self._query: Callable[[np.ndarray], bool] | None = None
 
     def constraint_problem(self, q: np.ndarray) -> str | None:
         """Why ``q`` violates a path constraint, or ``None``."""
@@ -318,9 +321,20 @@ class _Validity:
         return f"in collision ({pair[0]} with {pair[1]})" if pair else "in collision"
 
     def ompl_callback(self, state: ob.State) -> bool:
-        """OMPL state validity: limits are OMPL's bounds; constraints and collisions here."""
+        """OMPL state validity: limits are OMPL's bounds; constraints and collisions here.
+
+        Without path constraints, a collision model that offers ``collision_query`` (the
+        cell's :class:`~erobs_bt.world.collision.CollisionModel`) is asked through it: the
+        same check, bound once per request on the planning thread.
+        """
         try:
             q = np.array(state[0:6])
+            if self.plain:
+                query = self._query
+                if query is None:
+                    make = getattr(self.collision, "collision_query", None)
+                    query = self._query = make() if callable(make) else self.collision.in_collision
+                return not query(q)
             return self.constraint_problem(q) is None and not self.collision.in_collision(q)
         except Exception as exc:  # an exception must not cross into OMPL's C++ stack
             if self.callback_error is None:
@@ -934,10 +948,8 @@ class MotionPlanner:
             if path is None:
                 failures.append(f"attempt {attempt}: {status}")
                 break
-            bad = request.validity.first_bad(path)
-            if bad is not None:
-                failures.append(f"attempt {attempt}: the solution failed the re-check ({bad[1]})")
-                continue
+            # The timed trajectory's samples lie on the path's segments, every waypoint among
+            # them, at most check_step apart: its re-check (_verify) is the path's re-check.
             points, problem = self._timed_joint_path(request, path)
             if points is not None:
                 return ArmSegment(step_index=step_index, points=tuple(points))

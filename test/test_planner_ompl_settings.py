@@ -51,3 +51,17 @@ def test_a_blocked_move_in_the_cell_plans_around_with_either_simplification(
     # Checked at 0.01 rad per joint whatever resolution OMPL searched with.
     assert epick.check_path(q, 0.01) is None
     assert float(np.max(np.abs(np.diff(q, axis=0)))) <= 0.01 + 1e-9
+
+
+def test_the_collision_query_answers_as_in_collision_with_and_without_tool_contact(
+    epick: CollisionModel,
+) -> None:
+    rng = np.random.default_rng(39)
+    samples = DOCK_APPROACH + rng.normal(0.0, 0.6, (400, 6))
+    query = epick.collision_query()
+    answers = [query(q) for q in samples]
+    assert answers == [epick.in_collision(q) for q in samples]
+    assert any(answers) and not all(answers)
+    with epick.allowing_tool_contact():
+        allowing = epick.collision_query()
+        assert [allowing(q) for q in samples] == [epick.in_collision(q) for q in samples]

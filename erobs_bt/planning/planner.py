@@ -129,12 +129,12 @@ class PlannerConfig:
         planning_time: OMPL ``solve`` budget per attempt [s].
         simplify_time: OMPL ``simplifySolution`` budget [s] of the ``"full"``
             simplification; ``0`` simplifies nothing (either mode).
-        simplification: ``"shortcut"`` (default): OMPL ``PathSimplifier.reduceVertices``
-            then ``ropeShortcutPath``, each bounded by its own step count (a few hundred
-            validity checks, about a third of the full one's, for paths of the same length
-            on this cell: BENCHMARKS.md, planning); ``"full"``: OMPL's whole
-            ``simplifySolution`` loop (shortcuts, perturbation, B-spline) for
-            ``simplify_time``.
+        simplification: ``"shortcut"`` (default): OMPL ``PathSimplifier.reduceVertices``,
+            ``ropeShortcutPath``, ``partialShortcutPath``, ``reduceVertices``, each bounded by
+            its own step count (about 1,000 validity checks on this cell's obstructed moves,
+            half of the full loop's, and shorter motions: every kept vertex is a stop of the
+            timed trajectory); ``"full"``: OMPL's whole ``simplifySolution`` loop
+            (shortcuts, perturbation, B-spline) for ``simplify_time``.
         ompl_check_step: resolution of OMPL's motion checks during the search and the
             simplification [rad, Euclidean in joint space]. Coarser than ``check_step``
             on purpose: every path OMPL returns is re-checked at ``check_step`` per joint
@@ -1016,6 +1016,8 @@ class MotionPlanner:
                 solution = setup.getSolutionPath()
                 simplifier.reduceVertices(solution)
                 simplifier.ropeShortcutPath(solution)
+                simplifier.partialShortcutPath(solution)
+                simplifier.reduceVertices(solution)
         path = np.array([state[0:6] for state in setup.getSolutionPath().getStates()])
         path[0] = request.start
         return path, status.asString()

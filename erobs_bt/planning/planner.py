@@ -129,12 +129,14 @@ class PlannerConfig:
         planning_time: OMPL ``solve`` budget per attempt [s].
         simplify_time: OMPL ``simplifySolution`` budget [s] of the ``"full"``
             simplification; ``0`` simplifies nothing (either mode).
-        simplification: ``"shortcut"`` (default): OMPL ``PathSimplifier.reduceVertices``,
-            ``ropeShortcutPath``, ``partialShortcutPath``, ``reduceVertices``, each bounded by
-            its own step count (about 1,000 validity checks on this cell's obstructed moves,
-            half of the full loop's, and shorter motions: every kept vertex is a stop of the
-            timed trajectory); ``"full"``: OMPL's whole ``simplifySolution`` loop
-            (shortcuts, perturbation, B-spline) for ``simplify_time``.
+        simplification: ``"shortcut"`` (default): OMPL ``PathSimplifier.reduceVertices``
+            and ``ropeShortcutPath`` (checked at ``ompl_check_step``), then
+            ``partialShortcutPath`` and ``reduceVertices`` (checked at ``check_step``: a
+            shortcut in some joints hugs the obstacles), each bounded by its own step
+            count: about 1,250 validity checks on this cell's obstructed moves against about
+            5,000 for the full loop at ``check_step``, and shorter motions (every kept vertex
+            is a stop of the timed trajectory); ``"full"``: OMPL's whole ``simplifySolution``
+            loop (shortcuts, perturbation, B-spline) for ``simplify_time``.
         ompl_check_step: resolution of OMPL's motion checks during the search and the
             simplification [rad, Euclidean in joint space]. Coarser than ``check_step``
             on purpose: every path OMPL returns is re-checked at ``check_step`` per joint
@@ -1016,6 +1018,10 @@ class MotionPlanner:
                 solution = setup.getSolutionPath()
                 simplifier.reduceVertices(solution)
                 simplifier.ropeShortcutPath(solution)
+                # Shortcuts in some joints hug the obstacles: checked at the re-check's
+                # resolution, so that the path does not graze one between coarser checks.
+                info.setStateValidityCheckingResolution(cfg.check_step / space.getMaximumExtent())
+                space.setup()  # the state space takes a new resolution in its setup
                 simplifier.partialShortcutPath(solution)
                 simplifier.reduceVertices(solution)
         path = np.array([state[0:6] for state in setup.getSolutionPath().getStates()])

@@ -51,7 +51,7 @@ from erobs_bt.backends.stack import MotionStack
 from erobs_bt.orchestrator import OrchestratorListener, State
 from erobs_bt.plan import ScriptParser, plan_goal
 from erobs_bt.session import EngineConfig, build_engine
-from erobs_bt.tree.context import PLAN_AHEAD_TRANSPARENT
+from erobs_bt.tree.context import PLAN_AHEAD_ACROSS, PLAN_AHEAD_TRANSPARENT
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "config" / "full_experiment.json"
@@ -236,8 +236,10 @@ def motion_units() -> list[tuple[int, str, str]]:
             why = "first motion: nothing executes before it"
         elif before.is_motion:
             why = f"ahead, during unit {before.index + 1}"
+        elif all(s.task_type in PLAN_AHEAD_ACROSS for s in before.steps):
+            why = f"ahead, across unit {before.index + 1} ({before.label}: forecast)"
         else:
-            why = f"not ahead: after unit {before.index + 1} ({before.label})"
+            why = f"ahead, during unit {before.index + 1}'s final motion ({before.label})"
         rows.append((unit.index + 1, unit.label, why))
     return rows
 
@@ -321,9 +323,10 @@ def report() -> str:
         f"Planning hidden between units, per pair of runs (1 − wait on / wait off): "
         f"**{_spread(hidden_all, '%', 100.0, 1)}** over all the gaps, "
         f"**{_spread(hidden_allowed, '%', 100.0, 1)}** over the units that may be planned ahead. "
-        f"{verdict} The first motion unit after each tool exchange (the model changes) and after "
-        "the vision step (its target is known only when it has run) is planned only when it "
-        "starts, as before: the issue's own rule. Plan-ahead moves the planning work under the "
+        f"{verdict} The first motion unit after a tool exchange is planned across it (the exchange "
+        "forecast: its motions planned, its bookkeeping applied, nothing moves), the one after "
+        "the vision step from that step's final motion's plan while that motion executes. "
+        "Plan-ahead moves the planning work under the "
         "previous unit's motion, it does not remove it: the same plans are made (the tests check "
         "that the solutions are identical with and without it); the differences in the planning "
         "column are this shared machine's load.\n\n"

@@ -1116,7 +1116,13 @@ class MotionStack:
         start = tuple(float(x) for x in q)
         with self._state_lock:
             for kept, kept_q, kept_state, kept_world, segment in reversed(self._forecast_plans):
-                if kept_q == start and kept_world == world.revision and kept == step and kept_state == state:
+                if kept_q != start or kept_world != world.revision:
+                    continue
+                try:
+                    same = bool(kept == step and kept_state == state)
+                except (TypeError, ValueError):  # a field without a plain equality: plan it
+                    same = False
+                if same:
                     self.forecast_plans_used += 1
                     return segment
         return None

@@ -43,11 +43,12 @@ bookkeeping (logged), which changes the model revision, unless a part is held.
 
 from __future__ import annotations
 
+import functools
 import logging
 import queue
 import threading
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -109,6 +110,9 @@ _LOG = logging.getLogger(__name__)
 #: in most recently): a cached solution planned in one of them is scene-checked against only
 #: the objects added or moved since (:meth:`MotionStack.check_replay`).
 SCENE_HISTORY = 64
+#: How many motions of tool-exchange forecasts the stack keeps for the exchanges to use when
+#: they run (:meth:`MotionStack.plan_across`); a forecast of two exchanges plans about 16.
+FORECAST_PLANS = 64
 
 #: [rad] Largest gap (any joint) between where a move's plan really ends and where the next
 #: move, planned concurrently from a prediction (:class:`~erobs_bt.planning.base.RemotePlanner`),
@@ -196,6 +200,11 @@ class MotionStack:
         self._state_lock = threading.Lock()
         self._scene_history: OrderedDict[str, tuple[Obstacle, ...]] = OrderedDict()
         self._tools_memo: tuple[Solution, ToolState, list[ToolState]] | None = None
+        # Motions the tool-exchange forecasts planned: (step, start, tool state, world
+        # revision, segment), newest last (see plan_across).
+        self._forecast_plans: deque[tuple[MoveTo, tuple[float, ...], ToolState, str, ArmSegment]] = deque(
+            maxlen=FORECAST_PLANS
+        )
         self._tools = tool_state
         self._revision: tuple[ToolState | None, str] = (None, "")  # see model_revision()
         self._cup_override: str | None = None  # see set_cup_override()
@@ -218,6 +227,8 @@ class MotionStack:
         #: Moves of concurrently planned units: ``joined`` (kept), ``replanned`` (their predicted
         #: start missed the previous move's real end; planned again in order).
         self.speculation = {"joined": 0, "replanned": 0}
+        #: Motions a running step took from a tool-exchange forecast instead of planning them.
+        self.forecast_plans_used = 0
         self._action_pool = _Worker(f"{name}-action")
         self._closed = False
 
@@ -478,6 +489,7 @@ class MotionStack:
                     cup_profile_for=self.cup_profile_for,
                     contact_tolerance=self._contact_tolerance,
                     world=world,
+                    on_plan=functools.partial(self._keep_forecast, world),
                 )
                 a, b, c, d, e, f = q
                 return self._plan_now(steps, (a, b, c, d, e, f), tools=tools, world=world)
@@ -501,6 +513,12 @@ class MotionStack:
         from, their bookkeeping applied, nothing moves); ``steps`` are then planned from the
         state they leave, with the model they leave. The solution's ``start_positions`` is the
         forecast arm state, its ``model_revision`` the forecast model's.
+
+        The exchanges' own motions are kept (the last :data:`FORECAST_PLANS`): when an exchange
+        runs and reaches one of them from exactly the start it was forecast from, with the same
+        tool state, in the same world, it plays the forecast's plan instead of planning it
+        again (the planner plans a motion from those inputs alone, so it would plan the same
+        one), and the arm does not stand still for it.
 
         Returns:
             As :meth:`plan`.
@@ -1062,7 +1080,12 @@ class MotionStack:
         try:
             for index, step in enumerate(steps):
                 if isinstance(step, MoveTo):
-                    segment = self._joined(ahead.pop(index, None), q, state)
+                    pending = ahead.pop(index, None)
+                    segment = self._forecast_plan(step, q, state, world)
+                    if segment is not None and pending is not None:
+                        pending[2].cancel()
+                    elif segment is None:
+                        segment = self._joined(pending, q, state)
                     if segment is None:
                         segment = self._planner.plan_move(step, q, tools=state, world=world)
                     segments.append(segment)
@@ -1108,6 +1131,32 @@ class MotionStack:
                 listener(steps, planned, moves)
             except Exception:  # a listener's bug never fails a plan
                 _LOG.exception("plan listener failed")
+
+    def _keep_forecast(
+        self, world: World, step: MoveTo, q: tuple[float, ...], state: ToolState, segment: ArmSegment
+    ) -> None:
+        """Keep a motion a tool-exchange forecast planned (:meth:`plan_across`)."""
+        with self._state_lock:
+            self._forecast_plans.append((step, q, state, world.revision, segment))
+
+    def _forecast_plan(
+        self, step: MoveTo, q: Sequence[float], state: ToolState, world: World
+    ) -> ArmSegment | None:
+        """A forecast's plan of ``step`` from exactly ``q`` [rad] with ``state`` in ``world``
+        (the newest such), or ``None``: plan it."""
+        start = tuple(float(x) for x in q)
+        with self._state_lock:
+            for kept, kept_q, kept_state, kept_world, segment in reversed(self._forecast_plans):
+                if kept_q != start or kept_world != world.revision:
+                    continue
+                try:
+                    same = bool(kept == step and kept_state == state)
+                except (TypeError, ValueError):  # a field without a plain equality: plan it
+                    same = False
+                if same:
+                    self.forecast_plans_used += 1
+                    return segment
+        return None
 
     def _plan_concurrently(
         self, steps: Sequence[Step], q0: tuple[float, ...], state: ToolState, world: World

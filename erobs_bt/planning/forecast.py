@@ -9,7 +9,11 @@ the dock, the new one is loaded with the cup the stack would fit). The result is
 and the tool state the exchanges will leave: the start of the next motion unit's plan-ahead
 (:class:`erobs_bt.tree.context.PlansAcross`). When the exchange then runs, its motions are
 planned again from the live state; the plan-ahead is used only when the live state is within
-the plan-ahead tolerance of the forecast and the model revision is the forecast's.
+the plan-ahead tolerance of the forecast and the model revision is the forecast's. The
+exchange's own motions can use the forecast's plans (``on_plan``; the motion stack keeps them,
+:meth:`erobs_bt.backends.stack.MotionStack.plan_across`) where the exchange reaches each motion
+from exactly the forecast's start with the forecast's tool state in the same world: the planner
+would plan the same motion again there.
 
 Joint positions in radians, :data:`~erobs_bt.script.model.JOINT_NAMES` order.
 """
@@ -18,11 +22,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from erobs_bt.motion import ArmSegment
 from erobs_bt.planning.base import Planner
 from erobs_bt.script.model import MoveTo, Step, ToolExchange
 from erobs_bt.world.cell import CellConfig
 from erobs_bt.world.scene import World
 from erobs_bt.world.tools import DEFAULT_CONTACT_TOLERANCE, ToolState, after_motion, run_tool_exchange
+
+#: Told of every motion a forecast plans: ``(step, start [rad], tool state, segment)``.
+PlanListener = Callable[[MoveTo, tuple[float, ...], ToolState, ArmSegment], None]
 
 
 class _ForecastPort:
@@ -37,7 +45,9 @@ class _ForecastPort:
         cup_profile_for: Callable[[str], str | None],
         contact_tolerance: float,
         world: World | None,
+        on_plan: PlanListener | None = None,
     ) -> None:
+        self._on_plan = on_plan
         self._cell = cell
         self._planner = planner
         self._world = world
@@ -56,6 +66,8 @@ class _ForecastPort:
         for step in steps:
             assert isinstance(step, MoveTo), "a tool exchange only moves the arm"
             segment = self._planner.plan_move(step, self.joints, tools=self.tools, world=self._world)
+            if self._on_plan is not None:
+                self._on_plan(step, self.joints, self.tools, segment)
             self.joints = segment.points[-1].positions
             self.tools = after_motion(
                 self._cell, self.tools, self.joints, contact_tolerance=self._contact_tolerance
@@ -78,6 +90,7 @@ def forecast_exchanges(
     cup_profile_for: Callable[[str], str | None],
     contact_tolerance: float = DEFAULT_CONTACT_TOLERANCE,
     world: World | None = None,
+    on_plan: PlanListener | None = None,
 ) -> tuple[tuple[float, ...], ToolState]:
     """The arm state [rad] and tool state that running ``exchanges`` from ``joints`` with
     ``tools`` will leave (module docstring). Nothing moves; the planner plans every motion.
@@ -91,6 +104,8 @@ def forecast_exchanges(
         cup_profile_for: the cup the stack fits on a loaded vacuum gripper (``None``: its default).
         contact_tolerance: [m] TCP-to-part distance that counts as touching.
         world: the planning scene's world to plan in (``None``: the planner's current one).
+        on_plan: told of every motion planned, in order, with the start and tool state it
+            was planned from (``None``: nobody).
 
     Raises:
         MotionError: a step that is no tool exchange, an exchange the bookkeeping refuses
@@ -98,7 +113,7 @@ def forecast_exchanges(
     """
     from erobs_bt.motion import ErrorCode, MotionError
 
-    port = _ForecastPort(cell, planner, joints, tools, cup_profile_for, contact_tolerance, world)
+    port = _ForecastPort(cell, planner, joints, tools, cup_profile_for, contact_tolerance, world, on_plan)
     for step in exchanges:
         if not isinstance(step, ToolExchange):
             raise MotionError(

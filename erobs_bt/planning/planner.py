@@ -127,7 +127,21 @@ class PlannerConfig:
     Attributes:
         check_step: largest joint change between collision/constraint checks [rad].
         planning_time: OMPL ``solve`` budget per attempt [s].
-        simplify_time: OMPL ``simplifySolution`` budget [s].
+        simplify_time: OMPL ``simplifySolution`` budget [s] of the ``"full"``
+            simplification; ``0`` simplifies nothing (either mode).
+        simplification: ``"shortcut"`` (default): OMPL ``PathSimplifier.reduceVertices``
+            and ``ropeShortcutPath`` (checked at ``ompl_check_step``), then
+            ``partialShortcutPath`` and ``reduceVertices`` (checked at ``check_step``: a
+            shortcut in some joints hugs the obstacles), each bounded by its own step
+            count: about 1,250 validity checks on this cell's obstructed moves against about
+            5,000 for the full loop at ``check_step``, and shorter motions (every kept vertex
+            is a stop of the timed trajectory); ``"full"``: OMPL's whole ``simplifySolution``
+            loop (shortcuts, perturbation, B-spline) for ``simplify_time``.
+        ompl_check_step: resolution of OMPL's motion checks during the search and the
+            simplification [rad, Euclidean in joint space]. Coarser than ``check_step``
+            on purpose: every path OMPL returns is re-checked at ``check_step`` per joint
+            (the same re-check as for a straight line) and a path that fails it is another
+            attempt, so this trades validity checks for the odd extra attempt, not safety.
         ompl_attempts: OMPL attempts when a solution fails the re-check.
         window: half-width of the OMPL planning space around start and goal [rad].
         cartesian_step: tip translation between IK solves on a line [m] (EROBS 0.5 mm).
@@ -144,6 +158,8 @@ class PlannerConfig:
     check_step: float = 0.01
     planning_time: float = 5.0
     simplify_time: float = 1.0
+    simplification: str = "shortcut"
+    ompl_check_step: float = 0.03
     ompl_attempts: int = 2
     window: float = math.pi
     cartesian_step: float = 0.0005
@@ -158,6 +174,7 @@ class PlannerConfig:
     def __post_init__(self) -> None:
         positive = {
             "check_step": self.check_step,
+            "ompl_check_step": self.ompl_check_step,
             "planning_time": self.planning_time,
             "window": self.window,
             "cartesian_step": self.cartesian_step,
@@ -171,6 +188,10 @@ class PlannerConfig:
                 raise ValueError(f"PlannerConfig.{name}: must be finite and > 0, got {value}")
         if not (math.isfinite(self.simplify_time) and self.simplify_time >= 0.0):
             raise ValueError(f"PlannerConfig.simplify_time: must be >= 0, got {self.simplify_time}")
+        if self.simplification not in ("shortcut", "full"):
+            raise ValueError(
+                f"PlannerConfig.simplification: 'shortcut' or 'full', got {self.simplification!r}"
+            )
         if self.ompl_seed is not None and self.ompl_seed <= 0:
             raise ValueError(f"PlannerConfig.ompl_seed: OMPL needs a seed > 0, got {self.ompl_seed}")
         if self.ompl_attempts < 1:
@@ -264,6 +285,9 @@ class _Validity:
         # (R_flange_link, R_frame_base, R_target (in frame), tolerance (3,), label)
         self.orientation_bounds = orientation_bounds
         self.callback_error: BaseException | None = None
+        #: No path constraints: a state is valid when it is collision free (within OMPL's bounds).
+        self.plain = not joint_bounds and not orientation_bounds
+        self._query: Callable[[np.ndarray], bool] | None = None
 
     def constraint_problem(self, q: np.ndarray) -> str | None:
         """Why ``q`` violates a path constraint, or ``None``."""
@@ -299,9 +323,20 @@ class _Validity:
         return f"in collision ({pair[0]} with {pair[1]})" if pair else "in collision"
 
     def ompl_callback(self, state: ob.State) -> bool:
-        """OMPL state validity: limits are OMPL's bounds; constraints and collisions here."""
+        """OMPL state validity: limits are OMPL's bounds; constraints and collisions here.
+
+        Without path constraints, a collision model that offers ``collision_query`` (the
+        cell's :class:`~erobs_bt.world.collision.CollisionModel`) is asked through it: the
+        same check, bound once per request on the planning thread.
+        """
         try:
             q = np.array(state[0:6])
+            if self.plain:
+                query = self._query
+                if query is None:
+                    make = getattr(self.collision, "collision_query", None)
+                    query = self._query = make() if callable(make) else self.collision.in_collision
+                return not query(q)
             return self.constraint_problem(q) is None and not self.collision.in_collision(q)
         except Exception as exc:  # an exception must not cross into OMPL's C++ stack
             if self.callback_error is None:
@@ -915,10 +950,8 @@ class MotionPlanner:
             if path is None:
                 failures.append(f"attempt {attempt}: {status}")
                 break
-            bad = request.validity.first_bad(path)
-            if bad is not None:
-                failures.append(f"attempt {attempt}: the solution failed the re-check ({bad[1]})")
-                continue
+            # The timed trajectory's samples lie on the path's segments, every waypoint among
+            # them, at most check_step apart: its re-check (_verify) is the path's re-check.
             points, problem = self._timed_joint_path(request, path)
             if points is not None:
                 return ArmSegment(step_index=step_index, points=tuple(points))
@@ -956,7 +989,7 @@ class MotionPlanner:
         setup = og.SimpleSetup(space)
         setup.setStateValidityChecker(request.validity.ompl_callback)
         info = setup.getSpaceInformation()
-        info.setStateValidityCheckingResolution(cfg.check_step / space.getMaximumExtent())
+        info.setStateValidityCheckingResolution(cfg.ompl_check_step / space.getMaximumExtent())
         setup.setPlanner(og.RRTConnect(info))
         start_state = info.allocState()
         for j in range(6):
@@ -978,7 +1011,19 @@ class MotionPlanner:
         if status.getStatus() != ob.PlannerStatus.EXACT_SOLUTION or not setup.haveExactSolutionPath():
             return None, f"{status.asString()} after {cfg.planning_time:g} s"
         if cfg.simplify_time > 0.0:
-            setup.simplifySolution(cfg.simplify_time)
+            if cfg.simplification == "full":
+                setup.simplifySolution(cfg.simplify_time)
+            else:
+                simplifier = og.PathSimplifier(info)
+                solution = setup.getSolutionPath()
+                simplifier.reduceVertices(solution)
+                simplifier.ropeShortcutPath(solution)
+                # Shortcuts in some joints hug the obstacles: checked at the re-check's
+                # resolution, so that the path does not graze one between coarser checks.
+                info.setStateValidityCheckingResolution(cfg.check_step / space.getMaximumExtent())
+                space.setup()  # the state space takes a new resolution in its setup
+                simplifier.partialShortcutPath(solution)
+                simplifier.reduceVertices(solution)
         path = np.array([state[0:6] for state in setup.getSolutionPath().getStates()])
         path[0] = request.start
         return path, status.asString()

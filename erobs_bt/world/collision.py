@@ -693,6 +693,26 @@ class CollisionModel:
             )
         )
 
+    def collision_query(self) -> Callable[[NDArray[np.float64]], bool]:
+        """:meth:`in_collision` for a run of queries on this thread (a sampling planner's
+        validity callback): bound now to this thread's scene (its tool contact setting
+        included, :meth:`allowing_tool_contact`), so each query is the one C++ call alone.
+
+        The returned callable takes a (6,) float64 array [rad] that the caller guarantees is
+        finite (OMPL's states within their bounds are); it does not check its input, and it
+        keeps the scene of this call for as long as it is used (a scene replaced meanwhile is
+        seen by the next :meth:`collision_query`).
+        """
+        state = self._thread_state()
+        scene = state.scene
+        model, geometry, data, geometry_data = scene.model, scene.geometry, state.data, state.geometry_data
+        compute = pin.computeCollisions
+
+        def collides(q: NDArray[np.float64]) -> bool:
+            return bool(compute(model, data, geometry, geometry_data, q, True))
+
+        return collides
+
     def first_contact(self, q: ArrayLike) -> tuple[str, str] | None:
         """The first colliding pair at ``q`` (for error messages), or ``None`` when free.
 

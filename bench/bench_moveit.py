@@ -38,7 +38,7 @@ from common import markdown_table
 
 from erobs_bt.backends.moveit.model import MoveItConfig
 from erobs_bt.plan import ScriptParser, plan_goal
-from erobs_bt.tree.context import PLAN_AHEAD_ACROSS, PLAN_AHEAD_TRANSPARENT
+from erobs_bt.tree.plan_ahead import PLAN_AHEAD_ACROSS, PLAN_AHEAD_TRANSPARENT
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "config" / "full_experiment.json"

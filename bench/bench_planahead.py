@@ -52,7 +52,7 @@ from erobs_bt.orchestrator import OrchestratorListener, State
 from erobs_bt.plan import ScriptParser, plan_goal
 from erobs_bt.session import EngineConfig, build_engine
 from erobs_bt.settings import EngineSettings
-from erobs_bt.tree.context import PLAN_AHEAD_ACROSS, PLAN_AHEAD_TRANSPARENT
+from erobs_bt.tree.plan_ahead import PLAN_AHEAD_ACROSS, PLAN_AHEAD_TRANSPARENT
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "config" / "full_experiment.json"

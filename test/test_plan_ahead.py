@@ -24,7 +24,8 @@ from erobs_bt.cache import PlanCache
 from erobs_bt.orchestrator import GoalStatus, State
 from erobs_bt.plan import plan_goal
 from erobs_bt.script.parse import parse_script
-from erobs_bt.tree.context import PLAN_AHEAD_TOLERANCE, PLAN_AHEAD_TRANSPARENT, Controls, GoalContext, Mode
+from erobs_bt.tree.context import Controls, GoalContext, Mode
+from erobs_bt.tree.plan_ahead import PLAN_AHEAD_TOLERANCE, PLAN_AHEAD_TRANSPARENT
 
 from helpers import PAUSE, SUCK, Recorder, make_orchestrator, move, script_json, show, wait_for
 

@@ -29,7 +29,7 @@ from erobs_bt.planning.forecast import forecast_exchanges
 from erobs_bt.script.model import JointPositions, Step, ToolExchange
 from erobs_bt.session import EngineConfig, build_engine
 from erobs_bt.settings import EngineSettings
-from erobs_bt.tree.context import PlansAcross
+from erobs_bt.tree.plan_ahead import PlansAcross
 from erobs_bt.world.cell import load_cell
 
 from helpers import Recorder, make_orchestrator, move, script_json, show, wait_for

@@ -506,7 +506,7 @@ class MotionStack:
         after: Solution | None = None,
     ) -> Future[Solution]:
         """Plan a unit ahead of the tool exchanges before it (plan-ahead across them, issue 24;
-        :class:`erobs_bt.tree.context.PlansAcross`).
+        :class:`erobs_bt.tree.plan_ahead.PlansAcross`).
 
         The exchanges are forecast first (:func:`erobs_bt.planning.forecast.forecast_exchanges`:
         their motions planned from ``start`` [rad] with the tool state :meth:`plan` would start
@@ -537,7 +537,7 @@ class MotionStack:
         self, first: Future[Solution], steps: Sequence[Step], *, after: Solution | None = None
     ) -> Future[Solution]:
         """Plan a unit ahead of a unit that is itself still being planned ahead (plan-ahead
-        depth 2, :class:`erobs_bt.tree.context.PlansChained`).
+        depth 2, :class:`erobs_bt.tree.plan_ahead.PlansChained`).
 
         Args:
             first: the future of the earlier unit's plan; ``steps`` are planned from the end of
@@ -809,7 +809,7 @@ class MotionStack:
         self, step: Step, *, on_final_plan: Callable[[Solution], None] | None
     ) -> Future[str]:
         """:meth:`run_step`, reporting the plan of the step's final motion
-        (:class:`erobs_bt.tree.context.ReportsFinalPlan`).
+        (:class:`erobs_bt.tree.plan_ahead.ReportsFinalPlan`).
 
         Args:
             step: the step.

@@ -29,12 +29,11 @@ from erobs_bt.goal import unchecked_replay_notice
 from erobs_bt.timeouts import PLANNING_STEPS_PER_TIMEOUT
 from erobs_bt.tree.context import (
     CacheStatus,
-    FinalPlanAhead,
     FinishReason,
     GoalContext,
     Mode,
-    ReportsFinalPlan,
 )
+from erobs_bt.tree.plan_ahead import FinalPlanAhead, ReportsFinalPlan
 
 
 class FutureBehaviour(py_trees.behaviour.Behaviour):

@@ -7,37 +7,11 @@ cache key, the pause/cancel/halt :class:`Controls` shared with the orchestrator,
 :class:`GoalEvents` sink that turns progress into feedback, and the few values
 behaviours pass to each other (the planned solution of a unit, the unit's cache key,
 the goal's one typed failure and the fault latched by the fault decorator), and the
-goal's one pending plan-ahead (:class:`PlannedAhead`).
+goal's one pending plan-ahead (:class:`~erobs_bt.tree.plan_ahead.PlannedAhead`).
 
-Plan-ahead (issue 13): while unit ``k`` executes, the next motion unit is planned from
-the state unit ``k`` is planned to end in (its solution's final joints and the tool state
-its tool commands leave), with the same model revision, so that the robot does not wait
-for the planner at the boundary. The rules, all in :meth:`GoalContext.start_plan_ahead`
-and :meth:`GoalContext.take_plan_ahead`:
-
-* only in execute mode (a preview plans every unit from the live state, unchanged);
-* the planned-ahead unit is the next motion unit; only units that neither move the arm
-  nor change the robot model may lie between (``pipettor``, ``pause``), and tool exchanges
-  (:data:`PLAN_AHEAD_ACROSS`) when the backend can forecast them (:class:`PlansAcross`:
-  the script names the tool, the cell the dock, so the backend plans the exchange's own
-  motions from the planned end state and then the unit with the model the exchange will
-  leave); never across a vision step (its target is known only at run time): the unit
-  after one is planned only once the step has detected its marker and planned its final
-  motion, from that plan's end, while the motion executes (:class:`FinalPlanAhead`, with a
-  backend that reports that plan, :class:`ReportsFinalPlan`);
-* with a slow planner (:class:`PlansChained`, ``plan_ahead_depth`` 2: MoveIt) the motion unit
-  after the planned-ahead one is planned too, from its planned end, as soon as its plan is
-  made, so a short unit in between does not leave too little time (:meth:`_chain`);
-* a unit whose cache key already has an entry (it will replay) is not planned ahead;
-* at the unit's start the plan is used only when the model revision is the live one and
-  every live joint is within :data:`PLAN_AHEAD_TOLERANCE` of the plan's start (and, for
-  an eligible goal, the start gives the same cache key as the live state); otherwise it
-  is discarded and the unit plans afresh from the live state, exactly as without
-  plan-ahead. A plan-ahead that failed is discarded the same way: the fresh plan's
-  result, success or failure, is what the unit reports;
-* the cache sees a plan-ahead only through the unit that uses it (stored where that plan
-  would have been, under the unit's key), and a goal that ends for any reason (success,
-  cancel, failure, stop, shutdown) drops its pending plan-ahead (:meth:`drop_plan_ahead`).
+Plan-ahead's policy (issue 13: what is planned ahead, when, and when its plan may be used) is
+:mod:`erobs_bt.tree.plan_ahead`; the context keeps its state and calls it through the
+methods of the same names; the backend abilities it uses are declared there too.
 """
 
 from __future__ import annotations
@@ -45,66 +19,19 @@ from __future__ import annotations
 import enum
 import math
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
 
-from erobs_bt.backends.base import DetectedPose, ErrorCode, MotionBackend, MotionError, Solution
+from erobs_bt.backends.base import DetectedPose, MotionBackend, MotionError, Solution
 from erobs_bt.batching import Unit
 from erobs_bt.cache import CacheKey, KeyDocument, PlanCache, round_start
 from erobs_bt.plan import GoalPlan
-from erobs_bt.script.model import JointPositions, Script, Step
+from erobs_bt.script.model import Script, Step
 from erobs_bt.settings import EngineSettings
 from erobs_bt.timeouts import PLANNING_STEPS_PER_TIMEOUT, timeout_key
-
-#: [rad] Largest live-state deviation (any joint) from a plan-ahead's start at which the
-#: plan is still used (issue 13). The same figure as the controllers' start tolerance
-#: (``erobs_bt.backends.sim.controller.DEFAULT_START_TOLERANCE``, the hardware YAML's
-#: ``start_tolerance``): a trajectory that starts further away would be rejected anyway.
-PLAN_AHEAD_TOLERANCE = 0.01
-
-#: Task types of units a plan-ahead may look across: they neither move the arm nor change
-#: the robot model (a ``pause`` waits for the operator; the live-state check at the next
-#: unit's start catches an arm jogged meanwhile).
-PLAN_AHEAD_TRANSPARENT = frozenset({"pipettor", "pause"})
-
-#: Task types of units a plan-ahead may plan across when the backend forecasts them
-#: (:class:`PlansAcross`): a tool exchange ends with the tool the script names attached and
-#: the arm out of the dock the cell describes. A vision step never: its end depends on a
-#: detection made when it runs.
-PLAN_AHEAD_ACROSS = frozenset({"tool_exchange"})
-
-
-@runtime_checkable
-class PlansAcross(Protocol):
-    """A backend that can plan a motion unit ahead of the tool exchanges before it (optional;
-    :class:`~erobs_bt.backends.base.MotionBackend` does not require it)."""
-
-    def plan_across(
-        self,
-        crossed: Sequence[Step],
-        steps: Sequence[Step],
-        *,
-        start: JointPositions,
-        after: Solution | None,
-    ) -> Future[Solution]:
-        """Plan ``steps`` from the state the ``crossed`` tool exchanges will leave.
-
-        Args:
-            crossed: the ``tool_exchange`` steps that run before ``steps``, in order.
-            steps: the motion unit's steps.
-            start: the arm state [rad] the first exchange starts from.
-            after: a solution about to be executed before the exchanges (its tool effects
-                apply first, as for :meth:`MotionBackend.plan`), or ``None``.
-
-        Returns:
-            A future of the unit's solution: its ``start_positions`` is where the
-            exchanges are planned to leave the arm, its ``model_revision`` the model they
-            leave; it fails with ``PLANNING_FAILED`` when an exchange cannot be forecast.
-        """
-        ...
+from erobs_bt.tree import plan_ahead
+from erobs_bt.tree.plan_ahead import PlannedAhead
 
 
 class Mode(enum.Enum):
@@ -257,84 +184,6 @@ class GoalEvents:
         """
 
 
-@runtime_checkable
-class PlansChained(Protocol):
-    """A backend whose planner is slow enough that the engine plans two motion units ahead
-    (optional; :class:`~erobs_bt.backends.base.MotionBackend` does not require it)."""
-
-    @property
-    def plan_ahead_depth(self) -> int:
-        """How many motion units to plan ahead while one executes (1: the next one only)."""
-        ...
-
-    def plan_chained(
-        self, first: Future[Solution], steps: Sequence[Step], *, after: Solution | None = None
-    ) -> Future[Solution]:
-        """Plan ``steps`` from the end of the solution ``first`` resolves to.
-
-        Args:
-            first: the earlier unit's plan-ahead.
-            steps: the later unit's steps.
-            after: the solution about to be dispatched now (its tool effects, then the earlier
-                unit's, apply to the live tool state), or ``None``.
-
-        Returns:
-            A future of the later unit's solution (fails with ``PLANNING_FAILED`` when
-            ``first`` does; cancelling it before its plan starts skips the plan).
-        """
-        ...
-
-
-@runtime_checkable
-class ReportsFinalPlan(Protocol):
-    """A backend that reports the plan of a single step's final motion before executing it
-    (optional; :class:`~erobs_bt.backends.base.MotionBackend` does not require it): the end of
-    a vision step is known only once its detection is made and its last motion planned."""
-
-    def run_step_reporting(
-        self, step: Step, *, on_final_plan: Callable[[Solution], None] | None
-    ) -> Future[str]:
-        """As :meth:`MotionBackend.run_step`; ``on_final_plan`` is called on the backend's
-        thread with the plan of the step's final motion, before that motion is dispatched."""
-        ...
-
-
-@dataclass
-class PlannedAhead:
-    """The one pending plan-ahead of a goal.
-
-    Attributes:
-        unit: the motion unit being planned ahead.
-        future: the backend's planning future.
-        start: the arm state the plan starts from [rad] (the previous unit's planned end);
-            ``None`` across tool exchanges: the solution's ``start_positions`` then.
-        model_revision: the model revision it is planned with; ``None`` across tool
-            exchanges: the solution's.
-        after: index of the unit during whose execution it was started.
-        started: ``time.monotonic()`` when it was requested.
-        crossed: how many tool exchanges lie between (0: none).
-        then: the plan-ahead of the motion unit after this one, planned from this one's
-            planned end (depth 2, :class:`PlansChained`), or ``None``; its ``start`` and
-            ``model_revision`` are ``None`` (the solution's, checked when it is taken).
-    """
-
-    unit: Unit
-    future: Future[Solution]
-    start: JointPositions | None
-    model_revision: str | None
-    after: int
-    started: float
-    crossed: int = 0
-    then: PlannedAhead | None = None
-
-    def cancel(self) -> None:
-        """Cancel this plan-ahead's future and those chained after it (:attr:`then`)."""
-        ahead: PlannedAhead | None = self
-        while ahead is not None:
-            ahead.future.cancel()
-            ahead = ahead.then
-
-
 @dataclass
 class GoalContext:
     """Everything the behaviours of one goal share.
@@ -404,6 +253,11 @@ class GoalContext:
         """Build :attr:`key_document` for an eligible goal (compile time, not tick time)."""
         if self.eligible and self.key_document is None:
             self.key_document = KeyDocument.of(self.script)
+
+    @property
+    def executes(self) -> bool:
+        """True in execute mode (:attr:`Mode.EXECUTE`): plan-ahead runs only then."""
+        return self.mode is Mode.EXECUTE
 
     @property
     def timeouts(self) -> Mapping[str, float]:
@@ -509,279 +363,54 @@ class GoalContext:
         return True
 
     # -- plan-ahead ----------------------------------------------------------------------
+    # -- plan-ahead (the policy: erobs_bt.tree.plan_ahead) -------------------------------
     def next_motion_unit(self, unit: Unit) -> Unit | None:
         """The motion unit a plan-ahead started during ``unit`` would plan, or ``None``.
 
-        The first motion unit after ``unit`` with only :data:`PLAN_AHEAD_TRANSPARENT` units
-        in between; ``None`` at the end of the script or when a tool exchange, a vision step
-        (or any other step) comes first.
+        The first motion unit after ``unit`` with only
+        :data:`~erobs_bt.tree.plan_ahead.PLAN_AHEAD_TRANSPARENT` units in between; ``None`` at
+        the end of the script or when a tool exchange, a vision step (or any other step)
+        comes first.
         """
         if self._next_motion is None:
-            self._next_motion = _next_motion_units(self.units)
+            self._next_motion = plan_ahead.next_motion_units(self.units)
         return self._next_motion[unit.index]
 
     def next_motion_across(self, unit: Unit) -> tuple[Unit, tuple[Step, ...]] | None:
         """The motion unit a plan-ahead started during ``unit`` would plan when the backend can
-        forecast tool exchanges, and the exchange steps between (module docstring).
+        forecast tool exchanges, and the exchange steps between (:mod:`erobs_bt.tree.plan_ahead`).
 
-        As :meth:`next_motion_unit`, but units of :data:`PLAN_AHEAD_ACROSS` may lie between too.
+        As :meth:`next_motion_unit`, but units of :data:`~erobs_bt.tree.plan_ahead.PLAN_AHEAD_ACROSS`
+        may lie between too.
         """
         if self._next_across is None:
-            self._next_across = _next_motion_across(self.units)
+            self._next_across = plan_ahead.next_motion_across(self.units)
         return self._next_across[unit.index]
 
     def start_plan_ahead(self, unit: Unit, solution: Solution | None) -> None:
-        """Start planning the next motion unit while ``unit`` executes (module docstring).
+        """Start planning the next motion unit while ``unit`` executes
+        (:func:`erobs_bt.tree.plan_ahead.start_plan_ahead`)."""
+        plan_ahead.start_plan_ahead(self, unit, solution)
 
-        Args:
-            unit: the unit that is about to execute.
-            solution: its solution, about to be dispatched (the plan-ahead starts from its
-                end state); ``None`` for a unit that does not move the arm, or a tool exchange
-                (the plan-ahead starts from the live state). Call it *before* dispatching
-                ``solution`` or the step: the backend takes the tool state at this call as the
-                one the unit starts in.
-
-        Nothing is started when plan-ahead is off, in preview mode, while the goal is being
-        cancelled or halted, with no known arm state, when the next motion unit is already
-        being planned ahead, or when it would replay a cached solution.
-        """
-        if not self.plan_ahead_enabled or self.mode is not Mode.EXECUTE:
-            return
-        if self.controls.cancel_requested or self.controls.halt is not None:
-            return
-        across = isinstance(self.backend, PlansAcross)
-        own: tuple[Step, ...] = ()
-        if solution is None and not all(step.task_type in PLAN_AHEAD_TRANSPARENT for step in unit.steps):
-            if not (across and all(step.task_type in PLAN_AHEAD_ACROSS for step in unit.steps)):
-                return  # a vision step: its end state is known only when it ends
-            own = tuple(unit.steps)  # a tool exchange about to run: plan across it
-        found = self.next_motion_across(unit) if across else None
-        if found is not None:
-            target, between = found
-            crossed = own + between
-        else:
-            next_unit = self.next_motion_unit(unit)
-            if next_unit is None:
-                return
-            target, crossed = next_unit, own
-        if self.ahead is not None:
-            if self.ahead.unit is target:
-                self._chain(self.ahead, unit, solution)
-                return
-            self.drop_plan_ahead("superseded")
-        revision = self.backend.model_revision()
-        if solution is not None:
-            if solution.model_revision != revision:
-                return
-            planned_end: tuple[float, ...] | None = solution.final_positions()
-        else:
-            planned_end = self.backend.joint_positions()
-        if planned_end is None or len(planned_end) != 6 or self.backend.joint_positions() is None:
-            return  # no known start: the unit's start could not check the live state against it
-        a, b, c, d, e, f = (float(x) for x in planned_end)
-        start: JointPositions = (a, b, c, d, e, f)
-        if self.eligible:
-            if crossed:
-                return  # an eligible goal is one unit: nothing to cross (never reached)
-            key = self.cache_key(model_revision=revision, start=start)
-            if key in self.cache:
-                return  # the unit will replay: a plan-ahead would be wasted work
-        try:
-            if crossed:
-                assert isinstance(self.backend, PlansAcross)
-                future = self.backend.plan_across(crossed, target.steps, start=start, after=solution)
-            else:
-                future = self.backend.plan(target.steps, start=start, after=solution)
-        except Exception as exc:  # the unit plans afresh at its start and reports its own result
-            self.events.plan_ahead(target, "discarded", f"could not start: {exc}")
-            return
-        if crossed:
-            self.ahead = PlannedAhead(target, future, None, None, unit.index, time.monotonic(), len(crossed))
-            exchanges = f"{len(crossed)} tool exchange{'s' if len(crossed) > 1 else ''}"
-            self.events.plan_ahead(target, "started", f"during unit {unit.index + 1}, across {exchanges}")
-        else:
-            self.ahead = PlannedAhead(target, future, start, revision, unit.index, time.monotonic())
-            self.events.plan_ahead(target, "started", f"during unit {unit.index + 1}")
-            self._chain(self.ahead, unit, solution)
-
-    def _chain(self, ahead: PlannedAhead, unit: Unit, solution: Solution | None) -> None:
-        """Plan-ahead depth 2 (:class:`PlansChained`): also plan the motion unit after
-        ``ahead``'s, from ``ahead``'s planned end, while ``unit`` executes, so a short unit
-        between does not leave a slow planner too little time.
-
-        Only with a backend that asks for it, for a plan-ahead not planned across tool
-        exchanges, when only :data:`PLAN_AHEAD_TRANSPARENT` units lie between, never for an
-        eligible goal (one unit). The chained plan is checked like any plan-ahead when its
-        unit starts (:meth:`take_plan_ahead`).
-        """
-        backend = self.backend
-        if ahead.then is not None or ahead.crossed or self.eligible:
-            return
-        if not isinstance(backend, PlansChained) or backend.plan_ahead_depth < 2:
-            return
-        target = self.next_motion_unit(ahead.unit)
-        if target is None:
-            return
-        try:
-            future = backend.plan_chained(ahead.future, target.steps, after=solution)
-        except Exception as exc:  # its unit plans afresh at its start
-            self.events.plan_ahead(target, "discarded", f"could not start: {exc}")
-            return
-        ahead.then = PlannedAhead(target, future, None, None, unit.index, time.monotonic())
-        self.events.plan_ahead(
-            target, "started", f"during unit {unit.index + 1}, after unit {ahead.unit.index + 1}'s plan"
-        )
-
-    def plan_ahead_from_final_plan(self, unit: Unit) -> FinalPlanAhead | None:
-        """The plan-ahead a vision step starts from its final motion's plan, or ``None``.
-
-        A vision step's end is known only when it runs: once its detection is made and its
-        final motion (the approach over the detection and its tail) is planned, the next
-        motion unit is planned from that plan's end while the motion executes, with the same
-        rules as any plan-ahead (checked against the live state when its unit starts). Only
-        with a backend that reports that plan (:class:`ReportsFinalPlan`), in execute mode
-        with plan-ahead on, for a unit of one step that is neither transparent nor a tool
-        exchange, with only :data:`PLAN_AHEAD_TRANSPARENT` units up to the next motion unit,
-        and never for an eligible goal. With :class:`PlansChained` depth 2 the unit after
-        that one is planned too. Call on the tick thread, before the step starts.
-        """
-        if not self.plan_ahead_enabled or self.mode is not Mode.EXECUTE or self.eligible:
-            return None
-        if self.controls.cancel_requested or self.controls.halt is not None:
-            return None
-        if not isinstance(self.backend, ReportsFinalPlan) or len(unit.steps) != 1:
-            return None
-        if unit.steps[0].task_type in PLAN_AHEAD_TRANSPARENT | PLAN_AHEAD_ACROSS or unit.is_motion:
-            return None
-        target = self.next_motion_unit(unit)
-        if target is None:
-            return None
-        then = None
-        backend = self.backend
-        if isinstance(backend, PlansChained) and backend.plan_ahead_depth >= 2:
-            then = self.next_motion_unit(target)
-        return FinalPlanAhead(self, unit, target, then)
+    def plan_ahead_from_final_plan(self, unit: Unit) -> plan_ahead.FinalPlanAhead | None:
+        """The plan-ahead a vision step starts from its final motion's plan, or ``None``
+        (:func:`erobs_bt.tree.plan_ahead.plan_ahead_from_final_plan`)."""
+        return plan_ahead.plan_ahead_from_final_plan(self, unit)
 
     def adopt_plan_ahead(self, made: PlannedAhead, unit: Unit, how: str) -> None:
-        """Make ``made`` (started on a backend thread, see :class:`FinalPlanAhead`) the goal's
-        pending plan-ahead; dropped at once while the goal is being cancelled or halted.
-        Tick thread only."""
-        if self.controls.cancel_requested or self.controls.halt is not None or not self.plan_ahead_enabled:
-            made.cancel()
-            return
-        if self.ahead is not None:
-            self.drop_plan_ahead("superseded")
-        self.ahead = made
-        self.events.plan_ahead(made.unit, "started", f"during unit {unit.index + 1}, {how}")
-        if made.then is not None:
-            self.events.plan_ahead(
-                made.then.unit,
-                "started",
-                f"during unit {unit.index + 1}, after unit {made.unit.index + 1}'s plan",
-            )
+        """Make ``made`` the goal's pending plan-ahead
+        (:func:`erobs_bt.tree.plan_ahead.adopt_plan_ahead`). Tick thread only."""
+        plan_ahead.adopt_plan_ahead(self, made, unit, how)
 
     def take_plan_ahead(self, unit: Unit) -> Future[Solution] | None:
-        """The plan-ahead of ``unit`` if it may be used now, else ``None`` (plan afresh).
-
-        Used only when it is for ``unit``, has not failed, was planned with the live model
-        revision, starts within :data:`PLAN_AHEAD_TOLERANCE` of the live arm state on every
-        joint and, for an eligible goal, gives the unit's own cache key. Anything else is
-        discarded (a plan-ahead for another unit is dropped). The future may still be
-        running: the unit then waits only for the rest of it.
-        """
-        ahead, self.ahead = self.ahead, None
-        if ahead is None:
-            return None
-        if ahead.unit is not unit:
-            self.ahead = ahead
-            self.drop_plan_ahead(f"unit {unit.index + 1} plans first")
-            return None
-        # The plan-ahead of the unit after this one (depth 2) stays pending, whatever becomes
-        # of this one: it is checked against the live state when its own unit starts.
-        self.ahead, ahead.then = ahead.then, None
-        future = ahead.future
-        if ahead.start is None and not future.done():
-            # Planned across tool exchanges and still planning: its start and model are known
-            # when it ends; check them then (a failure makes the unit plan afresh).
-            checked: Future[Solution] = Future()
-            checked.set_running_or_notify_cancel()
-
-            def check(done: Future[Solution]) -> None:
-                if done.cancelled():
-                    checked.set_exception(MotionError(ErrorCode.PLANNING_FAILED, "cancelled"))
-                elif done.exception() is not None:
-                    checked.set_exception(done.exception())  # type: ignore[arg-type]
-                else:
-                    solution = done.result()
-                    problem = self._unusable(solution.model_revision, solution.start_positions)
-                    if problem:
-                        checked.set_exception(MotionError(ErrorCode.PLANNING_FAILED, problem))
-                    else:
-                        checked.set_result(solution)
-
-            future.add_done_callback(check)
-            self.events.plan_ahead(
-                unit,
-                "used",
-                f"requested {time.monotonic() - ahead.started:.3f} s before it was needed, "
-                "still planning (checked when done)",
-            )
-            return checked
-        reason = ""
-        if future.done() and (future.cancelled() or future.exception() is not None):
-            reason = "failed: " + (str(future.exception()) if not future.cancelled() else "cancelled")
-        else:
-            revision, start = ahead.model_revision, ahead.start
-            if start is None:
-                solution = future.result()
-                revision, start = solution.model_revision, solution.start_positions
-            reason = self._unusable(revision, start)
-        if reason:
-            if not future.done():
-                future.cancel()
-            self.events.plan_ahead(unit, "discarded", f"{reason}; planning afresh")
-            return None
-        waited = "" if future.done() else ", still planning"
-        self.events.plan_ahead(
-            unit, "used", f"requested {time.monotonic() - ahead.started:.3f} s before it was needed{waited}"
-        )
-        return future
-
-    def _unusable(self, revision: str | None, start: Sequence[float] | None) -> str:
-        """Why a plan-ahead planned with ``revision`` from ``start`` [rad] may not be used now
-        (``""``: it may): another model revision, a live arm state further than
-        :data:`PLAN_AHEAD_TOLERANCE` from ``start``, or another cache key."""
-        live_revision = self.backend.model_revision()
-        if revision != live_revision:
-            return f"model revision is now {live_revision}, planned for {revision}"
-        live = self.backend.joint_positions()
-        if live is None or len(live) != 6:
-            return "the live arm state is unknown"
-        if start is None or len(start) != 6:
-            return "its start state is unknown"
-        deviation = max(abs(float(a) - b) for a, b in zip(live, start, strict=True))
-        if deviation > PLAN_AHEAD_TOLERANCE:
-            return (
-                f"the live arm state is {deviation:.4f} rad from its start "
-                f"(tolerance {PLAN_AHEAD_TOLERANCE} rad)"
-            )
-        if self.unit_key is not None:
-            a, b, c, d, e, f = (float(x) for x in start)
-            key = self.cache_key(model_revision=revision, start=(a, b, c, d, e, f))
-            if key != self.unit_key:
-                return "its start gives another cache key than the live state"
-        return ""
+        """The plan-ahead of ``unit`` if it may be used now, else ``None``: plan afresh
+        (:func:`erobs_bt.tree.plan_ahead.take_plan_ahead`)."""
+        return plan_ahead.take_plan_ahead(self, unit)
 
     def drop_plan_ahead(self, reason: str) -> None:
-        """Drop the pending plan-ahead, if any: its future is cancelled (a plan not yet
-        started never runs; one that is running finishes on the backend's planner and its
-        result is ignored). Idempotent."""
-        ahead, self.ahead = self.ahead, None
-        while ahead is not None:
-            ahead.future.cancel()
-            self.events.plan_ahead(ahead.unit, "dropped", reason)
-            following, ahead.then = ahead.then, None
-            ahead = following
+        """Drop the pending plan-ahead, if any (:func:`erobs_bt.tree.plan_ahead.drop_plan_ahead`).
+        Idempotent."""
+        plan_ahead.drop_plan_ahead(self, reason)
 
     def planning_timeout_for(self, unit: Unit) -> float:
         """Planning timeout of ``unit`` [s]: ``timeouts["planning"]`` per started block of
@@ -799,94 +428,9 @@ class GoalContext:
         return total
 
 
-class FinalPlanAhead:
-    """The plan-ahead a vision step starts from its final motion's plan
-    (:meth:`GoalContext.plan_ahead_from_final_plan`).
-
-    The backend calls it (:class:`ReportsFinalPlan`, on its own thread) with that plan before
-    the motion is dispatched: the next motion unit's plan is requested then, from the plan's
-    end and with the tool state executing it will leave (and, at depth 2, the unit after it,
-    :meth:`PlansChained.plan_chained`). The tick thread then adopts it as the goal's pending
-    plan-ahead (:meth:`adopt`), or drops it when the step is halted (:meth:`discard`).
-    """
-
-    def __init__(self, context: GoalContext, unit: Unit, target: Unit, then: Unit | None) -> None:
-        self._context = context
-        self._unit = unit
-        self._target = target
-        self._then = then
-        self._lock = threading.Lock()
-        self._made: PlannedAhead | None = None
-
-    def __call__(self, solution: Solution) -> None:
-        """The step's final motion is planned (``solution``): request the plans (backend thread)."""
-        end = solution.final_positions()
-        if end is None or len(end) != 6:
-            return
-        a, b, c, d, e, f = (float(x) for x in end)
-        start: JointPositions = (a, b, c, d, e, f)
-        backend = self._context.backend
-        future = backend.plan(self._target.steps, start=start, after=solution)
-        made = PlannedAhead(
-            self._target, future, start, solution.model_revision, self._unit.index, time.monotonic()
-        )
-        if self._then is not None and isinstance(backend, PlansChained):
-            chained = backend.plan_chained(future, self._then.steps, after=solution)
-            made.then = PlannedAhead(self._then, chained, None, None, self._unit.index, time.monotonic())
-        with self._lock:
-            self._made = made
-        self._context.wake()
-
-    def adopt(self) -> None:
-        """Hand a requested plan-ahead to the goal (tick thread; nothing when none is requested)."""
-        with self._lock:
-            made, self._made = self._made, None
-        if made is not None:
-            self._context.adopt_plan_ahead(made, self._unit, "from its final motion's plan")
-
-    def discard(self) -> None:
-        """Cancel a requested plan-ahead the goal has not adopted (the step was halted)."""
-        with self._lock:
-            made, self._made = self._made, None
-        if made is not None:
-            made.cancel()
-
-
 #: :meth:`GoalContext.for_plan`'s settings when none are given: the defaults, no plan-ahead.
 _NO_PLAN_AHEAD = EngineSettings(plan_ahead=False)
 
 
 def _nothing() -> None:
     """A wake-up that wakes nobody (a context no orchestrator ticks)."""
-
-
-def _next_motion_across(units: Sequence[Unit]) -> list[tuple[Unit, tuple[Step, ...]] | None]:
-    """:meth:`GoalContext.next_motion_across` of every unit, by unit index (one backward pass)."""
-    answers: list[tuple[Unit, tuple[Step, ...]] | None] = [None] * len(units)
-    following: tuple[Unit, tuple[Step, ...]] | None = None
-    for index in range(len(units) - 1, -1, -1):
-        answers[index] = following
-        later = units[index]
-        if later.is_motion:
-            following = (later, ())
-        elif following is not None and all(step.task_type in PLAN_AHEAD_ACROSS for step in later.steps):
-            following = (following[0], tuple(later.steps) + following[1])
-        elif not all(step.task_type in PLAN_AHEAD_TRANSPARENT for step in later.steps):
-            following = None
-    return answers
-
-
-def _next_motion_units(units: Sequence[Unit]) -> list[Unit | None]:
-    """:meth:`GoalContext.next_motion_unit` of every unit, by unit index, in one backward
-    pass over the units (asking each unit to scan the ones after it was quadratic in the
-    script's length: minutes for 10,000 units of ``SET_LED``)."""
-    answers: list[Unit | None] = [None] * len(units)
-    following: Unit | None = None  # the answer for the unit before the one looked at
-    for index in range(len(units) - 1, -1, -1):
-        answers[index] = following
-        later = units[index]
-        if later.is_motion:
-            following = later
-        elif not all(step.task_type in PLAN_AHEAD_TRANSPARENT for step in later.steps):
-            following = None
-    return answers

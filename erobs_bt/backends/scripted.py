@@ -28,6 +28,7 @@ from erobs_bt.backends.base import (
     ArmSegment,
     ErrorCode,
     JointStateListener,
+    MotionBackend,
     MotionError,
     Segment,
     Solution,
@@ -84,7 +85,7 @@ class Call:
     detail: dict[str, Any] = field(default_factory=dict)
 
 
-class ScriptedBackend:
+class ScriptedBackend(MotionBackend):
     """A :class:`MotionBackend` whose outcomes are queued by the test.
 
     Args:

@@ -59,11 +59,24 @@ from numpy.typing import NDArray
 from erobs_bt.backends.base import (
     ArmSegment,
     ErrorCode,
+    FitsCups,
+    HasArm,
+    HasCell,
     JointStateListener,
+    KnowsIfResettable,
+    MotionBackend,
     MotionError,
+    PlanListener,
+    PlansAcross,
+    PlansChained,
+    ReportsFinalPlan,
+    ReportsPlanProgress,
     Segment,
     Solution,
     ToolSegment,
+    TracksTools,
+    WatchesWorld,
+    WorldListener,
     as_motion_error,
 )
 from erobs_bt.backends.parts import (
@@ -119,13 +132,6 @@ JOIN_TOLERANCE = 1e-4
 
 _T = TypeVar("_T")
 
-#: A world listener: ``(the new world, what changed it)`` (:meth:`MotionStack.add_world_listener`).
-WorldListener = Callable[[World, str], None]
-#: ``listener(steps, planned, moves)``: of the unit ``steps`` being planned, ``planned`` of its
-#: ``moves`` (``moveto`` steps, one planning request each) are planned
-#: (:meth:`MotionStack.add_plan_listener`).
-PlanListener = Callable[[tuple[Step, ...], int, int], None]
-
 
 @dataclass
 class _Dispatch:
@@ -138,8 +144,22 @@ class _Dispatch:
     on_final_plan: Callable[[Solution], None] | None = None
 
 
-class MotionStack:
-    """A robot behind the :class:`~erobs_bt.backends.base.MotionBackend` protocol, from parts.
+class MotionStack(
+    MotionBackend,
+    PlansAcross,
+    PlansChained,
+    ReportsFinalPlan,
+    ReportsPlanProgress,
+    WatchesWorld,
+    HasCell,
+    TracksTools,
+    FitsCups,
+    KnowsIfResettable,
+    HasArm,
+):
+    """A robot behind the :class:`~erobs_bt.backends.base.MotionBackend` protocol, from parts,
+    with every optional ability of :data:`erobs_bt.backends.base.ABILITIES` (a ``reset``-less
+    assembly refuses :meth:`reset_simulation` in its own words: :attr:`resettable`).
 
     Args:
         cell: the cell description (:func:`erobs_bt.world.config.load_cell`): the tools'
@@ -494,7 +514,7 @@ class MotionStack:
         after: Solution | None = None,
     ) -> Future[Solution]:
         """Plan a unit ahead of the tool exchanges before it (plan-ahead across them, issue 24;
-        :class:`erobs_bt.tree.context.PlansAcross`).
+        :class:`erobs_bt.backends.base.PlansAcross`).
 
         The exchanges are forecast first (:func:`erobs_bt.planning.forecast.forecast_exchanges`:
         their motions planned from ``start`` [rad] with the tool state :meth:`plan` would start
@@ -519,7 +539,7 @@ class MotionStack:
         self, first: Future[Solution], steps: Sequence[Step], *, after: Solution | None = None
     ) -> Future[Solution]:
         """Plan a unit ahead of a unit that is itself still being planned ahead (plan-ahead
-        depth 2, :class:`erobs_bt.tree.context.PlansChained`).
+        depth 2, :class:`erobs_bt.backends.base.PlansChained`).
 
         Args:
             first: the future of the earlier unit's plan; ``steps`` are planned from the end of
@@ -791,7 +811,7 @@ class MotionStack:
         self, step: Step, *, on_final_plan: Callable[[Solution], None] | None
     ) -> Future[str]:
         """:meth:`run_step`, reporting the plan of the step's final motion
-        (:class:`erobs_bt.tree.context.ReportsFinalPlan`).
+        (:class:`erobs_bt.backends.base.ReportsFinalPlan`).
 
         Args:
             step: the step.

@@ -31,8 +31,8 @@ from hardware_fixtures import HardwareObserver, HardwareProcess, write_hardware_
 from ros_fixtures import NodeProcess, RosEnvironment, ready_client, ros_environment
 
 from erobs_bt.backends.base import ArmSegment, ErrorCode, MotionError, Solution, ToolSegment, TrajectoryPoint
-from erobs_bt.backends.ros2_control import (
-    Ros2ControlBackend,
+from erobs_bt.backends.ros2_control.backend import Ros2ControlBackend
+from erobs_bt.backends.ros2_control.config import (
     check_against_cell,
     load_hardware_config,
     parse_hardware_config,

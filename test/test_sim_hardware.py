@@ -22,7 +22,8 @@ from ros_fixtures import RosEnvironment, ros_environment
 from ur_msgs.srv import SetIO
 
 from erobs_bt.backends.base import ArmSegment
-from erobs_bt.backends.ros2_control import HardwareConfig, trajectory_goal
+from erobs_bt.backends.ros2_control.arm import trajectory_goal
+from erobs_bt.backends.ros2_control.config import HardwareConfig
 from erobs_bt.planning.timing import time_parameterize
 from erobs_bt.ros.sim_hardware import parse_faults
 from erobs_bt.world.cell import load_cell
@@ -273,7 +274,7 @@ def test_an_injected_set_io_rejection_in_the_new_spelling_refuses_the_call(tmp_p
 def test_the_hardware_config_fits_the_packaged_cell() -> None:
     from hardware_fixtures import HARDWARE_CONFIG
 
-    from erobs_bt.backends.ros2_control import check_against_cell, load_hardware_config
+    from erobs_bt.backends.ros2_control.config import check_against_cell, load_hardware_config
 
     check_against_cell(load_hardware_config(HARDWARE_CONFIG), load_cell())
 

@@ -36,8 +36,8 @@ from sensor_msgs.msg import JointState
 from shape_msgs.msg import SolidPrimitive
 
 from erobs_bt.backends.moveit.model import pose_msg
+from erobs_bt.backends.ros2_control.context import init_context
 from erobs_bt.ros.client import Recorder, latched_qos
-from erobs_bt.ros.domain import init_context
 from erobs_bt.ros.planning_scene import SceneError, SceneWorld, pose_matrix
 from erobs_bt.ros.sim_move_group import READY_PREFIX, read_faults
 from erobs_bt.script.model import JOINT_NAMES

@@ -872,11 +872,6 @@ class MotionStack(
         return self._arm
 
     @property
-    def controller(self) -> ArmDriver:
-        """The arm driver (the name the simulated cell's users know it by)."""
-        return self._arm
-
-    @property
     def detector(self) -> Detector:
         """The marker detector of vision steps."""
         return self._detector
@@ -1024,10 +1019,6 @@ class MotionStack(
             f"{state.gripper} attached; docks {docks or 'none'}; no part held; pipettor "
             f"{'with' if pipettor.tip else 'without'} tip, {pipettor.volume * pipettor.stroke_ul:g} µL"
         )
-
-    def shutdown(self) -> None:
-        """Same as :meth:`close` (the name the engine's session uses)."""
-        self.close()
 
     def close(self) -> None:
         """Stop the arm and the tools, shut the workers and the arm driver down, then run the

@@ -82,15 +82,15 @@ from std_msgs.msg import String
 from ur_msgs.srv import SetIO
 
 from erobs_bt.backends.base import ArmSegment, ErrorCode, MotionError, TrajectoryPoint
-from erobs_bt.backends.ros2_control import (
+from erobs_bt.backends.ros2_control.config import (
     FUN_SET_DIGITAL_OUT,
     FUN_SET_TOOL_VOLTAGE,
     GripperAdapter,
     HardwareConfig,
     check_against_cell,
-    fjt_error_name,
     load_hardware_config,
 )
+from erobs_bt.backends.ros2_control.link import fjt_error_name
 from erobs_bt.backends.sim.controller import SimController
 from erobs_bt.backends.sim.faults import FAULT_INTERFACES, FaultInjector, FaultSpec, fault_value
 from erobs_bt.backends.sim.faults import parse_faults as parse_faults_of

@@ -2,8 +2,8 @@
 
 :class:`MotionBackend` is the protocol the tree's leaves call; every ability a backend may
 have beyond it is a named protocol here too (:data:`ABILITIES`), checked with ``isinstance``
-where it is used (a backend declares the ones it has by subclassing them, so mypy checks
-that it implements them). Every call that may take
+where it is used. Which backend has which is stated in :mod:`erobs_bt.backends.factory`
+(proved there by mypy; test/test_backend_abilities.py checks it at run time). Every call that may take
 time returns a :class:`concurrent.futures.Future`, so behaviours start work in
 ``initialise()`` and poll in ``update()`` without blocking a tick. The values it takes and
 returns (:class:`Solution`, its segments, :class:`MotionError` and :class:`ErrorCode`) are

@@ -26,7 +26,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the CLI imports BACKEND_KINDS for --backend; `validate` needs no backend
-    from erobs_bt.backends.base import MotionBackend
+    from erobs_bt.backends.base import (
+        FitsCups,
+        HasArm,
+        HasCell,
+        KnowsIfResettable,
+        MotionBackend,
+        PlansAcross,
+        PlansChained,
+        ReportsFinalPlan,
+        ReportsPlanProgress,
+        TracksTools,
+        WatchesWorld,
+    )
+    from erobs_bt.backends.scripted import ScriptedBackend
+    from erobs_bt.backends.stack import MotionStack
 
 BACKEND_KINDS = ("sim", "ros2_control", "moveit", "scripted")
 
@@ -90,7 +104,7 @@ def create_backend(
         from erobs_bt.backends.moveit.model import load_moveit_config
         from erobs_bt.backends.ros2_control.config import load_hardware_config
         from erobs_bt.paths import config_file
-        from erobs_bt.world.cell import load_cell
+        from erobs_bt.world.config import load_cell
 
         if faults is not None:
             raise ValueError(
@@ -109,3 +123,30 @@ def create_backend(
         )
         return MoveItBackend(cell_config, hardware_config, moveit_config, namespace=ros_namespace)
     raise ValueError(f"backend: unknown kind {kind!r} (available: {', '.join(BACKEND_KINDS)})")
+
+
+if TYPE_CHECKING:
+    # What each kind is, proved by mypy: the motion stack (``sim``, ``ros2_control``, ``moveit``)
+    # is a MotionBackend with every optional ability of erobs_bt.backends.base.ABILITIES (only
+    # the ``sim`` assembly's is ``resettable``); the scripted double is a MotionBackend with none
+    # (test/test_backend_abilities.py checks the same at run time).
+
+    def _abilities_of_the_stack(
+        stack: MotionStack,
+    ) -> tuple[
+        MotionBackend,
+        PlansAcross,
+        PlansChained,
+        ReportsFinalPlan,
+        ReportsPlanProgress,
+        WatchesWorld,
+        HasCell,
+        TracksTools,
+        FitsCups,
+        KnowsIfResettable,
+        HasArm,
+    ]:
+        return stack, stack, stack, stack, stack, stack, stack, stack, stack, stack, stack
+
+    def _abilities_of_the_scripted_double(double: ScriptedBackend) -> MotionBackend:
+        return double

@@ -28,7 +28,6 @@ from erobs_bt.backends.base import (
     ArmSegment,
     ErrorCode,
     JointStateListener,
-    MotionBackend,
     MotionError,
     Segment,
     Solution,
@@ -85,7 +84,7 @@ class Call:
     detail: dict[str, Any] = field(default_factory=dict)
 
 
-class ScriptedBackend(MotionBackend):
+class ScriptedBackend:
     """A :class:`MotionBackend` whose outcomes are queued by the test.
 
     Args:

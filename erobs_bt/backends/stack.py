@@ -59,23 +59,12 @@ from numpy.typing import NDArray
 from erobs_bt.backends.base import (
     ArmSegment,
     ErrorCode,
-    FitsCups,
-    HasArm,
-    HasCell,
     JointStateListener,
-    KnowsIfResettable,
-    MotionBackend,
     MotionError,
     PlanListener,
-    PlansAcross,
-    PlansChained,
-    ReportsFinalPlan,
-    ReportsPlanProgress,
     Segment,
     Solution,
     ToolSegment,
-    TracksTools,
-    WatchesWorld,
     WorldListener,
     as_motion_error,
 )
@@ -144,19 +133,7 @@ class _Dispatch:
     on_final_plan: Callable[[Solution], None] | None = None
 
 
-class MotionStack(
-    MotionBackend,
-    PlansAcross,
-    PlansChained,
-    ReportsFinalPlan,
-    ReportsPlanProgress,
-    WatchesWorld,
-    HasCell,
-    TracksTools,
-    FitsCups,
-    KnowsIfResettable,
-    HasArm,
-):
+class MotionStack:
     """A robot behind the :class:`~erobs_bt.backends.base.MotionBackend` protocol, from parts,
     with every optional ability of :data:`erobs_bt.backends.base.ABILITIES` (a ``reset``-less
     assembly refuses :meth:`reset_simulation` in its own words: :attr:`resettable`).

@@ -19,7 +19,7 @@ import yaml
 from ros_fixtures import NodeProcess, ros_environment
 
 from erobs_bt.ros.client import ErobsBtClient, Recorder, latched_qos
-from erobs_bt.world.cell import load_cell
+from erobs_bt.world.config import load_cell
 from erobs_bt.world.vision import approach_tip_pose
 
 from helpers import POSES

@@ -28,7 +28,7 @@ from erobs_bt.plan import ScriptParser, plan_goal
 from erobs_bt.planning.forecast import forecast_exchanges
 from erobs_bt.script.model import JointPositions, Step, ToolExchange
 from erobs_bt.session import EngineConfig, build_engine
-from erobs_bt.world.cell import load_cell
+from erobs_bt.world.config import load_cell
 
 from helpers import Recorder, make_orchestrator, move, script_json, show, wait_for
 

@@ -42,7 +42,7 @@ from erobs_bt.script.macros import VisionTargets
 from erobs_bt.script.model import Step
 from erobs_bt.script.parse import parse_script
 from erobs_bt.script.poses import PoseRegistry
-from erobs_bt.world.cell import load_cell
+from erobs_bt.world.config import load_cell
 
 from helpers import move
 

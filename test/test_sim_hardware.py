@@ -26,7 +26,7 @@ from erobs_bt.backends.ros2_control.arm import trajectory_goal
 from erobs_bt.backends.ros2_control.config import HardwareConfig
 from erobs_bt.planning.timing import time_parameterize
 from erobs_bt.ros.sim_hardware import parse_faults
-from erobs_bt.world.cell import load_cell
+from erobs_bt.world.config import load_cell
 from erobs_bt.world.kinematics import ACCELERATION_LIMITS, VELOCITY_LIMITS
 
 pytestmark = pytest.mark.ros

@@ -42,7 +42,7 @@ from erobs_bt.ros.planning_scene import SceneError, SceneWorld, pose_matrix
 from erobs_bt.ros.sim_move_group import READY_PREFIX, read_faults
 from erobs_bt.script.model import JOINT_NAMES
 from erobs_bt.world import kinematics
-from erobs_bt.world.cell import load_cell
+from erobs_bt.world.config import load_cell
 from erobs_bt.world.description import GROUP, srdf_text, urdf_text
 
 pytestmark = pytest.mark.ros

@@ -95,6 +95,7 @@ from erobs_bt.backends.sim.controller import SimController
 from erobs_bt.backends.sim.faults import FAULT_INTERFACES, FaultInjector, FaultSpec, fault_value
 from erobs_bt.backends.sim.faults import parse_faults as parse_faults_of
 from erobs_bt.ros.qos import latched_qos as _latched
+from erobs_bt.rostime import seconds as _seconds
 from erobs_bt.script.model import JOINT_NAMES
 from erobs_bt.validation import ConfigError, read_yaml, safe_load_yaml
 from erobs_bt.world.cell import CellConfig
@@ -151,10 +152,6 @@ def parse_faults(text: str, *, source: str = "--faults") -> tuple[FaultSpec, ...
             raise ConfigError(source, f"invalid YAML: {exc}") from exc
     value = fault_value(document, source=file, key=source)
     return parse_faults_of(value, source=file, key="faults" if file else source, targets=FAULT_INTERFACES)
-
-
-def _seconds(duration: Any) -> float:
-    return float(duration.sec) + float(duration.nanosec) * 1e-9
 
 
 def _rounded(values: Sequence[float]) -> list[float]:

@@ -383,7 +383,7 @@ def test_the_backends_read_the_one_timeout_table() -> None:
         ACCEPTANCE_TIMEOUT,
         DEFAULT_TIMEOUTS["moveto"],
     )
-    ros2_control = pytest.importorskip("erobs_bt.backends.ros2_control")
+    ros2_control = pytest.importorskip("erobs_bt.backends.ros2_control.config")
     hardware = ros2_control.HardwareConfig()
     assert dict(hardware.timeouts) == {
         "server": 3.0,

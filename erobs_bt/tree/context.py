@@ -49,9 +49,17 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
 
-from erobs_bt.backends.base import DetectedPose, ErrorCode, MotionBackend, MotionError, Solution
+from erobs_bt.backends.base import (
+    DetectedPose,
+    ErrorCode,
+    MotionBackend,
+    MotionError,
+    PlansAcross,
+    PlansChained,
+    ReportsFinalPlan,
+    Solution,
+)
 from erobs_bt.batching import Unit
 from erobs_bt.cache import CacheKey, KeyDocument, PlanCache, round_start
 from erobs_bt.plan import GoalPlan
@@ -75,36 +83,6 @@ PLAN_AHEAD_TRANSPARENT = frozenset({"pipettor", "pause"})
 #: the arm out of the dock the cell describes. A vision step never: its end depends on a
 #: detection made when it runs.
 PLAN_AHEAD_ACROSS = frozenset({"tool_exchange"})
-
-
-@runtime_checkable
-class PlansAcross(Protocol):
-    """A backend that can plan a motion unit ahead of the tool exchanges before it (optional;
-    :class:`~erobs_bt.backends.base.MotionBackend` does not require it)."""
-
-    def plan_across(
-        self,
-        crossed: Sequence[Step],
-        steps: Sequence[Step],
-        *,
-        start: JointPositions,
-        after: Solution | None,
-    ) -> Future[Solution]:
-        """Plan ``steps`` from the state the ``crossed`` tool exchanges will leave.
-
-        Args:
-            crossed: the ``tool_exchange`` steps that run before ``steps``, in order.
-            steps: the motion unit's steps.
-            start: the arm state [rad] the first exchange starts from.
-            after: a solution about to be executed before the exchanges (its tool effects
-                apply first, as for :meth:`MotionBackend.plan`), or ``None``.
-
-        Returns:
-            A future of the unit's solution: its ``start_positions`` is where the
-            exchanges are planned to leave the arm, its ``model_revision`` the model they
-            leave; it fails with ``PLANNING_FAILED`` when an exchange cannot be forecast.
-        """
-        ...
 
 
 class Mode(enum.Enum):
@@ -255,48 +233,6 @@ class GoalEvents:
         Called on the goal's tick thread only; it is a run-log record, not feedback (the
         unit running now is another one).
         """
-
-
-@runtime_checkable
-class PlansChained(Protocol):
-    """A backend whose planner is slow enough that the engine plans two motion units ahead
-    (optional; :class:`~erobs_bt.backends.base.MotionBackend` does not require it)."""
-
-    @property
-    def plan_ahead_depth(self) -> int:
-        """How many motion units to plan ahead while one executes (1: the next one only)."""
-        ...
-
-    def plan_chained(
-        self, first: Future[Solution], steps: Sequence[Step], *, after: Solution | None = None
-    ) -> Future[Solution]:
-        """Plan ``steps`` from the end of the solution ``first`` resolves to.
-
-        Args:
-            first: the earlier unit's plan-ahead.
-            steps: the later unit's steps.
-            after: the solution about to be dispatched now (its tool effects, then the earlier
-                unit's, apply to the live tool state), or ``None``.
-
-        Returns:
-            A future of the later unit's solution (fails with ``PLANNING_FAILED`` when
-            ``first`` does; cancelling it before its plan starts skips the plan).
-        """
-        ...
-
-
-@runtime_checkable
-class ReportsFinalPlan(Protocol):
-    """A backend that reports the plan of a single step's final motion before executing it
-    (optional; :class:`~erobs_bt.backends.base.MotionBackend` does not require it): the end of
-    a vision step is known only once its detection is made and its last motion planned."""
-
-    def run_step_reporting(
-        self, step: Step, *, on_final_plan: Callable[[Solution], None] | None
-    ) -> Future[str]:
-        """As :meth:`MotionBackend.run_step`; ``on_final_plan`` is called on the backend's
-        thread with the plan of the step's final motion, before that motion is dispatched."""
-        ...
 
 
 @dataclass

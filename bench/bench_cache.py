@@ -65,7 +65,7 @@ def _replay_branch(
     for, and putting the arm back at the start (``SimController.set_joint_positions``) so
     that the next branch hits again.
     """
-    controller = backend.controller
+    controller = backend.arm
     assert isinstance(controller, SimController), type(controller)
     times = []
     for _ in range(samples):
@@ -139,7 +139,7 @@ def replay_rows() -> tuple[list[list[str]], list[tuple[float, float, float]]]:
             branch_samples = [
                 median(_replay_branch(backend, context, units[0], initial, BRANCH_INNER)) for _ in range(9)
             ]
-            backend.controller.set_joint_positions(initial)
+            backend.arm.set_joint_positions(initial)
             branch_s = median(branch_samples)
             before_s = median(before_samples)
             fresh_m = median(fresh_s)

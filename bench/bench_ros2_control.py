@@ -63,13 +63,11 @@ def measure(domain_id: int) -> dict[str, list[float]]:
     from rclpy.action import ActionClient
 
     from erobs_bt.backends.base import ArmSegment, Solution, TrajectoryPoint
-    from erobs_bt.backends.ros2_control import (
-        Ros2ControlBackend,
-        RosLink,
-        load_hardware_config,
-        trajectory_goal,
-    )
-    from erobs_bt.world.cell import load_cell
+    from erobs_bt.backends.ros2_control.arm import trajectory_goal
+    from erobs_bt.backends.ros2_control.backend import Ros2ControlBackend
+    from erobs_bt.backends.ros2_control.config import load_hardware_config
+    from erobs_bt.backends.ros2_control.link import RosLink
+    from erobs_bt.world.config import load_cell
 
     hardware_cmd = [sys.executable, "-m", "erobs_bt.ros.sim_hardware", "--speed", "1000"]
     raw_cmd = [sys.executable, __file__, "--raw-server"]

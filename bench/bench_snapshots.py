@@ -142,7 +142,7 @@ class NodeTimes:
 
 def own_time(states: list[object], goal_id: str) -> float | None:
     """``IDLE`` stamp − ``RUNNING`` stamp of ``goal_id`` among ``ExecutionState`` messages [s]."""
-    from erobs_bt.ros.convert import seconds
+    from erobs_bt.rostime import seconds
 
     running = [m for m in states if m.goal_id == goal_id and m.state == "RUNNING"]  # type: ignore[attr-defined]
     idle = [m for m in states if m.goal_id == goal_id and m.state == "IDLE"]  # type: ignore[attr-defined]

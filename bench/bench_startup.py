@@ -259,7 +259,7 @@ def startup_rows() -> tuple[list[list[str]], list[list[str]] | str]:
 
 def acm_rows() -> tuple[list[list[str]], list[list[str]] | str]:
     from erobs_bt.world import collision
-    from erobs_bt.world.cell import load_cell
+    from erobs_bt.world.config import load_cell
 
     cell = load_cell()
     rows = []

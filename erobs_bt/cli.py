@@ -735,14 +735,16 @@ def _collector_paused() -> Iterator[None]:
 
 def delivered_speed(backend: Any, asked: float) -> str | None:
     """``simulated 2.75 s of motion in 0.0031 s of wall time: 887× (asked 1,000×)``: what the
-    simulated arm's controller measured (:meth:`SimController.playback
-    <erobs_bt.backends.sim.controller.SimController.playback>`) over every motion of the
-    process; ``None`` for a backend without one (a real arm runs in real time) or before any
-    motion."""
-    playback = getattr(getattr(backend, "controller", None), "playback", None)
-    if playback is None:
+    simulated arm's controller measured (:class:`~erobs_bt.backends.base.MeasuresPlayback`,
+    :meth:`SimController.playback <erobs_bt.backends.sim.controller.SimController.playback>`)
+    over every motion of the process; ``None`` for a backend without one (a real arm runs in
+    real time) or before any motion."""
+    from erobs_bt.backends.base import HasArm, MeasuresPlayback
+
+    arm = backend.arm if isinstance(backend, HasArm) else None
+    if not isinstance(arm, MeasuresPlayback):
         return None
-    played = playback()
+    played = arm.playback()
     if not played.simulated > 0.0:
         return None
 

@@ -54,7 +54,14 @@ from typing import Any
 
 from py_trees.common import Status
 
-from erobs_bt.backends.base import ErrorCode, MotionBackend, MotionError, Solution
+from erobs_bt.backends.base import (
+    ErrorCode,
+    MotionBackend,
+    MotionError,
+    ReportsPlanProgress,
+    ResetsSimulation,
+    Solution,
+)
 from erobs_bt.batching import Unit
 from erobs_bt.cache import PlanCache
 from erobs_bt.goal import (
@@ -185,11 +192,10 @@ class Orchestrator:
         self.ticks = 0
         #: The running (or last) goal's tick timing (py_trees_ros ``Statistics``).
         self.tick_statistics = TickStatistics()
-        # A backend that reports a unit's plan move by move (MotionStack.add_plan_listener):
-        # the feedback then says how far the plan is (a MoveIt unit plans one request per move).
-        add_plan_listener = getattr(backend, "add_plan_listener", None)
-        if callable(add_plan_listener):
-            add_plan_listener(self._plan_progress)
+        # A backend that reports a unit's plan move by move: the feedback then says how far the
+        # plan is (a MoveIt unit plans one request per move).
+        if isinstance(backend, ReportsPlanProgress):
+            backend.add_plan_listener(self._plan_progress)
 
     def _plan_progress(self, steps: tuple[Any, ...], planned: int, moves: int) -> None:
         """The backend's plan progress (a planning thread): the running goal's feedback says
@@ -552,7 +558,8 @@ class Orchestrator:
             ``success`` True with what the cell is now; False with why not.
         """
         by = by or "in-process call"
-        reset = getattr(self.backend, "reset_simulation", None)
+        backend = self.backend
+        reset = backend.reset_simulation if isinstance(backend, ResetsSimulation) else None
         try:
             with self._lock:
                 refusal: GoalRejected | None = (

@@ -145,7 +145,7 @@ def main() -> int:
     parser.add_argument("--speed", type=float, default=5.0, help="sim speed factor (default 5)")
     args = parser.parse_args()
     backend = create_backend("sim", speed=args.speed)
-    controller = backend.controller  # type: ignore[attr-defined]
+    controller = backend.arm  # type: ignore[attr-defined]
     pressed = threading.Event()
     at_press: list[Any] = []  # the arm's state when the e-stop was pressed
     tree, pick, place = build(backend, pressed)

@@ -27,7 +27,8 @@ from interop import REQUIRE_SHARED_ENV, shared_required
 
 from erobs_bt.script.model import Step
 from erobs_bt.script.parse import parse_script
-from erobs_bt.world.cell import CellConfig, load_cell
+from erobs_bt.world.cell import CellConfig
+from erobs_bt.world.config import load_cell
 
 import helpers
 from browser import CHROMIUM

@@ -26,8 +26,8 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 from ur_msgs.srv import SetIO
 
+from erobs_bt.backends.ros2_control.context import init_context
 from erobs_bt.ros.client import Recorder, latched_qos
-from erobs_bt.ros.domain import init_context
 from erobs_bt.ros.sim_hardware import NODE_NAME, READY_PREFIX
 
 HARDWARE_CONFIG = REPO / "config" / "ur5e_ros2_control.yaml"

@@ -15,8 +15,8 @@ import pytest
 from erobs_bt.backends.base import ErrorCode, MotionError
 from erobs_bt.planning.planner import MotionPlanner, PlannerConfig
 from erobs_bt.world import kinematics
-from erobs_bt.world.cell import load_cell
 from erobs_bt.world.collision import CollisionModel
+from erobs_bt.world.config import load_cell
 
 FORWARD = np.array([1.0, 0.0, 0.0])  # flange x: the pipettor's axis (EROBS "forward")
 LEFT = np.array([0.0, 1.0, 0.0])

@@ -23,8 +23,8 @@ from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPo
 from ros_fixtures import NodeProcess, RosProcess, ros_environment
 from std_msgs.msg import String
 
+from erobs_bt.backends.ros2_control.context import init_context
 from erobs_bt.ros.client import ErobsBtClient, Recorder
-from erobs_bt.ros.domain import init_context
 
 from helpers import POSES, SUCK, move, script_json
 

@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 import yaml
 
-from erobs_bt.world.cell import DEFAULT_CELL_PATH, CellConfigError, load_cell
+from erobs_bt.world.cell import DEFAULT_CELL_PATH, CellConfigError
+from erobs_bt.world.config import load_cell
 from erobs_bt.world.kinematics import fk
 
 

@@ -65,7 +65,7 @@ def test_two_scripts_run_in_the_users_tree_with_behaviour_tree_tick(
 def test_the_estop_halts_the_running_script_and_the_arm_stops(example: ModuleType, backend: object) -> None:
     pressed = threading.Event()
     tree, pick, place = example.build(backend, pressed)
-    controller = backend.controller  # type: ignore[attr-defined]
+    controller = backend.arm  # type: ignore[attr-defined]
     halted_at: list[object] = []
 
     def pressed_in_unit_3_while_moving() -> bool:

@@ -20,7 +20,7 @@ from ros_fixtures import NodeProcess, ros_environment
 
 from erobs_bt.ros.client import ErobsBtClient, Recorder, latched_qos
 from erobs_bt.settings import EngineSettings
-from erobs_bt.world.cell import load_cell
+from erobs_bt.world.config import load_cell
 from erobs_bt.world.vision import approach_tip_pose
 
 from helpers import POSES
@@ -385,7 +385,7 @@ def test_the_backends_read_the_one_timeout_table() -> None:
         ACCEPTANCE_TIMEOUT,
         DEFAULT_TIMEOUTS["moveto"],
     )
-    ros2_control = pytest.importorskip("erobs_bt.backends.ros2_control")
+    ros2_control = pytest.importorskip("erobs_bt.backends.ros2_control.config")
     hardware = ros2_control.HardwareConfig()
     assert dict(hardware.timeouts) == {
         "server": 3.0,

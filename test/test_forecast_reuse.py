@@ -21,7 +21,7 @@ from erobs_bt.backends.stack import MotionStack
 from erobs_bt.paths import config_file
 from erobs_bt.plan import ScriptParser, plan_goal
 from erobs_bt.script.model import MoveTo, Step, ToolExchange
-from erobs_bt.world.cell import load_cell
+from erobs_bt.world.config import load_cell
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "config" / "full_experiment.json"

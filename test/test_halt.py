@@ -86,12 +86,12 @@ def test_e_stop_preemption_stops_the_simulated_arm_within_the_deceleration_dista
 
         estop.pressed.set()
         root.tick_once()  # the selector preempts the script: terminate(INVALID) on its leaves
-        halted = backend.controller.joint_state()
+        halted = backend.arm.joint_state()
 
         assert root.status == Status.SUCCESS and script_root.status == Status.INVALID, show(root)
         error = error_of(future)
         assert error.code is ErrorCode.EXECUTION_FAILED and "stopped" in str(error)
-        assert backend.controller.wait_idle(30)
+        assert backend.arm.wait_idle(30)
         rest = np.array(backend.joint_positions())
 
         # From (q, v) the time-scaling ramp brakes every joint to rest in
@@ -108,7 +108,7 @@ def test_e_stop_preemption_stops_the_simulated_arm_within_the_deceleration_dista
         # keeps being ticked with the e-stop held.
         for _ in range(5):
             root.tick_once()
-        assert not backend.controller.is_busy()
+        assert not backend.arm.is_busy()
         assert np.array_equal(np.array(backend.joint_positions()), rest)
         final = context.solutions[0].final_positions()
         assert final is not None and float(np.max(np.abs(rest - np.array(final)))) > 0.1

@@ -16,7 +16,7 @@ import pytest
 import yaml
 from conftest import require_samples
 
-from erobs_bt.backends.ros2_control import load_hardware_config
+from erobs_bt.backends.ros2_control.config import load_hardware_config
 from erobs_bt.paths import config_file
 from erobs_bt.world.beamline import expand_srdf
 
@@ -115,7 +115,7 @@ def test_the_gripper_actions_are_those_erobs_moveit_drives(workspace: Path, grip
 def test_a_beamline_cells_hardware_is_read_from_erobs_files(workspace: Path, tmp_path: Path) -> None:
     import shutil
 
-    from erobs_bt.backends.ros2_control import check_against_cell
+    from erobs_bt.backends.ros2_control.config import check_against_cell
     from erobs_bt.backends.ros2_control.erobs_files import hardware_for_cell
     from erobs_bt.world.config import load_cell
 

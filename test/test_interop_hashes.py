@@ -424,7 +424,7 @@ def test_rmw_announces_the_upstream_hashes(tmp_path: Path) -> None:
     import rclpy
     from rclpy.action import ActionClient
 
-    from erobs_bt.ros.domain import init_context
+    from erobs_bt.backends.ros2_control.context import init_context
 
     with ros_environment(tmp_path / "ros-log") as environment:
         context = init_context(environment.domain_id)

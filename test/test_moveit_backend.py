@@ -31,7 +31,7 @@ from erobs_bt.backends.moveit.model import (
 from erobs_bt.paths import config_file
 from erobs_bt.script.model import JOINT_NAMES
 from erobs_bt.validation import ConfigError
-from erobs_bt.world.cell import load_cell
+from erobs_bt.world.config import load_cell
 from erobs_bt.world.tools import initial_tool_state
 
 SRDF = """<?xml version="1.0"?>

@@ -20,8 +20,8 @@ import pytest
 from ros_fixtures import NodeProcess, RosEnvironment, RosProcess, ros_environment
 from std_msgs.msg import String
 
+from erobs_bt.backends.ros2_control.context import init_context
 from erobs_bt.ros.client import ErobsBtClient, GoalRun, Recorder, latched_qos
-from erobs_bt.ros.domain import init_context
 from erobs_bt.ros.sim_move_group import READY_PREFIX, ROS_NODE_NAME
 
 pytestmark = pytest.mark.ros

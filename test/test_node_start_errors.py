@@ -20,7 +20,7 @@ import pytest
 from rclpy.parameter import Parameter
 from ros_fixtures import PARAMS_FILE, REPO, RosEnvironment, participant_ports
 
-from erobs_bt.ros.domain import init_context
+from erobs_bt.backends.ros2_control.context import init_context
 from erobs_bt.ros.node import ErobsBtNode
 from erobs_bt.ros.process import EXIT_CONFIG
 

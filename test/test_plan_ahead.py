@@ -475,7 +475,7 @@ def test_sim_cancel_while_a_plan_ahead_is_pending_drops_it_and_leaks_no_thread()
 
 def test_sim_execution_never_waits_for_a_plan_that_holds_the_model() -> None:
     from erobs_bt.backends.sim.backend import SimBackend
-    from erobs_bt.world.cell import load_cell
+    from erobs_bt.world.config import load_cell
 
     goal = plan_goal(
         FULL_EXAMPLE.read_bytes(),

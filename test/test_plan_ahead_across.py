@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from erobs_bt.backends.base import Solution
+from erobs_bt.backends.base import PlansAcross, Solution
 from erobs_bt.backends.scripted import Outcome, ScriptedBackend
 from erobs_bt.backends.sim.backend import SimBackend
 from erobs_bt.orchestrator import OrchestratorListener, State
@@ -29,8 +29,7 @@ from erobs_bt.planning.forecast import forecast_exchanges
 from erobs_bt.script.model import JointPositions, Step, ToolExchange
 from erobs_bt.session import EngineConfig, build_engine
 from erobs_bt.settings import EngineSettings
-from erobs_bt.tree.plan_ahead import PlansAcross
-from erobs_bt.world.cell import load_cell
+from erobs_bt.world.config import load_cell
 
 from helpers import Recorder, make_orchestrator, move, script_json, show, wait_for
 

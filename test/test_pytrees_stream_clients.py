@@ -22,8 +22,8 @@ from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
 from ros_fixtures import NodeProcess, ros_environment
 
+from erobs_bt.backends.ros2_control.context import init_context
 from erobs_bt.ros.client import ErobsBtClient, Recorder, latched_qos
-from erobs_bt.ros.domain import init_context
 
 from helpers import POSES
 

@@ -15,8 +15,8 @@ from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 
+from erobs_bt.backends.ros2_control.context import init_context
 from erobs_bt.ros.client import ErobsBtClient, Recorder
-from erobs_bt.ros.domain import init_context
 
 from helpers import POSES
 

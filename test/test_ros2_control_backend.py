@@ -33,20 +33,20 @@ from hardware_fixtures import HardwareObserver, HardwareProcess, write_hardware_
 from ros_fixtures import NodeProcess, RosEnvironment, ready_client, ros_environment
 
 from erobs_bt.backends.base import ArmSegment, ErrorCode, MotionError, Solution, ToolSegment, TrajectoryPoint
-from erobs_bt.backends.ros2_control import (
+from erobs_bt.backends.ros2_control.backend import Ros2ControlBackend
+from erobs_bt.backends.ros2_control.config import (
     HardwareConfig,
-    Ros2ControlBackend,
     check_against_cell,
     load_hardware_config,
     parse_hardware_config,
-    wait_ready,
 )
+from erobs_bt.backends.ros2_control.link import wait_ready
 from erobs_bt.ros.client import ErobsBtClient, GoalRun
 from erobs_bt.script.macros import VisionTargets
 from erobs_bt.script.model import Step
 from erobs_bt.script.parse import parse_script
 from erobs_bt.script.poses import PoseRegistry
-from erobs_bt.world.cell import load_cell
+from erobs_bt.world.config import load_cell
 
 from helpers import move
 
@@ -501,7 +501,7 @@ def test_a_goal_of_another_client_preempts_ours_and_fails_the_step_at_once(rig: 
     """Another client's goal preempts ours (joint_trajectory_controller preempt_active_goal):
     ours is aborted at once with the controller's text, its trajectory replaced from the present
     state; the step fails naming it, once the arm is at rest."""
-    from erobs_bt.backends.ros2_control import trajectory_goal
+    from erobs_bt.backends.ros2_control.arm import trajectory_goal
 
     _, observer, backend = rig
     assert observer.trajectory.wait_for_server(10.0)
@@ -656,7 +656,8 @@ def test_the_backend_never_sends_equal_time_stamps_or_a_moving_last_point() -> N
     """joint_trajectory_controller rejects both (docs/conformance/ros2_control.md, row 14): of
     points at the same time (to the nanosecond) only the last is sent; a trajectory that ends
     moving is refused before anything is sent."""
-    from erobs_bt.backends.ros2_control import HardwareConfig, trajectory_goal
+    from erobs_bt.backends.ros2_control.arm import trajectory_goal
+    from erobs_bt.backends.ros2_control.config import HardwareConfig
 
     rest = (0.0,) * 6
     a, b = (0.0, -1.0, 1.0, 0.0, 0.0, 0.0), (0.1, -1.0, 1.0, 0.0, 0.0, 0.0)

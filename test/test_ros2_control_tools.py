@@ -23,8 +23,9 @@ from hardware_fixtures import HardwareObserver, HardwareProcess, write_hardware_
 from ros_fixtures import REPO, RosEnvironment, ros_environment
 
 from erobs_bt.backends.base import ErrorCode, MotionError, Solution, ToolSegment
-from erobs_bt.backends.ros2_control import Ros2ControlBackend, load_hardware_config
-from erobs_bt.world.cell import load_cell
+from erobs_bt.backends.ros2_control.backend import Ros2ControlBackend
+from erobs_bt.backends.ros2_control.config import load_hardware_config
+from erobs_bt.world.config import load_cell
 from erobs_bt.world.tools import initial_tool_state, tcp_pose
 
 pytestmark = pytest.mark.ros
@@ -226,7 +227,7 @@ def test_set_io_writes_every_pin_the_gpio_controller_has_and_only_those(
 
 
 def test_a_set_io_pin_outside_0_to_17_is_a_configuration_error() -> None:
-    from erobs_bt.backends.ros2_control import parse_hardware_config
+    from erobs_bt.backends.ros2_control.config import parse_hardware_config
 
     with pytest.raises(ValueError, match=r"hw: grippers\.epick\.pin: must be an integer <= 17 \(got 18\)"):
         parse_hardware_config(
@@ -345,7 +346,8 @@ def test_only_the_fitted_tools_gripper_action_is_served_and_clients_follow_it(
 ) -> None:
     from rclpy.action import get_action_names_and_types
 
-    from erobs_bt.backends.ros2_control import RosLink, RosTool, SetIOService
+    from erobs_bt.backends.ros2_control.link import RosLink
+    from erobs_bt.backends.ros2_control.tools import RosTool, SetIOService
 
     with ExitStack() as cleanup:
         process = HardwareProcess(private, ["--speed", "20", "--gripper", "2fg7"]).start()

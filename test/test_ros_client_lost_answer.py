@@ -26,8 +26,8 @@ from rclpy.qos import qos_profile_action_status_default
 from rclpy.task import Future
 from ros_fixtures import RosEnvironment
 
+from erobs_bt.backends.ros2_control.context import init_context
 from erobs_bt.ros.client import ErobsBtClient
-from erobs_bt.ros.domain import init_context
 
 pytestmark = pytest.mark.ros
 

@@ -83,7 +83,7 @@ def parameter_client(cells: Cells) -> Iterator[Any]:
     from rclpy.node import Node
     from rclpy.parameter_client import AsyncParameterClient
 
-    from erobs_bt.ros.domain import init_context
+    from erobs_bt.backends.ros2_control.context import init_context
 
     context = init_context(cells.environment.domain_id)
     node = Node("param_test_client", context=context, start_parameter_services=False)

@@ -62,7 +62,7 @@ def stack(engine: Engine) -> MotionStack:
 def run_again(engine: Engine, start: tuple[float, ...]) -> object:
     """Put the arm back where the first run started (and the part back) and run BATCH."""
     backend = stack(engine)
-    backend.controller.set_joint_positions(start)  # type: ignore[attr-defined]
+    backend.arm.set_joint_positions(start)  # type: ignore[attr-defined]
     result = engine.orchestrator.submit(BATCH, dry_run=False).wait(60)
     return result
 

@@ -46,7 +46,7 @@ def test_the_perf_sample_unit_is_planned_as_one_sequence_and_ends_at_the_last_ta
         assert isinstance(target, MoveTo) and target.target_joints is not None
         assert backend.joint_positions() == pytest.approx(target.target_joints, abs=1e-12)
         assert backend.joint_positions() == solution.final_positions()
-        assert backend.controller.wait_idle(5)
+        assert backend.arm.wait_idle(5)
         assert len(received) >= 2, "joint states were published while the unit ran"
 
 
@@ -107,7 +107,7 @@ def test_stop_ramps_the_arm_down_and_drops_the_rest_of_the_solution(
 
         error = error_of(future)
         assert error.code is ErrorCode.EXECUTION_FAILED and "stopped" in str(error)
-        assert backend.controller.wait_idle(5)
+        assert backend.arm.wait_idle(5)
         assert backend.joint_positions() != solution.final_positions()
 
 

@@ -136,7 +136,7 @@ def test_execution_faults_stop_the_arm_part_way_along_its_path(
         q = np.array(backend.joint_positions())
         travelled = np.linalg.norm(q - start) / np.linalg.norm(goal - start)
         assert 0.2 < travelled < 0.9, "stopped part-way (half the motion time, plus the ramp)"
-        assert not backend.controller.is_busy()
+        assert not backend.arm.is_busy()
 
 
 def test_run_step_faults_select_by_step_type_and_report_their_server(cell: CellConfig) -> None:
@@ -288,7 +288,7 @@ def test_server_unavailable_during_a_replay_plans_afresh_once_and_does_not_fault
         orchestrator = Orchestrator(backend, parser=parse_script, settings=EngineSettings())
         first = orchestrator.submit(text, dry_run=False).wait(120)
         assert first.success, first
-        backend.controller.set_joint_positions(start)  # the same goal from the same start replays
+        backend.arm.set_joint_positions(start)  # the same goal from the same start replays
         second = orchestrator.submit(text, dry_run=False).wait(120)
         assert second.status is GoalStatus.SUCCEEDED, second
         assert orchestrator.state is State.IDLE

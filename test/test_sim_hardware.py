@@ -23,10 +23,11 @@ from ros_fixtures import RosEnvironment, ros_environment
 from ur_msgs.srv import SetIO
 
 from erobs_bt.backends.base import ArmSegment
-from erobs_bt.backends.ros2_control import HardwareConfig, trajectory_goal
+from erobs_bt.backends.ros2_control.arm import trajectory_goal
+from erobs_bt.backends.ros2_control.config import HardwareConfig
 from erobs_bt.planning.timing import time_parameterize
 from erobs_bt.ros.sim_hardware import parse_faults
-from erobs_bt.world.cell import load_cell
+from erobs_bt.world.config import load_cell
 from erobs_bt.world.kinematics import ACCELERATION_LIMITS, VELOCITY_LIMITS
 
 pytestmark = pytest.mark.ros
@@ -383,7 +384,7 @@ def topic_trajectory(observer: HardwareObserver, target: np.ndarray, seconds: in
     trajectory to ``target`` reached ``seconds`` from now."""
     from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
-    from erobs_bt.backends.ros2_control import wait_ready
+    from erobs_bt.backends.ros2_control.link import wait_ready
 
     publisher = observer.node.create_publisher(
         JointTrajectory, "/scaled_joint_trajectory_controller/joint_trajectory", 10
@@ -588,7 +589,7 @@ def test_an_injected_set_io_rejection_in_the_new_spelling_refuses_the_call(tmp_p
 def test_the_hardware_config_fits_the_packaged_cell() -> None:
     from hardware_fixtures import HARDWARE_CONFIG
 
-    from erobs_bt.backends.ros2_control import check_against_cell, load_hardware_config
+    from erobs_bt.backends.ros2_control.config import check_against_cell, load_hardware_config
 
     check_against_cell(load_hardware_config(HARDWARE_CONFIG), load_cell())
 

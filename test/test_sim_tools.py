@@ -17,7 +17,8 @@ from erobs_bt.backends.sim.tools import SimulatedTool
 from erobs_bt.backends.stack import MotionStack
 from erobs_bt.planning.planner import CellPlanner
 from erobs_bt.script.model import EndEffector, MoveTo, ToolExchange
-from erobs_bt.world.cell import CellConfig, load_cell
+from erobs_bt.world.cell import CellConfig
+from erobs_bt.world.config import load_cell
 from erobs_bt.world.kinematics import fk
 from erobs_bt.world.tools import (
     PipettorState,

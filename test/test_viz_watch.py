@@ -12,7 +12,7 @@ import pytest
 from rich.console import Console
 from ros_fixtures import ros_environment
 
-from erobs_bt.ros.domain import init_context
+from erobs_bt.backends.ros2_control.context import init_context
 
 pytestmark = pytest.mark.ros
 

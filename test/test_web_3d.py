@@ -22,7 +22,7 @@ from erobs_bt.viz.history import RunIndex, history_routes
 from erobs_bt.viz.model import trajectory_json
 from erobs_bt.viz.scene import VENDOR_FILES, build_scene, rewrite_bare_imports, scene_routes
 from erobs_bt.viz.web import build_app
-from erobs_bt.world.cell import load_cell
+from erobs_bt.world.config import load_cell
 from erobs_bt.world.kinematics import fk, quat_matrix
 
 from browser import needs_chromium

@@ -1,6 +1,9 @@
 """The contract between the engine and whatever moves the robot.
 
-:class:`MotionBackend` is the protocol the tree's leaves call. Every call that may take
+:class:`MotionBackend` is the protocol the tree's leaves call; every ability a backend may
+have beyond it is a named protocol here too (:data:`ABILITIES`), checked with ``isinstance``
+where it is used. Which backend has which is stated in :mod:`erobs_bt.backends.factory`
+(proved there by mypy; test/test_backend_abilities.py checks it at run time). Every call that may take
 time returns a :class:`concurrent.futures.Future`, so behaviours start work in
 ``initialise()`` and poll in ``update()`` without blocking a tick. The values it takes and
 returns (:class:`Solution`, its segments, :class:`MotionError` and :class:`ErrorCode`) are
@@ -12,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from erobs_bt.motion import (
     ArmSegment,
@@ -29,20 +32,42 @@ from erobs_bt.motion import (
 from erobs_bt.script.model import JOINT_NAMES, JointPositions, Step
 from erobs_bt.world.cell import Obstacle
 
+if TYPE_CHECKING:
+    from erobs_bt.backends.parts import ArmDriver
+    from erobs_bt.backends.sim.controller import Playback
+    from erobs_bt.world.cell import CellConfig
+    from erobs_bt.world.scene import World
+    from erobs_bt.world.tools import ToolState
+
 __all__ = [
+    "ABILITIES",
     "JOINT_NAMES",
     "ArmSegment",
     "DetectedPose",
     "ErrorCode",
+    "FitsCups",
+    "HasArm",
+    "HasCell",
     "JointPositions",
     "JointStateListener",
+    "KnowsIfResettable",
+    "MeasuresPlayback",
     "MotionBackend",
     "MotionError",
+    "PlanListener",
+    "PlansAcross",
+    "PlansChained",
+    "ReportsFinalPlan",
+    "ReportsPlanProgress",
+    "ResetsSimulation",
     "Segment",
     "Solution",
     "StepReport",
     "ToolSegment",
+    "TracksTools",
     "TrajectoryPoint",
+    "WatchesWorld",
+    "WorldListener",
     "as_motion_error",
 ]
 
@@ -50,6 +75,14 @@ __all__ = [
 #: A joint-state listener: ``(joint names, positions [rad], velocities [rad/s])``, the
 #: ``sensor_msgs/JointState`` fields (unprefixed UR joint names, :data:`JOINT_NAMES` order).
 JointStateListener = Callable[[tuple[str, ...], tuple[float, ...], tuple[float, ...]], None]
+
+#: A world listener: ``(the new world, what changed it)`` (:meth:`WatchesWorld.add_world_listener`).
+WorldListener = Callable[["World", str], None]
+
+#: ``listener(steps, planned, moves)``: of the unit ``steps`` being planned, ``planned`` of its
+#: ``moves`` (``moveto`` steps, one planning request each) are planned
+#: (:meth:`ReportsPlanProgress.add_plan_listener`).
+PlanListener = Callable[[tuple[Step, ...], int, int], None]
 
 
 @runtime_checkable
@@ -221,3 +254,209 @@ class MotionBackend(Protocol):
         A ROS front end then must not republish them on the same topic.
         """
         ...
+
+
+# -- optional abilities ----------------------------------------------------------------------
+# Each is a protocol of its own: a caller checks ``isinstance(backend, Ability)`` before using
+# it (never ``getattr``: test/test_backend_abilities.py keeps it so). The motion stack
+# (erobs_bt.backends.stack) has them all; the scripted test double none.
+
+
+@runtime_checkable
+class PlansAcross(Protocol):
+    """A backend that can plan a motion unit ahead of the tool exchanges before it (plan-ahead,
+    issue 13: :mod:`erobs_bt.tree.context`)."""
+
+    def plan_across(
+        self,
+        crossed: Sequence[Step],
+        steps: Sequence[Step],
+        *,
+        start: JointPositions,
+        after: Solution | None,
+    ) -> Future[Solution]:
+        """Plan ``steps`` from the state the ``crossed`` tool exchanges will leave.
+
+        Args:
+            crossed: the ``tool_exchange`` steps that run before ``steps``, in order.
+            steps: the motion unit's steps.
+            start: the arm state [rad] the first exchange starts from.
+            after: a solution about to be executed before the exchanges (its tool effects
+                apply first, as for :meth:`MotionBackend.plan`), or ``None``.
+
+        Returns:
+            A future of the unit's solution: its ``start_positions`` is where the
+            exchanges are planned to leave the arm, its ``model_revision`` the model they
+            leave; it fails with ``PLANNING_FAILED`` when an exchange cannot be forecast.
+        """
+        ...
+
+
+@runtime_checkable
+class PlansChained(Protocol):
+    """A backend whose planner is slow enough that the engine plans two motion units ahead."""
+
+    @property
+    def plan_ahead_depth(self) -> int:
+        """How many motion units to plan ahead while one executes (1: the next one only)."""
+        ...
+
+    def plan_chained(
+        self, first: Future[Solution], steps: Sequence[Step], *, after: Solution | None = None
+    ) -> Future[Solution]:
+        """Plan ``steps`` from the end of the solution ``first`` resolves to.
+
+        Args:
+            first: the earlier unit's plan-ahead.
+            steps: the later unit's steps.
+            after: the solution about to be dispatched now (its tool effects, then the earlier
+                unit's, apply to the live tool state), or ``None``.
+
+        Returns:
+            A future of the later unit's solution (fails with ``PLANNING_FAILED`` when
+            ``first`` does; cancelling it before its plan starts skips the plan).
+        """
+        ...
+
+
+@runtime_checkable
+class ReportsFinalPlan(Protocol):
+    """A backend that reports the plan of a single step's final motion before executing it:
+    the end of a vision step is known only once its detection is made and its last motion
+    planned."""
+
+    def run_step_reporting(
+        self, step: Step, *, on_final_plan: Callable[[Solution], None] | None
+    ) -> Future[str]:
+        """As :meth:`MotionBackend.run_step`; ``on_final_plan`` is called on the backend's
+        thread with the plan of the step's final motion, before that motion is dispatched."""
+        ...
+
+
+@runtime_checkable
+class ReportsPlanProgress(Protocol):
+    """A backend that reports a unit's plan move by move (the goal's feedback then says how far
+    the plan is: a MoveIt unit plans one request per move)."""
+
+    def add_plan_listener(self, listener: PlanListener) -> None:
+        """Call ``listener(steps, planned, moves)`` after each move of a unit is planned, from
+        the planning thread, before the plan's future completes (:data:`PlanListener`)."""
+        ...
+
+
+@runtime_checkable
+class WatchesWorld(Protocol):
+    """A backend that tells when its planning scene's world changes (a
+    :meth:`MotionBackend.set_world_obstacles`, a detected tag's collision object)."""
+
+    def add_world_listener(self, listener: WorldListener) -> None:
+        """Call ``listener(world, source)`` after every change of the world, from the thread
+        that made it (``source``: ``set_world_obstacles`` or ``tag <id>``)."""
+        ...
+
+    def remove_world_listener(self, listener: WorldListener) -> None:
+        """Stop calling ``listener`` (no error when it was not added)."""
+        ...
+
+
+@runtime_checkable
+class HasCell(Protocol):
+    """A backend built from a cell description (its tools, docks, parts, obstacles)."""
+
+    @property
+    def cell(self) -> CellConfig:
+        """The cell description (:func:`erobs_bt.world.config.load_cell`)."""
+        ...
+
+
+@runtime_checkable
+class TracksTools(Protocol):
+    """A backend that keeps the cell's tool bookkeeping (:mod:`erobs_bt.world.tools`)."""
+
+    def tool_state(self) -> ToolState:
+        """The live tool state (attached tool and its cup, held part, parts, pipettor, docks)."""
+        ...
+
+
+@runtime_checkable
+class FitsCups(Protocol):
+    """A backend that fits suction cups on its vacuum grippers (EROBS's ``cup_profile``)."""
+
+    def cup_profiles(self) -> tuple[str, ...]:
+        """Every suction-cup profile of the cell's vacuum grippers, sorted."""
+        ...
+
+    def set_cup_override(self, cup_profile: str) -> None:
+        """The cup to fit on a vacuum gripper from the next goal's start on (``""``: the
+        gripper's default).
+
+        Raises:
+            ValueError: ``Unknown cup profile: <name> (available: …)``.
+        """
+        ...
+
+
+@runtime_checkable
+class ResetsSimulation(Protocol):
+    """A backend that can put a simulated cell back as it started (``~/reset_simulation``,
+    :meth:`erobs_bt.orchestrator.Orchestrator.reset_simulation`)."""
+
+    def reset_simulation(self) -> str:
+        """Put the cell back in its initial state; the caller makes sure no goal runs.
+
+        Returns:
+            What the cell is now, for people (``epick attached; docks 1: hande, ...``).
+
+        Raises:
+            MotionError: ``EXECUTION_FAILED`` when it cannot (no simulation to reset, the arm
+                moving, closed); the message says why.
+        """
+        ...
+
+
+@runtime_checkable
+class KnowsIfResettable(ResetsSimulation, Protocol):
+    """A backend with the reset of :class:`ResetsSimulation` that knows beforehand whether it
+    has a simulation to reset (the motion stack: only the ``sim`` assembly has)."""
+
+    @property
+    def resettable(self) -> bool:
+        """True when :meth:`reset_simulation` can reset this backend."""
+        ...
+
+
+@runtime_checkable
+class HasArm(Protocol):
+    """A backend that drives the arm through an arm driver (:class:`erobs_bt.backends.parts.ArmDriver`)."""
+
+    @property
+    def arm(self) -> ArmDriver:
+        """The arm driver."""
+        ...
+
+
+@runtime_checkable
+class MeasuresPlayback(Protocol):
+    """An arm driver (:attr:`HasArm.arm`) that measures the simulated time it delivers against
+    wall time (the simulated arm's controller)."""
+
+    def playback(self) -> Playback:
+        """What the driver has delivered since it started
+        (:class:`erobs_bt.backends.sim.controller.Playback`)."""
+        ...
+
+
+#: Every optional ability of a backend (the protocols above, beyond :class:`MotionBackend`).
+ABILITIES: tuple[type, ...] = (
+    PlansAcross,
+    PlansChained,
+    ReportsFinalPlan,
+    ReportsPlanProgress,
+    WatchesWorld,
+    HasCell,
+    TracksTools,
+    FitsCups,
+    ResetsSimulation,
+    KnowsIfResettable,
+    HasArm,
+)

@@ -26,7 +26,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the CLI imports BACKEND_KINDS for --backend; `validate` needs no backend
-    from erobs_bt.backends.base import MotionBackend
+    from erobs_bt.backends.base import (
+        FitsCups,
+        HasArm,
+        HasCell,
+        KnowsIfResettable,
+        MotionBackend,
+        PlansAcross,
+        PlansChained,
+        ReportsFinalPlan,
+        ReportsPlanProgress,
+        TracksTools,
+        WatchesWorld,
+    )
+    from erobs_bt.backends.scripted import ScriptedBackend
+    from erobs_bt.backends.stack import MotionStack
     from erobs_bt.world.cell import CellConfig
 
 BACKEND_KINDS = ("sim", "ros2_control", "moveit", "scripted")
@@ -128,3 +142,30 @@ def _cell_or_default(cell: CellConfig | None) -> CellConfig:
     from erobs_bt.world.config import load_cell
 
     return load_cell(config_file("cell.yaml"))
+
+
+if TYPE_CHECKING:
+    # What each kind is, proved by mypy: the motion stack (``sim``, ``ros2_control``, ``moveit``)
+    # is a MotionBackend with every optional ability of erobs_bt.backends.base.ABILITIES (only
+    # the ``sim`` assembly's is ``resettable``); the scripted double is a MotionBackend with none
+    # (test/test_backend_abilities.py checks the same at run time).
+
+    def _abilities_of_the_stack(
+        stack: MotionStack,
+    ) -> tuple[
+        MotionBackend,
+        PlansAcross,
+        PlansChained,
+        ReportsFinalPlan,
+        ReportsPlanProgress,
+        WatchesWorld,
+        HasCell,
+        TracksTools,
+        FitsCups,
+        KnowsIfResettable,
+        HasArm,
+    ]:
+        return stack, stack, stack, stack, stack, stack, stack, stack, stack, stack, stack
+
+    def _abilities_of_the_scripted_double(double: ScriptedBackend) -> MotionBackend:
+        return double

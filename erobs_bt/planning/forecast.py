@@ -7,7 +7,7 @@ only *plans* each motion with the stack's planner from the state the previous on
 to end in, and applies the tool bookkeeping the exchange applies (the tool leaves the flange in
 the dock, the new one is loaded with the cup the stack would fit). The result is the arm state
 and the tool state the exchanges will leave: the start of the next motion unit's plan-ahead
-(:class:`erobs_bt.tree.plan_ahead.PlansAcross`). When the exchange then runs, its motions are
+(:class:`erobs_bt.backends.base.PlansAcross`). When the exchange then runs, its motions are
 planned again from the live state; the plan-ahead is used only when the live state is within
 the plan-ahead tolerance of the forecast and the model revision is the forecast's. The
 exchange's own motions can use the forecast's plans (``on_plan``; the motion stack keeps them,

@@ -8,12 +8,8 @@ imports it); :mod:`erobs_bt.ros.commands` imports them inside its functions and
 ROS verb runs.
 
 Safe by default (docs/design.md §4): every process that joins ROS through this package calls
-:func:`ensure_localhost_discovery` before ``rclpy.init()``, so a node is not discoverable
-from the network unless the user chose a wider ``ROS_AUTOMATIC_DISCOVERY_RANGE``.
+:func:`~erobs_bt.backends.ros2_control.context.ensure_localhost_discovery` (the rules live
+with the ROS-side drivers, which join ROS too and sit below this package) before
+``rclpy.init()``, so a node is not discoverable from the network unless the user chose a wider
+``ROS_AUTOMATIC_DISCOVERY_RANGE``.
 """
-
-from __future__ import annotations
-
-# The rules live with the ROS-side drivers, which join ROS too and sit below this package.
-from erobs_bt.backends.ros2_control.context import DISCOVERY_RANGE_VARIABLE as DISCOVERY_RANGE_VARIABLE
-from erobs_bt.backends.ros2_control.context import ensure_localhost_discovery as ensure_localhost_discovery

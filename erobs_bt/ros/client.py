@@ -65,8 +65,8 @@ from std_srvs.srv import Empty, Trigger
 from trajectory_msgs.msg import JointTrajectory
 from unique_identifier_msgs.msg import UUID
 
+from erobs_bt.backends.ros2_control.context import init_context
 from erobs_bt.goal import CANCEL_ACCEPTED
-from erobs_bt.ros.domain import init_context
 from erobs_bt.ros.params import (
     ENDPOINTS,
     FEEDBACK_DEPTH,
@@ -333,7 +333,8 @@ class ErobsBtClient:
             that several clients can share a graph).
         joint_states: also record ``/joint_states`` (off by default: 50 messages a second).
         domain_id: the ROS domain to join; ``None`` (the default, what the CLI uses) reads
-            ``ROS_DOMAIN_ID`` from the environment once, now (:func:`erobs_bt.ros.domain.init_context`).
+            ``ROS_DOMAIN_ID`` from the environment once, now
+            (:func:`erobs_bt.backends.ros2_control.context.init_context`).
 
     Attributes:
         states: every ``ExecutionState`` received.

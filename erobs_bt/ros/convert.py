@@ -15,7 +15,8 @@ joint positions, velocities        ``sensor_msgs/JointState``
 =================================  =============================================
 
 Units are unchanged across the boundary: joint positions in radians, velocities in
-rad/s, accelerations in rad/s², times in seconds (``builtin_interfaces/Duration``).
+rad/s, accelerations in rad/s², times in seconds (``builtin_interfaces/Duration``,
+:mod:`erobs_bt.rostime`).
 
 Text: every string field goes through :func:`ros_text`, so any text that reaches a
 message (a script's field echoed in an error, a behaviour's name) is valid UTF-8 with no
@@ -34,7 +35,7 @@ import struct
 from collections.abc import Sequence
 from typing import Any
 
-from builtin_interfaces.msg import Duration, Time
+from builtin_interfaces.msg import Time
 from erobs_bt_interfaces.action import ExecuteScript
 from erobs_bt_interfaces.msg import BehaviourStatus, ExecutionState, TreeSnapshot
 from sensor_msgs.msg import JointState
@@ -44,6 +45,7 @@ from erobs_bt.backends.base import ArmSegment, Solution
 from erobs_bt.orchestrator import Feedback, Result, State
 from erobs_bt.ros.cdr import serialize_exact
 from erobs_bt.ros.snapshots import BehaviourState, TreeState, TreeStructure, TreeTracker
+from erobs_bt.rostime import duration_msg, seconds, time_msg
 from erobs_bt.tree.compile import collector_paused
 
 _NANO = 1_000_000_000
@@ -62,23 +64,6 @@ def ros_text(text: object) -> str:
     if value.isascii() and "\x00" not in value:
         return value
     return value.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")
-
-
-def duration(seconds: float) -> Duration:
-    """``builtin_interfaces/Duration`` of ``seconds`` (>= 0), rounded to the nanosecond."""
-    total = round(seconds * _NANO)
-    return Duration(sec=total // _NANO, nanosec=total % _NANO)
-
-
-def seconds(value: Duration | Time) -> float:
-    """A ``Duration`` or ``Time`` in seconds."""
-    return value.sec + value.nanosec / _NANO
-
-
-def time_msg(epoch_seconds: float) -> Time:
-    """``builtin_interfaces/Time`` of a wall time [s since the epoch]."""
-    total = round(epoch_seconds * _NANO)
-    return Time(sec=total // _NANO, nanosec=total % _NANO)
 
 
 def feedback_to_msg(feedback: Feedback) -> ExecuteScript.Feedback:
@@ -638,7 +623,7 @@ def solution_to_trajectory(solution: Solution, *, stamp: Time) -> JointTrajector
                     positions=list(point.positions),
                     velocities=list(point.velocities),
                     accelerations=list(point.accelerations),
-                    time_from_start=duration(t),
+                    time_from_start=duration_msg(t),
                 )
             )
             last_time = t

@@ -7,8 +7,8 @@ which domain such a context talks in and how long it stays there:
 * **Domain.** ``rclpy.init(domain_id=None)`` lets rcl read ``ROS_DOMAIN_ID`` from the
   environment *at that moment* (the production behaviour: the ``erobs-bt`` commands and the
   node follow the user's environment). A caller that knows its domain passes it explicitly
-  (:func:`init_context`), so a later change of the environment (another test fixture, a
-  nested reservation) cannot move it.
+  (:func:`~erobs_bt.backends.ros2_control.context.init_context`), so a later change of the
+  environment (another test fixture, a nested reservation) cannot move it.
 * **Lifetime.** rmw_fastrtps creates a context's DDS participant with the context's first
   node and deletes it when the *last* rcl node of the context is finalised, not when the
   context shuts down. rclpy finalises a destroyed node only once nothing uses its handle,
@@ -34,9 +34,6 @@ from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-
-# The one context rule, with the ROS-side drivers (``erobs_bt.ros.domain.init_context`` stays).
-from erobs_bt.backends.ros2_control.context import init_context as init_context
 
 #: RTPS port base (PB) and domain gain (DG): DDSI-RTPS 2.x §9.6.1.1 default port mapping.
 PORT_BASE = 7400
@@ -205,7 +202,8 @@ class RosEnvironment:
 
     Attributes:
         domain_id: the reserved ``ROS_DOMAIN_ID``; pass it to in-process users
-            (:func:`init_context`) rather than relying on the environment.
+            (:func:`~erobs_bt.backends.ros2_control.context.init_context`) rather than relying on
+            the environment.
         env: the whole environment for child processes (the ROS wheels' bootstrapper needs
             the ``LD_LIBRARY_PATH`` it computed, so a hand-built one breaks ``import rclpy``).
         log_dir: ``ROS_LOG_DIR``.

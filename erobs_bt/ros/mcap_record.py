@@ -422,9 +422,10 @@ class McapRecorder(OrchestratorListener):
         """Record one arm state (positions [rad], velocities [rad/s]), received ``received``
         [epoch s] (default: now; a caller that held it back passes when it came)."""
         from erobs_bt.ros import convert
+        from erobs_bt.rostime import time_msg
 
         now = time.time() if received is None else received
-        msg = convert.joint_state_msg(names, positions, velocities, stamp=convert.time_msg(now))
+        msg = convert.joint_state_msg(names, positions, velocities, stamp=time_msg(now))
         self._write("joint_states", msg, now, received=now)
 
     # -- orchestrator callbacks ----------------------------------------------------------
@@ -436,6 +437,7 @@ class McapRecorder(OrchestratorListener):
         if kind not in RECORDED_EVENTS:
             return
         from erobs_bt.ros import convert
+        from erobs_bt.rostime import time_msg
 
         t = float(record.get("t") or time.time())
         if kind == "state":
@@ -450,7 +452,7 @@ class McapRecorder(OrchestratorListener):
                 current_step=current_step,
                 total_steps=total_steps,
                 unit_index=unit_index,
-                stamp=convert.time_msg(t),
+                stamp=time_msg(t),
             )
             self._write("execution_state", msg, t, received=received)
         elif kind == "goal_started":
@@ -529,9 +531,9 @@ class McapRecorder(OrchestratorListener):
         from action_msgs.msg import GoalInfo, GoalStatus, GoalStatusArray
         from unique_identifier_msgs.msg import UUID
 
-        from erobs_bt.ros import convert
+        from erobs_bt.rostime import time_msg
 
-        info = GoalInfo(goal_id=UUID(uuid=list(self._uuid_of(goal_id))), stamp=convert.time_msg(t))
+        info = GoalInfo(goal_id=UUID(uuid=list(self._uuid_of(goal_id))), stamp=time_msg(t))
         msg = GoalStatusArray(status_list=[GoalStatus(goal_info=info, status=getattr(GoalStatus, status))])
         self._write("status", msg, t, received=received)
 

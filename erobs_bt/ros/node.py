@@ -55,7 +55,7 @@ from rclpy.exceptions import ParameterException
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 
-from erobs_bt.backends.base import MotionBackend
+from erobs_bt.backends.base import FitsCups, MotionBackend, TracksTools
 from erobs_bt.orchestrator import Orchestrator, Result
 from erobs_bt.plan import describe_pose_registry
 from erobs_bt.ros.bridge import PublisherBridge
@@ -361,24 +361,24 @@ class ErobsBtNode(Node):
     def _simulated_epick_status(self) -> Callable[[], int | None] | None:
         """The simulated ePick's object-detection status (sim backend only: with real
         hardware the ePick driver publishes it)."""
-        tool_state = getattr(self.backend, "tool_state", None)
-        if self.settings.backend != "sim" or tool_state is None:
+        backend = self.backend
+        if self.settings.backend != "sim" or not isinstance(backend, TracksTools):
             return None
         from erobs_bt.world.tools import epick_object_status
 
-        return lambda: epick_object_status(tool_state())
+        return lambda: epick_object_status(backend.tool_state())
 
     def _cup_problem(self, cup_profile: str) -> None:
         """Raise ``ValueError`` (naming the parameter) when ``cup_profile`` cannot be fitted:
         no vacuum gripper of the cell has it, or the backend has no suction cups."""
-        profiles = getattr(self.backend, "cup_profiles", None)
-        if profiles is None:
+        backend = self.backend
+        if not isinstance(backend, FitsCups):
             if cup_profile:
                 raise ValueError(
                     f"parameter cup_profile: the {self.settings.backend} backend has no suction cups"
                 )
             return
-        available = profiles()
+        available = backend.cup_profiles()
         if cup_profile and cup_profile not in available:
             raise ValueError(
                 f"parameter cup_profile: Unknown cup profile: {cup_profile} "
@@ -393,9 +393,8 @@ class ErobsBtNode(Node):
                 configuration error).
         """
         self._cup_problem(cup_profile)
-        fit = getattr(self.backend, "set_cup_override", None)
-        if fit is not None:
-            fit(cup_profile)
+        if isinstance(self.backend, FitsCups):
+            self.backend.set_cup_override(cup_profile)
 
     def _configure_default_stream(self) -> None:
         if self.streams is None:

@@ -3,7 +3,7 @@
 Both ``erobs_bt_node`` and ``erobs_bt_sim_hardware`` run the same way:
 
 * ``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST`` unless already set
-  (:func:`erobs_bt.ros.ensure_localhost_discovery`);
+  (:func:`erobs_bt.backends.ros2_control.context.ensure_localhost_discovery`);
 * rclpy's own signal handlers are disabled (they shut the context down before the node
   could stop its motion and publish its final state); SIGINT/SIGTERM only write a byte to a
   pipe the main thread waits on (:class:`erobs_bt.commandline.SignalPipe`: a handler that
@@ -35,8 +35,8 @@ import rclpy
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.signals import SignalHandlerOptions
 
+from erobs_bt.backends.ros2_control.context import ensure_localhost_discovery
 from erobs_bt.commandline import SignalPipe
-from erobs_bt.ros import ensure_localhost_discovery
 
 #: Exit status when the node could not start (a bad parameter, argument or file).
 EXIT_CONFIG = 2

@@ -54,7 +54,7 @@ from moveit_msgs.srv import ApplyPlanningScene, GetPlanningScene
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
 
-from erobs_bt.backends.base import JOINT_NAMES, MotionBackend
+from erobs_bt.backends.base import JOINT_NAMES, HasCell, MotionBackend, TracksTools, WatchesWorld
 from erobs_bt.orchestrator import Orchestrator, OrchestratorListener
 from erobs_bt.ros.convert import ros_text
 from erobs_bt.ros.nodelog import NodeLog
@@ -157,11 +157,10 @@ class NodeScene(OrchestratorListener):
                 callback_group=MutuallyExclusiveCallbackGroup(),
             ),
         ]
-        add_listener = getattr(backend, "add_world_listener", None)
         self._remove_listener: Callable[[], None] | None = None
-        if callable(add_listener):
-            add_listener(self._on_backend_world)
-            self._remove_listener = lambda: backend.remove_world_listener(self._on_backend_world)  # type: ignore[attr-defined]
+        if isinstance(backend, WatchesWorld):
+            backend.add_world_listener(self._on_backend_world)
+            self._remove_listener = lambda: backend.remove_world_listener(self._on_backend_world)
         self._publish()
 
     # -- queries ---------------------------------------------------------------------------
@@ -197,12 +196,12 @@ class NodeScene(OrchestratorListener):
         """The attached tool as MoveIt reports it (the simulated move_group's form): object
         ``<gripper>`` on ``flange`` with the tool's and its cup's primitives; ``None`` for the
         bare flange or a backend without a cell."""
-        cell = getattr(self._backend, "cell", None)
-        gripper = self._backend.current_gripper()
-        if cell is None or gripper == "none":
+        backend = self._backend
+        gripper = backend.current_gripper()
+        if not isinstance(backend, HasCell) or gripper == "none":
             return None
-        tool_state = getattr(self._backend, "tool_state", None)
-        cup = tool_state().cup_profile if callable(tool_state) else None
+        cell = backend.cell
+        cup = backend.tool_state().cup_profile if isinstance(backend, TracksTools) else None
         shapes = tuple(
             replace(s, name=f"{gripper}/{s.name}") for s in cell.gripper(gripper).collision_shapes(cup)
         )

@@ -111,7 +111,7 @@ from trajectory_msgs.msg import JointTrajectory
 from ur_msgs.srv import SetIO
 
 from erobs_bt.backends.base import ArmSegment, ErrorCode, MotionError, TrajectoryPoint
-from erobs_bt.backends.ros2_control import (
+from erobs_bt.backends.ros2_control.config import (
     DIGITAL_OUT_PINS,
     FUN_SET_ANALOG_OUT,
     FUN_SET_DIGITAL_OUT,
@@ -120,7 +120,6 @@ from erobs_bt.backends.ros2_control import (
     HardwareConfig,
     ParallelGripperParams,
     check_against_cell,
-    fjt_error_name,
     load_hardware_config,
 )
 from erobs_bt.backends.ros2_control.constraints import (
@@ -129,10 +128,12 @@ from erobs_bt.backends.ros2_control.constraints import (
     read_trajectory_constraints,
     resolve_tolerance,
 )
+from erobs_bt.backends.ros2_control.link import fjt_error_name
 from erobs_bt.backends.sim.controller import PathToleranceViolation, SimController, TrajectoryReplaced
 from erobs_bt.backends.sim.faults import FAULT_INTERFACES, FaultInjector, FaultSpec, fault_value
 from erobs_bt.backends.sim.faults import parse_faults as parse_faults_of
 from erobs_bt.ros.qos import latched_qos as _latched
+from erobs_bt.rostime import seconds as _seconds
 from erobs_bt.script.model import JOINT_NAMES
 from erobs_bt.validation import ConfigError, read_yaml, safe_load_yaml
 from erobs_bt.world.cell import CellConfig
@@ -215,10 +216,6 @@ def grip_width(shape: Any) -> float:
     if shape.kind == "box":
         return float(min(shape.size[0], shape.size[1]))
     return 2.0 * float(shape.size[-1])
-
-
-def _seconds(duration: Any) -> float:
-    return float(duration.sec) + float(duration.nanosec) * 1e-9
 
 
 def _rounded(values: Sequence[float]) -> list[float]:

@@ -98,7 +98,6 @@ from typing import Any
 import numpy as np
 import pinocchio as pin
 import yaml
-from builtin_interfaces.msg import Duration
 from geometry_msgs.msg import PoseStamped
 from moveit_msgs.action import ExecuteTrajectory, MoveGroup
 from moveit_msgs.msg import (
@@ -146,6 +145,7 @@ from erobs_bt.ros.planning_scene import (
     world_object,
 )
 from erobs_bt.ros.qos import latched_qos
+from erobs_bt.rostime import duration_msg, seconds
 from erobs_bt.script._values import safe_load_yaml
 from erobs_bt.script.model import JOINT_NAMES, Constraints, JointConstraint, OrientationConstraint
 from erobs_bt.world import kinematics
@@ -207,15 +207,6 @@ _CODE_PATTERN = re.compile(r"\b(" + "|".join(_CODE_NAMES) + r")\b")
 _NO_JUMP_CHECK = 1e3
 #: Collision-model cache size (scenes differ by world and attached objects).
 _MODEL_CACHE = 8
-
-
-def _duration(seconds: float) -> Duration:
-    whole = math.floor(seconds)
-    return Duration(sec=int(whole), nanosec=min(round((seconds - whole) * 1e9), 999_999_999))
-
-
-def _seconds(duration: Any) -> float:
-    return float(duration.sec) + float(duration.nanosec) * 1e-9
 
 
 def _error(code: int, message: str = "") -> MoveItErrorCodes:
@@ -297,7 +288,7 @@ def trajectory_message(segment: ArmSegment) -> RobotTrajectory:
             positions=[float(v) for v in p.positions],
             velocities=[float(v) for v in p.velocities],
             accelerations=[float(v) for v in p.accelerations],
-            time_from_start=_duration(p.time_from_start),
+            time_from_start=duration_msg(p.time_from_start),
         )
         for p in segment.points
     ]
@@ -327,7 +318,7 @@ def segment_of(trajectory: Any, step_index: int = 0) -> ArmSegment:
             raise ValueError(f"point {i}: expected {len(names)} finite positions")
         points.append(
             TrajectoryPoint(
-                pick(p.positions), pick(p.velocities), pick(p.accelerations), _seconds(p.time_from_start)
+                pick(p.positions), pick(p.velocities), pick(p.accelerations), seconds(p.time_from_start)
             )
         )
     if any(b.time_from_start < a.time_from_start for a, b in itertools.pairwise(points)):

@@ -4,7 +4,7 @@ Subscribes to the node's latched ``~/tree_snapshot`` (``erobs_bt_interfaces/msg/
 and ``~/execution_state`` topics and draws them with the watcher of :mod:`erobs_bt.viz.watch`
 (:func:`~erobs_bt.viz.watch.picture_from_ros`, :func:`~erobs_bt.viz.watch.render_picture`).
 rclpy is imported only when a ROS watch starts; discovery stays on localhost unless the
-user chose otherwise (:func:`erobs_bt.ros.ensure_localhost_discovery`).
+user chose otherwise (:func:`erobs_bt.backends.ros2_control.context.ensure_localhost_discovery`).
 """
 
 from __future__ import annotations
@@ -93,8 +93,8 @@ def watch_ros(
     from rclpy.node import Node
     from rich.live import Live
 
+    from erobs_bt.backends.ros2_control.context import init_context
     from erobs_bt.ros.client import default_names
-    from erobs_bt.ros.domain import init_context
     from erobs_bt.ros.qos import latched_qos
 
     names = default_names(node)

@@ -23,7 +23,7 @@ from typing import Any
 import py_trees
 from py_trees.common import Status
 
-from erobs_bt.backends.base import ErrorCode, MotionError, Solution, as_motion_error
+from erobs_bt.backends.base import ErrorCode, MotionError, ReportsFinalPlan, Solution, as_motion_error
 from erobs_bt.batching import Unit
 from erobs_bt.goal import unchecked_replay_notice
 from erobs_bt.timeouts import PLANNING_STEPS_PER_TIMEOUT
@@ -33,7 +33,7 @@ from erobs_bt.tree.context import (
     GoalContext,
     Mode,
 )
-from erobs_bt.tree.plan_ahead import FinalPlanAhead, ReportsFinalPlan
+from erobs_bt.tree.plan_ahead import FinalPlanAhead
 
 
 class FutureBehaviour(py_trees.behaviour.Behaviour):

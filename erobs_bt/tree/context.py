@@ -11,7 +11,7 @@ goal's one pending plan-ahead (:class:`~erobs_bt.tree.plan_ahead.PlannedAhead`).
 
 Plan-ahead's policy (issue 13: what is planned ahead, when, and when its plan may be used) is
 :mod:`erobs_bt.tree.plan_ahead`; the context keeps its state and calls it through the
-methods of the same names; the backend abilities it uses are declared there too.
+methods of the same names.
 """
 
 from __future__ import annotations

@@ -9,14 +9,16 @@ for the planner at the boundary. The rules, all in :func:`start_plan_ahead` and
 * only in execute mode (a preview plans every unit from the live state, unchanged);
 * the planned-ahead unit is the next motion unit; only units that neither move the arm
   nor change the robot model may lie between (``pipettor``, ``pause``), and tool exchanges
-  (:data:`PLAN_AHEAD_ACROSS`) when the backend can forecast them (:class:`PlansAcross`:
+  (:data:`PLAN_AHEAD_ACROSS`) when the backend can forecast them
+  (:class:`~erobs_bt.backends.base.PlansAcross`:
   the script names the tool, the cell the dock, so the backend plans the exchange's own
   motions from the planned end state and then the unit with the model the exchange will
   leave); never across a vision step (its target is known only at run time): the unit
   after one is planned only once the step has detected its marker and planned its final
   motion, from that plan's end, while the motion executes (:class:`FinalPlanAhead`, with a
-  backend that reports that plan, :class:`ReportsFinalPlan`);
-* with a slow planner (:class:`PlansChained`, ``plan_ahead_depth`` 2: MoveIt) the motion unit
+  backend that reports that plan, :class:`~erobs_bt.backends.base.ReportsFinalPlan`);
+* with a slow planner (:class:`~erobs_bt.backends.base.PlansChained`, ``plan_ahead_depth`` 2:
+  MoveIt) the motion unit
   after the planned-ahead one is planned too, from its planned end, as soon as its plan is
   made, so a short unit in between does not leave too little time (:func:`_chain`);
 * a unit whose cache key already has an entry (it will replay) is not planned ahead;
@@ -39,12 +41,19 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING
 
-from erobs_bt.backends.base import ErrorCode, MotionError, Solution
+from erobs_bt.backends.base import (
+    ErrorCode,
+    MotionError,
+    PlansAcross,
+    PlansChained,
+    ReportsFinalPlan,
+    Solution,
+)
 from erobs_bt.batching import Unit
 from erobs_bt.script.model import JointPositions, Step
 
@@ -63,82 +72,11 @@ PLAN_AHEAD_TOLERANCE = 0.01
 PLAN_AHEAD_TRANSPARENT = frozenset({"pipettor", "pause"})
 
 #: Task types of units a plan-ahead may plan across when the backend forecasts them
-#: (:class:`PlansAcross`): a tool exchange ends with the tool the script names attached and
+#: (:class:`~erobs_bt.backends.base.PlansAcross`): a tool exchange ends with the tool the
+#: script names attached and
 #: the arm out of the dock the cell describes. A vision step never: its end depends on a
 #: detection made when it runs.
 PLAN_AHEAD_ACROSS = frozenset({"tool_exchange"})
-
-
-@runtime_checkable
-class PlansAcross(Protocol):
-    """A backend that can plan a motion unit ahead of the tool exchanges before it (optional;
-    :class:`~erobs_bt.backends.base.MotionBackend` does not require it)."""
-
-    def plan_across(
-        self,
-        crossed: Sequence[Step],
-        steps: Sequence[Step],
-        *,
-        start: JointPositions,
-        after: Solution | None,
-    ) -> Future[Solution]:
-        """Plan ``steps`` from the state the ``crossed`` tool exchanges will leave.
-
-        Args:
-            crossed: the ``tool_exchange`` steps that run before ``steps``, in order.
-            steps: the motion unit's steps.
-            start: the arm state [rad] the first exchange starts from.
-            after: a solution about to be executed before the exchanges (its tool effects
-                apply first, as for :meth:`MotionBackend.plan`), or ``None``.
-
-        Returns:
-            A future of the unit's solution: its ``start_positions`` is where the
-            exchanges are planned to leave the arm, its ``model_revision`` the model they
-            leave; it fails with ``PLANNING_FAILED`` when an exchange cannot be forecast.
-        """
-        ...
-
-
-@runtime_checkable
-class PlansChained(Protocol):
-    """A backend whose planner is slow enough that the engine plans two motion units ahead
-    (optional; :class:`~erobs_bt.backends.base.MotionBackend` does not require it)."""
-
-    @property
-    def plan_ahead_depth(self) -> int:
-        """How many motion units to plan ahead while one executes (1: the next one only)."""
-        ...
-
-    def plan_chained(
-        self, first: Future[Solution], steps: Sequence[Step], *, after: Solution | None = None
-    ) -> Future[Solution]:
-        """Plan ``steps`` from the end of the solution ``first`` resolves to.
-
-        Args:
-            first: the earlier unit's plan-ahead.
-            steps: the later unit's steps.
-            after: the solution about to be dispatched now (its tool effects, then the earlier
-                unit's, apply to the live tool state), or ``None``.
-
-        Returns:
-            A future of the later unit's solution (fails with ``PLANNING_FAILED`` when
-            ``first`` does; cancelling it before its plan starts skips the plan).
-        """
-        ...
-
-
-@runtime_checkable
-class ReportsFinalPlan(Protocol):
-    """A backend that reports the plan of a single step's final motion before executing it
-    (optional; :class:`~erobs_bt.backends.base.MotionBackend` does not require it): the end of
-    a vision step is known only once its detection is made and its last motion planned."""
-
-    def run_step_reporting(
-        self, step: Step, *, on_final_plan: Callable[[Solution], None] | None
-    ) -> Future[str]:
-        """As :meth:`MotionBackend.run_step`; ``on_final_plan`` is called on the backend's
-        thread with the plan of the step's final motion, before that motion is dispatched."""
-        ...
 
 
 @dataclass

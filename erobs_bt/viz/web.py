@@ -135,7 +135,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from erobs_bt.backends.base import Solution
+from erobs_bt.backends.base import HasCell, KnowsIfResettable, MotionBackend, Solution, WatchesWorld
 from erobs_bt.goal import GoalHandle
 from erobs_bt.orchestrator import (
     Feedback,
@@ -720,9 +720,8 @@ class LiveView:
                 threading.Thread(target=self._poll_joints, name="live-view-joints", daemon=True)
             )
         # A change of the planning scene's world is drawn at once (the picture's ``scene``).
-        add_world_listener = getattr(backend, "add_world_listener", None)
-        if callable(add_world_listener):
-            add_world_listener(self._world_changed)
+        if isinstance(backend, WatchesWorld):
+            backend.add_world_listener(self._world_changed)
         for thread in self._threads:
             thread.start()
         self.orchestrator.listener.add(self.listener)
@@ -818,7 +817,8 @@ class LiveView:
     def _publish(self) -> None:
         picture = self.listener.picture()
         picture["tool"] = self._tools()
-        picture["resettable"] = bool(getattr(self.orchestrator.backend, "resettable", False))
+        backend = self.orchestrator.backend
+        picture["resettable"] = isinstance(backend, KnowsIfResettable) and bool(backend.resettable)
         picture["scene"] = self._scene()
         signature = json.dumps(picture, sort_keys=True, default=str)
         with self._published:
@@ -837,7 +837,7 @@ class LiveView:
         built again only when the revision changes; ``None`` when the backend has no cell of
         its own (a test double: the view keeps the cell file's obstacles)."""
         backend = self.orchestrator.backend
-        if getattr(backend, "cell", None) is None:
+        if not isinstance(backend, HasCell):
             return None
         try:
             revision = backend.scene_revision()
@@ -1063,9 +1063,8 @@ class LiveView:
         self.orchestrator.listener.remove(self.listener)
         if self._streaming_joints:
             self.orchestrator.backend.remove_joint_state_listener(self._joint_state)
-        remove_world_listener = getattr(self.orchestrator.backend, "remove_world_listener", None)
-        if callable(remove_world_listener):
-            remove_world_listener(self._world_changed)
+        if isinstance(self.orchestrator.backend, WatchesWorld):
+            self.orchestrator.backend.remove_world_listener(self._world_changed)
         for thread in self._threads:
             if thread.is_alive():
                 thread.join(5.0)
@@ -1322,7 +1321,7 @@ def console_pages(
     from erobs_bt.viz.scene import scene_routes
 
     backend = orchestrator.backend
-    shown = cell if cell is not None else getattr(backend, "cell", None)
+    shown = cell if cell is not None else backend.cell if isinstance(backend, HasCell) else None
 
     def live() -> dict[str, Any]:
         state = {**tools_now(backend), "joint_positions": backend.joint_positions()}
@@ -1340,14 +1339,15 @@ def console_pages(
     return routes
 
 
-def tools_now(backend: Any) -> dict[str, Any]:
+def tools_now(backend: MotionBackend) -> dict[str, Any]:
     """The tools now: ``{"gripper": the attached one (``none``: the bare flange), "docks":
     {dock number: stored gripper or None}}``; ``docks`` only from a backend that tracks them
-    (the simulated cell's ``tool_state()``). For the scene and the picture's ``tool``."""
+    (:meth:`~erobs_bt.backends.base.MotionBackend.dock_contents` not ``None``). For the scene
+    and the picture's ``tool``."""
     state: dict[str, Any] = {"gripper": backend.current_gripper()}
-    tool_state = getattr(backend, "tool_state", None)
-    if callable(tool_state):
-        state["docks"] = dict(tool_state().docks)
+    docks = backend.dock_contents()
+    if docks is not None:
+        state["docks"] = dict(docks)
     return state
 
 

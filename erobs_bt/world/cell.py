@@ -90,7 +90,7 @@ from erobs_bt.script.errors import ScriptError
 from erobs_bt.script.parse import DIRECTION_VECTORS
 from erobs_bt.script.vocabulary import DEFAULT_CELL_PATH as _VOCABULARY_CELL_PATH
 from erobs_bt.script.vocabulary import CellVocabulary
-from erobs_bt.validation import Checker, ConfigError, ErrorFactory, read_yaml
+from erobs_bt.validation import Checker, ConfigError, ErrorFactory
 from erobs_bt.world.kinematics import T_BASE_LINK_BASE, fk, pose_from_xyz_rpy
 
 #: The packaged cell description of this repository.
@@ -135,7 +135,7 @@ class CellConfigError(ConfigError):
     """An invalid cell description (the cell's :class:`~erobs_bt.validation.ConfigError`).
 
     Attributes:
-        file: the file the problem is in (as given to :func:`load_cell`).
+        file: the file the problem is in (as given to :func:`erobs_bt.world.config.load_cell`).
         key: where in the file, e.g. ``obstacles[2].size`` (also :attr:`path`).
         reason: what is wrong.
     """
@@ -876,24 +876,3 @@ def parse_cell(document: Any, *, source: str) -> CellConfig:
         extra=MappingProxyType({k: v for k, v in root.items() if k not in _KNOWN_SECTIONS}),
         vocabulary=vocabulary,
     )
-
-
-def load_cell(path: str | Path = DEFAULT_CELL_PATH) -> CellConfig:
-    """Load and validate a cell description in erobs_bt's cell format.
-
-    Either configuration format (this one or an EROBS beamline file) is read by
-    :func:`erobs_bt.world.config.load_cell`, which is what the backends and nodes use.
-
-    Args:
-        path: the YAML file (default: this repository's ``config/cell.yaml``).
-
-    Returns:
-        The validated, immutable cell.
-
-    Raises:
-        CellConfigError: unreadable file, invalid YAML, or an invalid value; the message
-            names the file and the key (``cell.yaml: obstacles[2].size: expected 3 positive
-            numbers, got [1, 2]``).
-    """
-    source = str(path)
-    return parse_cell(read_yaml(source, error=_cell_error), source=source)

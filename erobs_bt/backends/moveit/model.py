@@ -10,7 +10,6 @@ Conventions: joint positions in radians, :data:`~erobs_bt.script.model.JOINT_NAM
 from __future__ import annotations
 
 import hashlib
-import math
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -18,7 +17,6 @@ from types import MappingProxyType
 from typing import Any
 
 import numpy as np
-from builtin_interfaces.msg import Duration
 from geometry_msgs.msg import Pose
 from moveit_msgs.msg import (
     AttachedCollisionObject,
@@ -35,6 +33,7 @@ from shape_msgs.msg import SolidPrimitive
 from trajectory_msgs.msg import JointTrajectoryPoint
 
 from erobs_bt.backends.base import ArmSegment, ErrorCode, MotionError, TrajectoryPoint
+from erobs_bt.rostime import duration_msg, seconds
 from erobs_bt.script.model import JOINT_NAMES, Constraints, JointPositions
 from erobs_bt.world.cell import CellConfig, Obstacle, Shape, ToolShape
 from erobs_bt.world.kinematics import quat_from_matrix
@@ -499,16 +498,6 @@ def path_constraints(constraints: Constraints | None, config: MoveItConfig) -> C
     return msg
 
 
-def _seconds(duration: Duration) -> float:
-    return float(duration.sec) + float(duration.nanosec) * 1e-9
-
-
-def _duration(seconds: float) -> Duration:
-    whole = math.floor(seconds)
-    nanosec = min(999_999_999, round((seconds - whole) * 1e9))
-    return Duration(sec=int(whole), nanosec=int(nanosec))
-
-
 def segment_from_trajectory(trajectory: RobotTrajectory, config: MoveItConfig, step_index: int) -> ArmSegment:
     """An :class:`ArmSegment` of MoveIt's time-parameterised trajectory (arm joints only,
     :data:`JOINT_NAMES` order).
@@ -536,7 +525,7 @@ def segment_from_trajectory(trajectory: RobotTrajectory, config: MoveItConfig, s
                 positions=tuple(float(point.positions[i]) for i in order),
                 velocities=tuple(float(velocities[i]) for i in order),
                 accelerations=tuple(float(accelerations[i]) for i in order),
-                time_from_start=_seconds(point.time_from_start),
+                time_from_start=seconds(point.time_from_start),
             )
         )
     return ArmSegment(step_index=step_index, points=tuple(points))
@@ -554,7 +543,7 @@ def trajectory_of(segment: ArmSegment, config: MoveItConfig) -> RobotTrajectory:
                 positions=[float(point.positions[i]) for i in order],
                 velocities=[float(point.velocities[i]) for i in order],
                 accelerations=[float(point.accelerations[i]) for i in order],
-                time_from_start=_duration(point.time_from_start),
+                time_from_start=duration_msg(point.time_from_start),
             )
         )
     return trajectory

@@ -63,109 +63,11 @@ backend.
 Modules: :mod:`.config` (the hardware YAML, no ROS import), :mod:`.context` (joining ROS:
 localhost discovery, a private rclpy context), :mod:`.link` (the backend's own node and the
 blocking waits), :mod:`.arm` (FollowJointTrajectory arm driver), :mod:`.tools` (gripper,
-changer and pipettor drivers), :mod:`.backend` (the assembly). The names below are
-importable from this package as before; importing it loads no ROS module until one of
-them is used.
+changer and pipettor drivers), :mod:`.backend` (the assembly); import each name from the
+module that defines it (this package's ``__init__`` exports nothing and imports no ROS module).
 
 Threads: the backend has its own rclpy context and node (``erobs_bt_ros2_control``), spun
 by a single-threaded executor whose callbacks never block; planning and execution run on
 the motion stack's worker threads and block there on the ROS futures, never on the
 tree's tick thread.
 """
-
-from __future__ import annotations
-
-import importlib
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from erobs_bt.backends.ros2_control.arm import FollowJointTrajectoryArm, trajectory_goal
-    from erobs_bt.backends.ros2_control.backend import Ros2ControlBackend
-    from erobs_bt.backends.ros2_control.config import (
-        ADAPTERS,
-        DIGITAL_OUT_PINS,
-        FUN_SET_ANALOG_OUT,
-        FUN_SET_DIGITAL_OUT,
-        FUN_SET_TOOL_VOLTAGE,
-        GripperAdapter,
-        GripperState,
-        HardwareConfig,
-        ParallelGripperParams,
-        check_against_cell,
-        load_hardware_config,
-        parse_hardware_config,
-    )
-    from erobs_bt.backends.ros2_control.link import (
-        LINK_NODE_NAME,
-        RosLink,
-        duration_msg,
-        fjt_error_name,
-        run_action,
-        wait_future,
-        wait_ready,
-    )
-    from erobs_bt.backends.ros2_control.tools import RosTool, SetIOChanger, SetIOService
-
-#: Public name -> the submodule that defines it (loaded on first use, PEP 562).
-_WHERE = {
-    "ADAPTERS": "config",
-    "DIGITAL_OUT_PINS": "config",
-    "FUN_SET_ANALOG_OUT": "config",
-    "FUN_SET_DIGITAL_OUT": "config",
-    "FUN_SET_TOOL_VOLTAGE": "config",
-    "GripperAdapter": "config",
-    "GripperState": "config",
-    "HardwareConfig": "config",
-    "ParallelGripperParams": "config",
-    "check_against_cell": "config",
-    "load_hardware_config": "config",
-    "parse_hardware_config": "config",
-    "LINK_NODE_NAME": "link",
-    "RosLink": "link",
-    "duration_msg": "link",
-    "fjt_error_name": "link",
-    "run_action": "link",
-    "wait_future": "link",
-    "wait_ready": "link",
-    "FollowJointTrajectoryArm": "arm",
-    "trajectory_goal": "arm",
-    "RosTool": "tools",
-    "SetIOChanger": "tools",
-    "SetIOService": "tools",
-    "Ros2ControlBackend": "backend",
-}
-
-__all__ = [
-    "ADAPTERS",
-    "DIGITAL_OUT_PINS",
-    "FUN_SET_ANALOG_OUT",
-    "FUN_SET_DIGITAL_OUT",
-    "FUN_SET_TOOL_VOLTAGE",
-    "LINK_NODE_NAME",
-    "FollowJointTrajectoryArm",
-    "GripperAdapter",
-    "GripperState",
-    "HardwareConfig",
-    "ParallelGripperParams",
-    "Ros2ControlBackend",
-    "RosLink",
-    "RosTool",
-    "SetIOChanger",
-    "SetIOService",
-    "check_against_cell",
-    "duration_msg",
-    "fjt_error_name",
-    "load_hardware_config",
-    "parse_hardware_config",
-    "run_action",
-    "trajectory_goal",
-    "wait_future",
-    "wait_ready",
-]
-
-
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{module}"), name)

@@ -34,11 +34,11 @@ from erobs_bt.backends.ros2_control.config import HardwareConfig
 from erobs_bt.backends.ros2_control.link import (
     Goals,
     RosLink,
-    duration_msg,
     fjt_error_name,
     run_action,
     wait_ready,
 )
+from erobs_bt.rostime import duration_msg
 from erobs_bt.script.model import JOINT_NAMES, JointPositions
 
 _LOG = logging.getLogger(__name__)

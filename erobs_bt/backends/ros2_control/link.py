@@ -14,7 +14,6 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from action_msgs.msg import GoalStatus
-from builtin_interfaces.msg import Duration
 from control_msgs.action import FollowJointTrajectory
 from rclpy.action import ActionClient
 from rclpy.callback_groups import ReentrantCallbackGroup
@@ -47,12 +46,6 @@ def fjt_error_name(code: int) -> str:
         if getattr(FollowJointTrajectory.Result, name, None) == code:
             return f"{name} ({code})"
     return f"error code {code}"
-
-
-def duration_msg(seconds: float) -> Duration:
-    """``builtin_interfaces/Duration`` of ``seconds`` (>= 0), rounded to the nanosecond."""
-    total = round(max(0.0, seconds) * 1_000_000_000)
-    return Duration(sec=total // 1_000_000_000, nanosec=total % 1_000_000_000)
 
 
 #: The name of the ``ros2_control`` backend's own node (:class:`RosLink`).

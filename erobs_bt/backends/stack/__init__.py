@@ -62,9 +62,11 @@ from erobs_bt.backends.base import (
     ErrorCode,
     JointStateListener,
     MotionError,
+    PlanListener,
     Segment,
     Solution,
     ToolSegment,
+    WorldListener,
     as_motion_error,
 )
 from erobs_bt.backends.parts import (
@@ -123,13 +125,6 @@ JOIN_TOLERANCE = 1e-4
 
 _T = TypeVar("_T")
 
-#: A world listener: ``(the new world, what changed it)`` (:meth:`MotionStack.add_world_listener`).
-WorldListener = Callable[[World, str], None]
-#: ``listener(steps, planned, moves)``: of the unit ``steps`` being planned, ``planned`` of its
-#: ``moves`` (``moveto`` steps, one planning request each) are planned
-#: (:meth:`MotionStack.add_plan_listener`).
-PlanListener = Callable[[tuple[Step, ...], int, int], None]
-
 
 @dataclass
 class _Dispatch:
@@ -143,7 +138,9 @@ class _Dispatch:
 
 
 class MotionStack:
-    """A robot behind the :class:`~erobs_bt.backends.base.MotionBackend` protocol, from parts.
+    """A robot behind the :class:`~erobs_bt.backends.base.MotionBackend` protocol, from parts,
+    with every optional ability of :data:`erobs_bt.backends.base.ABILITIES` (a ``reset``-less
+    assembly refuses :meth:`reset_simulation` in its own words: :attr:`resettable`).
 
     Args:
         cell: the cell description (:func:`erobs_bt.world.config.load_cell`): the tools'
@@ -506,7 +503,7 @@ class MotionStack:
         after: Solution | None = None,
     ) -> Future[Solution]:
         """Plan a unit ahead of the tool exchanges before it (plan-ahead across them, issue 24;
-        :class:`erobs_bt.tree.plan_ahead.PlansAcross`).
+        :class:`erobs_bt.backends.base.PlansAcross`).
 
         The exchanges are forecast first (:func:`erobs_bt.planning.forecast.forecast_exchanges`:
         their motions planned from ``start`` [rad] with the tool state :meth:`plan` would start
@@ -537,7 +534,7 @@ class MotionStack:
         self, first: Future[Solution], steps: Sequence[Step], *, after: Solution | None = None
     ) -> Future[Solution]:
         """Plan a unit ahead of a unit that is itself still being planned ahead (plan-ahead
-        depth 2, :class:`erobs_bt.tree.plan_ahead.PlansChained`).
+        depth 2, :class:`erobs_bt.backends.base.PlansChained`).
 
         Args:
             first: the future of the earlier unit's plan; ``steps`` are planned from the end of
@@ -809,7 +806,7 @@ class MotionStack:
         self, step: Step, *, on_final_plan: Callable[[Solution], None] | None
     ) -> Future[str]:
         """:meth:`run_step`, reporting the plan of the step's final motion
-        (:class:`erobs_bt.tree.plan_ahead.ReportsFinalPlan`).
+        (:class:`erobs_bt.backends.base.ReportsFinalPlan`).
 
         Args:
             step: the step.
@@ -867,11 +864,6 @@ class MotionStack:
     @property
     def arm(self) -> ArmDriver:
         """The arm driver."""
-        return self._arm
-
-    @property
-    def controller(self) -> ArmDriver:
-        """The arm driver (the name the simulated cell's users know it by)."""
         return self._arm
 
     @property
@@ -1022,10 +1014,6 @@ class MotionStack:
             f"{state.gripper} attached; docks {docks or 'none'}; no part held; pipettor "
             f"{'with' if pipettor.tip else 'without'} tip, {pipettor.volume * pipettor.stroke_ul:g} µL"
         )
-
-    def shutdown(self) -> None:
-        """Same as :meth:`close` (the name the engine's session uses)."""
-        self.close()
 
     def close(self) -> None:
         """Stop the arm and the tools, shut the workers and the arm driver down, then run the

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from erobs_bt.backends.stack import _Worker
+from erobs_bt.backends.stack.workers import Worker as _Worker
 
 
 def test_calls_run_in_order_on_one_thread_and_shutdown_drops_the_queued_ones() -> None:

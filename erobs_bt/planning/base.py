@@ -152,7 +152,7 @@ class RemotePlanner(Protocol):
     @property
     def plan_ahead_depth(self) -> int:
         """How many motion units the engine plans ahead while one executes (1 or 2,
-        :meth:`erobs_bt.tree.context.GoalContext.start_plan_ahead`)."""
+        :func:`erobs_bt.tree.plan_ahead.start_plan_ahead`)."""
         ...
 
     def predict_end(

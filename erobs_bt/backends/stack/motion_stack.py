@@ -51,6 +51,8 @@ class MotionStack:
     (:class:`~erobs_bt.backends.stack.execution.Execution`) and the single steps
     (:class:`~erobs_bt.backends.stack.steps.StepRunner`). The few methods with more are the
     glue between two parts (:meth:`prepare_goal`, :meth:`set_cup_profile`, :meth:`close`).
+    Its length (over 400 lines) is the public documentation of those members, kept where a
+    backend's user reads it.
 
     Args:
         cell: the cell description (:func:`erobs_bt.world.config.load_cell`): the tools'

@@ -185,6 +185,88 @@ def test_the_parallel_gripper_controller_rejects_a_goal_without_exactly_one_posi
         assert wait(handle.get_result_async()).status == GoalStatus.STATUS_SUCCEEDED
 
 
+def hande_goal(position: float) -> Any:
+    from control_msgs.action import ParallelGripperCommand
+
+    goal = ParallelGripperCommand.Goal()
+    goal.command.name, goal.command.position = ["robotiq_hande_left_finger_joint"], [position]
+    return goal
+
+
+def test_a_new_hande_goal_ends_the_running_one_canceled_and_runs(
+    private: RosEnvironment, tmp_path: Path
+) -> None:
+    from control_msgs.action import ParallelGripperCommand
+    from rclpy.action import ActionClient
+
+    with ExitStack() as cleanup:
+        # Speed 0.05: a command lasts 6 s of wall time, so the second arrives while the first runs.
+        observer, _ = tool_rig(private, tmp_path, cleanup, speed=0.05)
+        client: Any = ActionClient(
+            observer.node, ParallelGripperCommand, "/gripper_action_controller/gripper_cmd"
+        )
+        cleanup.callback(client.destroy)
+        assert client.wait_for_server(30.0)
+        since = observer.events.count
+        first = wait(client.send_goal_async(hande_goal(0.0)))
+        observer.wait_event("gripper_goal", since=since)
+        second = wait(client.send_goal_async(hande_goal(0.025)))
+
+        # parallel_gripper_action_controller: the running goal ends CANCELED, the new one runs.
+        assert wait(first.get_result_async()).status == GoalStatus.STATUS_CANCELED
+        assert wait(second.get_result_async()).status == GoalStatus.STATUS_SUCCEEDED
+        results = observer.wait_count("gripper_result", 2, since)
+        assert [(r["state"], r["outcome"]) for r in results] == [
+            ("hande_closed", "canceled"),
+            ("hande_open", "succeeded"),
+        ]
+
+
+def test_another_clients_hande_goal_fails_our_step_and_the_backend_sends_one_goal_at_a_time(
+    private: RosEnvironment, tmp_path: Path
+) -> None:
+    from control_msgs.action import ParallelGripperCommand
+    from rclpy.action import ActionClient
+
+    with ExitStack() as cleanup:
+        observer, backend = tool_rig(private, tmp_path, cleanup, speed=0.05)
+        client: Any = ActionClient(
+            observer.node, ParallelGripperCommand, "/gripper_action_controller/gripper_cmd"
+        )
+        cleanup.callback(client.destroy)
+        assert client.wait_for_server(30.0)
+        since = observer.events.count
+        ours = command(backend, "hande_closed")
+        observer.wait_event("gripper_goal", since=since)
+        theirs = wait(client.send_goal_async(hande_goal(0.025)))
+
+        # Another client's goal ends ours CANCELED: the step fails, it was not ours to finish.
+        error = ours.exception(TIMEOUT)
+        assert isinstance(error, MotionError) and error.code is ErrorCode.EXECUTION_FAILED, error
+        assert "ParallelGripperCommand /gripper_action_controller/gripper_cmd: cancelled by the server" in (
+            error.detail
+        )
+        assert wait(theirs.get_result_async()).status == GoalStatus.STATUS_SUCCEEDED
+
+        # Two steps at once: the backend sends the second goal only after the first one's
+        # result, so the controller never has to cancel one of ours.
+        since = observer.events.count
+        both = [command(backend, "hande_closed"), command(backend, "hande_open")]
+        for future in both:
+            future.result(TIMEOUT)
+        results = observer.wait_count("gripper_result", 2, since)
+        assert [(r["state"], r["outcome"]) for r in results] == [
+            ("hande_closed", "succeeded"),
+            ("hande_open", "succeeded"),
+        ]
+        kinds = [
+            e["event"]
+            for e in observer.events.items()[since:]
+            if e["event"] in ("gripper_goal", "gripper_result")
+        ]
+        assert kinds == ["gripper_goal", "gripper_result"] * 2
+
+
 def wait(future: Any, timeout: float = TIMEOUT) -> Any:
     done = threading.Event()
     future.add_done_callback(lambda _f: done.set())

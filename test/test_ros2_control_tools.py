@@ -318,6 +318,44 @@ def test_a_set_io_pin_outside_0_to_17_is_a_configuration_error() -> None:
         parse_hardware_config({"tool_changer": {"pin": 0}}, source="hw")
 
 
+def test_a_tool_voltage_is_sent_as_the_ur_driver_sends_it_and_only_0_12_24_are_configured(
+    private: RosEnvironment, tmp_path: Path
+) -> None:
+    from ur_msgs.srv import SetIO
+
+    from erobs_bt.backends.ros2_control import parse_hardware_config
+
+    # The backend is configured with a voltage the driver sends, nothing else.
+    for volts in (0, 12, 24):
+        assert parse_hardware_config({"io": {"tool_voltage": volts}}, source="hw").tool_voltage == volts
+    with pytest.raises(ValueError, match=r"hw: io\.tool_voltage: must be 0, 12 or 24 \(V\).*\(got 5\)"):
+        parse_hardware_config({"io": {"tool_voltage": 5}}, source="hw")
+
+    with ExitStack() as cleanup:
+        process = HardwareProcess(private, ["--speed", "20"]).start()
+        cleanup.callback(process.stop)
+        observer = HardwareObserver(private.domain_id)
+        cleanup.callback(observer.close)
+        assert observer.set_io.wait_for_service(30.0), process.output
+        assert observer.events.wait_for(lambda e: e["event"] == "start", 30.0) is not None
+
+        def voltage(state: float) -> bool:
+            request = SetIO.Request(fun=SetIO.Request.FUN_SET_TOOL_VOLTAGE, pin=0, state=state)
+            return bool(wait(observer.set_io.call_async(request)).success)
+
+        # The GPIO controller writes any state; the driver truncates it to an int and sends
+        # only 0, 12 or 24 V, answering false (nothing sent) for anything else.
+        assert voltage(12.4)
+        assert not voltage(5.0)
+        assert voltage(24.9)
+        assert not voltage(48.0)
+        messages = [e["message"] for e in observer.wait_count("set_io", 4)]
+        assert messages[0] == "tool voltage 12 V"
+        assert "tool voltage 5 V not sent" in messages[1]
+        assert messages[2] == "tool voltage 24 V"
+        assert "tool voltage 48 V not sent" in messages[3]
+
+
 def test_a_tool_exchange_switches_only_the_tool_voltage_as_erobs_does(
     private: RosEnvironment, tmp_path: Path
 ) -> None:

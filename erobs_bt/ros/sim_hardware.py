@@ -124,6 +124,7 @@ from erobs_bt.backends.ros2_control import (
     fjt_error_name,
     load_hardware_config,
 )
+from erobs_bt.backends.ros2_control.config import sent_tool_voltage
 from erobs_bt.backends.ros2_control.constraints import (
     UR_DEFAULTS,
     TrajectoryConstraints,
@@ -1289,12 +1290,18 @@ class SimHardwareNode(Node):
         for what it would do to a tool."""
         with self._lock:
             if fun == FUN_SET_TOOL_VOLTAGE:
-                if state not in (0.0, 12.0, 24.0):
-                    return False, f"tool voltage {state:g} V (allowed: 0, 12, 24)"
-                self._voltage = state
-                if state == 0.0:
+                # The GPIO controller writes any state; the driver sends it truncated to an
+                # int, and only 0, 12 or 24 (sent_tool_voltage): anything else is not sent.
+                volts = sent_tool_voltage(state)
+                if volts is None:
+                    return False, (
+                        f"tool voltage {state:g} V not sent: the tool voltage should be 0, 12 or 24 "
+                        "(the UR driver's answer)"
+                    )
+                self._voltage = volts
+                if volts == 0.0:
                     return True, "tool voltage 0 V" + self._drop_vacuum_part() + self._changer_at_rest()
-                return True, f"tool voltage {state:g} V"
+                return True, f"tool voltage {volts:g} V"
             if fun == FUN_SET_ANALOG_OUT and 0 <= pin <= 2:
                 self._outputs[-1 - pin] = state
                 return True, f"analog output {pin} = {state:g}"

@@ -246,6 +246,7 @@ def test_another_clients_hande_goal_fails_our_step_and_the_backend_sends_one_goa
         assert "ParallelGripperCommand /gripper_action_controller/gripper_cmd: cancelled by the server" in (
             error.detail
         )
+        assert "another client commanded the gripper" in error.detail
         assert wait(theirs.get_result_async()).status == GoalStatus.STATUS_SUCCEEDED
 
         # Two steps at once: the backend sends the second goal only after the first one's

@@ -699,6 +699,45 @@ def test_row10_the_cartesian_fraction_counts_waypoints(probe: Probe) -> None:
     assert 0.5 <= answer.fraction < 1.0, answer.fraction
 
 
+def test_row10_the_backend_refuses_a_cartesian_path_with_a_joint_jump(probe: Probe) -> None:
+    # Wrist 2 at 0.0003 rad, just off the wrist singularity: 0.5 mm along base_link's y flips
+    # wrist 1 and wrist 3 by about 1.5 rad in the first step; move_group answers SUCCESS with the
+    # flip in the path (no jump check, no check between waypoints), where the flange leaves the
+    # line; the backend refuses it.
+    from erobs_bt.backends.moveit.planner import MoveItPlanner
+    from erobs_bt.backends.ros2_control.link import RosLink
+    from erobs_bt.script.model import MoveTo
+    from erobs_bt.world import kinematics
+    from erobs_bt.world.tools import initial_tool_state
+
+    near_singular = (0.0, -1.57, 1.57, -1.57, 0.0003, 0.0)
+    R = kinematics.fk(near_singular)[:3, :3]
+    along_y = tuple(float(v) for v in R.T @ np.array([0.0, 1.0, 0.0]))  # base y, in the flange frame
+    step = MoveTo(
+        index=0,
+        path="tasks[0]",
+        spec={},
+        direction_vector=(along_y[0], along_y[1], along_y[2]),
+        distance=0.02,
+        planning_type="cartesian",
+    )
+    link = RosLink("conformance_row10", domain_id=probe.domain_id, start=False)
+    try:
+        planner = MoveItPlanner(CELL, link, MoveItConfig())
+        link.start()
+        with pytest.raises(MotionError) as refused:
+            planner.plan_move(step, near_singular, tools=initial_tool_state(CELL, "none"))
+        # Away from the singularity the same line is accepted.
+        planner.plan_move(step, tuple(START), tools=initial_tool_state(CELL, "none"))
+    finally:
+        link.close()
+    text = str(refused.value)
+    assert text.startswith("PLANNING_FAILED: tasks[0]: GetCartesianPath /compute_cartesian_path: "), text
+    assert "the flange leaves the straight line by " in text and "line_tolerance 5 mm" in text, text
+    plans = [e for e in probe.events.items() if e.get("service") == "compute_cartesian_path"]
+    assert plans[-2]["code"] == MoveItErrorCodes.SUCCESS and plans[-2]["fraction"] == 1.0, plans[-2]
+
+
 # -- row 12: world objects of one diff are applied one by one ------------------------------------
 
 

@@ -205,6 +205,10 @@ _CODE_PATTERN = re.compile(r"\b(" + "|".join(_CODE_NAMES) + r")\b")
 #: [rad] the embedded planner's joint-jump threshold for compute_cartesian_path: larger than any
 #: joint change, i.e. no check (move_group never applies its jump threshold: row 10).
 _NO_JUMP_CHECK = 1e3
+#: [m] the embedded planner's line tolerance for compute_cartesian_path: no check. move_group
+#: checks each IK waypoint's state only (``cartesian_path_service_capability.cpp`` 160-172), not
+#: where the timed trajectory goes between them (a joint jump leaves the line there: row 10).
+_NO_LINE_CHECK = 1e3
 #: Collision-model cache size (scenes differ by world and attached objects).
 _MODEL_CACHE = 8
 
@@ -1140,13 +1144,15 @@ class SimMoveGroupNode(Node):
             q, attached = self._start(request.start_state)
             response.start_state = self._robot_state(q, attached)
             # The whole fraction is reported, so the planner keeps any prefix of a line; no joint
-            # jump check: move_group builds its jump threshold but never passes it on (row 10).
+            # jump check: move_group builds its jump threshold but never passes it on, and does
+            # not check the path between waypoints (row 10).
             planner = self._planner(
                 attached,
                 self._scaling(request),
                 bool(request.avoid_collisions),
                 min_cartesian_fraction=1e-9,
                 jump_threshold=_NO_JUMP_CHECK,
+                cartesian_tolerance=_NO_LINE_CHECK,
             )
             waypoints = [T_frame @ pose_matrix(w) for w in request.waypoints]
             constraints = path_constraints_of(request.path_constraints)

@@ -79,7 +79,12 @@ class MoveItConfig:
         speed_scaling: ``max_velocity_scaling_factor`` and ``max_acceleration_scaling_factor``
             (EROBS's default 0.2).
         cartesian_step: ``max_step`` of GetCartesianPath [m] (EROBS 0.5 mm).
-        jump_threshold: GetCartesianPath's ``jump_threshold`` (0: off, MoveIt's default).
+        jump_threshold: GetCartesianPath's ``jump_threshold`` (0: off, MoveIt's default;
+            move_group ignores it: docs/conformance/moveit.md, row 10).
+        line_tolerance: [m] largest distance of the flange from the straight line at any point
+            of move_group's Cartesian path; a larger one (a wrist flip near a singularity,
+            which move_group does not refuse) is refused before it runs
+            (docs/conformance/moveit.md, row 10).
         min_cartesian_fraction: least ``fraction`` of a Cartesian path to accept (EROBS 0.9).
         start_tolerance: [rad] largest live-state deviation from a trajectory's first point
             (MoveIt's ``allowed_start_tolerance``, 0.01).
@@ -121,6 +126,7 @@ class MoveItConfig:
     speed_scaling: float = 0.2
     cartesian_step: float = 0.0005
     jump_threshold: float = 0.0
+    line_tolerance: float = 0.005
     min_cartesian_fraction: float = 0.9
     start_tolerance: float = 0.01
     server_timeout: float = 10.0
@@ -582,6 +588,7 @@ _PLAIN_KEYS = {
     "speed_scaling": "",
     "cartesian_step": "m",
     "min_cartesian_fraction": "",
+    "line_tolerance": "m",
     "start_tolerance": "rad",
     "server_timeout": "s",
     "call_timeout": "s",

@@ -98,9 +98,16 @@ from erobs_bt.backends.moveit.model import (
     tool_object_id,
 )
 from erobs_bt.backends.ros2_control.link import RosLink, wait_future, wait_ready
+from erobs_bt.planning.cartesian import distance_from_segment
 from erobs_bt.script.model import JointPositions, MoveTo
 from erobs_bt.world.cell import CellConfig, Obstacle
-from erobs_bt.world.kinematics import T_BASE_LINK_BASE, flange_goal_from_tip_goal, pose_from_xyz_rpy
+from erobs_bt.world.kinematics import (
+    T_BASE_LINK_BASE,
+    fk,
+    fk_batch,
+    flange_goal_from_tip_goal,
+    pose_from_xyz_rpy,
+)
 from erobs_bt.world.scene import World
 from erobs_bt.world.tools import ToolState, planning_tip
 
@@ -552,7 +559,46 @@ class MoveItPlanner:
                 f"(at least {c.min_cartesian_fraction:.0%} needed)"
                 + (f": {response.error_code.message}" if response.error_code.message else ""),
             )
-        return self._segment(response.solution, start, step)
+        segment = self._segment(response.solution, start, step)
+        self._check_line(segment, start, T_goal, step.path, what)
+        return segment
+
+    def _check_line(
+        self,
+        segment: ArmSegment,
+        start: Sequence[float],
+        T_goal: NDArray[np.float64],
+        where: str,
+        what: str,
+    ) -> None:
+        """Refuse a Cartesian path whose flange leaves the straight line from ``start``'s flange
+        to ``T_goal`` (``T_base_link_flange``) by more than ``line_tolerance`` [m] at any point
+        (the cell's analytic FK).
+
+        move_group checks no joint jump (row 10), and its answer is not the IK waypoints but
+        TOTG samples every 0.1 s (``time_optimal_trajectory_generation.cpp`` 1245-1266; the
+        service times it, ``cartesian_path_service_capability.cpp`` 194-197), so MoveIt's own
+        jump test between consecutive waypoints (``cartesian_interpolator.cpp`` 111-184) cannot
+        be applied to it: a flip is spread over several samples at the wrist's speed limit. Its
+        trace is the flange leaving the line between the waypoints on each side of the jump.
+
+        Raises:
+            MotionError: ``PLANNING_FAILED`` naming the point, its time and the distance.
+        """
+        q = np.asarray([p.positions for p in segment.points], dtype=float)
+        tips = fk_batch(q)[:, :3, 3]
+        off = distance_from_segment(tips, fk(start)[:3, 3], T_goal[:3, 3])
+        worst = int(np.argmax(off))
+        limit = self._config.line_tolerance
+        if off[worst] > limit:
+            t = segment.points[worst].time_from_start
+            raise MotionError(
+                ErrorCode.PLANNING_FAILED,
+                f"{where}: {what}: the flange leaves the straight line by {off[worst] * 1000:.1f} mm "
+                f"at point {worst} of {len(q)} (t = {t:.2f} s; line_tolerance {limit * 1000:g} mm): "
+                "a joint jump (a wrist flip near a singularity), which move_group does not refuse; "
+                "not executed",
+            )
 
     def _segment(self, trajectory: Any, start: Sequence[float], step: MoveTo) -> ArmSegment:
         try:

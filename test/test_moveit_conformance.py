@@ -738,6 +738,81 @@ def test_row10_the_backend_refuses_a_cartesian_path_with_a_joint_jump(probe: Pro
     assert plans[-2]["code"] == MoveItErrorCodes.SUCCESS and plans[-2]["fraction"] == 1.0, plans[-2]
 
 
+# -- row 7: compute_ik answers whichever branch KDL lands on -------------------------------------
+
+#: A goal of the arm [rad] whose pose KDL, iterating from START, solves on another branch
+#: (about 0.5 rad farther from START than this, the nearest one).
+OTHER_BRANCH_GOAL = (0.763, -0.881, -1.364, -1.902, -5.363, -3.178)
+
+
+def test_row7_compute_ik_answers_the_branch_kdl_lands_on_not_the_nearest(probe: Probe) -> None:
+    from moveit_msgs.srv import GetPositionIK
+
+    from erobs_bt.backends.moveit.model import pose_msg
+    from erobs_bt.world import kinematics
+
+    service: Any = probe.node.create_client(GetPositionIK, "compute_ik")
+    assert service.wait_for_service(30.0)
+    T_goal = kinematics.fk(OTHER_BRANCH_GOAL)
+    nearest = kinematics.ik_nearest(T_goal, seed=START)
+    assert nearest is not None and np.allclose(nearest, OTHER_BRANCH_GOAL, atol=1e-6)
+    request = GetPositionIK.Request()
+    ik = request.ik_request
+    ik.group_name = GROUP
+    ik.ik_link_name = "flange"
+    ik.avoid_collisions = True
+    ik.robot_state.joint_state.name = list(JOINT_NAMES)
+    ik.robot_state.joint_state.position = [float(v) for v in START]
+    ik.pose_stamped.header.frame_id = "base_link"
+    ik.pose_stamped.pose = pose_msg(T_goal)
+    answer = probe.wait(service.call_async(request))
+    assert answer.error_code.val == MoveItErrorCodes.SUCCESS, answer.error_code
+    solution = np.array(
+        [
+            answer.solution.joint_state.position[list(answer.solution.joint_state.name).index(n)]
+            for n in JOINT_NAMES
+        ]
+    )
+    position, angle = kinematics.pose_distance(kinematics.fk(solution), T_goal)
+    assert position < 1e-4 and angle < 1e-4
+    assert np.linalg.norm(solution - START) > np.linalg.norm(nearest - START) + 0.5, solution
+    # Seeded with the nearest branch itself, KDL stays on it.
+    ik.robot_state.joint_state.position = [float(v) for v in nearest]
+    again = probe.wait(service.call_async(request))
+    kept = [
+        again.solution.joint_state.position[list(again.solution.joint_state.name).index(n)]
+        for n in JOINT_NAMES
+    ]
+    assert np.allclose(kept, nearest, atol=1e-4)
+
+
+def test_row7_the_backend_reaches_a_cartesian_goal_on_the_branch_nearest_the_start(probe: Probe) -> None:
+    from erobs_bt.backends.moveit.planner import MoveItPlanner
+    from erobs_bt.backends.ros2_control.link import RosLink
+    from erobs_bt.script.model import MoveTo
+    from erobs_bt.world import kinematics
+    from erobs_bt.world.tools import initial_tool_state, planning_tip
+
+    tools = initial_tool_state(CELL, "none")
+    T_tip = kinematics.fk(OTHER_BRANCH_GOAL) @ planning_tip(CELL, tools)
+    xyz, rpy = kinematics.xyz_rpy_from_pose(T_tip, degrees=False)
+    step = MoveTo(
+        index=0,
+        path="tasks[0]",
+        spec={},
+        cartesian_target=(*(float(v) for v in xyz), *(float(v) for v in rpy)),
+        planning_type="auto",
+    )
+    link = RosLink("conformance_row7", domain_id=probe.domain_id, start=False)
+    try:
+        planner = MoveItPlanner(CELL, link, MoveItConfig())
+        link.start()
+        segment = planner.plan_move(step, tuple(START), tools=tools)
+    finally:
+        link.close()
+    assert np.allclose(segment.points[-1].positions, OTHER_BRANCH_GOAL, atol=1e-3), segment.points[-1]
+
+
 # -- row 12: world objects of one diff are applied one by one ------------------------------------
 
 

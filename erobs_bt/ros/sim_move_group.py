@@ -88,6 +88,7 @@ import re
 import sys
 import threading
 import time
+import zlib
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -209,6 +210,84 @@ _NO_JUMP_CHECK = 1e3
 #: checks each IK waypoint's state only (``cartesian_path_service_capability.cpp`` 160-172), not
 #: where the timed trajectory goes between them (a joint jump leaves the line there: row 10).
 _NO_LINE_CHECK = 1e3
+#: KDL's defaults (``kdl_kinematics_plugin``'s parameters): Newton iterations per attempt and
+#: the largest position [m] / orientation [rad] error of a solution.
+_KDL_MAX_ITERATIONS = 500
+_KDL_EPSILON = 1e-5
+
+
+def _twist_error(T: NDArray[np.float64], T_goal: NDArray[np.float64]) -> NDArray[np.float64]:
+    """(6,) position [m] and rotation-vector [rad] error from ``T`` to ``T_goal`` (base frame)."""
+    rotation = kinematics.rotvec_from_matrix(T_goal[:3, :3] @ T[:3, :3].T)
+    return np.concatenate([T_goal[:3, 3] - T[:3, 3], rotation])
+
+
+def _jacobian(q: NDArray[np.float64], T: NDArray[np.float64]) -> NDArray[np.float64]:
+    """(6, 6) geometric Jacobian of the flange at ``q`` (forward differences of :func:`fk`)."""
+    J = np.empty((6, 6))
+    h = 1e-7
+    for i in range(6):
+        moved = q.copy()
+        moved[i] += h
+        T_h = kinematics.fk(moved)
+        J[:, i] = _twist_error(T, T_h) / h
+    return J
+
+
+def kdl_newton(T_goal: NDArray[np.float64], seed: Sequence[float]) -> NDArray[np.float64] | None:
+    """One KDL attempt from ``seed`` [rad]: damped Newton steps on the pose error, clipped to the
+    joint limits, as ``KDLKinematicsPlugin::CartToJnt`` (moveit2 jazzy @ 4d84106,
+    ``moveit_kinematics/kdl_kinematics_plugin/src/kdl_kinematics_plugin.cpp`` 418-497: the step
+    shrinks when the error grows, stops when position and orientation errors are within
+    ``epsilon``); the joints it converged to, or ``None``. Whichever branch the iteration falls
+    into comes back, not necessarily the one nearest the seed."""
+    lower, upper = kinematics.JOINT_LIMITS[:, 0], kinematics.JOINT_LIMITS[:, 1]
+    q = np.array(seed, dtype=float)
+    backup, dq = q.copy(), np.zeros(6)
+    last, step = math.inf, 1.0
+    for _ in range(_KDL_MAX_ITERATIONS):
+        T = kinematics.fk(q)
+        error = _twist_error(T, T_goal)
+        norm = max(float(np.linalg.norm(error[:3])), float(np.linalg.norm(error[3:])))
+        if norm <= _KDL_EPSILON:
+            return q
+        if norm >= last:
+            old, step = step, step * min(0.2, last / norm)
+            dq *= step / old
+            q = backup.copy()
+        else:
+            backup, step, last = q.copy(), 1.0, norm
+            dq = np.linalg.pinv(_jacobian(q, T), rcond=1e-10) @ error
+        dq = np.clip(dq, lower - q, upper - q)
+        if float(np.sum(np.abs(dq))) < _KDL_EPSILON and step < _KDL_EPSILON:
+            return None
+        q = q + dq
+    return None
+
+
+def kdl_like_ik(
+    T_flange: NDArray[np.float64],
+    seed: Sequence[float],
+    valid: Any,
+    restart_seed: int,
+) -> NDArray[np.float64] | None:
+    """``compute_ik`` as move_group answers it with KDL (docs/conformance/moveit.md, row 7):
+    the first attempt iterates from the seed (:func:`kdl_newton`) and its answer is kept if
+    ``valid(q)`` (the collision check of ``avoid_collisions``, KDL's solution callback); every
+    later attempt starts from a random configuration (``kdl_kinematics_plugin.cpp`` 369-413),
+    which lands on any branch: here a random order of the analytic branches, drawn from
+    ``restart_seed`` (deterministic for a request). ``None``: no valid branch."""
+    first = kdl_newton(T_flange, seed)
+    if first is not None and kinematics.within_limits(first) and valid(first):
+        return first
+    branches = kinematics.ik(T_flange, seed=seed)
+    order = np.random.default_rng(restart_seed).permutation(len(branches))
+    for i in order:
+        if valid(branches[i]):
+            return branches[i]
+    return None
+
+
 #: Collision-model cache size (scenes differ by world and attached objects).
 _MODEL_CACHE = 8
 
@@ -1250,13 +1329,17 @@ class SimMoveGroupNode(Node):
                 raise _Failure(MoveItErrorCodes.FRAME_TRANSFORM_FAILURE, str(exc)) from None
             T_link = T_frame @ pose_matrix(ik.pose_stamped.pose)
             T_flange = T_link @ np.linalg.inv(self._T_flange_link(link))
-            solutions = kinematics.ik(T_flange, seed=q_seed)
-            if ik.avoid_collisions and solutions:
-                model = self._model(attached)
-                solutions = [s for s in solutions if not model.in_collision(s)]
-            if not solutions:
+            model = self._model(attached) if ik.avoid_collisions else None
+            restart_seed = zlib.crc32(np.round(np.concatenate([T_flange.ravel(), q_seed]), 6).tobytes())
+            solution = kdl_like_ik(
+                T_flange,
+                q_seed,
+                lambda q: model is None or not model.in_collision(q),
+                restart_seed,
+            )
+            if solution is None:
                 raise _Failure(MoveItErrorCodes.NO_IK_SOLUTION, f"no collision-free IK solution for {link}")
-            response.solution = self._robot_state(tuple(float(v) for v in solutions[0]), attached)
+            response.solution = self._robot_state(tuple(float(v) for v in solution), attached)
             response.error_code = _error(MoveItErrorCodes.SUCCESS)
         except _Failure as failure:
             response.error_code = _error(failure.code, failure.message)

@@ -106,6 +106,7 @@ from erobs_bt.world.kinematics import (
     fk,
     fk_batch,
     flange_goal_from_tip_goal,
+    ik_nearest,
     pose_from_xyz_rpy,
 )
 from erobs_bt.world.scene import World
@@ -639,7 +640,43 @@ class MoveItPlanner:
     ) -> JointPositions:
         """Joints [rad] that put the flange at ``T_flange``, from move_group's ``compute_ik``
         seeded with ``seed`` and checked for collisions (unless ``avoid_collisions`` is off:
-        a prediction of where a straight line ends, which may press onto a part)."""
+        a prediction of where a straight line ends, which may press onto a part), on the IK
+        branch nearest the seed.
+
+        KDL answers whichever branch its iteration from the seed or a random restart lands on
+        (docs/conformance/moveit.md, row 7), so an answer farther from the seed than the cell's
+        analytic nearest branch (:func:`~erobs_bt.world.kinematics.ik_nearest`, + 1e-3 rad) is
+        asked again, seeded with that branch (KDL converges at once from an exact solution);
+        if move_group still answers another branch (the nearest one is in collision), the
+        goal is refused rather than reached on another branch.
+
+        Raises:
+            MotionError: ``PLANNING_FAILED``: no answer, no solution, or only another branch.
+        """
+        joints = self._ask_ik(T_flange, seed, attached, where, avoid_collisions)
+        nearest = ik_nearest(T_flange, seed=seed)
+        if nearest is None or _farther(joints, nearest, seed) <= _BRANCH_TOLERANCE:
+            return joints
+        again = self._ask_ik(T_flange, tuple(float(v) for v in nearest), attached, where, avoid_collisions)
+        if _farther(again, nearest, seed) <= _BRANCH_TOLERANCE:
+            return again
+        raise MotionError(
+            ErrorCode.PLANNING_FAILED,
+            f"{where}: GetPositionIK {self._config.name('compute_ik')}: the solution is on another IK "
+            f"branch ({_rounded(again)}, {_distance(again, seed):.3f} rad from the start) than the "
+            f"nearest one ({_rounded(nearest)}, {_distance(nearest, seed):.3f} rad), which move_group "
+            "does not accept (in collision?); refused rather than change branches",
+        )
+
+    def _ask_ik(
+        self,
+        T_flange: NDArray[np.float64],
+        seed: Sequence[float],
+        attached: Any,
+        where: str,
+        avoid_collisions: bool,
+    ) -> JointPositions:
+        """One ``compute_ik`` request (see :meth:`_inverse`)."""
         c = self._config
         request = GetPositionIK.Request()
         ik = request.ik_request
@@ -711,3 +748,26 @@ class MoveItPlanner:
     def object_id(gripper: str) -> str:
         """The planning-scene id of ``gripper``'s attached collision object."""
         return tool_object_id(gripper)
+
+
+#: [rad] how much farther from the seed than the nearest analytic branch an IK answer may be
+#: and still count as that branch (KDL's answers are within 1e-5 of the pose).
+_BRANCH_TOLERANCE = 1e-3
+
+
+def _distance(q: Sequence[float] | NDArray[np.float64], seed: Sequence[float] | NDArray[np.float64]) -> float:
+    """Euclidean joint distance [rad]."""
+    return float(np.linalg.norm(np.asarray(q, dtype=float) - np.asarray(seed, dtype=float)))
+
+
+def _farther(
+    q: Sequence[float] | NDArray[np.float64],
+    nearest: Sequence[float] | NDArray[np.float64],
+    seed: Sequence[float] | NDArray[np.float64],
+) -> float:
+    """How much farther from ``seed`` ``q`` is than ``nearest`` [rad]."""
+    return _distance(q, seed) - _distance(nearest, seed)
+
+
+def _rounded(q: Sequence[float] | NDArray[np.float64]) -> list[float]:
+    return [round(float(v), 3) for v in q]

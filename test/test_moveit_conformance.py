@@ -813,6 +813,101 @@ def test_row7_the_backend_reaches_a_cartesian_goal_on_the_branch_nearest_the_sta
     assert np.allclose(segment.points[-1].positions, OTHER_BRANCH_GOAL, atol=1e-3), segment.points[-1]
 
 
+# -- row 6: Pilz PTP checks its path only through a ValidateSolution adapter ---------------------
+
+UNVALIDATED_NAMESPACE = "/no_validate"
+#: A joint goal [rad], free itself, whose straight joint line from START takes wrist 2 through
+#: the hot plate.
+THROUGH_THE_HOT_PLATE = (0.904, -2.631, -2.008, -2.81, -4.321, -2.191)
+
+
+@pytest.fixture(scope="module")
+def unvalidated_probe(ros_env: RosEnvironment) -> Iterator[Probe]:
+    """A simulated move_group (namespace /no_validate) whose Pilz pipeline has no
+    ValidateSolution adapter."""
+    command = [
+        sys.executable,
+        "-m",
+        "erobs_bt.ros.sim_move_group",
+        "--speed",
+        str(SPEED),
+        "--no-warm-up",
+        "--no-pilz-validate-solution",
+        "--namespace",
+        UNVALIDATED_NAMESPACE,
+    ]
+    process = RosProcess(ros_env, command, READY_PREFIX).start()
+    made = Probe(ros_env.domain_id, UNVALIDATED_NAMESPACE)
+    yield made
+    made.close()
+    assert process.stop() == 0, process.output
+
+
+def ptp_request(goal: tuple[float, ...]) -> Any:
+    from moveit_msgs.msg import Constraints, JointConstraint
+
+    request = GetMotionPlan.Request()
+    plan = request.motion_plan_request
+    plan.group_name = GROUP
+    plan.pipeline_id, plan.planner_id = "pilz_industrial_motion_planner", "PTP"
+    plan.start_state.joint_state.name = list(JOINT_NAMES)
+    plan.start_state.joint_state.position = [float(v) for v in START]
+    plan.goal_constraints = [
+        Constraints(
+            joint_constraints=[
+                JointConstraint(
+                    joint_name=n, position=float(v), tolerance_above=1e-3, tolerance_below=1e-3, weight=1.0
+                )
+                for n, v in zip(JOINT_NAMES, goal, strict=True)
+            ]
+        )
+    ]
+    return request
+
+
+def test_row6_pilz_ptp_checks_its_path_only_with_validate_solution(
+    probe: Probe, unvalidated_probe: Probe
+) -> None:
+    request = ptp_request(THROUGH_THE_HOT_PLATE)
+    checked = probe.wait(probe.plan_service.call_async(request)).motion_plan_response
+    assert checked.error_code.val == MoveItErrorCodes.FAILURE  # ValidateSolution's INVALID_MOTION_PLAN
+    unchecked = unvalidated_probe.wait(
+        unvalidated_probe.plan_service.call_async(request)
+    ).motion_plan_response
+    assert unchecked.error_code.val == MoveItErrorCodes.SUCCESS, unchecked.error_code
+    end = unchecked.trajectory.joint_trajectory.points[-1].positions
+    assert np.allclose(end, THROUGH_THE_HOT_PLATE, atol=1e-3)
+
+
+def test_row6_the_backend_validates_ptp_results_before_they_run(unvalidated_probe: Probe) -> None:
+    from erobs_bt.backends.moveit.planner import MoveItPlanner
+    from erobs_bt.backends.ros2_control.link import RosLink
+    from erobs_bt.script.model import MoveTo
+    from erobs_bt.world.tools import initial_tool_state
+
+    step = MoveTo(index=0, path="tasks[0]", spec={}, target="through", target_joints=THROUGH_THE_HOT_PLATE)
+    tools = initial_tool_state(CELL, "none")
+    link = RosLink("conformance_row6", domain_id=unvalidated_probe.domain_id, start=False)
+    try:
+        ptp_only = MoveItPlanner(
+            CELL,
+            link,
+            MoveItConfig(
+                namespace=UNVALIDATED_NAMESPACE, pipelines=(("pilz_industrial_motion_planner", "PTP"),)
+            ),
+        )
+        link.start()
+        with pytest.raises(MotionError) as refused:
+            ptp_only.plan_move(step, tuple(START), tools=tools)
+    finally:
+        link.close()
+    text = str(refused.value)
+    assert text.startswith("PLANNING_FAILED: tasks[0]: Pilz PTP's trajectory collides in the cell's model"), (
+        text
+    )
+    assert "hot_plate" in text, text
+
+
 # -- row 12: world objects of one diff are applied one by one ------------------------------------
 
 

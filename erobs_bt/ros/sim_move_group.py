@@ -517,6 +517,11 @@ class SimMoveGroupNode(Node):
             ``duration_margin`` [s] is stopped with ``TIMED_OUT``.
         warm_up: build the cell's tools' collision models in the background at start
             (:meth:`warm_up`).
+        pilz_validate_solution: the Pilz pipeline has MoveIt's ``ValidateSolution`` response
+            adapter (its default configuration, ``pilz_industrial_motion_planner_planning.yaml``
+            9-11): PTP paths are collision-checked. ``False``: a Pilz pipeline configured
+            without it, whose PTP paths are not checked (the start state still is:
+            ``CheckStartStateCollision``); docs/conformance/moveit.md, row 6.
         context: the rclpy context, or ``None`` for the global one.
 
     Raises:
@@ -539,6 +544,7 @@ class SimMoveGroupNode(Node):
         duration_scaling: float = DURATION_SCALING,
         duration_margin: float = DURATION_MARGIN,
         warm_up: bool = True,
+        pilz_validate_solution: bool = True,
         context: Any = None,
     ) -> None:
         if not (speed > 0.0) or not (rate > 0.0) or not (math.isfinite(plan_latency) and plan_latency >= 0.0):
@@ -547,6 +553,7 @@ class SimMoveGroupNode(Node):
             raise ValueError(f"speed_slider must be in (0, 1], got {speed_slider}")
         if not (duration_scaling >= 1.0 and duration_margin >= 0.0):
             raise ValueError("duration_scaling must be >= 1 and duration_margin >= 0 s")
+        self._pilz_validate_solution = bool(pilz_validate_solution)
         self.speed_slider = float(speed_slider)
         self.duration_limit = (
             (float(duration_scaling), float(duration_margin)) if duration_monitoring else None
@@ -1068,8 +1075,18 @@ class SimMoveGroupNode(Node):
             _check_group(request.group_name)
             q, attached = self._start(request.start_state)
             start = self._robot_state(q, attached)
-            planner = self._planner(attached, self._scaling(request))
             planning_type = self._planning_type(request)
+            if planning_type == "pilz_ptp" and not self._pilz_validate_solution:
+                # No ValidateSolution adapter: only CheckStartStateCollision checks anything.
+                contact = self._model(attached).first_contact(q)
+                if contact is not None:
+                    raise _Failure(
+                        MoveItErrorCodes.START_STATE_IN_COLLISION,
+                        f"start state in collision: {contact[0]} - {contact[1]}",
+                    )
+                planner = self._planner(attached, self._scaling(request), avoid_collisions=False)
+            else:
+                planner = self._planner(attached, self._scaling(request))
             segment = self._plan_goal(planner, request, q, planning_type)
         except _Failure as failure:
             code, message = failure.code, failure.message
@@ -1685,6 +1702,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="MoveIt's allowed_goal_duration_margin [s] (default %(default)s)",
     )
     parser.add_argument(
+        "--no-pilz-validate-solution",
+        action="store_true",
+        help="a Pilz pipeline without MoveIt's ValidateSolution response adapter: PTP paths are not "
+        "collision-checked (default: checked, as MoveIt's default Pilz configuration)",
+    )
+    parser.add_argument(
         "--no-execution-duration-monitoring",
         action="store_true",
         help="MoveIt's execution_duration_monitoring off (default on: TIMED_OUT past the allowed duration)",
@@ -1753,6 +1776,7 @@ def run(argv: Sequence[str]) -> int:
             duration_scaling=args.execution_duration_scaling,
             duration_margin=args.goal_duration_margin,
             warm_up=not args.no_warm_up,
+            pilz_validate_solution=not args.no_pilz_validate_solution,
         ),
         threads=lambda node: 8,
         on_ready=ready,

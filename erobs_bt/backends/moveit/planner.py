@@ -101,6 +101,7 @@ from erobs_bt.backends.ros2_control.link import RosLink, wait_future, wait_ready
 from erobs_bt.planning.cartesian import distance_from_segment
 from erobs_bt.script.model import JointPositions, MoveTo
 from erobs_bt.world.cell import CellConfig, Obstacle
+from erobs_bt.world.collision import CollisionModel
 from erobs_bt.world.kinematics import (
     T_BASE_LINK_BASE,
     fk,
@@ -133,6 +134,8 @@ class MoveItPlanner:
         self._cell = cell
         self._link = link
         self._config = config if config is not None else MoveItConfig()
+        self._validation_lock = threading.Lock()
+        self._validation_models: dict[tuple[str, str | None], CollisionModel] = {}
         c = self._config
         node, group = link.node, link.group
         self._plan: Any = node.create_client(
@@ -412,7 +415,43 @@ class MoveItPlanner:
         kind, goal = self._goal(step, start, tools, attached)
         if kind == "line":
             return self._plan_line(step, start, goal, attached)
-        return self._plan_joints(step, start, goal, attached)
+        return self._plan_joints(step, start, goal, attached, tools, world)
+
+    def _validate_ptp(self, segment: ArmSegment, tools: ToolState, world: World | None, where: str) -> None:
+        """Check a Pilz PTP trajectory against the cell before it runs: every point, and the
+        motion between them every 0.01 rad, with ``tools``' geometry and the obstacles of
+        ``world`` (the cell's when ``None``), in the cell's collision model.
+
+        Pilz checks no path itself; only a ``ValidateSolution`` response adapter in the cell's
+        Pilz pipeline does, at the trajectory's points (docs/conformance/moveit.md, row 6), and
+        moveit_msgs here has no ``GetStateValidity`` to ask move_group: the backend checks.
+
+        Raises:
+            MotionError: ``PLANNING_FAILED`` naming the point and the bodies in contact.
+        """
+        if not self._config.validate_ptp:
+            return
+        key = (tools.gripper, tools.cup_profile)
+        with self._validation_lock:
+            model = self._validation_models.get(key)
+            if model is None:
+                model = CollisionModel(self._cell, gripper=tools.gripper, cup_profile=tools.cup_profile)
+                self._validation_models[key] = model
+            obstacles = world.obstacles if world is not None else self._cell.obstacles
+            if model.obstacles != obstacles:
+                model.set_obstacles(obstacles)
+            q = np.asarray([p.positions for p in segment.points], dtype=float)
+            bad = model.check_path(q, max_step=0.01)
+            if bad is None:
+                return
+            contact = model.first_contact(q[bad]) or model.first_contact(q[max(0, bad - 1)])
+        bodies = f" ({contact[0]} touches {contact[1]})" if contact else ""
+        raise MotionError(
+            ErrorCode.PLANNING_FAILED,
+            f"{where}: Pilz PTP's trajectory collides in the cell's model at or before point {bad} "
+            f"of {len(q)}{bodies}: move_group's Pilz pipeline did not validate it (no ValidateSolution "
+            "adapter?); not executed",
+        )
 
     @property
     def concurrent_requests(self) -> int:
@@ -501,7 +540,13 @@ class MoveItPlanner:
         return self._config.pipelines
 
     def _plan_joints(
-        self, step: MoveTo, start: Sequence[float], goal: Sequence[float], attached: Any
+        self,
+        step: MoveTo,
+        start: Sequence[float],
+        goal: Sequence[float],
+        attached: Any,
+        tools: ToolState,
+        world: World | None,
     ) -> ArmSegment:
         c = self._config
         failures: list[str] = []
@@ -524,7 +569,16 @@ class MoveItPlanner:
                 self._plan, GetMotionPlan.Request(motion_plan_request=request), what=what, where=step.path
             ).motion_plan_response
             if succeeded(response.error_code):
-                return self._segment(response.trajectory, start, step)
+                segment = self._segment(response.trajectory, start, step)
+                if not pipeline.startswith("pilz"):
+                    return segment
+                try:
+                    self._validate_ptp(segment, tools, world, step.path)
+                except MotionError as exc:
+                    last = exc
+                    failures.append(f"{pipeline}: its trajectory collides in the cell's model")
+                    continue
+                return segment
             last = moveit_error(response.error_code, planning=True, where=step.path, what=what)
             failures.append(f"{pipeline}: {error_name(response.error_code.val)}")
         assert last is not None

@@ -965,3 +965,71 @@ def test_row13_a_second_execute_trajectory_goal_is_answered_after_the_first_ends
     assert result_b.status == GoalStatus.STATUS_SUCCEEDED, result_b
     kinds = [e["event"] for e in probe.events.items()[seen:] if e["event"] in ("execute", "execute_result")]
     assert kinds[:4] == ["execute", "execute_result", "execute", "execute_result"], kinds
+
+
+# -- row 11: the MoveGroup action (the backend does not use it) ------------------------------------
+
+
+def test_row11_move_action_plans_from_the_live_state_in_a_temporary_diff(probe: Probe) -> None:
+    from moveit_msgs.action import MoveGroup
+    from moveit_msgs.msg import CollisionObject, Constraints, JointConstraint
+    from moveit_msgs.srv import GetPlanningScene
+    from shape_msgs.msg import SolidPrimitive
+
+    go_home(probe)
+    move: Any = ActionClient(probe.node, MoveGroup, "move_action", callback_group=ReentrantCallbackGroup())
+    read: Any = probe.node.create_client(GetPlanningScene, "get_planning_scene")
+    assert move.wait_for_server(30.0) and read.wait_for_service(30.0)
+    target = START + np.array([0.2, 0.0, 0.0, 0.0, 0.0, 0.0])
+    goal = MoveGroup.Goal()
+    request = goal.request
+    request.group_name = GROUP
+    request.goal_constraints = [
+        Constraints(
+            joint_constraints=[
+                JointConstraint(
+                    joint_name=n, position=float(v), tolerance_above=1e-3, tolerance_below=1e-3, weight=1.0
+                )
+                for n, v in zip(JOINT_NAMES, target, strict=True)
+            ]
+        )
+    ]
+    # A start state elsewhere: ignored by plan and execute.
+    request.start_state.joint_state.name = list(JOINT_NAMES)
+    request.start_state.joint_state.position = [float(v) for v in START + 0.3]
+    # A diff with a box far from the arm: for this plan only.
+    box = CollisionObject(id="row11_box", operation=CollisionObject.ADD)
+    box.header.frame_id = "base_link"
+    box.pose.position.x, box.pose.position.z, box.pose.orientation.w = 2.0, 2.0, 1.0
+    box.primitives = [SolidPrimitive(type=SolidPrimitive.BOX, dimensions=[0.05, 0.05, 0.05])]
+    box.primitive_poses = [box.pose]
+    goal.planning_options.planning_scene_diff.is_diff = True
+    goal.planning_options.planning_scene_diff.robot_state.is_diff = True
+    goal.planning_options.planning_scene_diff.world.collision_objects = [box]
+
+    def run(goal: Any) -> Any:
+        handle = probe.wait(move.send_goal_async(goal))
+        assert handle.accepted
+        return probe.wait(handle.get_result_async()).result
+
+    result = run(goal)
+    assert result.error_code.val == MoveItErrorCodes.SUCCESS, result.error_code
+    first = result.planned_trajectory.joint_trajectory.points[0].positions
+    assert np.allclose(first, START, atol=1e-3), first  # from the live state, not start_state
+    assert np.allclose(probe.live(), target, atol=1e-3)
+    ids = {
+        o.id for o in probe.wait(read.call_async(GetPlanningScene.Request())).scene.world.collision_objects
+    }
+    assert "row11_box" not in ids  # the diff did not stay
+    # The goal is met and the diff empty: success without planning.
+    goal.planning_options.planning_scene_diff.world.collision_objects = []
+    again = run(goal)
+    assert again.error_code.val == MoveItErrorCodes.SUCCESS
+    assert len(again.planned_trajectory.joint_trajectory.points) == 0
+    # Plan only with an unknown pipeline: FAILURE.
+    goal.planning_options.plan_only = True
+    request.pipeline_id = "no_such_pipeline"
+    unknown = run(goal)
+    assert (unknown.error_code.val, unknown.error_code.message) == (MoveItErrorCodes.FAILURE, "")
+    move.destroy()
+    go_home(probe)

@@ -6,7 +6,9 @@ MoveIt's own ``MoveGroupInterface``) talks to by MoveIt's standard names, relati
 node's namespace (``--namespace`` or ``--ros-args -r __ns:=/cell``):
 
 * actions ``move_action`` (``moveit_msgs/action/MoveGroup``: plan, and execute unless
-  ``planning_options.plan_only``) and ``execute_trajectory`` (``ExecuteTrajectory``);
+  ``planning_options.plan_only``; as move_group, plan and execute ignores ``start_state`` and
+  the diff is for the planning only: docs/conformance/moveit.md, row 11) and
+  ``execute_trajectory`` (``ExecuteTrajectory``);
 * services ``plan_kinematic_path`` (``GetMotionPlan``), ``compute_cartesian_path``
   (``GetCartesianPath``), ``compute_ik`` (``GetPositionIK``), ``compute_fk``
   (``GetPositionFK``), ``get_planning_scene`` and ``apply_planning_scene``;
@@ -29,7 +31,8 @@ model (:mod:`erobs_bt.world`: the cell's obstacles plus the collision objects cl
 objects attached to the arm as tool geometry). Every request is planned from its
 ``start_state`` (joint positions; a diff or a missing joint takes the live value) with the
 attached objects of that start state (``is_diff: false`` replaces the scene's attached
-objects, ``true`` adds to them). Goals: joint constraints (a joint goal), or a position
+objects, ``true`` adds to them); a ``move_action`` goal that executes is planned from the live
+state (row 11). Goals: joint constraints (a joint goal), or a position
 constraint (the centre of its region) with an optional orientation constraint on one link
 (``flange``, ``tool0``, ``wrist_3_link`` or a tool tip frame). Planners: ``planner_id``
 ``PTP`` (or the pipeline ``pilz_industrial_motion_planner`` without a planner id) is the
@@ -80,6 +83,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
 import itertools
 import json
 import math
@@ -1568,26 +1572,58 @@ class SimMoveGroupNode(Node):
             self.get_logger().warning(f"{EXECUTION_EVENT_TOPIC}: unknown event type {msg.data!r}")
 
     def _execute_move_group(self, goal_handle: ServerGoalHandle[Any, Any, Any]) -> Any:
+        """A ``move_action`` goal as move_group runs it (docs/conformance/moveit.md, row 11;
+        ``mg/move_action_capability.cpp`` jazzy @ 4d84106): plan and execute ignores the
+        request's ``start_state`` (the live state, 158-160) and the diff's robot state (161-164),
+        and succeeds at once when the diff is empty and the live state already meets a joint
+        goal (137-153); plan only keeps both (216-217). Either way the diff applies to the
+        planning only (a temporary scene: ``plan_execution.cpp`` 126-141, plan only's copy
+        216-217), and plan only answers a failed plan or an unknown pipeline ``FAILURE``
+        (205-222)."""
         goal = goal_handle.request
+        plan_only = bool(goal.planning_options.plan_only)
         fault = self._take_fault(goal)
         result = MoveGroup.Result()
+        request = goal.request
         scene = goal.planning_options.planning_scene_diff
-        if scene.world.collision_objects or scene.robot_state.attached_collision_objects:
-            try:
-                self._apply_scene(scene)
-            except SceneError as exc:
-                result.error_code = _error(MoveItErrorCodes.INVALID_OBJECT_NAME, str(exc))
+        if not plan_only:
+            diff_empty = not (scene.world.collision_objects or scene.robot_state.attached_collision_objects)
+            request = copy.deepcopy(request)
+            request.start_state = RobotState(is_diff=True)
+            scene = copy.deepcopy(scene)
+            scene.robot_state = RobotState(is_diff=True)
+            if diff_empty and self._goal_met(request):
+                result.error_code = _error(MoveItErrorCodes.SUCCESS)
                 return self._finish(goal_handle, result)
-            self._publish_scene()
+        pipeline = request.pipeline_id
+        if plan_only and pipeline and pipeline not in PIPELINES:
+            self.get_logger().error(f"unknown planning pipeline {pipeline!r}")
+            result.error_code = _error(MoveItErrorCodes.FAILURE)
+            return self._finish(goal_handle, result)
         goal_handle.publish_feedback(MoveGroup.Feedback(state="PLANNING"))
-        plan = self._plan_request(goal.request, "move_action")
+        with self._lock:
+            kept = (self._world, self._world_version, dict(self._attached))
+        try:
+            if scene.world.collision_objects or scene.robot_state.attached_collision_objects:
+                try:
+                    self._apply_scene(scene)
+                except SceneError as exc:
+                    result.error_code = _error(MoveItErrorCodes.INVALID_OBJECT_NAME, str(exc))
+                    return self._finish(goal_handle, result)
+            plan = self._plan_request(request, "move_action")
+        finally:
+            with self._lock:  # the diff was for this plan only
+                self._world, self._world_version, self._attached = kept
         result.trajectory_start = plan.start
         result.planning_time = plan.planning_time
         result.error_code = _error(plan.code, plan.message)
+        if plan_only and plan.code != MoveItErrorCodes.SUCCESS:
+            injected = plan.message if plan.message.endswith("(fault injection)") else ""
+            result.error_code = _error(MoveItErrorCodes.FAILURE, injected)
         if plan.trajectory is None:
             return self._finish(goal_handle, result)
         result.planned_trajectory = trajectory_message(plan.trajectory)
-        if goal.planning_options.plan_only:
+        if plan_only:
             return self._finish(goal_handle, result)
         if goal_handle.is_cancel_requested:
             result.error_code = _error(MoveItErrorCodes.PREEMPTED, "cancelled before execution")
@@ -1597,6 +1633,26 @@ class SimMoveGroupNode(Node):
         if result.error_code.val == MoveItErrorCodes.SUCCESS:
             result.executed_trajectory = result.planned_trajectory
         return self._finish(goal_handle, result)
+
+    def _goal_met(self, request: Any) -> bool:
+        """Whether the live state meets one of ``request``'s goals made of joint constraints
+        only (within each constraint's tolerances); pose goals are not checked here."""
+        q = self.controller.joint_positions()
+        for goal in request.goal_constraints:
+            if not goal.joint_constraints or goal.position_constraints or goal.orientation_constraints:
+                continue
+            met = True
+            for c in goal.joint_constraints:
+                if c.joint_name not in JOINT_NAMES:
+                    met = False
+                    break
+                value = q[JOINT_NAMES.index(c.joint_name)]
+                if not (c.position - c.tolerance_below <= value <= c.position + c.tolerance_above):
+                    met = False
+                    break
+            if met:
+                return True
+        return False
 
     # -- lifecycle -------------------------------------------------------------------------------
     def close(self) -> None:

@@ -325,7 +325,7 @@ def test_a_tool_voltage_is_sent_as_the_ur_driver_sends_it_and_only_0_12_24_are_c
 ) -> None:
     from ur_msgs.srv import SetIO
 
-    from erobs_bt.backends.ros2_control import parse_hardware_config
+    from erobs_bt.backends.ros2_control.config import parse_hardware_config
 
     # The backend is configured with a voltage the driver sends, nothing else.
     for volts in (0, 12, 24):

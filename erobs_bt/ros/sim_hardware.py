@@ -122,8 +122,8 @@ from erobs_bt.backends.ros2_control.config import (
     ParallelGripperParams,
     check_against_cell,
     load_hardware_config,
+    sent_tool_voltage,
 )
-from erobs_bt.backends.ros2_control.config import sent_tool_voltage
 from erobs_bt.backends.ros2_control.constraints import (
     UR_DEFAULTS,
     TrajectoryConstraints,

@@ -172,3 +172,23 @@ def test_a_beamline_cells_hardware_is_read_from_erobs_files(workspace: Path, tmp
     assert changed.grippers["epick"].status == ""  # no status publisher: a grip is not judged by it
     assert changed.tool_voltage == 12.0
     check_against_cell(changed, cell)
+
+
+def test_a_beamline_tool_voltage_the_ur_driver_would_not_send_is_a_configuration_error(
+    workspace: Path, tmp_path: Path
+) -> None:
+    import shutil
+
+    from erobs_bt.backends.ros2_control.erobs_files import hardware_for_cell
+    from erobs_bt.validation import ConfigError
+    from erobs_bt.world.config import load_cell
+
+    packaged = load_hardware_config(config_file("ur5e_ros2_control.yaml"))
+    copy = tmp_path / "workspace"
+    shutil.copytree(workspace, copy)
+    beamline = copy / "src/beambot/config/cms_beamline.yaml"
+    beamline.write_text(beamline.read_text().replace("tool_voltage: 24", "tool_voltage: 5"))
+
+    # ur_driver.cpp setToolVoltage sends 0, 12 or 24 V only: 5 V would fail at the first tool exchange.
+    with pytest.raises(ConfigError, match=r"grippers\.\w+\.tool_voltage: must be 0, 12 or 24 \(V\)"):
+        hardware_for_cell(packaged, load_cell(beamline))

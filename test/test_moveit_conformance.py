@@ -699,6 +699,215 @@ def test_row10_the_cartesian_fraction_counts_waypoints(probe: Probe) -> None:
     assert 0.5 <= answer.fraction < 1.0, answer.fraction
 
 
+def test_row10_the_backend_refuses_a_cartesian_path_with_a_joint_jump(probe: Probe) -> None:
+    # Wrist 2 at 0.0003 rad, just off the wrist singularity: 0.5 mm along base_link's y flips
+    # wrist 1 and wrist 3 by about 1.5 rad in the first step; move_group answers SUCCESS with the
+    # flip in the path (no jump check, no check between waypoints), where the flange leaves the
+    # line; the backend refuses it.
+    from erobs_bt.backends.moveit.planner import MoveItPlanner
+    from erobs_bt.backends.ros2_control.link import RosLink
+    from erobs_bt.script.model import MoveTo
+    from erobs_bt.world import kinematics
+    from erobs_bt.world.tools import initial_tool_state
+
+    near_singular = (0.0, -1.57, 1.57, -1.57, 0.0003, 0.0)
+    R = kinematics.fk(near_singular)[:3, :3]
+    along_y = tuple(float(v) for v in R.T @ np.array([0.0, 1.0, 0.0]))  # base y, in the flange frame
+    step = MoveTo(
+        index=0,
+        path="tasks[0]",
+        spec={},
+        direction_vector=(along_y[0], along_y[1], along_y[2]),
+        distance=0.02,
+        planning_type="cartesian",
+    )
+    link = RosLink("conformance_row10", domain_id=probe.domain_id, start=False)
+    try:
+        planner = MoveItPlanner(CELL, link, MoveItConfig())
+        link.start()
+        with pytest.raises(MotionError) as refused:
+            planner.plan_move(step, near_singular, tools=initial_tool_state(CELL, "none"))
+        # Away from the singularity the same line is accepted.
+        planner.plan_move(step, tuple(START), tools=initial_tool_state(CELL, "none"))
+    finally:
+        link.close()
+    text = str(refused.value)
+    assert text.startswith("PLANNING_FAILED: tasks[0]: GetCartesianPath /compute_cartesian_path: "), text
+    assert "the flange leaves the straight line by " in text and "line_tolerance 5 mm" in text, text
+    plans = [e for e in probe.events.items() if e.get("service") == "compute_cartesian_path"]
+    assert plans[-2]["code"] == MoveItErrorCodes.SUCCESS and plans[-2]["fraction"] == 1.0, plans[-2]
+
+
+# -- row 7: compute_ik answers whichever branch KDL lands on -------------------------------------
+
+#: A goal of the arm [rad] whose pose KDL, iterating from START, solves on another branch
+#: (about 0.5 rad farther from START than this, the nearest one).
+OTHER_BRANCH_GOAL = (0.763, -0.881, -1.364, -1.902, -5.363, -3.178)
+
+
+def test_row7_compute_ik_answers_the_branch_kdl_lands_on_not_the_nearest(probe: Probe) -> None:
+    from moveit_msgs.srv import GetPositionIK
+
+    from erobs_bt.backends.moveit.model import pose_msg
+    from erobs_bt.world import kinematics
+
+    service: Any = probe.node.create_client(GetPositionIK, "compute_ik")
+    assert service.wait_for_service(30.0)
+    T_goal = kinematics.fk(OTHER_BRANCH_GOAL)
+    nearest = kinematics.ik_nearest(T_goal, seed=START)
+    assert nearest is not None and np.allclose(nearest, OTHER_BRANCH_GOAL, atol=1e-6)
+    request = GetPositionIK.Request()
+    ik = request.ik_request
+    ik.group_name = GROUP
+    ik.ik_link_name = "flange"
+    ik.avoid_collisions = True
+    ik.robot_state.joint_state.name = list(JOINT_NAMES)
+    ik.robot_state.joint_state.position = [float(v) for v in START]
+    ik.pose_stamped.header.frame_id = "base_link"
+    ik.pose_stamped.pose = pose_msg(T_goal)
+    answer = probe.wait(service.call_async(request))
+    assert answer.error_code.val == MoveItErrorCodes.SUCCESS, answer.error_code
+    solution = np.array(
+        [
+            answer.solution.joint_state.position[list(answer.solution.joint_state.name).index(n)]
+            for n in JOINT_NAMES
+        ]
+    )
+    position, angle = kinematics.pose_distance(kinematics.fk(solution), T_goal)
+    assert position < 1e-4 and angle < 1e-4
+    assert np.linalg.norm(solution - START) > np.linalg.norm(nearest - START) + 0.5, solution
+    # Seeded with the nearest branch itself, KDL stays on it.
+    ik.robot_state.joint_state.position = [float(v) for v in nearest]
+    again = probe.wait(service.call_async(request))
+    kept = [
+        again.solution.joint_state.position[list(again.solution.joint_state.name).index(n)]
+        for n in JOINT_NAMES
+    ]
+    assert np.allclose(kept, nearest, atol=1e-4)
+
+
+def test_row7_the_backend_reaches_a_cartesian_goal_on_the_branch_nearest_the_start(probe: Probe) -> None:
+    from erobs_bt.backends.moveit.planner import MoveItPlanner
+    from erobs_bt.backends.ros2_control.link import RosLink
+    from erobs_bt.script.model import MoveTo
+    from erobs_bt.world import kinematics
+    from erobs_bt.world.tools import initial_tool_state, planning_tip
+
+    tools = initial_tool_state(CELL, "none")
+    T_tip = kinematics.fk(OTHER_BRANCH_GOAL) @ planning_tip(CELL, tools)
+    xyz, rpy = kinematics.xyz_rpy_from_pose(T_tip, degrees=False)
+    step = MoveTo(
+        index=0,
+        path="tasks[0]",
+        spec={},
+        cartesian_target=(*(float(v) for v in xyz), *(float(v) for v in rpy)),
+        planning_type="auto",
+    )
+    link = RosLink("conformance_row7", domain_id=probe.domain_id, start=False)
+    try:
+        planner = MoveItPlanner(CELL, link, MoveItConfig())
+        link.start()
+        segment = planner.plan_move(step, tuple(START), tools=tools)
+    finally:
+        link.close()
+    assert np.allclose(segment.points[-1].positions, OTHER_BRANCH_GOAL, atol=1e-3), segment.points[-1]
+
+
+# -- row 6: Pilz PTP checks its path only through a ValidateSolution adapter ---------------------
+
+UNVALIDATED_NAMESPACE = "/no_validate"
+#: A joint goal [rad], free itself, whose straight joint line from START takes wrist 2 through
+#: the hot plate.
+THROUGH_THE_HOT_PLATE = (0.904, -2.631, -2.008, -2.81, -4.321, -2.191)
+
+
+@pytest.fixture(scope="module")
+def unvalidated_probe(ros_env: RosEnvironment) -> Iterator[Probe]:
+    """A simulated move_group (namespace /no_validate) whose Pilz pipeline has no
+    ValidateSolution adapter."""
+    command = [
+        sys.executable,
+        "-m",
+        "erobs_bt.ros.sim_move_group",
+        "--speed",
+        str(SPEED),
+        "--no-warm-up",
+        "--no-pilz-validate-solution",
+        "--namespace",
+        UNVALIDATED_NAMESPACE,
+    ]
+    process = RosProcess(ros_env, command, READY_PREFIX).start()
+    made = Probe(ros_env.domain_id, UNVALIDATED_NAMESPACE)
+    yield made
+    made.close()
+    assert process.stop() == 0, process.output
+
+
+def ptp_request(goal: tuple[float, ...]) -> Any:
+    from moveit_msgs.msg import Constraints, JointConstraint
+
+    request = GetMotionPlan.Request()
+    plan = request.motion_plan_request
+    plan.group_name = GROUP
+    plan.pipeline_id, plan.planner_id = "pilz_industrial_motion_planner", "PTP"
+    plan.start_state.joint_state.name = list(JOINT_NAMES)
+    plan.start_state.joint_state.position = [float(v) for v in START]
+    plan.goal_constraints = [
+        Constraints(
+            joint_constraints=[
+                JointConstraint(
+                    joint_name=n, position=float(v), tolerance_above=1e-3, tolerance_below=1e-3, weight=1.0
+                )
+                for n, v in zip(JOINT_NAMES, goal, strict=True)
+            ]
+        )
+    ]
+    return request
+
+
+def test_row6_pilz_ptp_checks_its_path_only_with_validate_solution(
+    probe: Probe, unvalidated_probe: Probe
+) -> None:
+    request = ptp_request(THROUGH_THE_HOT_PLATE)
+    checked = probe.wait(probe.plan_service.call_async(request)).motion_plan_response
+    assert checked.error_code.val == MoveItErrorCodes.FAILURE  # ValidateSolution's INVALID_MOTION_PLAN
+    unchecked = unvalidated_probe.wait(
+        unvalidated_probe.plan_service.call_async(request)
+    ).motion_plan_response
+    assert unchecked.error_code.val == MoveItErrorCodes.SUCCESS, unchecked.error_code
+    end = unchecked.trajectory.joint_trajectory.points[-1].positions
+    assert np.allclose(end, THROUGH_THE_HOT_PLATE, atol=1e-3)
+
+
+def test_row6_the_backend_validates_ptp_results_before_they_run(unvalidated_probe: Probe) -> None:
+    from erobs_bt.backends.moveit.planner import MoveItPlanner
+    from erobs_bt.backends.ros2_control.link import RosLink
+    from erobs_bt.script.model import MoveTo
+    from erobs_bt.world.tools import initial_tool_state
+
+    step = MoveTo(index=0, path="tasks[0]", spec={}, target="through", target_joints=THROUGH_THE_HOT_PLATE)
+    tools = initial_tool_state(CELL, "none")
+    link = RosLink("conformance_row6", domain_id=unvalidated_probe.domain_id, start=False)
+    try:
+        ptp_only = MoveItPlanner(
+            CELL,
+            link,
+            MoveItConfig(
+                namespace=UNVALIDATED_NAMESPACE, pipelines=(("pilz_industrial_motion_planner", "PTP"),)
+            ),
+        )
+        link.start()
+        with pytest.raises(MotionError) as refused:
+            ptp_only.plan_move(step, tuple(START), tools=tools)
+    finally:
+        link.close()
+    text = str(refused.value)
+    assert text.startswith("PLANNING_FAILED: tasks[0]: Pilz PTP's trajectory collides in the cell's model"), (
+        text
+    )
+    assert "hot_plate" in text, text
+
+
 # -- row 12: world objects of one diff are applied one by one ------------------------------------
 
 
@@ -756,3 +965,71 @@ def test_row13_a_second_execute_trajectory_goal_is_answered_after_the_first_ends
     assert result_b.status == GoalStatus.STATUS_SUCCEEDED, result_b
     kinds = [e["event"] for e in probe.events.items()[seen:] if e["event"] in ("execute", "execute_result")]
     assert kinds[:4] == ["execute", "execute_result", "execute", "execute_result"], kinds
+
+
+# -- row 11: the MoveGroup action (the backend does not use it) ------------------------------------
+
+
+def test_row11_move_action_plans_from_the_live_state_in_a_temporary_diff(probe: Probe) -> None:
+    from moveit_msgs.action import MoveGroup
+    from moveit_msgs.msg import CollisionObject, Constraints, JointConstraint
+    from moveit_msgs.srv import GetPlanningScene
+    from shape_msgs.msg import SolidPrimitive
+
+    go_home(probe)
+    move: Any = ActionClient(probe.node, MoveGroup, "move_action", callback_group=ReentrantCallbackGroup())
+    read: Any = probe.node.create_client(GetPlanningScene, "get_planning_scene")
+    assert move.wait_for_server(30.0) and read.wait_for_service(30.0)
+    target = START + np.array([0.2, 0.0, 0.0, 0.0, 0.0, 0.0])
+    goal = MoveGroup.Goal()
+    request = goal.request
+    request.group_name = GROUP
+    request.goal_constraints = [
+        Constraints(
+            joint_constraints=[
+                JointConstraint(
+                    joint_name=n, position=float(v), tolerance_above=1e-3, tolerance_below=1e-3, weight=1.0
+                )
+                for n, v in zip(JOINT_NAMES, target, strict=True)
+            ]
+        )
+    ]
+    # A start state elsewhere: ignored by plan and execute.
+    request.start_state.joint_state.name = list(JOINT_NAMES)
+    request.start_state.joint_state.position = [float(v) for v in START + 0.3]
+    # A diff with a box far from the arm: for this plan only.
+    box = CollisionObject(id="row11_box", operation=CollisionObject.ADD)
+    box.header.frame_id = "base_link"
+    box.pose.position.x, box.pose.position.z, box.pose.orientation.w = 2.0, 2.0, 1.0
+    box.primitives = [SolidPrimitive(type=SolidPrimitive.BOX, dimensions=[0.05, 0.05, 0.05])]
+    box.primitive_poses = [box.pose]
+    goal.planning_options.planning_scene_diff.is_diff = True
+    goal.planning_options.planning_scene_diff.robot_state.is_diff = True
+    goal.planning_options.planning_scene_diff.world.collision_objects = [box]
+
+    def run(goal: Any) -> Any:
+        handle = probe.wait(move.send_goal_async(goal))
+        assert handle.accepted
+        return probe.wait(handle.get_result_async()).result
+
+    result = run(goal)
+    assert result.error_code.val == MoveItErrorCodes.SUCCESS, result.error_code
+    first = result.planned_trajectory.joint_trajectory.points[0].positions
+    assert np.allclose(first, START, atol=1e-3), first  # from the live state, not start_state
+    assert np.allclose(probe.live(), target, atol=1e-3)
+    ids = {
+        o.id for o in probe.wait(read.call_async(GetPlanningScene.Request())).scene.world.collision_objects
+    }
+    assert "row11_box" not in ids  # the diff did not stay
+    # The goal is met and the diff empty: success without planning.
+    goal.planning_options.planning_scene_diff.world.collision_objects = []
+    again = run(goal)
+    assert again.error_code.val == MoveItErrorCodes.SUCCESS
+    assert len(again.planned_trajectory.joint_trajectory.points) == 0
+    # Plan only with an unknown pipeline: FAILURE.
+    goal.planning_options.plan_only = True
+    request.pipeline_id = "no_such_pipeline"
+    unknown = run(goal)
+    assert (unknown.error_code.val, unknown.error_code.message) == (MoveItErrorCodes.FAILURE, "")
+    move.destroy()
+    go_home(probe)

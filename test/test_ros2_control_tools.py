@@ -186,6 +186,89 @@ def test_the_parallel_gripper_controller_rejects_a_goal_without_exactly_one_posi
         assert wait(handle.get_result_async()).status == GoalStatus.STATUS_SUCCEEDED
 
 
+def hande_goal(position: float) -> Any:
+    from control_msgs.action import ParallelGripperCommand
+
+    goal = ParallelGripperCommand.Goal()
+    goal.command.name, goal.command.position = ["robotiq_hande_left_finger_joint"], [position]
+    return goal
+
+
+def test_a_new_hande_goal_ends_the_running_one_canceled_and_runs(
+    private: RosEnvironment, tmp_path: Path
+) -> None:
+    from control_msgs.action import ParallelGripperCommand
+    from rclpy.action import ActionClient
+
+    with ExitStack() as cleanup:
+        # Speed 0.05: a command lasts 6 s of wall time, so the second arrives while the first runs.
+        observer, _ = tool_rig(private, tmp_path, cleanup, speed=0.05)
+        client: Any = ActionClient(
+            observer.node, ParallelGripperCommand, "/gripper_action_controller/gripper_cmd"
+        )
+        cleanup.callback(client.destroy)
+        assert client.wait_for_server(30.0)
+        since = observer.events.count
+        first = wait(client.send_goal_async(hande_goal(0.0)))
+        observer.wait_event("gripper_goal", since=since)
+        second = wait(client.send_goal_async(hande_goal(0.025)))
+
+        # parallel_gripper_action_controller: the running goal ends CANCELED, the new one runs.
+        assert wait(first.get_result_async()).status == GoalStatus.STATUS_CANCELED
+        assert wait(second.get_result_async()).status == GoalStatus.STATUS_SUCCEEDED
+        results = observer.wait_count("gripper_result", 2, since)
+        assert [(r["state"], r["outcome"]) for r in results] == [
+            ("hande_closed", "canceled"),
+            ("hande_open", "succeeded"),
+        ]
+
+
+def test_another_clients_hande_goal_fails_our_step_and_the_backend_sends_one_goal_at_a_time(
+    private: RosEnvironment, tmp_path: Path
+) -> None:
+    from control_msgs.action import ParallelGripperCommand
+    from rclpy.action import ActionClient
+
+    with ExitStack() as cleanup:
+        observer, backend = tool_rig(private, tmp_path, cleanup, speed=0.05)
+        client: Any = ActionClient(
+            observer.node, ParallelGripperCommand, "/gripper_action_controller/gripper_cmd"
+        )
+        cleanup.callback(client.destroy)
+        assert client.wait_for_server(30.0)
+        since = observer.events.count
+        ours = command(backend, "hande_closed")
+        observer.wait_event("gripper_goal", since=since)
+        theirs = wait(client.send_goal_async(hande_goal(0.025)))
+
+        # Another client's goal ends ours CANCELED: the step fails, it was not ours to finish.
+        error = ours.exception(TIMEOUT)
+        assert isinstance(error, MotionError) and error.code is ErrorCode.EXECUTION_FAILED, error
+        assert "ParallelGripperCommand /gripper_action_controller/gripper_cmd: cancelled by the server" in (
+            error.detail
+        )
+        assert "another client commanded the gripper" in error.detail
+        assert wait(theirs.get_result_async()).status == GoalStatus.STATUS_SUCCEEDED
+
+        # Two steps at once: the backend sends the second goal only after the first one's
+        # result, so the controller never has to cancel one of ours.
+        since = observer.events.count
+        both = [command(backend, "hande_closed"), command(backend, "hande_open")]
+        for future in both:
+            future.result(TIMEOUT)
+        results = observer.wait_count("gripper_result", 2, since)
+        assert [(r["state"], r["outcome"]) for r in results] == [
+            ("hande_closed", "succeeded"),
+            ("hande_open", "succeeded"),
+        ]
+        kinds = [
+            e["event"]
+            for e in observer.events.items()[since:]
+            if e["event"] in ("gripper_goal", "gripper_result")
+        ]
+        assert kinds == ["gripper_goal", "gripper_result"] * 2
+
+
 def wait(future: Any, timeout: float = TIMEOUT) -> Any:
     done = threading.Event()
     future.add_done_callback(lambda _f: done.set())
@@ -235,6 +318,44 @@ def test_a_set_io_pin_outside_0_to_17_is_a_configuration_error() -> None:
         )
     with pytest.raises(ValueError, match=r"hw: tool_changer: unknown key"):
         parse_hardware_config({"tool_changer": {"pin": 0}}, source="hw")
+
+
+def test_a_tool_voltage_is_sent_as_the_ur_driver_sends_it_and_only_0_12_24_are_configured(
+    private: RosEnvironment, tmp_path: Path
+) -> None:
+    from ur_msgs.srv import SetIO
+
+    from erobs_bt.backends.ros2_control.config import parse_hardware_config
+
+    # The backend is configured with a voltage the driver sends, nothing else.
+    for volts in (0, 12, 24):
+        assert parse_hardware_config({"io": {"tool_voltage": volts}}, source="hw").tool_voltage == volts
+    with pytest.raises(ValueError, match=r"hw: io\.tool_voltage: must be 0, 12 or 24 \(V\).*\(got 5\)"):
+        parse_hardware_config({"io": {"tool_voltage": 5}}, source="hw")
+
+    with ExitStack() as cleanup:
+        process = HardwareProcess(private, ["--speed", "20"]).start()
+        cleanup.callback(process.stop)
+        observer = HardwareObserver(private.domain_id)
+        cleanup.callback(observer.close)
+        assert observer.set_io.wait_for_service(30.0), process.output
+        assert observer.events.wait_for(lambda e: e["event"] == "start", 30.0) is not None
+
+        def voltage(state: float) -> bool:
+            request = SetIO.Request(fun=SetIO.Request.FUN_SET_TOOL_VOLTAGE, pin=0, state=state)
+            return bool(wait(observer.set_io.call_async(request)).success)
+
+        # The GPIO controller writes any state; the driver truncates it to an int and sends
+        # only 0, 12 or 24 V, answering false (nothing sent) for anything else.
+        assert voltage(12.4)
+        assert not voltage(5.0)
+        assert voltage(24.9)
+        assert not voltage(48.0)
+        messages = [e["message"] for e in observer.wait_count("set_io", 4)]
+        assert messages[0] == "tool voltage 12 V"
+        assert "tool voltage 5 V not sent" in messages[1]
+        assert messages[2] == "tool voltage 24 V"
+        assert "tool voltage 48 V not sent" in messages[3]
 
 
 def test_a_tool_exchange_switches_only_the_tool_voltage_as_erobs_does(

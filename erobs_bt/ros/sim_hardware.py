@@ -82,6 +82,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import itertools
 import json
 import math
@@ -89,7 +90,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType, SimpleNamespace
@@ -101,7 +102,7 @@ from control_msgs.action import FollowJointTrajectory, GripperCommand, ParallelG
 from epick_msgs.msg import ObjectDetectionStatus
 from erobs_bt_interfaces.action import PipettorCommand
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
-from rclpy.action.server import ServerGoalHandle
+from rclpy.action.server import GoalEvent, ServerGoalHandle
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
@@ -121,6 +122,7 @@ from erobs_bt.backends.ros2_control.config import (
     ParallelGripperParams,
     check_against_cell,
     load_hardware_config,
+    sent_tool_voltage,
 )
 from erobs_bt.backends.ros2_control.constraints import (
     UR_DEFAULTS,
@@ -269,6 +271,9 @@ class SimHardwareNode(Node):
         #: A trajectory from the topic that replaced the active goal's: (its future, its end).
         self._replacement: tuple[Any, dict[str, float]] | None = None
         self._pending: dict[int, tuple[int, FaultSpec | None]] = {}
+        #: The parallel gripper controller's goal in play, and goals a newer one preempted.
+        self._gripper_active: ServerGoalHandle[Any, Any, Any] | None = None
+        self._gripper_preempted: set[int] = set()
         self._group = ReentrantCallbackGroup()
         self._events = self.create_publisher(String, "~/events", _latched(10000))
         self._joint_pub = self.create_publisher(JointState, hardware.joint_states, 10)
@@ -377,6 +382,7 @@ class SimHardwareNode(Node):
                 adapter.action,
                 self._parallel_gripper_executor(adapter),
                 self._parallel_goal(adapter),
+                handle_accepted_callback=self._on_parallel_accepted,
             )
         else:
             return
@@ -935,11 +941,17 @@ class SimHardwareNode(Node):
 
         return on_goal
 
-    def _wait_simulated(self, seconds: float, goal_handle: ServerGoalHandle[Any, Any, Any]) -> bool:
-        """Wait ``seconds`` of simulated time; False when cancelled or shutting down."""
+    def _wait_simulated(
+        self,
+        seconds: float,
+        goal_handle: ServerGoalHandle[Any, Any, Any],
+        *,
+        preempted: Callable[[], bool] = lambda: False,
+    ) -> bool:
+        """Wait ``seconds`` of simulated time; False when cancelled, ``preempted()`` or shutting down."""
         deadline = time.monotonic() + (seconds / self.speed if math.isfinite(self.speed) else 0.0)
         while time.monotonic() < deadline:
-            if goal_handle.is_cancel_requested or self._closing.is_set():
+            if goal_handle.is_cancel_requested or self._closing.is_set() or preempted():
                 return False
             time.sleep(0.01)
         return True
@@ -1044,6 +1056,29 @@ class SimHardwareNode(Node):
 
         return on_goal
 
+    def _on_parallel_accepted(self, goal_handle: ServerGoalHandle[Any, Any, Any]) -> None:
+        """parallel_gripper_action_controller's ``accepted_callback``: the running goal, if any,
+        is ended CANCELED (``preempt_active_goal``) and the new one runs (ros2_controllers jazzy
+        @ ed360c9, parallel_gripper_action_controller_impl.hpp 30-42, 130-164)."""
+        with self._lock:
+            previous, self._gripper_active = self._gripper_active, goal_handle
+            if previous is not None and previous.is_active:
+                self._gripper_preempted.add(id(previous))
+        goal_handle.execute()
+
+    def _gripper_goal_preempted(self, goal_handle: ServerGoalHandle[Any, Any, Any]) -> bool:
+        with self._lock:
+            return id(goal_handle) in self._gripper_preempted
+
+    def _end_preempted(self, goal_handle: ServerGoalHandle[Any, Any, Any]) -> None:
+        """End a goal a newer one preempted: CANCELED, without a cancel request from its client."""
+        with self._lock:
+            self._gripper_preempted.discard(id(goal_handle))
+        if not goal_handle.is_cancel_requested:
+            # rcl_action reaches CANCELED through CANCELING only.
+            goal_handle._update_state(GoalEvent.CANCEL_GOAL)
+        goal_handle.canceled()
+
     def _parallel_gripper_executor(self, adapter: GripperAdapter) -> Any:
         """A ParallelGripperCommand goal as parallel_gripper_action_controller ends it."""
         params = adapter.controller or ParallelGripperParams()
@@ -1079,9 +1114,21 @@ class SimHardwareNode(Node):
                     reason=f"{attached} attached",
                 )
                 return result
-            if not self._wait_simulated(TOOL_COMMAND_TIME, goal_handle):
+            preempted = functools.partial(self._gripper_goal_preempted, goal_handle)
+            if not self._wait_simulated(TOOL_COMMAND_TIME, goal_handle, preempted=preempted):
                 # A cancel holds the fingers where they are (the state is not changed) and ends
-                # the goal CANCELED at once.
+                # the goal CANCELED at once; a newer goal ends it CANCELED and takes the fingers
+                # from where they are.
+                if preempted():
+                    self._end_preempted(goal_handle)
+                    self._event(
+                        "gripper_result",
+                        gripper=adapter.gripper,
+                        state=state,
+                        outcome="canceled",
+                        reason="preempted by a new goal",
+                    )
+                    return result
                 canceled = goal_handle.is_cancel_requested
                 goal_handle.canceled() if canceled else goal_handle.abort()
                 self._event(
@@ -1240,12 +1287,18 @@ class SimHardwareNode(Node):
         for what it would do to a tool."""
         with self._lock:
             if fun == FUN_SET_TOOL_VOLTAGE:
-                if state not in (0.0, 12.0, 24.0):
-                    return False, f"tool voltage {state:g} V (allowed: 0, 12, 24)"
-                self._voltage = state
-                if state == 0.0:
+                # The GPIO controller writes any state; the driver sends it truncated to an
+                # int, and only 0, 12 or 24 (sent_tool_voltage): anything else is not sent.
+                volts = sent_tool_voltage(state)
+                if volts is None:
+                    return False, (
+                        f"tool voltage {state:g} V not sent: the tool voltage should be 0, 12 or 24 "
+                        "(the UR driver's answer)"
+                    )
+                self._voltage = volts
+                if volts == 0.0:
                     return True, "tool voltage 0 V" + self._drop_vacuum_part() + self._changer_at_rest()
-                return True, f"tool voltage {state:g} V"
+                return True, f"tool voltage {volts:g} V"
             if fun == FUN_SET_ANALOG_OUT and 0 <= pin <= 2:
                 self._outputs[-1 - pin] = state
                 return True, f"analog output {pin} = {state:g}"

@@ -6,7 +6,9 @@ MoveIt's own ``MoveGroupInterface``) talks to by MoveIt's standard names, relati
 node's namespace (``--namespace`` or ``--ros-args -r __ns:=/cell``):
 
 * actions ``move_action`` (``moveit_msgs/action/MoveGroup``: plan, and execute unless
-  ``planning_options.plan_only``) and ``execute_trajectory`` (``ExecuteTrajectory``);
+  ``planning_options.plan_only``; as move_group, plan and execute ignores ``start_state`` and
+  the diff is for the planning only: docs/conformance/moveit.md, row 11) and
+  ``execute_trajectory`` (``ExecuteTrajectory``);
 * services ``plan_kinematic_path`` (``GetMotionPlan``), ``compute_cartesian_path``
   (``GetCartesianPath``), ``compute_ik`` (``GetPositionIK``), ``compute_fk``
   (``GetPositionFK``), ``get_planning_scene`` and ``apply_planning_scene``;
@@ -29,7 +31,8 @@ model (:mod:`erobs_bt.world`: the cell's obstacles plus the collision objects cl
 objects attached to the arm as tool geometry). Every request is planned from its
 ``start_state`` (joint positions; a diff or a missing joint takes the live value) with the
 attached objects of that start state (``is_diff: false`` replaces the scene's attached
-objects, ``true`` adds to them). Goals: joint constraints (a joint goal), or a position
+objects, ``true`` adds to them); a ``move_action`` goal that executes is planned from the live
+state (row 11). Goals: joint constraints (a joint goal), or a position
 constraint (the centre of its region) with an optional orientation constraint on one link
 (``flange``, ``tool0``, ``wrist_3_link`` or a tool tip frame). Planners: ``planner_id``
 ``PTP`` (or the pipeline ``pilz_industrial_motion_planner`` without a planner id) is the
@@ -80,6 +83,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
 import itertools
 import json
 import math
@@ -88,6 +92,7 @@ import re
 import sys
 import threading
 import time
+import zlib
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -205,6 +210,88 @@ _CODE_PATTERN = re.compile(r"\b(" + "|".join(_CODE_NAMES) + r")\b")
 #: [rad] the embedded planner's joint-jump threshold for compute_cartesian_path: larger than any
 #: joint change, i.e. no check (move_group never applies its jump threshold: row 10).
 _NO_JUMP_CHECK = 1e3
+#: [m] the embedded planner's line tolerance for compute_cartesian_path: no check. move_group
+#: checks each IK waypoint's state only (``cartesian_path_service_capability.cpp`` 160-172), not
+#: where the timed trajectory goes between them (a joint jump leaves the line there: row 10).
+_NO_LINE_CHECK = 1e3
+#: KDL's defaults (``kdl_kinematics_plugin``'s parameters): Newton iterations per attempt and
+#: the largest position [m] / orientation [rad] error of a solution.
+_KDL_MAX_ITERATIONS = 500
+_KDL_EPSILON = 1e-5
+
+
+def _twist_error(T: NDArray[np.float64], T_goal: NDArray[np.float64]) -> NDArray[np.float64]:
+    """(6,) position [m] and rotation-vector [rad] error from ``T`` to ``T_goal`` (base frame)."""
+    rotation = kinematics.rotvec_from_matrix(T_goal[:3, :3] @ T[:3, :3].T)
+    return np.concatenate([T_goal[:3, 3] - T[:3, 3], rotation])
+
+
+def _jacobian(q: NDArray[np.float64], T: NDArray[np.float64]) -> NDArray[np.float64]:
+    """(6, 6) geometric Jacobian of the flange at ``q`` (forward differences of :func:`fk`)."""
+    J = np.empty((6, 6))
+    h = 1e-7
+    for i in range(6):
+        moved = q.copy()
+        moved[i] += h
+        T_h = kinematics.fk(moved)
+        J[:, i] = _twist_error(T, T_h) / h
+    return J
+
+
+def kdl_newton(T_goal: NDArray[np.float64], seed: Sequence[float]) -> NDArray[np.float64] | None:
+    """One KDL attempt from ``seed`` [rad]: damped Newton steps on the pose error, clipped to the
+    joint limits, as ``KDLKinematicsPlugin::CartToJnt`` (moveit2 jazzy @ 4d84106,
+    ``moveit_kinematics/kdl_kinematics_plugin/src/kdl_kinematics_plugin.cpp`` 418-497: the step
+    shrinks when the error grows, stops when position and orientation errors are within
+    ``epsilon``); the joints it converged to, or ``None``. Whichever branch the iteration falls
+    into comes back, not necessarily the one nearest the seed."""
+    lower, upper = kinematics.JOINT_LIMITS[:, 0], kinematics.JOINT_LIMITS[:, 1]
+    q = np.array(seed, dtype=float)
+    backup, dq = q.copy(), np.zeros(6)
+    last, step = math.inf, 1.0
+    for _ in range(_KDL_MAX_ITERATIONS):
+        T = kinematics.fk(q)
+        error = _twist_error(T, T_goal)
+        norm = max(float(np.linalg.norm(error[:3])), float(np.linalg.norm(error[3:])))
+        if norm <= _KDL_EPSILON:
+            return q
+        if norm >= last:
+            old, step = step, step * min(0.2, last / norm)
+            dq *= step / old
+            q = backup.copy()
+        else:
+            backup, step, last = q.copy(), 1.0, norm
+            dq = np.linalg.pinv(_jacobian(q, T), rcond=1e-10) @ error
+        dq = np.clip(dq, lower - q, upper - q)
+        if float(np.sum(np.abs(dq))) < _KDL_EPSILON and step < _KDL_EPSILON:
+            return None
+        q = q + dq
+    return None
+
+
+def kdl_like_ik(
+    T_flange: NDArray[np.float64],
+    seed: Sequence[float],
+    valid: Any,
+    restart_seed: int,
+) -> NDArray[np.float64] | None:
+    """``compute_ik`` as move_group answers it with KDL (docs/conformance/moveit.md, row 7):
+    the first attempt iterates from the seed (:func:`kdl_newton`) and its answer is kept if
+    ``valid(q)`` (the collision check of ``avoid_collisions``, KDL's solution callback); every
+    later attempt starts from a random configuration (``kdl_kinematics_plugin.cpp`` 369-413),
+    which lands on any branch: here a random order of the analytic branches, drawn from
+    ``restart_seed`` (deterministic for a request). ``None``: no valid branch."""
+    first = kdl_newton(T_flange, seed)
+    if first is not None and kinematics.within_limits(first) and valid(first):
+        return first
+    branches = kinematics.ik(T_flange, seed=seed)
+    order = np.random.default_rng(restart_seed).permutation(len(branches))
+    for i in order:
+        if valid(branches[i]):
+            return branches[i]
+    return None
+
+
 #: Collision-model cache size (scenes differ by world and attached objects).
 _MODEL_CACHE = 8
 
@@ -425,6 +512,11 @@ class SimMoveGroupNode(Node):
             ``duration_margin`` [s] is stopped with ``TIMED_OUT``.
         warm_up: build the cell's tools' collision models in the background at start
             (:meth:`warm_up`).
+        pilz_validate_solution: the Pilz pipeline has MoveIt's ``ValidateSolution`` response
+            adapter (its default configuration, ``pilz_industrial_motion_planner_planning.yaml``
+            9-11): PTP paths are collision-checked. ``False``: a Pilz pipeline configured
+            without it, whose PTP paths are not checked (the start state still is:
+            ``CheckStartStateCollision``); docs/conformance/moveit.md, row 6.
         context: the rclpy context, or ``None`` for the global one.
 
     Raises:
@@ -447,6 +539,7 @@ class SimMoveGroupNode(Node):
         duration_scaling: float = DURATION_SCALING,
         duration_margin: float = DURATION_MARGIN,
         warm_up: bool = True,
+        pilz_validate_solution: bool = True,
         context: Any = None,
     ) -> None:
         if not (speed > 0.0) or not (rate > 0.0) or not (math.isfinite(plan_latency) and plan_latency >= 0.0):
@@ -455,6 +548,7 @@ class SimMoveGroupNode(Node):
             raise ValueError(f"speed_slider must be in (0, 1], got {speed_slider}")
         if not (duration_scaling >= 1.0 and duration_margin >= 0.0):
             raise ValueError("duration_scaling must be >= 1 and duration_margin >= 0 s")
+        self._pilz_validate_solution = bool(pilz_validate_solution)
         self.speed_slider = float(speed_slider)
         self.duration_limit = (
             (float(duration_scaling), float(duration_margin)) if duration_monitoring else None
@@ -976,8 +1070,18 @@ class SimMoveGroupNode(Node):
             _check_group(request.group_name)
             q, attached = self._start(request.start_state)
             start = self._robot_state(q, attached)
-            planner = self._planner(attached, self._scaling(request))
             planning_type = self._planning_type(request)
+            if planning_type == "pilz_ptp" and not self._pilz_validate_solution:
+                # No ValidateSolution adapter: only CheckStartStateCollision checks anything.
+                contact = self._model(attached).first_contact(q)
+                if contact is not None:
+                    raise _Failure(
+                        MoveItErrorCodes.START_STATE_IN_COLLISION,
+                        f"start state in collision: {contact[0]} - {contact[1]}",
+                    )
+                planner = self._planner(attached, self._scaling(request), avoid_collisions=False)
+            else:
+                planner = self._planner(attached, self._scaling(request))
             segment = self._plan_goal(planner, request, q, planning_type)
         except _Failure as failure:
             code, message = failure.code, failure.message
@@ -1131,13 +1235,15 @@ class SimMoveGroupNode(Node):
             q, attached = self._start(request.start_state)
             response.start_state = self._robot_state(q, attached)
             # The whole fraction is reported, so the planner keeps any prefix of a line; no joint
-            # jump check: move_group builds its jump threshold but never passes it on (row 10).
+            # jump check: move_group builds its jump threshold but never passes it on, and does
+            # not check the path between waypoints (row 10).
             planner = self._planner(
                 attached,
                 self._scaling(request),
                 bool(request.avoid_collisions),
                 min_cartesian_fraction=1e-9,
                 jump_threshold=_NO_JUMP_CHECK,
+                cartesian_tolerance=_NO_LINE_CHECK,
             )
             waypoints = [T_frame @ pose_matrix(w) for w in request.waypoints]
             constraints = path_constraints_of(request.path_constraints)
@@ -1235,13 +1341,17 @@ class SimMoveGroupNode(Node):
                 raise _Failure(MoveItErrorCodes.FRAME_TRANSFORM_FAILURE, str(exc)) from None
             T_link = T_frame @ pose_matrix(ik.pose_stamped.pose)
             T_flange = T_link @ np.linalg.inv(self._T_flange_link(link))
-            solutions = kinematics.ik(T_flange, seed=q_seed)
-            if ik.avoid_collisions and solutions:
-                model = self._model(attached)
-                solutions = [s for s in solutions if not model.in_collision(s)]
-            if not solutions:
+            model = self._model(attached) if ik.avoid_collisions else None
+            restart_seed = zlib.crc32(np.round(np.concatenate([T_flange.ravel(), q_seed]), 6).tobytes())
+            solution = kdl_like_ik(
+                T_flange,
+                q_seed,
+                lambda q: model is None or not model.in_collision(q),
+                restart_seed,
+            )
+            if solution is None:
                 raise _Failure(MoveItErrorCodes.NO_IK_SOLUTION, f"no collision-free IK solution for {link}")
-            response.solution = self._robot_state(tuple(float(v) for v in solutions[0]), attached)
+            response.solution = self._robot_state(tuple(float(v) for v in solution), attached)
             response.error_code = _error(MoveItErrorCodes.SUCCESS)
         except _Failure as failure:
             response.error_code = _error(failure.code, failure.message)
@@ -1453,26 +1563,58 @@ class SimMoveGroupNode(Node):
             self.get_logger().warning(f"{EXECUTION_EVENT_TOPIC}: unknown event type {msg.data!r}")
 
     def _execute_move_group(self, goal_handle: ServerGoalHandle[Any, Any, Any]) -> Any:
+        """A ``move_action`` goal as move_group runs it (docs/conformance/moveit.md, row 11;
+        ``mg/move_action_capability.cpp`` jazzy @ 4d84106): plan and execute ignores the
+        request's ``start_state`` (the live state, 158-160) and the diff's robot state (161-164),
+        and succeeds at once when the diff is empty and the live state already meets a joint
+        goal (137-153); plan only keeps both (216-217). Either way the diff applies to the
+        planning only (a temporary scene: ``plan_execution.cpp`` 126-141, plan only's copy
+        216-217), and plan only answers a failed plan or an unknown pipeline ``FAILURE``
+        (205-222)."""
         goal = goal_handle.request
+        plan_only = bool(goal.planning_options.plan_only)
         fault = self._take_fault(goal)
         result = MoveGroup.Result()
+        request = goal.request
         scene = goal.planning_options.planning_scene_diff
-        if scene.world.collision_objects or scene.robot_state.attached_collision_objects:
-            try:
-                self._apply_scene(scene)
-            except SceneError as exc:
-                result.error_code = _error(MoveItErrorCodes.INVALID_OBJECT_NAME, str(exc))
+        if not plan_only:
+            diff_empty = not (scene.world.collision_objects or scene.robot_state.attached_collision_objects)
+            request = copy.deepcopy(request)
+            request.start_state = RobotState(is_diff=True)
+            scene = copy.deepcopy(scene)
+            scene.robot_state = RobotState(is_diff=True)
+            if diff_empty and self._goal_met(request):
+                result.error_code = _error(MoveItErrorCodes.SUCCESS)
                 return self._finish(goal_handle, result)
-            self._publish_scene()
+        pipeline = request.pipeline_id
+        if plan_only and pipeline and pipeline not in PIPELINES:
+            self.get_logger().error(f"unknown planning pipeline {pipeline!r}")
+            result.error_code = _error(MoveItErrorCodes.FAILURE)
+            return self._finish(goal_handle, result)
         goal_handle.publish_feedback(MoveGroup.Feedback(state="PLANNING"))
-        plan = self._plan_request(goal.request, "move_action")
+        with self._lock:
+            kept = (self._world, self._world_version, dict(self._attached))
+        try:
+            if scene.world.collision_objects or scene.robot_state.attached_collision_objects:
+                try:
+                    self._apply_scene(scene)
+                except SceneError as exc:
+                    result.error_code = _error(MoveItErrorCodes.INVALID_OBJECT_NAME, str(exc))
+                    return self._finish(goal_handle, result)
+            plan = self._plan_request(request, "move_action")
+        finally:
+            with self._lock:  # the diff was for this plan only
+                self._world, self._world_version, self._attached = kept
         result.trajectory_start = plan.start
         result.planning_time = plan.planning_time
         result.error_code = _error(plan.code, plan.message)
+        if plan_only and plan.code != MoveItErrorCodes.SUCCESS:
+            injected = plan.message if plan.message.endswith("(fault injection)") else ""
+            result.error_code = _error(MoveItErrorCodes.FAILURE, injected)
         if plan.trajectory is None:
             return self._finish(goal_handle, result)
         result.planned_trajectory = trajectory_message(plan.trajectory)
-        if goal.planning_options.plan_only:
+        if plan_only:
             return self._finish(goal_handle, result)
         if goal_handle.is_cancel_requested:
             result.error_code = _error(MoveItErrorCodes.PREEMPTED, "cancelled before execution")
@@ -1482,6 +1624,26 @@ class SimMoveGroupNode(Node):
         if result.error_code.val == MoveItErrorCodes.SUCCESS:
             result.executed_trajectory = result.planned_trajectory
         return self._finish(goal_handle, result)
+
+    def _goal_met(self, request: Any) -> bool:
+        """Whether the live state meets one of ``request``'s goals made of joint constraints
+        only (within each constraint's tolerances); pose goals are not checked here."""
+        q = self.controller.joint_positions()
+        for goal in request.goal_constraints:
+            if not goal.joint_constraints or goal.position_constraints or goal.orientation_constraints:
+                continue
+            met = True
+            for c in goal.joint_constraints:
+                if c.joint_name not in JOINT_NAMES:
+                    met = False
+                    break
+                value = q[JOINT_NAMES.index(c.joint_name)]
+                if not (c.position - c.tolerance_below <= value <= c.position + c.tolerance_above):
+                    met = False
+                    break
+            if met:
+                return True
+        return False
 
     # -- lifecycle -------------------------------------------------------------------------------
     def close(self) -> None:
@@ -1587,6 +1749,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="MoveIt's allowed_goal_duration_margin [s] (default %(default)s)",
     )
     parser.add_argument(
+        "--no-pilz-validate-solution",
+        action="store_true",
+        help="a Pilz pipeline without MoveIt's ValidateSolution response adapter: PTP paths are not "
+        "collision-checked (default: checked, as MoveIt's default Pilz configuration)",
+    )
+    parser.add_argument(
         "--no-execution-duration-monitoring",
         action="store_true",
         help="MoveIt's execution_duration_monitoring off (default on: TIMED_OUT past the allowed duration)",
@@ -1655,6 +1823,7 @@ def run(argv: Sequence[str]) -> int:
             duration_scaling=args.execution_duration_scaling,
             duration_margin=args.goal_duration_margin,
             warm_up=not args.no_warm_up,
+            pilz_validate_solution=not args.no_pilz_validate_solution,
         ),
         threads=lambda node: 8,
         on_ready=ready,

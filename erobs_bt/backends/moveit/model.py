@@ -78,7 +78,16 @@ class MoveItConfig:
         speed_scaling: ``max_velocity_scaling_factor`` and ``max_acceleration_scaling_factor``
             (EROBS's default 0.2).
         cartesian_step: ``max_step`` of GetCartesianPath [m] (EROBS 0.5 mm).
-        jump_threshold: GetCartesianPath's ``jump_threshold`` (0: off, MoveIt's default).
+        jump_threshold: GetCartesianPath's ``jump_threshold`` (0: off, MoveIt's default;
+            move_group ignores it: docs/conformance/moveit.md, row 10).
+        line_tolerance: [m] largest distance of the flange from the straight line at any point
+            of move_group's Cartesian path; a larger one (a wrist flip near a singularity,
+            which move_group does not refuse) is refused before it runs
+            (docs/conformance/moveit.md, row 10).
+        validate_ptp: check every Pilz PTP trajectory against the cell's collision model
+            (the tool, the cell's obstacles and the objects put in the scene) before it runs:
+            Pilz checks no path unless its pipeline has a ``ValidateSolution`` adapter
+            (docs/conformance/moveit.md, row 6).
         min_cartesian_fraction: least ``fraction`` of a Cartesian path to accept (EROBS 0.9).
         start_tolerance: [rad] largest live-state deviation from a trajectory's first point
             (MoveIt's ``allowed_start_tolerance``, 0.01).
@@ -120,6 +129,8 @@ class MoveItConfig:
     speed_scaling: float = 0.2
     cartesian_step: float = 0.0005
     jump_threshold: float = 0.0
+    line_tolerance: float = 0.005
+    validate_ptp: bool = True
     min_cartesian_fraction: float = 0.9
     start_tolerance: float = 0.01
     server_timeout: float = 10.0
@@ -571,6 +582,7 @@ _PLAIN_KEYS = {
     "speed_scaling": "",
     "cartesian_step": "m",
     "min_cartesian_fraction": "",
+    "line_tolerance": "m",
     "start_tolerance": "rad",
     "server_timeout": "s",
     "call_timeout": "s",
@@ -601,6 +613,7 @@ def parse_moveit_config(data: Any, *, source: str = "") -> MoveItConfig:
         "pipelines",
         "planning_attempts",
         "jump_threshold",
+        "validate_ptp",
         "concurrent_requests",
         "max_in_flight",
         "plan_ahead_depth",
@@ -619,6 +632,8 @@ def parse_moveit_config(data: Any, *, source: str = "") -> MoveItConfig:
             settings[key] = check.number(values[key], key, unit=kind, positive=True)
     if "jump_threshold" in values:
         settings["jump_threshold"] = check.number(values["jump_threshold"], "jump_threshold", minimum=0.0)
+    if "validate_ptp" in values:
+        settings["validate_ptp"] = check.boolean(values["validate_ptp"], "validate_ptp")
     if "planning_attempts" in values:
         settings["planning_attempts"] = check.integer(
             values["planning_attempts"], "planning_attempts", minimum=1

@@ -98,9 +98,18 @@ from erobs_bt.backends.moveit.model import (
     tool_object_id,
 )
 from erobs_bt.backends.ros2_control.link import RosLink, wait_future, wait_ready
+from erobs_bt.planning.cartesian import distance_from_segment
 from erobs_bt.script.model import JointPositions, MoveTo
 from erobs_bt.world.cell import CellConfig, Obstacle
-from erobs_bt.world.kinematics import T_BASE_LINK_BASE, flange_goal_from_tip_goal, pose_from_xyz_rpy
+from erobs_bt.world.collision import CollisionModel
+from erobs_bt.world.kinematics import (
+    T_BASE_LINK_BASE,
+    fk,
+    fk_batch,
+    flange_goal_from_tip_goal,
+    ik_nearest,
+    pose_from_xyz_rpy,
+)
 from erobs_bt.world.scene import World
 from erobs_bt.world.tools import ToolState, planning_tip
 
@@ -125,6 +134,8 @@ class MoveItPlanner:
         self._cell = cell
         self._link = link
         self._config = config if config is not None else MoveItConfig()
+        self._validation_lock = threading.Lock()
+        self._validation_models: dict[tuple[str, str | None], CollisionModel] = {}
         c = self._config
         node, group = link.node, link.group
         self._plan: Any = node.create_client(
@@ -404,7 +415,43 @@ class MoveItPlanner:
         kind, goal = self._goal(step, start, tools, attached)
         if kind == "line":
             return self._plan_line(step, start, goal, attached)
-        return self._plan_joints(step, start, goal, attached)
+        return self._plan_joints(step, start, goal, attached, tools, world)
+
+    def _validate_ptp(self, segment: ArmSegment, tools: ToolState, world: World | None, where: str) -> None:
+        """Check a Pilz PTP trajectory against the cell before it runs: every point, and the
+        motion between them every 0.01 rad, with ``tools``' geometry and the obstacles of
+        ``world`` (the cell's when ``None``), in the cell's collision model.
+
+        Pilz checks no path itself; only a ``ValidateSolution`` response adapter in the cell's
+        Pilz pipeline does, at the trajectory's points (docs/conformance/moveit.md, row 6), and
+        moveit_msgs here has no ``GetStateValidity`` to ask move_group: the backend checks.
+
+        Raises:
+            MotionError: ``PLANNING_FAILED`` naming the point and the bodies in contact.
+        """
+        if not self._config.validate_ptp:
+            return
+        key = (tools.gripper, tools.cup_profile)
+        with self._validation_lock:
+            model = self._validation_models.get(key)
+            if model is None:
+                model = CollisionModel(self._cell, gripper=tools.gripper, cup_profile=tools.cup_profile)
+                self._validation_models[key] = model
+            obstacles = world.obstacles if world is not None else self._cell.obstacles
+            if model.obstacles != obstacles:
+                model.set_obstacles(obstacles)
+            q = np.asarray([p.positions for p in segment.points], dtype=float)
+            bad = model.check_path(q, max_step=0.01)
+            if bad is None:
+                return
+            contact = model.first_contact(q[bad]) or model.first_contact(q[max(0, bad - 1)])
+        bodies = f" ({contact[0]} touches {contact[1]})" if contact else ""
+        raise MotionError(
+            ErrorCode.PLANNING_FAILED,
+            f"{where}: Pilz PTP's trajectory collides in the cell's model at or before point {bad} "
+            f"of {len(q)}{bodies}: move_group's Pilz pipeline did not validate it (no ValidateSolution "
+            "adapter?); not executed",
+        )
 
     @property
     def concurrent_requests(self) -> int:
@@ -493,7 +540,13 @@ class MoveItPlanner:
         return self._config.pipelines
 
     def _plan_joints(
-        self, step: MoveTo, start: Sequence[float], goal: Sequence[float], attached: Any
+        self,
+        step: MoveTo,
+        start: Sequence[float],
+        goal: Sequence[float],
+        attached: Any,
+        tools: ToolState,
+        world: World | None,
     ) -> ArmSegment:
         c = self._config
         failures: list[str] = []
@@ -516,7 +569,16 @@ class MoveItPlanner:
                 self._plan, GetMotionPlan.Request(motion_plan_request=request), what=what, where=step.path
             ).motion_plan_response
             if succeeded(response.error_code):
-                return self._segment(response.trajectory, start, step)
+                segment = self._segment(response.trajectory, start, step)
+                if not pipeline.startswith("pilz"):
+                    return segment
+                try:
+                    self._validate_ptp(segment, tools, world, step.path)
+                except MotionError as exc:
+                    last = exc
+                    failures.append(f"{pipeline}: its trajectory collides in the cell's model")
+                    continue
+                return segment
             last = moveit_error(response.error_code, planning=True, where=step.path, what=what)
             failures.append(f"{pipeline}: {error_name(response.error_code.val)}")
         assert last is not None
@@ -552,7 +614,46 @@ class MoveItPlanner:
                 f"(at least {c.min_cartesian_fraction:.0%} needed)"
                 + (f": {response.error_code.message}" if response.error_code.message else ""),
             )
-        return self._segment(response.solution, start, step)
+        segment = self._segment(response.solution, start, step)
+        self._check_line(segment, start, T_goal, step.path, what)
+        return segment
+
+    def _check_line(
+        self,
+        segment: ArmSegment,
+        start: Sequence[float],
+        T_goal: NDArray[np.float64],
+        where: str,
+        what: str,
+    ) -> None:
+        """Refuse a Cartesian path whose flange leaves the straight line from ``start``'s flange
+        to ``T_goal`` (``T_base_link_flange``) by more than ``line_tolerance`` [m] at any point
+        (the cell's analytic FK).
+
+        move_group checks no joint jump (row 10), and its answer is not the IK waypoints but
+        TOTG samples every 0.1 s (``time_optimal_trajectory_generation.cpp`` 1245-1266; the
+        service times it, ``cartesian_path_service_capability.cpp`` 194-197), so MoveIt's own
+        jump test between consecutive waypoints (``cartesian_interpolator.cpp`` 111-184) cannot
+        be applied to it: a flip is spread over several samples at the wrist's speed limit. Its
+        trace is the flange leaving the line between the waypoints on each side of the jump.
+
+        Raises:
+            MotionError: ``PLANNING_FAILED`` naming the point, its time and the distance.
+        """
+        q = np.asarray([p.positions for p in segment.points], dtype=float)
+        tips = fk_batch(q)[:, :3, 3]
+        off = distance_from_segment(tips, fk(start)[:3, 3], T_goal[:3, 3])
+        worst = int(np.argmax(off))
+        limit = self._config.line_tolerance
+        if off[worst] > limit:
+            t = segment.points[worst].time_from_start
+            raise MotionError(
+                ErrorCode.PLANNING_FAILED,
+                f"{where}: {what}: the flange leaves the straight line by {off[worst] * 1000:.1f} mm "
+                f"at point {worst} of {len(q)} (t = {t:.2f} s; line_tolerance {limit * 1000:g} mm): "
+                "a joint jump (a wrist flip near a singularity), which move_group does not refuse; "
+                "not executed",
+            )
 
     def _segment(self, trajectory: Any, start: Sequence[float], step: MoveTo) -> ArmSegment:
         try:
@@ -593,7 +694,43 @@ class MoveItPlanner:
     ) -> JointPositions:
         """Joints [rad] that put the flange at ``T_flange``, from move_group's ``compute_ik``
         seeded with ``seed`` and checked for collisions (unless ``avoid_collisions`` is off:
-        a prediction of where a straight line ends, which may press onto a part)."""
+        a prediction of where a straight line ends, which may press onto a part), on the IK
+        branch nearest the seed.
+
+        KDL answers whichever branch its iteration from the seed or a random restart lands on
+        (docs/conformance/moveit.md, row 7), so an answer farther from the seed than the cell's
+        analytic nearest branch (:func:`~erobs_bt.world.kinematics.ik_nearest`, + 1e-3 rad) is
+        asked again, seeded with that branch (KDL converges at once from an exact solution);
+        if move_group still answers another branch (the nearest one is in collision), the
+        goal is refused rather than reached on another branch.
+
+        Raises:
+            MotionError: ``PLANNING_FAILED``: no answer, no solution, or only another branch.
+        """
+        joints = self._ask_ik(T_flange, seed, attached, where, avoid_collisions)
+        nearest = ik_nearest(T_flange, seed=seed)
+        if nearest is None or _farther(joints, nearest, seed) <= _BRANCH_TOLERANCE:
+            return joints
+        again = self._ask_ik(T_flange, tuple(float(v) for v in nearest), attached, where, avoid_collisions)
+        if _farther(again, nearest, seed) <= _BRANCH_TOLERANCE:
+            return again
+        raise MotionError(
+            ErrorCode.PLANNING_FAILED,
+            f"{where}: GetPositionIK {self._config.name('compute_ik')}: the solution is on another IK "
+            f"branch ({_rounded(again)}, {_distance(again, seed):.3f} rad from the start) than the "
+            f"nearest one ({_rounded(nearest)}, {_distance(nearest, seed):.3f} rad), which move_group "
+            "does not accept (in collision?); refused rather than change branches",
+        )
+
+    def _ask_ik(
+        self,
+        T_flange: NDArray[np.float64],
+        seed: Sequence[float],
+        attached: Any,
+        where: str,
+        avoid_collisions: bool,
+    ) -> JointPositions:
+        """One ``compute_ik`` request (see :meth:`_inverse`)."""
         c = self._config
         request = GetPositionIK.Request()
         ik = request.ik_request
@@ -665,3 +802,26 @@ class MoveItPlanner:
     def object_id(gripper: str) -> str:
         """The planning-scene id of ``gripper``'s attached collision object."""
         return tool_object_id(gripper)
+
+
+#: [rad] how much farther from the seed than the nearest analytic branch an IK answer may be
+#: and still count as that branch (KDL's answers are within 1e-5 of the pose).
+_BRANCH_TOLERANCE = 1e-3
+
+
+def _distance(q: Sequence[float] | NDArray[np.float64], seed: Sequence[float] | NDArray[np.float64]) -> float:
+    """Euclidean joint distance [rad]."""
+    return float(np.linalg.norm(np.asarray(q, dtype=float) - np.asarray(seed, dtype=float)))
+
+
+def _farther(
+    q: Sequence[float] | NDArray[np.float64],
+    nearest: Sequence[float] | NDArray[np.float64],
+    seed: Sequence[float] | NDArray[np.float64],
+) -> float:
+    """How much farther from ``seed`` ``q`` is than ``nearest`` [rad]."""
+    return _distance(q, seed) - _distance(nearest, seed)
+
+
+def _rounded(q: Sequence[float] | NDArray[np.float64]) -> list[float]:
+    return [round(float(v), 3) for v in q]

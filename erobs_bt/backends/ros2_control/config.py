@@ -7,6 +7,7 @@ No ROS import: the simulated hardware node and the CLI read it too.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +27,26 @@ FUN_SET_TOOL_VOLTAGE = 4
 #: 0-7 standard, 8-15 configurable, 16-17 tool (gpio_controller.cpp, setIO); any other pin is
 #: answered ``success: false``.
 DIGITAL_OUT_PINS = range(18)
+#: The tool voltages [V] a UR robot is sent: ur_robot_driver hands a SetIO
+#: ``FUN_SET_TOOL_VOLTAGE`` state, converted to ``urcl::ToolVoltage`` (an int enum: the value
+#: truncated towards zero), to ``UrDriver::setToolVoltage`` (hardware_interface.cpp 1100-1103),
+#: which sends 0, 12 and 24 and refuses any other value without sending it (Universal_Robots_Client_Library
+#: 2.14.0 @ 8e11395, src/ur/ur_driver.cpp 371-387): the GPIO controller then answers
+#: ``success: false`` (gpio_controller.cpp 453-468).
+TOOL_VOLTAGES = (0.0, 12.0, 24.0)
+
+
+def sent_tool_voltage(state: float) -> float | None:
+    """The tool voltage [V] a UR robot gets for a SetIO ``FUN_SET_TOOL_VOLTAGE`` ``state``: the
+    state truncated towards zero when that is one of :data:`TOOL_VOLTAGES`, else ``None`` (not
+    sent, ``success: false``; also for NaN, infinity or a state beyond an int, where the
+    driver's conversion is undefined)."""
+    if not math.isfinite(state) or abs(state) >= 2.0**31:
+        return None
+    volts = float(math.trunc(state))
+    return volts if volts in TOOL_VOLTAGES else None
+
+
 #: Gripper adapters by kind: ``set_io`` (a tool digital output), ``gripper_command``
 #: (``control_msgs/action/GripperCommand``), ``parallel_gripper``
 #: (``control_msgs/action/ParallelGripperCommand``, ros2_controllers'
@@ -337,13 +358,26 @@ def parse_hardware_config(data: Any, *, source: str = "hardware") -> HardwareCon
         timeouts=MappingProxyType(timeouts),
         set_io=name(io.get("set_io", defaults.set_io), "io.set_io"),
         program_running=name(io.get("program_running", defaults.program_running), "io.program_running"),
-        tool_voltage=check.number(
-            io.get("tool_voltage", defaults.tool_voltage), "io.tool_voltage", unit="V", minimum=0.0
-        ),
+        tool_voltage=tool_voltage(check, io.get("tool_voltage", defaults.tool_voltage), "io.tool_voltage"),
         grippers=MappingProxyType(grippers),
         pipettor_action=name(pipettor.get("action", defaults.pipettor_action), "pipettor.action"),
         source=source,
     )
+
+
+def tool_voltage(check: Checker, value: Any, path: str) -> float:
+    """A configured tool voltage [V]: one of :data:`TOOL_VOLTAGES` exactly (the backend sends it
+    as it is; the UR driver sends no other).
+
+    Raises:
+        ConfigError: (``check``'s error) not a number, or not 0, 12 or 24, naming ``path``.
+    """
+    volts = check.number(value, path, unit="V", minimum=0.0)
+    if volts not in TOOL_VOLTAGES:
+        raise check.fail(
+            path, f"must be 0, 12 or 24 (V): the UR driver sends no other tool voltage (got {volts:g})"
+        )
+    return volts
 
 
 def check_against_cell(hardware: HardwareConfig, cell: CellConfig) -> None:

@@ -47,8 +47,9 @@ from erobs_bt.backends.ros2_control.config import (
     GripperState,
     HardwareConfig,
     ParallelGripperParams,
+    tool_voltage,
 )
-from erobs_bt.validation import ConfigError
+from erobs_bt.validation import Checker, ConfigError
 from erobs_bt.world.beamline import _find_package, expand_srdf
 from erobs_bt.world.cell import CellConfig
 
@@ -147,7 +148,7 @@ def hardware_from_beamline(
     for name, raw in grippers_in.items():
         gripper, entry = str(name), raw or {}
         key = f"grippers.{gripper}"
-        volts = float(entry.get("tool_voltage", 0) or 0)
+        volts = tool_voltage(Checker(file=source), entry.get("tool_voltage", 0) or 0, f"{key}.tool_voltage")
         if volts > 0.0:
             voltages[gripper] = volts
         moveit_file = config_dir / gripper / "moveit_controllers.yaml"

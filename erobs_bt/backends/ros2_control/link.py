@@ -222,6 +222,7 @@ def run_action(
     generation: int | None = None,
     cancel: Callable[[Any], None] | None = None,
     aborted: Callable[[Any], MotionError] | None = None,
+    canceled_by_server: str = "",
 ) -> Any:
     """Send one action goal and wait for its result (in the calling thread).
 
@@ -242,6 +243,8 @@ def run_action(
             needs more, e.g. MoveIt's ExecuteTrajectory).
         aborted: the error of an aborted goal from its result message (default: ``goal
             aborted`` with the result's error code and text).
+        canceled_by_server: appended to ``cancelled by the server`` when the server, not a
+            stop, cancelled the goal (what that means for this server).
 
     Returns:
         The result message of a SUCCEEDED goal.
@@ -290,7 +293,11 @@ def run_action(
     if status == GoalStatus.STATUS_SUCCEEDED:
         return wrapped.result
     if status == GoalStatus.STATUS_CANCELED:
-        by = "stopped by request" if goals.current() != generation else "cancelled by the server"
+        by = (
+            "stopped by request"
+            if goals.current() != generation
+            else "cancelled by the server" + (f" ({canceled_by_server})" if canceled_by_server else "")
+        )
         raise MotionError(ErrorCode.EXECUTION_FAILED, f"{what}: {by}")
     if aborted is not None:
         raise aborted(wrapped.result)

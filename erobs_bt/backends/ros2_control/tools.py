@@ -48,6 +48,11 @@ EPICK_STATUS_NAMES = {
 }
 
 
+#: Why parallel_gripper_action_controller cancels a goal no stop cancelled: a newer goal
+#: arrived (``preempt_active_goal``, parallel_gripper_action_controller_impl.hpp 30-42, 136).
+_PREEMPTED = "a newer goal on the controller replaced it: another client commanded the gripper"
+
+
 class ObjectDetectionWatch:
     """The ePick driver's ``epick_msgs/msg/ObjectDetectionStatus`` topic (its
     epick_status_publisher_controller: absolute name, default QoS depth 10, one message per
@@ -262,6 +267,7 @@ class RosTool:
             timeouts=self._hw.timeouts,
             result_timeout=self._hw.timeouts["gripper"],
             goals=self._goals,
+            canceled_by_server=_PREEMPTED if adapter.adapter == "parallel_gripper" else "",
         )
         # Only messages after the result count (the status before it may predate the grip).
         since = self._status.mark() if grip and self._status is not None else 0

@@ -131,13 +131,14 @@ class MotionStack:
             pool=self._action_pool,
             check_open=self._check_open,
         )
-        # The steps play through self._play, looked up on every call: the one place where
-        # everything the stack plays passes (an instrument may wrap it on the instance).
+        # The steps plan through self._plan_now and play through self._play, looked up on
+        # every call: the one place each passes (an instrument may wrap them on the instance,
+        # as bench_planahead and test_forecast_reuse do).
         self._steps = StepRunner(
             core,
             self._state,
             self._execution,
-            plan_now=lambda steps, start: self._planning.plan_now(steps, start),
+            plan_now=lambda steps, start: self._plan_now(steps, start),
             play=lambda segments, dispatch: self._play(segments, dispatch),
             detector=detector,
         )
@@ -435,6 +436,11 @@ class MotionStack:
         slip onto the arm just after a stop.
         """
         self._execution.stop()
+
+    def _plan_now(self, steps: Sequence[Step], start: JointPositions | None) -> Solution:
+        """Plan a single step's motions in this thread (:meth:`UnitPlanner.plan_now
+        <erobs_bt.backends.stack.planning.UnitPlanner.plan_now>`): every step's plan passes here."""
+        return self._planning.plan_now(steps, start)
 
     def _play(self, segments: Sequence[Segment], dispatch: Dispatch) -> None:
         """Execute segments in order in this thread (:meth:`Execution.play

@@ -3,7 +3,7 @@ the search's own motion-check resolution, with the final re-check unchanged.
 
 Plans in the packaged cell (``config/cell.yaml``) with the real collision model, around the
 obstacle that blocks the straight joint line ``dock_approach`` → hot plate (the same pair
-as ``test_sim_planner.py``), and checks every result independently of the planner at
+as ``test/planning/test_planner.py``), and checks every result independently of the planner at
 0.01 rad per joint.
 """
 

@@ -1,7 +1,7 @@
 """py_trees_ros's own ``py-trees-tree-watcher`` against the node, where py_trees_ros is importable.
 
 py_trees_ros is not installable from PyPI (``pip index versions py_trees_ros``: no
-distribution) or Debian 12, so in CI this test skips and test/test_pytrees_streams.py's raw
+distribution) or Debian 12, so in CI this test skips and test/ros/test_pytrees_streams.py's raw
 client stands in for it. On a machine with py_trees_ros (a ROS installation, or its source on
 ``PYTHONPATH`` as the README describes) it runs the watcher program itself, unchanged, in a
 subprocess: it must discover the node's snapshot-stream services, open a stream and print the

@@ -3,8 +3,8 @@
 :class:`MotionBackend` is the protocol the tree's leaves call; every ability a backend may
 have beyond it is a named protocol here too (:data:`ABILITIES`), checked with ``isinstance``
 where it is used. Which backend has which is stated in :mod:`erobs_bt.backends.factory`
-(proved there by mypy; test/test_backend_abilities.py checks it at run time). Every call that may take
-time returns a :class:`concurrent.futures.Future`, so behaviours start work in
+(proved there by mypy; test/backends/test_backend_abilities.py checks it at run time). Every call that may
+take time returns a :class:`concurrent.futures.Future`, so behaviours start work in
 ``initialise()`` and poll in ``update()`` without blocking a tick. The values it takes and
 returns (:class:`Solution`, its segments, :class:`MotionError` and :class:`ErrorCode`) are
 defined in :mod:`erobs_bt.motion` and re-exported here, so ``from erobs_bt.backends.base
@@ -258,7 +258,7 @@ class MotionBackend(Protocol):
 
 # -- optional abilities ----------------------------------------------------------------------
 # Each is a protocol of its own: a caller checks ``isinstance(backend, Ability)`` before using
-# it (never ``getattr``: test/test_backend_abilities.py keeps it so). The motion stack
+# it (never ``getattr``: test/backends/test_backend_abilities.py keeps it so). The motion stack
 # (erobs_bt.backends.stack) has them all; the scripted test double none.
 
 

@@ -148,7 +148,7 @@ if TYPE_CHECKING:
     # What each kind is, proved by mypy: the motion stack (``sim``, ``ros2_control``, ``moveit``)
     # is a MotionBackend with every optional ability of erobs_bt.backends.base.ABILITIES (only
     # the ``sim`` assembly's is ``resettable``); the scripted double is a MotionBackend with none
-    # (test/test_backend_abilities.py checks the same at run time).
+    # (test/backends/test_backend_abilities.py checks the same at run time).
 
     def _abilities_of_the_stack(
         stack: MotionStack,

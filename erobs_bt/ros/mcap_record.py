@@ -43,7 +43,7 @@ type's encoder and each QoS profile's YAML are built once per process.
 
 CDR: messages of ``msg`` types are encoded by ``mcap-ros2-support`` from the schema text
 (so the text is what the bytes were written with); ``rclpy``'s deserializer reads them back
-(``test/test_mcap_record.py``). ``mcap-ros2-support`` (0.6) cannot parse an action's derived
+(``test/ros/test_mcap_record.py``). ``mcap-ros2-support`` (0.6) cannot parse an action's derived
 type names (``ExecuteScript_FeedbackMessage`` is not ``CamelCase``), so the action feedback
 is serialized by ``rclpy`` (the rmw's own CDR) and its schema is generated the same way.
 What rclpy serialises is written exactly (:func:`erobs_bt.ros.cdr.serialize_exact`: the rmw's

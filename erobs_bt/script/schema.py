@@ -12,7 +12,7 @@ the joint names and limits, the length, angle and size bounds), and the cell's n
 the parser checks against. The schema describes what can be checked one value at a
 time; the parser checks more (a pose name must resolve, a step must suit the tool
 attached at that point, a ``moveto`` has exactly one mode). The rule the tests hold it to
-(test/test_script_schema.py): whatever the schema rejects, the parser rejects.
+(test/script/test_script_schema.py): whatever the schema rejects, the parser rejects.
 
 Conventions taken from the parser: a ``null`` optional field counts as absent; the keys
 EROBS writes and does not read (``run_name``; ``position``, ``marker_dictionary``) and a

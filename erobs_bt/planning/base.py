@@ -138,7 +138,7 @@ class RemotePlanner(Protocol):
     run side by side. The motion stack then plans a unit's moves concurrently, each from the
     start the previous move is predicted to end in (:meth:`predict_end`), and keeps a move's
     plan only when it starts where the previous move's plan really ends (within
-    :data:`erobs_bt.backends.stack.JOIN_TOLERANCE`); otherwise that move is planned again from
+    :data:`erobs_bt.backends.stack.speculation.JOIN_TOLERANCE`); otherwise that move is planned again from
     the real end, so a unit stays one connected sequence. The engine also plans
     :attr:`plan_ahead_depth` motion units ahead. The embedded planner is not one (its plans
     take milliseconds of CPU that threads would only share).

@@ -21,7 +21,8 @@ import pytest
 
 from erobs_bt.backends.base import ArmSegment, ErrorCode, MotionError
 from erobs_bt.backends.sim.backend import SimBackend
-from erobs_bt.backends.stack import JOIN_TOLERANCE, MotionStack
+from erobs_bt.backends.stack import MotionStack
+from erobs_bt.backends.stack.speculation import JOIN_TOLERANCE
 from erobs_bt.plan import ScriptParser
 from erobs_bt.planning.base import RemotePlanner
 from erobs_bt.script.model import MoveTo

@@ -20,7 +20,8 @@ concept each:
 * :mod:`~erobs_bt.backends.stack.planning`: planning a unit as one connected sequence, ahead
   of a solution, across tool exchanges, chained after a plan still being made; plan listeners;
 * :mod:`~erobs_bt.backends.stack.speculation`: the speculation of plans (side-by-side
-  requests from predicted starts, joined within :data:`JOIN_TOLERANCE`; forecast plans kept
+  requests from predicted starts, joined within
+  :data:`~erobs_bt.backends.stack.speculation.JOIN_TOLERANCE`; forecast plans kept
   for the tool exchanges);
 * :mod:`~erobs_bt.backends.stack.replay`: the replay's scene check;
 * :mod:`~erobs_bt.backends.stack.execution`: dispatch, play, stop, fault cut points, the tool
@@ -44,7 +45,5 @@ bookkeeping (logged), which changes the model revision, unless a part is held.
 """
 
 from erobs_bt.backends.stack.motion_stack import MotionStack
-from erobs_bt.backends.stack.speculation import FORECAST_PLANS, JOIN_TOLERANCE
-from erobs_bt.backends.stack.state import SCENE_HISTORY
 
-__all__ = ["FORECAST_PLANS", "JOIN_TOLERANCE", "SCENE_HISTORY", "MotionStack"]
+__all__ = ["MotionStack"]

@@ -452,7 +452,7 @@ def test_moves_sent_side_by_side_start_where_the_ones_before_really_end(client: 
     from erobs_bt.backends.moveit.backend import MoveItBackend
     from erobs_bt.backends.moveit.model import MoveItConfig
     from erobs_bt.backends.sim.tools import SimulatedChanger, SimulatedTool
-    from erobs_bt.backends.stack import JOIN_TOLERANCE
+    from erobs_bt.backends.stack.speculation import JOIN_TOLERANCE
     from erobs_bt.plan import ScriptParser
 
     cell = load_cell()

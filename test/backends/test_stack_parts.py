@@ -28,7 +28,7 @@ from erobs_bt.script.model import MoveTo
 from erobs_bt.world.cell import CellConfig, Obstacle, Pose, Shape
 from erobs_bt.world.scene import World
 
-POSES = Path(__file__).resolve().parents[1] / "config" / "poses.yaml"
+POSES = Path(__file__).resolve().parents[2] / "config" / "poses.yaml"
 SCRIPT = """{"start_gripper": "pipettor", "tasks": [
   {"task_type": "moveto", "target": "transport", "planning_type": "joint"},
   {"task_type": "moveto", "target": "dispense_above", "planning_type": "joint"}

@@ -127,6 +127,7 @@ class _Verbs(click.Group):
 #: imports rclpy, the viewers or MADSci at import time; the verbs do when they run.
 LAZY_VERB_MODULES: tuple[str, ...] = (
     "erobs_bt.ros.commands",
+    "erobs_bt.doubles.commands",
     "erobs_bt.viz.commands",
     "erobs_bt.madsci.commands",
 )

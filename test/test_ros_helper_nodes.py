@@ -24,9 +24,9 @@ from ros_fixtures import READY_PREFIX, REPO, RosProcess, ros_environment
 
 from erobs_bt.backends.ros2_control.context import init_context
 from erobs_bt.backends.ros2_control.link import LINK_NODE_NAME
+from erobs_bt.doubles.sim_hardware import NODE_NAME as HARDWARE_NAME
+from erobs_bt.doubles.sim_hardware import READY_PREFIX as HARDWARE_READY
 from erobs_bt.ros.launching import node_specs
-from erobs_bt.ros.sim_hardware import NODE_NAME as HARDWARE_NAME
-from erobs_bt.ros.sim_hardware import READY_PREFIX as HARDWARE_READY
 
 pytestmark = pytest.mark.ros
 

@@ -25,8 +25,8 @@ from ur_msgs.srv import SetIO
 from erobs_bt.backends.base import ArmSegment
 from erobs_bt.backends.ros2_control.arm import trajectory_goal
 from erobs_bt.backends.ros2_control.config import HardwareConfig
+from erobs_bt.doubles.sim_hardware import parse_faults
 from erobs_bt.planning.timing import time_parameterize
-from erobs_bt.ros.sim_hardware import parse_faults
 from erobs_bt.world.config import load_cell
 from erobs_bt.world.kinematics import ACCELERATION_LIMITS, VELOCITY_LIMITS
 

@@ -6,7 +6,7 @@ ROS 1's latching; py_trees_ros calls the same profile "latched"). Publishers and
 subscribers both use it, so they match: the node's state and snapshot topics
 (:mod:`erobs_bt.ros.node`), the EROBS drop-in API (:mod:`erobs_bt.ros.erobs_api`), the
 py_trees_ros streams (:mod:`erobs_bt.ros.pytrees_streams`), the simulated hardware node
-(:mod:`erobs_bt.ros.sim_hardware`), the client and the watcher.
+(:mod:`erobs_bt.doubles.sim_hardware`), the client and the watcher.
 """
 
 from __future__ import annotations

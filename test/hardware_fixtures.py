@@ -28,7 +28,7 @@ from ur_msgs.srv import SetIO
 
 from erobs_bt.backends.ros2_control.context import init_context
 from erobs_bt.doubles.sim_hardware import NODE_NAME, READY_PREFIX
-from erobs_bt.ros.client import Recorder, latched_qos
+from erobs_bt.ros.client.client import Recorder, latched_qos
 
 HARDWARE_CONFIG = REPO / "config" / "ur5e_ros2_control.yaml"
 

@@ -43,7 +43,7 @@ from erobs_bt.backends.moveit.model import (
 )
 from erobs_bt.backends.ros2_control.context import init_context
 from erobs_bt.doubles.sim_move_group import READY_PREFIX, ROS_NODE_NAME
-from erobs_bt.ros.client import Recorder, latched_qos
+from erobs_bt.ros.client.client import Recorder, latched_qos
 from erobs_bt.script.model import JOINT_NAMES
 from erobs_bt.world.config import load_cell
 from erobs_bt.world.description import GROUP

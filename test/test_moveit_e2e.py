@@ -22,7 +22,7 @@ from std_msgs.msg import String
 
 from erobs_bt.backends.ros2_control.context import init_context
 from erobs_bt.doubles.sim_move_group import READY_PREFIX, ROS_NODE_NAME
-from erobs_bt.ros.client import ErobsBtClient, GoalRun, Recorder, latched_qos
+from erobs_bt.ros.client.client import ErobsBtClient, GoalRun, Recorder, latched_qos
 
 pytestmark = pytest.mark.ros
 

@@ -40,7 +40,7 @@ from std_msgs.msg import String
 from erobs_bt.backends.moveit.model import pose_msg
 from erobs_bt.backends.ros2_control.context import init_context
 from erobs_bt.doubles.sim_move_group import READY_PREFIX, ROS_NODE_NAME, read_faults
-from erobs_bt.ros.client import Recorder, latched_qos
+from erobs_bt.ros.client.client import Recorder, latched_qos
 from erobs_bt.ros.planning_scene import SceneError, SceneWorld, pose_matrix
 from erobs_bt.script.model import JOINT_NAMES
 from erobs_bt.world import kinematics

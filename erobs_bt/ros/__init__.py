@@ -4,7 +4,7 @@
 * :mod:`erobs_bt.ros.node`: the ``erobs_bt`` node and its parts.
 * :mod:`erobs_bt.ros.record`: the bag recorders.
 * Here, shared by them and by the test doubles (:mod:`erobs_bt.doubles`): ``convert`` (engine
-  values <-> ROS messages), ``cdr``, ``qos``, ``params`` (the node's parameter table, read by the
+  values <-> ROS messages), ``cdr``, ``params`` (the node's parameter table, read by the
   client for the endpoint names), ``snapshots``, ``domain``, ``process`` (how a ROS process
   runs and stops) and ``planning_scene`` (MoveIt's scene messages <-> the world model).
 

@@ -95,7 +95,7 @@ def watch_ros(
 
     from erobs_bt.backends.ros2_control.context import init_context
     from erobs_bt.ros.client.client import default_names
-    from erobs_bt.ros.qos import latched_qos
+    from erobs_bt.rosqos import latched_qos
 
     names = default_names(node)
     stop = stop or threading.Event()

@@ -40,8 +40,8 @@ from erobs_bt.ros import convert
 from erobs_bt.ros.node.nodelog import NodeLog
 from erobs_bt.ros.node.runlogs import NodeRunLogs
 from erobs_bt.ros.params import RESET_SIMULATION_DONE, SNAPSHOT_DEPTH, NodeSettings
-from erobs_bt.ros.qos import latched_qos
 from erobs_bt.ros.snapshots import SnapshotThrottle, TreeState
+from erobs_bt.rosqos import latched_qos
 from erobs_bt.script.model import JOINT_NAMES
 from erobs_bt.script.vocabulary import dock_contents_text
 

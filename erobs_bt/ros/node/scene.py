@@ -60,7 +60,7 @@ from erobs_bt.ros.convert import ros_text
 from erobs_bt.ros.node.nodelog import NodeLog
 from erobs_bt.ros.node.runlogs import NodeRunLogs
 from erobs_bt.ros.planning_scene import SceneError, SceneWorld, attached_message
-from erobs_bt.ros.qos import latched_qos
+from erobs_bt.rosqos import latched_qos
 from erobs_bt.world.cell import Obstacle
 from erobs_bt.world.description import TIP_LINK
 from erobs_bt.world.scene import World

@@ -91,9 +91,9 @@ setup(
     entry_points={
         "console_scripts": [
             "erobs-bt = erobs_bt.cli:main",
-            "erobs_bt_node = erobs_bt.ros.node:main",
-            "erobs_bt_sim_hardware = erobs_bt.ros.sim_hardware:main",
-            "erobs_bt_sim_move_group = erobs_bt.ros.sim_move_group:main",
+            "erobs_bt_node = erobs_bt.ros.node.node:main",
+            "erobs_bt_sim_hardware = erobs_bt.doubles.sim_hardware:main",
+            "erobs_bt_sim_move_group = erobs_bt.doubles.sim_move_group:main",
             "erobs_bt_madsci_node = erobs_bt.madsci.commands:main",
         ],
     },

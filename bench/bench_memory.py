@@ -12,7 +12,7 @@ Two measurements, side by side:
   ``clear_cache``. Each variant is decoded from its own bytes, so no two entries share
   objects (as distinct plans do not). ``PlanCache.nbytes()`` is the cache's own estimate of
   the memory its decoded entries hold (``solution_nbytes``, what its byte bound counts).
-* **The node** (``python -m erobs_bt.ros.node``, sim backend): a FULL_EXPERIMENT-sized
+* **The node** (``python -m erobs_bt.ros.node.node``, sim backend): a FULL_EXPERIMENT-sized
   *eligible* goal does not exist among the samples (the full script is 18 units, never
   cache-eligible), so the node's cache is filled the only way a client can fill it: 64
   dry-run previews of an eligible script of similar size, ``spincoat_to_hotplate.json``
@@ -156,7 +156,7 @@ def node_figures(capacity: int) -> dict[str, Any]:
 
     Read idle, after 64 eligible previews, and after ``~/clear_cache``.
     """
-    from erobs_bt.ros.client import ErobsBtClient
+    from erobs_bt.ros.client.client import ErobsBtClient
 
     engine = sim_engine()
     try:

@@ -187,7 +187,7 @@ def report(latencies: tuple[float, ...] = LATENCIES, embedded: bool = True) -> s
                 command = [
                     sys.executable,
                     "-m",
-                    "erobs_bt.ros.sim_move_group",
+                    "erobs_bt.doubles.sim_move_group",
                     "--speed",
                     str(SPEED),
                     "--plan-latency",

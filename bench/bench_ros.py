@@ -1,11 +1,11 @@
 """ROS benchmarks: the erobs_bt node over loopback against the same engine called in-process.
 
-The node runs as its own process (``python -m erobs_bt.ros.node``, params file
+The node runs as its own process (``python -m erobs_bt.ros.node.node``, params file
 ``config/erobs_bt.yaml``, sim backend at ``speed:=20``) in a private ``ROS_DOMAIN_ID``
 reserved with ``domain_coordinator``, with ``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST``,
 the fast-discovery Fast DDS profile and ``ROS_LOG_DIR`` in a temporary directory; it
 is stopped with SIGINT by its PID. The client is the project's
-:class:`~erobs_bt.ros.client.ErobsBtClient` in this process. The baseline of every figure
+:class:`~erobs_bt.ros.client.client.ErobsBtClient` in this process. The baseline of every figure
 is the same operation on an engine built in-process with the same configuration
 (``build_engine(EngineConfig(backend='sim', settings=EngineSettings(speed=20, plan_ahead=False)))``),
 so the difference is the ROS layer: DDS transport, the action protocol, the executor threads
@@ -108,7 +108,14 @@ def node_process(parameters: Mapping[str, str], *, start_timeout: float = 60.0) 
     Raises:
         RuntimeError: the node exited or printed no ready line within ``start_timeout``.
     """
-    command = [sys.executable, "-m", "erobs_bt.ros.node", "--ros-args", "--params-file", str(PARAMS_FILE)]
+    command = [
+        sys.executable,
+        "-m",
+        "erobs_bt.ros.node.node",
+        "--ros-args",
+        "--params-file",
+        str(PARAMS_FILE),
+    ]
     for name, value in parameters.items():
         command += ["-p", f"{name}:={value}"]
     with ros_process(command, READY_PREFIX, start_timeout=start_timeout) as node:
@@ -173,7 +180,7 @@ class Figures:
 
 
 def measure_node() -> Figures:
-    from erobs_bt.ros.client import ErobsBtClient
+    from erobs_bt.ros.client.client import ErobsBtClient
 
     figures = Figures()
     with (
@@ -405,7 +412,8 @@ def report() -> str:
     )
     return (
         "## ROS node over loopback\n\n"
-        f"The node process (`python -m erobs_bt.ros.node`, sim backend, `speed:={SPEED:g}`) in a private "
+        f"The node process (`python -m erobs_bt.ros.node.node`, sim backend, `speed:={SPEED:g}`) "
+        "in a private "
         "`ROS_DOMAIN_ID`, `ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST`, Fast DDS with "
         "`config/fastdds_localhost.xml`; client `ErobsBtClient` in the benchmark process. "
         f"{ROUND_TRIPS} round trips after {WARM_UP} warm-up goals. Pause: {PAUSE_CYCLES} cycles in one "

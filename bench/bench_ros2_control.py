@@ -69,7 +69,7 @@ def measure(domain_id: int) -> dict[str, list[float]]:
     from erobs_bt.backends.ros2_control.link import RosLink
     from erobs_bt.world.config import load_cell
 
-    hardware_cmd = [sys.executable, "-m", "erobs_bt.ros.sim_hardware", "--speed", "1000"]
+    hardware_cmd = [sys.executable, "-m", "erobs_bt.doubles.sim_hardware", "--speed", "1000"]
     raw_cmd = [sys.executable, __file__, "--raw-server"]
     with ros_process(hardware_cmd, "erobs_bt_sim_hardware ready"), ros_process(raw_cmd, "raw server ready"):
         config = load_hardware_config(REPO / "config" / "ur5e_ros2_control.yaml")

@@ -5,9 +5,9 @@ so the tree and its bookkeeping are the cost, not the arm). Measured side by sid
 run, each repeat interleaved (in-process, node, floor), so that the load of a shared
 machine changing between them widens the spread rather than biasing the ratio:
 
-* **node**: the node process (``python -m erobs_bt.ros.node``, sim backend, params file
+* **node**: the node process (``python -m erobs_bt.ros.node.node``, sim backend, params file
   ``config/erobs_bt.yaml``) in a private domain, driven by
-  :class:`~erobs_bt.ros.client.ErobsBtClient` in this process, which subscribes to
+  :class:`~erobs_bt.ros.client.client.ErobsBtClient` in this process, which subscribes to
   ``~/tree_snapshot`` (a viewer is watching, so snapshots are taken and published): goal
   sent → result received;
 * **in-process**: ``build_engine(EngineConfig(backend='sim'))`` in this process,
@@ -155,7 +155,7 @@ def measure() -> NodeTimes:
     """Every size, each repeat interleaved: the goal in-process, through the node, then to
     the floor server (same script text), so a change of the machine's load between them
     shows in the spread, not in the ratio."""
-    from erobs_bt.ros.client import ErobsBtClient
+    from erobs_bt.ros.client.client import ErobsBtClient
 
     out = NodeTimes({}, {}, {}, {}, {}, {}, {})
     floor_cmd = [sys.executable, __file__, "--floor-server"]
@@ -476,7 +476,7 @@ def report() -> str:
         "(50 Hz) within a unit plus every unit's last one and every HIT/MISS decision, encoded by erobs_bt "
         "and published as bytes; run-log lines are encoded with orjson where they happen and written "
         "once per batch by a thread of their own, which also makes the goal's bag; the node logs through "
-        "rcutils directly (erobs_bt/ros/runlogs.py, node.py). The action floor is the same goal "
+        "rcutils directly (erobs_bt/ros/node/runlogs.py, node.py). The action floor is the same goal "
         "(same script text, same client) to a bare rclpy `ActionServer` of `ExecuteScript` in its own "
         "process that succeeds at once; the "
         "node's own time is from its `RUNNING` and `IDLE` `~/execution_state` stamps (parsed and "

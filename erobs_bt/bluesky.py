@@ -35,7 +35,7 @@ A node that is not running, or that goes away during a goal, fails the Status wi
 :class:`NodeUnavailable` naming the node and what to check; the device keeps its ROS
 client, so once the node is back (restarted, rediscovered) the next ``set`` works.
 
-Why Ophyd (v1) and not ophyd-async: the node's client (:class:`~erobs_bt.ros.client.ErobsBtClient`)
+Why Ophyd (v1) and not ophyd-async: the node's client (:class:`~erobs_bt.ros.client.client.ErobsBtClient`)
 runs rclpy on its own thread and reports through callbacks, which is exactly the model of
 Ophyd's ``Status`` objects (finished from any thread); ophyd-async devices are coroutines
 on the RunEngine's event loop and would need every ROS callback marshalled into that loop
@@ -45,7 +45,7 @@ EPICS/Tango signals). Ophyd v1 is also what the beamline profiles that load this
 components only, so ``read``/``describe`` are Ophyd's own.
 
 The node name is a parameter (``node="/cell1/erobs_bt"`` for a node in namespace
-``/cell1``); endpoint names follow :func:`erobs_bt.ros.client.default_names`, and
+``/cell1``); endpoint names follow :func:`erobs_bt.ros.client.client.default_names`, and
 ``names`` overrides single ones when the node's ``names.*`` parameters were changed.
 """
 
@@ -121,7 +121,7 @@ class _Goal:
 
     text: str
     status: Status
-    run: Any = None  # erobs_bt.ros.client.GoalRun once the goal request was answered
+    run: Any = None  # erobs_bt.ros.client.client.GoalRun once the goal request was answered
     units_started: int = 0
     unit_index: int = 0
     cancel_requested: bool = False
@@ -139,7 +139,7 @@ class ErobsRobot(Device):
         node: the node's fully qualified name (``/erobs_bt``; ``/cell1/erobs_bt`` under a
             namespace).
         name: the Ophyd name (prefix of every reading key, e.g. ``robot_completed_steps``).
-        names: endpoint names overriding :func:`erobs_bt.ros.client.default_names`.
+        names: endpoint names overriding :func:`erobs_bt.ros.client.client.default_names`.
         timeout: [s] for discovery and for each request to the node.
         domain_id: the ROS domain of the node; ``None`` (the default, e.g. in a beamline
             profile) takes ``ROS_DOMAIN_ID`` from the environment when the device is made.
@@ -176,7 +176,7 @@ class ErobsRobot(Device):
         **kwargs: Any,
     ) -> None:
         super().__init__("", name=name, **kwargs)
-        from erobs_bt.ros.client import ErobsBtClient  # rclpy only when a device is made
+        from erobs_bt.ros.client.client import ErobsBtClient  # rclpy only when a device is made
 
         self.node.put(node)
         self.timeout = timeout

@@ -7,7 +7,7 @@ Verbs, by what they need:
 * ``run`` / ``preview`` — execute or preview a script on the embedded simulated cell
   (Ctrl-C cancels at the next unit boundary, a second Ctrl-C stops now; SIGTERM stops now
   and ends the process, the live view of ``--view`` included).
-* ROS verbs (:mod:`erobs_bt.ros.commands`): ``serve``, ``send``, ``pause``, ``resume``,
+* ROS verbs (:mod:`erobs_bt.ros.client.commands`): ``serve``, ``send``, ``pause``, ``resume``,
   ``cancel``, ``stop``, ``reset-fault``, ``clear-cache``, ``state``; viewers
   (:mod:`erobs_bt.viz.commands`): ``watch`` and others; ``madsci-node`` (:mod:`erobs_bt.madsci.commands`):
   a cell as a MADSci node.
@@ -25,7 +25,7 @@ Start-up: ``validate`` is what editors and pre-commit hooks call, so it imports 
 parser and click (its report and its rejection lines are printed with click, not rich, which
 alone costs about a fifth of its start-up); ``run`` imports rich, the engine and the
 simulated cell, and opens its MCAP bag only once the arm moves
-(:class:`~erobs_bt.ros.mcap_deferred.DeferredRecorder`). The ROS and viewer verbs' modules
+(:class:`~erobs_bt.ros.record.mcap_deferred.DeferredRecorder`). The ROS and viewer verbs' modules
 are imported only when one of them runs or the verbs are listed (:class:`_Verbs`).
 """
 
@@ -126,7 +126,8 @@ class _Verbs(click.Group):
 #: Modules whose ``COMMANDS`` are verbs of ``erobs-bt`` (ROS verbs, viewers, the MADSci node). None
 #: imports rclpy, the viewers or MADSci at import time; the verbs do when they run.
 LAZY_VERB_MODULES: tuple[str, ...] = (
-    "erobs_bt.ros.commands",
+    "erobs_bt.ros.client.commands",
+    "erobs_bt.doubles.commands",
     "erobs_bt.viz.commands",
     "erobs_bt.madsci.commands",
 )
@@ -759,9 +760,9 @@ def delivered_speed(backend: Any, asked: float) -> str | None:
 
 def _start_bag(engine: Any, path: Path | None, log_path: Path, errors: Console) -> Any:
     """Record the run to ``path`` (default: beside the run log) as an MCAP bag opened when
-    the arm first moves (:class:`~erobs_bt.ros.mcap_deferred.DeferredRecorder`); a warning
+    the arm first moves (:class:`~erobs_bt.ros.record.mcap_deferred.DeferredRecorder`); a warning
     when it cannot be opened."""
-    from erobs_bt.ros.mcap_deferred import DeferredRecorder
+    from erobs_bt.ros.record.mcap_deferred import DeferredRecorder
 
     def warn(reason: str) -> None:
         errors.print(f"[yellow]not recording the MCAP bag[/]: {reason}", highlight=False)

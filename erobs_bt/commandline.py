@@ -3,7 +3,7 @@ report an invalid script or configuration, ``--poses``'s help, whether ``erobs-b
 the program, and signals received on a pipe (:class:`SignalPipe`, the node's process and
 ``run`` alike).
 
-:mod:`erobs_bt.cli` (the group and the embedded-cell verbs), :mod:`erobs_bt.ros.commands`
+:mod:`erobs_bt.cli` (the group and the embedded-cell verbs), :mod:`erobs_bt.ros.client.commands`
 and :mod:`erobs_bt.viz.commands` all import it; it imports none of them, so the verb modules
 stand on it instead of on each other (``erobs-bt`` loads them lazily, :mod:`erobs_bt.cli`).
 Imports click and the parser only (``validate``'s start-up, see :mod:`erobs_bt.cli`).

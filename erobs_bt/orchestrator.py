@@ -507,7 +507,7 @@ class Orchestrator:
         as a ``fault_reset`` event (goal id ``""``: no goal runs) with ``t`` (when),
         ``fault`` (the fault that was cleared), ``faulted_goal_id`` (the goal that faulted)
         and ``by`` (who asked): the run logs record it (the CLI's run log; the node's, in
-        the faulted goal's log, :class:`erobs_bt.ros.runlogs.NodeRunLogs`) and the node
+        the faulted goal's log, :class:`erobs_bt.ros.node.runlogs.NodeRunLogs`) and the node
         logs it.
 
         Args:

@@ -14,7 +14,7 @@ Arguments (all optional):
 
 Nothing else is passed as a parameter, so the params file's values are never replaced
 by launch defaults. The arguments and the nodes they give are decided by
-:mod:`erobs_bt.ros.launching` (importable and tested without ``launch``); this file only
+:mod:`erobs_bt.ros.node.launching` (importable and tested without ``launch``); this file only
 turns them into ``launch_ros`` nodes, whose executables ``launch_ros`` finds in
 ``<prefix>/lib/erobs_bt/`` of the ament index (a colcon install, or the venv that
 ``scripts/setup.sh`` makes an ament prefix). Needs ``launch`` and ``launch_ros`` (a ROS 2
@@ -43,7 +43,7 @@ from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
-from erobs_bt.ros.launching import ARGUMENTS, PACKAGE, node_specs
+from erobs_bt.ros.node.launching import ARGUMENTS, PACKAGE, node_specs
 from launch import LaunchContext, LaunchDescription
 
 

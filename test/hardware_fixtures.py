@@ -1,6 +1,6 @@
 """Helpers for tests that run ``erobs_bt_sim_hardware`` (the simulated cell as a hardware node).
 
-* :class:`HardwareProcess` starts ``python -m erobs_bt.ros.sim_hardware`` with options in the
+* :class:`HardwareProcess` starts ``python -m erobs_bt.doubles.sim_hardware`` with options in the
   reserved domain (:func:`ros_fixtures.ros_environment`), waits for its ready line and stops
   it by its PID (SIGINT, or SIGKILL for the "driver died" scenarios).
 * :class:`HardwareObserver` is an rclpy node in this process, in its own context: it records
@@ -27,8 +27,8 @@ from std_msgs.msg import String
 from ur_msgs.srv import SetIO
 
 from erobs_bt.backends.ros2_control.context import init_context
-from erobs_bt.ros.client import Recorder, latched_qos
-from erobs_bt.ros.sim_hardware import NODE_NAME, READY_PREFIX
+from erobs_bt.doubles.sim_hardware import NODE_NAME, READY_PREFIX
+from erobs_bt.ros.client.client import Recorder, latched_qos
 
 HARDWARE_CONFIG = REPO / "config" / "ur5e_ros2_control.yaml"
 
@@ -46,7 +46,10 @@ class HardwareProcess(RosProcess):
         self, environment: RosEnvironment, options: Sequence[str] = (), env: dict[str, str] | None = None
     ) -> None:
         super().__init__(
-            environment, [sys.executable, "-m", "erobs_bt.ros.sim_hardware", *options], READY_PREFIX, env=env
+            environment,
+            [sys.executable, "-m", "erobs_bt.doubles.sim_hardware", *options],
+            READY_PREFIX,
+            env=env,
         )
 
 

@@ -210,7 +210,7 @@ class RosProcess:
 
 
 class NodeProcess(RosProcess):
-    """The erobs_bt node in a subprocess (``python -m erobs_bt.ros.node``).
+    """The erobs_bt node in a subprocess (``python -m erobs_bt.ros.node.node``).
 
     Args:
         environment: the reserved domain's environment.
@@ -225,7 +225,14 @@ class NodeProcess(RosProcess):
         *,
         ros_arguments: Sequence[str] = (),
     ) -> None:
-        command = [sys.executable, "-m", "erobs_bt.ros.node", "--ros-args", "--params-file", str(PARAMS_FILE)]
+        command = [
+            sys.executable,
+            "-m",
+            "erobs_bt.ros.node.node",
+            "--ros-args",
+            "--params-file",
+            str(PARAMS_FILE),
+        ]
         for name, value in parameters.items():
             command += ["-p", f"{name}:={ros_value(value)}"]
         super().__init__(environment, [*command, *ros_arguments], READY_PREFIX)
@@ -233,14 +240,14 @@ class NodeProcess(RosProcess):
 
 @contextmanager
 def ready_client(node: RosProcess, **options: Any) -> Iterator[Any]:
-    """An :class:`~erobs_bt.ros.client.ErobsBtClient` in ``node``'s domain (``options`` go to
+    """An :class:`~erobs_bt.ros.client.client.ErobsBtClient` in ``node``'s domain (``options`` go to
     it), yielded once it has discovered the node's action server and received the latched
     execution state (topics match separately from the action server).
 
     Raises:
         AssertionError: either does not arrive within 30 s (with the node's output).
     """
-    from erobs_bt.ros.client import ErobsBtClient
+    from erobs_bt.ros.client.client import ErobsBtClient
 
     assert node.environment is not None
     with ErobsBtClient(domain_id=node.environment.domain_id, **options) as client:

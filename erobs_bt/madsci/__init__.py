@@ -1,7 +1,7 @@
 """erobs_bt under a MADSci lab: one MADSci node per erobs_bt cell.
 
 * :mod:`erobs_bt.madsci.cells` — what the MADSci node drives: a cell behind an erobs_bt ROS
-  node (:class:`~erobs_bt.madsci.cells.RosCell`, one :class:`~erobs_bt.ros.client.ErobsBtClient`
+  node (:class:`~erobs_bt.madsci.cells.RosCell`, one :class:`~erobs_bt.ros.client.client.ErobsBtClient`
   reused, as the Bluesky device does) or an engine in the same process
   (:class:`~erobs_bt.madsci.cells.EmbeddedCell`). No MADSci import: the engine's view of a cell.
 * :mod:`erobs_bt.madsci.node` — the MADSci node (``madsci.node_module.RestNode``): actions,

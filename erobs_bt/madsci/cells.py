@@ -21,7 +21,7 @@ A goal is refused by the engine itself (busy, FAULTED), never second-guessed her
 refusal comes back as an :class:`Outcome` with status ``REJECTED`` and the engine's reason.
 
 :class:`RosCell` is the MADSci twin of :class:`erobs_bt.bluesky.ErobsRobot`: one
-:class:`~erobs_bt.ros.client.ErobsBtClient`, made once and reused for every goal and
+:class:`~erobs_bt.ros.client.client.ErobsBtClient`, made once and reused for every goal and
 command; it watches the node's latched ``~/execution_state`` publisher, so a node that goes
 away makes the cell unreachable (a running goal ends ``NODE_LOST``) and a node that comes
 back (restarted, rediscovered) makes it reachable again, with no new client.
@@ -267,7 +267,7 @@ class RosCell(Cell):
         client_name: str | None = None,
     ) -> None:
         super().__init__()
-        from erobs_bt.ros.client import ErobsBtClient
+        from erobs_bt.ros.client.client import ErobsBtClient
 
         self.name = "/" + node.strip("/")
         self.timeout = timeout
@@ -452,7 +452,7 @@ class RosCell(Cell):
 
     def _files(self, goal_id: str) -> tuple[Path | None, Path | None]:
         """The goal's run log and bag in :attr:`run_log_dir` (``<UTC>_<goal id>_<script>.jsonl``
-        and the ``.mcap`` beside it, erobs_bt.ros.runlogs), when both exist."""
+        and the ``.mcap`` beside it, erobs_bt.ros.node.runlogs), when both exist."""
         if self.run_log_dir is None or not goal_id:
             return None, None
         from erobs_bt.viz.bag import mcap_path_for
@@ -489,8 +489,8 @@ class RosCell(Cell):
         """Cancel whatever goal the node runs (the action protocol's cancel-all request); the
         message is what the node said the cancel will do (``cancel accepted: the goal ends
         after unit 3 (its motion runs to its end); to halt now: stop …``,
-        :meth:`~erobs_bt.ros.client.ErobsBtClient.cancel_all_said`)."""
-        from erobs_bt.ros.client import CANCEL_CODES
+        :meth:`~erobs_bt.ros.client.client.ErobsBtClient.cancel_all_said`)."""
+        from erobs_bt.ros.client.client import CANCEL_CODES
 
         try:
             response, said = self._client.cancel_all_said(self.timeout)
@@ -553,7 +553,7 @@ class EmbeddedCell(Cell):
         self.engine = build_engine(config, listener=_EngineListener(self))
         self.run_logs = None
         if run_log_dir is not None:
-            from erobs_bt.ros.runlogs import NodeRunLogs
+            from erobs_bt.ros.node.runlogs import NodeRunLogs
 
             # No bag: NodeRunLogs closes a goal's bag after the ROS node's final tree snapshot,
             # which an engine without a node does not make.

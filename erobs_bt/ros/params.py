@@ -350,7 +350,7 @@ SNAPSHOT_DEPTH = 50
 FEEDBACK_DEPTH = 1000
 
 
-#: The live planning scene's names (:mod:`erobs_bt.ros.scene`), MoveIt's, API ``moveit``:
+#: The live planning scene's names (:mod:`erobs_bt.ros.node.scene`), MoveIt's, API ``moveit``:
 #: served unless ``backend`` is ``moveit`` (then move_group serves them).
 SCENE_ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint(
@@ -676,7 +676,7 @@ class NodeSettings:
         cell format (a beamline file compiled, :func:`~erobs_bt.world.beamline.resolve_cell_file`;
         ``None``: the packaged cell) and the registry (an empty ``poses_file``: the cell's
         default, :func:`~erobs_bt.plan.pose_registry_file`). The one place the node decides
-        them: its engine (:func:`erobs_bt.ros.node.engine_config`) and a MADSci node that
+        them: its engine (:func:`erobs_bt.ros.node.node.engine_config`) and a MADSci node that
         validates for it (:meth:`erobs_bt.madsci.cells.RosCell.parser`) both call it.
 
         Raises:

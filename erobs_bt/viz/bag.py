@@ -2,8 +2,8 @@
 what opens it, and its topics. Read with the ``mcap`` library alone (no message is decoded,
 nothing of ROS is imported), so ``erobs-bt log`` shows a bag on any machine.
 
-The bag is written by :class:`erobs_bt.ros.mcap_record.McapRecorder`; its messages are read
-back by :func:`erobs_bt.ros.mcap_record.read_recording`.
+The bag is written by :class:`erobs_bt.ros.record.mcap_record.McapRecorder`; its messages are read
+back by :func:`erobs_bt.ros.record.mcap_record.read_recording`.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The ``erobs-bt`` verbs for seeing a tree: ``render``, ``export``, ``log`` (``watch``, whose
-source is the node's topics by default, is a verb of :mod:`erobs_bt.ros.commands`).
+source is the node's topics by default, is a verb of :mod:`erobs_bt.ros.client.commands`).
 
 :data:`COMMANDS` is what :mod:`erobs_bt.cli` adds to its group. This module imports
 only click at import time; each command imports what it needs when it runs, so

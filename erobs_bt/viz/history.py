@@ -1,7 +1,7 @@
 """Run history: the past runs' logs listed and replayed in the operator's console.
 
 Both the CLI (``erobs-bt run``: :class:`~erobs_bt.viz.runlog.RunLogWriter`, one file per run)
-and the node (:class:`~erobs_bt.ros.runlogs.NodeRunLogs`, one file per goal) write JSON
+and the node (:class:`~erobs_bt.ros.node.runlogs.NodeRunLogs`, one file per goal) write JSON
 Lines run logs, by default into :func:`~erobs_bt.viz.runlog.default_log_dir`. A *run* here is
 one such file; it holds one goal or several (``run --repeat``). :class:`RunIndex` lists the
 ``*.jsonl`` files of its folders with a summary of each goal, read once per file version
@@ -198,7 +198,7 @@ class RunIndex:
         """
         path = self.path(run_id)
         # The node writes its replay records at once and the orchestrator's events in batches
-        # (erobs_bt.ros.runlogs), so file order is not time order: sort by "t" (stable).
+        # (erobs_bt.ros.node.runlogs), so file order is not time order: sort by "t" (stable).
         records = sorted(read_run_log(path), key=lambda r: r.get("t") or 0.0)
         goals = summarize(records)
         if goal_id is not None:

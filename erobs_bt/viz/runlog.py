@@ -183,7 +183,7 @@ class RunLogWriter(OrchestratorListener):
             :meth:`finished` and :meth:`joint_state` write, from the goal's or the
             controller's thread) are encoded there and handed to it instead of being
             written; its owner writes them later with :meth:`write_bytes` (the node's
-            writer thread, :class:`~erobs_bt.ros.runlogs.NodeRunLogs`). :meth:`event`
+            writer thread, :class:`~erobs_bt.ros.node.runlogs.NodeRunLogs`). :meth:`event`
             always writes its line itself, on the caller's thread.
         lazy: create the folder and open the file at the first line written (on the
             writing thread), not here; a file that cannot be opened then disables the log

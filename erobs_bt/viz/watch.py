@@ -2,9 +2,9 @@
 
 Two sources, one picture (:func:`erobs_bt.viz.model.fold_tree`), drawn with rich:
 
-* ROS (:func:`erobs_bt.ros.watch.watch_ros`): the node's latched ``~/tree_snapshot`` and
+* ROS (:func:`erobs_bt.ros.client.watch.watch_ros`): the node's latched ``~/tree_snapshot`` and
   ``~/execution_state`` topics, made a picture here by :func:`picture_from_ros` (this module
-  imports nothing of ROS: the subscriptions are in :mod:`erobs_bt.ros.watch`).
+  imports nothing of ROS: the subscriptions are in :mod:`erobs_bt.ros.client.watch`).
 * the live web view (:func:`watch_url`): long-polls its ``/api/state`` JSON, so the
   watcher works without ROS (``erobs-bt run --view`` in one terminal, ``erobs-bt watch
   --url …`` in another).

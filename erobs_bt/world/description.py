@@ -2,7 +2,7 @@
 
 A move_group holds its robot as two parameters, ``robot_description`` (URDF) and
 ``robot_description_semantic`` (SRDF). The simulated move_group
-(:mod:`erobs_bt.ros.sim_move_group`) serves these two texts, built here from the facts the
+(:mod:`erobs_bt.doubles.sim_move_group`) serves these two texts, built here from the facts the
 embedded planner already uses, so that a MoveIt client sees the same robot:
 
 * **Kinematic chain** (URDF): the UR5e's six revolute joints with the joint origins of

@@ -153,7 +153,7 @@ def test_another_cell_takes_the_registry_beside_it_or_none_and_the_error_names_t
 
 def test_the_nodes_empty_poses_file_is_the_cells_default_registry() -> None:
     from erobs_bt.plan import DEFAULT_POSES_PATH
-    from erobs_bt.ros.node import engine_config
+    from erobs_bt.ros.node.node import engine_config
     from erobs_bt.ros.params import NodeSettings
 
     assert engine_config(NodeSettings.from_values({})).poses == DEFAULT_POSES_PATH

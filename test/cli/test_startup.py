@@ -19,8 +19,8 @@ from click.testing import CliRunner
 
 from erobs_bt.cli import main
 from erobs_bt.goal import OrchestratorListener
-from erobs_bt.ros.mcap_deferred import DeferredRecorder
-from erobs_bt.ros.mcap_record import read_recording
+from erobs_bt.ros.record.mcap_deferred import DeferredRecorder
+from erobs_bt.ros.record.mcap_record import read_recording
 from erobs_bt.session import EngineConfig, build_engine
 from erobs_bt.settings import EngineSettings
 

@@ -11,7 +11,7 @@ What must exist (:func:`references`), each reported with the citing file and lin
 * **Cited paths**: a path of two or more segments (``a/b.py``, ``docs/behaviour.md``,
   ``config/queueserver/``) whose first segment is a top-level folder of the repository (e.g.
   ``docs/``, ``erobs_bt/``, ``config/``) or a package of ``erobs_bt/`` (cited from inside
-  it, e.g. ``ros/node.py``); it must exist from the repository root or from ``erobs_bt/``.
+  it, e.g. ``ros/node/node.py``); it must exist from the repository root or from ``erobs_bt/``.
   A ``:line`` or ``::test`` suffix is ignored.
 * **Cited documents**: a bare file name ending in ``.md`` or ``.txt`` (``behaviour.md``)
   must be the name of a file of the repository.
@@ -164,8 +164,8 @@ def test_every_cited_file_is_in_the_repository() -> None:
         ("see [nothing](docs/no-such.md)", [("docs/no-such.md", False)]),
         ("[web](https://example.org/a/b.py) and [anchor](#units)", []),
         (
-            "the node (`erobs_bt/ros/node.py:120`) and `ros/params.py`",
-            [("erobs_bt/ros/node.py", True), ("ros/params.py", True)],
+            "the node (`erobs_bt/ros/node/node.py:120`) and `ros/params.py`",
+            [("erobs_bt/ros/node/node.py", True), ("ros/params.py", True)],
         ),
         (
             "config/queueserver/ and config/no_such.yaml.",

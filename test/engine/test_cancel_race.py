@@ -6,7 +6,7 @@ goal-end cleanup forgot the goal before the action's terminal status was set (th
 tree snapshot runs in between), and a cancel landing there was taken for one of a goal not
 submitted yet. Now a cancel is refused (the goal has finished) or honoured (CANCELED),
 decided under the lock under which the terminal status is set. The tests hold the goal's
-end with the node's :attr:`~erobs_bt.ros.node.ErobsBtNode.goal_end_gate` (the goal has
+end with the node's :attr:`~erobs_bt.ros.node.node.ErobsBtNode.goal_end_gate` (the goal has
 ended in the orchestrator, its final snapshot is sent, its terminal status is not set yet)
 and put the cancel exactly there: the cancel callback before the terminal status, and the
 cancel request taken by rcl before it with the callback after it. No sleeps: each step
@@ -46,9 +46,9 @@ from rclpy.parameter import Parameter
 from ros_fixtures import RosEnvironment
 
 from erobs_bt.backends.scripted import Outcome
-from erobs_bt.ros import commands
-from erobs_bt.ros.client import ErobsBtClient, GoalRun, cancel_accepted
-from erobs_bt.ros.node import ErobsBtNode
+from erobs_bt.ros.client import commands
+from erobs_bt.ros.client.client import ErobsBtClient, GoalRun, cancel_accepted
+from erobs_bt.ros.node.node import ErobsBtNode
 from erobs_bt.viz.runlog import read_run_log
 
 from helpers import POSES, wait_for

@@ -162,7 +162,7 @@ def test_text_utf8_cannot_encode_is_logged_escaped(tmp_path: Path) -> None:
 def test_the_node_closes_a_rejected_scripts_log_and_bag_at_once(tmp_path: Path) -> None:
     from mcap.reader import make_reader
 
-    from erobs_bt.ros.runlogs import NodeRunLogs
+    from erobs_bt.ros.node.runlogs import NodeRunLogs
 
     backend = ScriptedBackend()
     logs = NodeRunLogs(tmp_path / "runs")
@@ -204,7 +204,7 @@ def test_values_json_has_no_type_for_are_logged_as_text_and_big_integers_exactly
 
 
 def test_the_nodes_log_is_complete_at_the_result_and_ends_with_every_final_status(tmp_path: Path) -> None:
-    from erobs_bt.ros.runlogs import NodeRunLogs
+    from erobs_bt.ros.node.runlogs import NodeRunLogs
 
     def pre_order(node: object) -> list[object]:
         return [node, *(n for child in node.children for n in pre_order(child))]  # type: ignore[attr-defined]
@@ -239,7 +239,7 @@ def test_the_nodes_log_is_complete_at_the_result_and_ends_with_every_final_statu
 def test_a_node_running_many_goals_keeps_the_file_names_of_the_latest_ones_only(tmp_path: Path) -> None:
     """Issue 27 §2: the per-goal names (run log, bag, bags closed) never shrank (~0.75 KB a
     goal): a node running for months grew with its goal count. The latest ``keep`` stay."""
-    from erobs_bt.ros.runlogs import KEPT_GOALS, NodeRunLogs
+    from erobs_bt.ros.node.runlogs import KEPT_GOALS, NodeRunLogs
 
     assert KEPT_GOALS >= 100, "a client can still ask for the files of its recent goals"
     backend = ScriptedBackend()
@@ -273,7 +273,7 @@ def test_the_nodes_fault_reset_is_appended_to_the_faulted_goals_run_log(tmp_path
     """Issue 27 item 9: the README says the reset (when, which fault) is in the run log; the
     node's run logs dropped it (no goal runs at a reset). It goes to the faulted goal's log,
     after its end, with who asked; the next goal's log does not get it."""
-    from erobs_bt.ros.runlogs import NodeRunLogs
+    from erobs_bt.ros.node.runlogs import NodeRunLogs
 
     backend = ScriptedBackend()
     logs = NodeRunLogs(tmp_path / "runs", mcap=False)

@@ -34,7 +34,7 @@ from ros_fixtures import (
 )
 
 from erobs_bt.bluesky import ErobsRobot, NodeUnavailable, ScriptFailed, run_script
-from erobs_bt.ros.client import ErobsBtClient
+from erobs_bt.ros.client.client import ErobsBtClient
 
 from helpers import LED, move, script
 

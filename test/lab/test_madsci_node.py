@@ -3,7 +3,7 @@
 Two erobs_bt ROS nodes, ``/cell1/erobs_bt`` and ``/cell2/erobs_bt`` (simulated cells at 5x,
 so a six-move batch lasts a few seconds), run in one private ROS domain, each with its own
 MADSci node process in front (``--node /cellN/erobs_bt``, a private 127.0.0.1 port). An
-observer :class:`~erobs_bt.ros.client.ErobsBtClient` per cell watches what each ROS node
+observer :class:`~erobs_bt.ros.client.client.ErobsBtClient` per cell watches what each ROS node
 publishes, and each node's run log (its ``goal_finished`` record) is what the MADSci result
 is compared with. Waits are on states: MADSci's status and state as its client reads them,
 the ROS nodes' latched execution states. A third cell, with an injected execution timeout,
@@ -27,7 +27,7 @@ from madsci.common.types.action_types import ActionRequest, ActionResult, Action
 from madsci.common.types.node_types import AdminCommands, NodeStatus
 from ros_fixtures import REPO, NodeProcess, RosEnvironment, RosProcess
 
-from erobs_bt.ros.client import ErobsBtClient
+from erobs_bt.ros.client.client import ErobsBtClient
 
 from helpers import LED, free_port, move, script
 

@@ -30,7 +30,7 @@ from bluesky_queueserver_api.zmq import REManagerAPI
 from readme_snippets import readme_blocks
 from ros_fixtures import REPO, NodeProcess, RosEnvironment, ros_environment
 
-from erobs_bt.ros.client import ErobsBtClient
+from erobs_bt.ros.client.client import ErobsBtClient
 
 from helpers import LED, free_port, move, script
 

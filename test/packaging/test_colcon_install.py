@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from ros_fixtures import READY_PREFIX, REPO, RosProcess, ros_environment
 
-from erobs_bt.ros.client import ErobsBtClient
+from erobs_bt.ros.client.client import ErobsBtClient
 
 from helpers import SUCK, move, script_json
 

@@ -21,7 +21,7 @@ from ros_fixtures import REPO, idle_after_goal
 from rosbags.highlevel import AnyReader
 
 from erobs_bt.cli import main
-from erobs_bt.ros.mcap_record import TOPIC_TYPES
+from erobs_bt.ros.record.mcap_record import TOPIC_TYPES
 
 from helpers import POSES, wait_for
 
@@ -58,7 +58,7 @@ def test_every_topic_of_a_cli_run_reads_strictly(tmp_path: Path) -> None:
 
 
 def test_every_topic_of_a_node_bag_reads_strictly(cells: Any) -> None:
-    from erobs_bt.ros.client import ErobsBtClient
+    from erobs_bt.ros.client.client import ErobsBtClient
 
     move = {"task_type": "moveto", "target": "vial_scan", "planning_type": "joint"}
     text = json.dumps(
@@ -89,7 +89,7 @@ def test_an_rclpy_serialised_scene_is_exactly_its_bytes() -> None:
     from shape_msgs.msg import SolidPrimitive
 
     from erobs_bt.ros.cdr import cdr_size, serialize_exact
-    from erobs_bt.ros.mcap_record import message_definition
+    from erobs_bt.ros.record.mcap_record import message_definition
 
     box = CollisionObject(
         id="sample_rack",

@@ -24,7 +24,7 @@ from ros_fixtures import NodeProcess, RosProcess, ros_environment
 from std_msgs.msg import String
 
 from erobs_bt.backends.ros2_control.context import init_context
-from erobs_bt.ros.client import ErobsBtClient, Recorder
+from erobs_bt.ros.client.client import ErobsBtClient, Recorder
 
 from helpers import POSES, SUCK, move, script_json
 

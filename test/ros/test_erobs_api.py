@@ -11,7 +11,7 @@ from pathlib import Path
 from conftest import Cells
 from ros_fixtures import REPO
 
-from erobs_bt.ros.client import ErobsBtClient
+from erobs_bt.ros.client.client import ErobsBtClient
 
 from helpers import LED, move, script
 
@@ -58,7 +58,7 @@ def test_a_raw_erobs_client_runs_pauses_resumes_and_cancels_all(cells: Cells) ->
 def test_a_preview_is_published_as_a_display_trajectory_for_the_erobs_gui(cells: Cells) -> None:
     from moveit_msgs.msg import DisplayTrajectory
 
-    from erobs_bt.ros.client import Recorder, latched_qos
+    from erobs_bt.ros.client.client import Recorder, latched_qos
 
     with ErobsBtClient("/cell2/erobs_bt", domain_id=cells.environment.domain_id) as client:
         assert client.wait_for_server(30.0), cells.nodes["cell2"].output

@@ -18,7 +18,7 @@ import pytest
 import yaml
 from ros_fixtures import NodeProcess, ros_environment
 
-from erobs_bt.ros.client import ErobsBtClient, Recorder, latched_qos
+from erobs_bt.ros.client.client import ErobsBtClient, Recorder, latched_qos
 from erobs_bt.settings import EngineSettings
 from erobs_bt.world.config import load_cell
 from erobs_bt.world.vision import approach_tip_pose

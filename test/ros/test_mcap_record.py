@@ -18,7 +18,7 @@ from ros_fixtures import idle_after_goal
 
 from erobs_bt.backends.scripted import Outcome, ScriptedBackend
 from erobs_bt.cli import main
-from erobs_bt.ros.mcap_record import (
+from erobs_bt.ros.record.mcap_record import (
     TOPIC_TYPES,
     McapRecorder,
     message_definition,
@@ -231,7 +231,7 @@ def test_no_mcap_records_nothing(tmp_path: Path) -> None:
 
 
 def test_a_node_goal_is_recorded_beside_its_run_log_on_the_node_topics(cells: Any) -> None:
-    from erobs_bt.ros.client import ErobsBtClient
+    from erobs_bt.ros.client.client import ErobsBtClient
 
     poses = {
         "sample_scan_1": [13.38, -112.45, -65.22, -90.98, -267.33, -166.94],

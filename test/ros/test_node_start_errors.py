@@ -21,7 +21,7 @@ from rclpy.parameter import Parameter
 from ros_fixtures import PARAMS_FILE, REPO, RosEnvironment, participant_ports
 
 from erobs_bt.backends.ros2_control.context import init_context
-from erobs_bt.ros.node import ErobsBtNode
+from erobs_bt.ros.node.node import ErobsBtNode
 from erobs_bt.ros.process import EXIT_CONFIG
 
 pytestmark = pytest.mark.ros
@@ -57,7 +57,14 @@ def test_a_node_that_cannot_start_stops_its_threads_and_leaves_the_domain(
 def test_the_node_process_exits_with_its_clean_error_every_time(
     ros_env: RosEnvironment, tmp_path: Path
 ) -> None:
-    command = [sys.executable, "-m", "erobs_bt.ros.node", "--ros-args", "--params-file", str(PARAMS_FILE)]
+    command = [
+        sys.executable,
+        "-m",
+        "erobs_bt.ros.node.node",
+        "--ros-args",
+        "--params-file",
+        str(PARAMS_FILE),
+    ]
     command += [
         "-p",
         f"poses_file:={tmp_path / 'missing_poses.yaml'}",

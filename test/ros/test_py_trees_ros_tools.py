@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from ros_fixtures import NodeProcess, RosProcess, ros_environment
 
-from erobs_bt.ros.client import ErobsBtClient
+from erobs_bt.ros.client.client import ErobsBtClient
 
 from helpers import SUCK, move, script_json
 

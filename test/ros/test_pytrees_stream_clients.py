@@ -23,7 +23,7 @@ from rclpy.node import Node
 from ros_fixtures import NodeProcess, ros_environment
 
 from erobs_bt.backends.ros2_control.context import init_context
-from erobs_bt.ros.client import ErobsBtClient, Recorder, latched_qos
+from erobs_bt.ros.client.client import ErobsBtClient, Recorder, latched_qos
 
 from helpers import POSES
 
@@ -320,12 +320,12 @@ def test_state_and_watch_once_show_the_paused_tree_and_then_the_final_one(client
     """Regression (issue 27): ``erobs-bt state``'s "last snapshot" showed the goal's first
     tree (unit 1, planning) from the latched history even PAUSED at unit 2 or IDLE, and so
     did ``watch --once``: a snapshot now counts only if taken after the state was entered,
-    or if it is the goal's final one (:func:`erobs_bt.ros.client.shows_state`)."""
+    or if it is the goal's final one (:func:`erobs_bt.ros.client.client.shows_state`)."""
     from click.testing import CliRunner
     from rich.console import Console
 
-    from erobs_bt.ros import commands
-    from erobs_bt.ros.watch import watch_ros
+    from erobs_bt.ros.client import commands
+    from erobs_bt.ros.client.watch import watch_ros
 
     def last_snapshot() -> str:
         shown = CliRunner().invoke(commands.state, ["--node", NODE, "--timeout", "20"], terminal_width=400)
@@ -355,7 +355,7 @@ def test_stream_publishers_are_in_no_wait_set(tmp_path: Path) -> None:
     publisher QoS event handlers by default, and the executor puts those in its wait sets;
     one destroyed while a wait set was built killed the executor), so destroying it from the
     close callback cannot pull anything out from under a wait set being built."""
-    from erobs_bt.ros.pytrees_streams import SnapshotStreams, StreamParameters
+    from erobs_bt.ros.node.pytrees_streams import SnapshotStreams, StreamParameters
 
     with ros_environment(tmp_path / "ros_log") as environment:
         context = init_context(environment.domain_id)
@@ -383,7 +383,7 @@ def test_streams_opened_and_closed_while_the_executor_builds_wait_sets_keep_it_a
     it must survive 5,000."""
     import sys
 
-    from erobs_bt.ros.pytrees_streams import SnapshotStreams, StreamParameters
+    from erobs_bt.ros.node.pytrees_streams import SnapshotStreams, StreamParameters
 
     with ros_environment(tmp_path / "ros_log") as environment:
         context = init_context(environment.domain_id)

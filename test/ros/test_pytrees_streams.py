@@ -16,7 +16,7 @@ from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 
 from erobs_bt.backends.ros2_control.context import init_context
-from erobs_bt.ros.client import ErobsBtClient, Recorder
+from erobs_bt.ros.client.client import ErobsBtClient, Recorder
 
 from helpers import POSES
 
@@ -142,7 +142,7 @@ def test_a_raw_viewer_finds_the_tree_opens_a_stream_and_rebuilds_the_running_tre
 def test_behaviour_messages_filled_slot_by_slot_equal_the_constructors() -> None:
     from rclpy.serialization import serialize_message
 
-    from erobs_bt.ros.pytrees_streams import behaviour_msg, uuid_msgs
+    from erobs_bt.ros.node.pytrees_streams import behaviour_msg, uuid_msgs
 
     values = [uuid.uuid4(), uuid.uuid4()]
     own, parent = uuid_msgs(values)

@@ -3,7 +3,7 @@ node (issue 23, item 5): FULL_EXPERIMENT_RUN runs twice on one node with a reset
 a reset while a goal runs is refused and changes nothing; the CLI reports both outcomes.
 
 The Empty response carries no answer: the node logs it (``/rosout``) and the client reads
-it there (:meth:`erobs_bt.ros.client.ErobsBtClient.reset_simulation`).
+it there (:meth:`erobs_bt.ros.client.client.ErobsBtClient.reset_simulation`).
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from rclpy.task import Future
 from ros_fixtures import RosEnvironment
 
 from erobs_bt.backends.ros2_control.context import init_context
-from erobs_bt.ros.client import ErobsBtClient
+from erobs_bt.ros.client.client import ErobsBtClient
 
 pytestmark = pytest.mark.ros
 

@@ -18,7 +18,7 @@ from domain_coordinator.impl import PORT_BASE
 from ros_fixtures import NodeProcess, ros_environment
 
 from erobs_bt.backends.ros2_control.context import init_context
-from erobs_bt.ros.client import ErobsBtClient
+from erobs_bt.ros.client.client import ErobsBtClient
 from erobs_bt.ros.domain import (
     DomainNotLeft,
     held_domains,

@@ -1,7 +1,7 @@
 """The node's helpers in the ROS graph, and which of its parameters can be set.
 
 The launch file's ``hardware:=sim`` under a namespace (run as the command lines launch_ros
-would run, :mod:`erobs_bt.ros.launching`): the hardware node and the erobs_bt node with
+would run, :mod:`erobs_bt.ros.node.launching`): the hardware node and the erobs_bt node with
 the ``ros2_control`` backend, whose link to the hardware is a node of its own in the same
 process. That helper must not take the process's ``-r __node:=erobs_bt`` remap: the graph
 holds one ``/cell2/erobs_bt``, and it answers its parameters every time (as ``ros2 param get``
@@ -24,9 +24,9 @@ from ros_fixtures import READY_PREFIX, REPO, RosProcess, ros_environment
 
 from erobs_bt.backends.ros2_control.context import init_context
 from erobs_bt.backends.ros2_control.link import LINK_NODE_NAME
-from erobs_bt.ros.launching import node_specs
-from erobs_bt.ros.sim_hardware import NODE_NAME as HARDWARE_NAME
-from erobs_bt.ros.sim_hardware import READY_PREFIX as HARDWARE_READY
+from erobs_bt.doubles.sim_hardware import NODE_NAME as HARDWARE_NAME
+from erobs_bt.doubles.sim_hardware import READY_PREFIX as HARDWARE_READY
+from erobs_bt.ros.node.launching import node_specs
 
 pytestmark = pytest.mark.ros
 

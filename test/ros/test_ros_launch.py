@@ -3,7 +3,7 @@
 ROS 2's ``launch``, ``launch_ros`` and ``ros2cli`` (``ros2 launch``, ``ros2 run``) are not
 installable from PyPI (checked with ``pip index versions``: no ``ros-launch-ros``, no
 ``py_trees_ros``; PyPI's ``launch`` is an unrelated 2017 package), so they cannot run in CI.
-What the launch file decides lives in :mod:`erobs_bt.ros.launching`; these tests check the
+What the launch file decides lives in :mod:`erobs_bt.ros.node.launching`; these tests check the
 launch file uses it, check the decisions, and run what ``launch_ros`` would run for the node:
 the executable found the way ``launch_ros``'s ``Node(package=, executable=)`` and ``ros2 run``
 find it (``<prefix>/lib/<package>/<executable>`` of the package's prefix in the ament index,
@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 from ros_fixtures import READY_PREFIX, REPO, RosProcess, ros_environment
 
-from erobs_bt.ros.launching import ARGUMENTS, MODULES, PACKAGE, NodeSpec, node_specs
+from erobs_bt.ros.node.launching import ARGUMENTS, MODULES, PACKAGE, NodeSpec, node_specs
 
 LAUNCH_FILE = REPO / "launch" / "erobs_bt.launch.py"
 
@@ -115,7 +115,7 @@ def test_the_launch_file_declares_the_table_and_delegates_to_it() -> None:
     imported = {
         alias.name
         for node in ast.walk(tree)
-        if isinstance(node, ast.ImportFrom) and node.module == "erobs_bt.ros.launching"
+        if isinstance(node, ast.ImportFrom) and node.module == "erobs_bt.ros.node.launching"
         for alias in node.names
     }
     assert {"ARGUMENTS", "node_specs"} <= imported

@@ -15,8 +15,8 @@ from click.testing import CliRunner
 from conftest import Cells
 from ros_fixtures import idle_after_goal
 
-from erobs_bt.ros import commands
-from erobs_bt.ros.client import ErobsBtClient, default_names
+from erobs_bt.ros.client import commands
+from erobs_bt.ros.client.client import ErobsBtClient, default_names
 from erobs_bt.script.model import JOINT_NAMES
 from erobs_bt.viz.runlog import REPLAY_EVENTS, read_run_log
 
@@ -100,7 +100,7 @@ def test_two_cells_run_a_goal_each_at_the_same_time(cells: Cells, clients: dict[
         logs = sorted(cells.run_logs[ns].glob(f"*_{idle.goal_id}_{run_name}.jsonl"))
         assert len(logs) == 1, sorted(p.name for p in cells.run_logs[ns].iterdir())
         # The orchestrator's events, in order (the replay records, written at once from the
-        # threads that report them, interleave within one batch: erobs_bt.ros.runlogs).
+        # threads that report them, interleave within one batch: erobs_bt.ros.node.runlogs).
         records = [r for r in read_run_log(logs[0]) if r["event"] not in REPLAY_EVENTS]
         events = [r["event"] for r in records]
         assert events[0] == "state" and "goal_started" in events and events[-1] == "goal_finished"

@@ -38,8 +38,9 @@ from ros_fixtures import (
 )
 
 from erobs_bt.backends.base import ArmSegment, Solution, ToolSegment, TrajectoryPoint
-from erobs_bt.ros import commands, convert
-from erobs_bt.ros.client import ErobsBtClient, GoalRun
+from erobs_bt.ros import convert
+from erobs_bt.ros.client import commands
+from erobs_bt.ros.client.client import ErobsBtClient, GoalRun
 from erobs_bt.ros.snapshots import SnapshotThrottle, TreeState
 from erobs_bt.script.model import JOINT_NAMES
 
@@ -603,7 +604,7 @@ def test_a_goal_shut_down_while_paused_is_aborted_with_shutdown(tmp_path: Path) 
 
 def test_a_dead_executor_thread_makes_the_node_exit_non_zero(tmp_path: Path) -> None:
     """A supervisor with respawn-on-failure must see the node fail (it exited 0 before)."""
-    from erobs_bt.ros.node import EXIT_EXECUTOR_DIED, run
+    from erobs_bt.ros.node.node import EXIT_EXECUTOR_DIED, run
 
     def kill_the_executor(ros_node: Any) -> None:
         def boom() -> None:
@@ -813,7 +814,7 @@ def test_the_feedback_pump_publishes_every_units_last_feedback_and_the_goals_las
     import threading
 
     from erobs_bt.orchestrator import Feedback
-    from erobs_bt.ros.goal_server import _NATIVE, _FeedbackPump
+    from erobs_bt.ros.node.goal_server import _NATIVE, _FeedbackPump
 
     published: list[Feedback] = []
     started = threading.Event()

@@ -21,8 +21,8 @@ from test_ros_node import LONG_BATCH, wait_feedback
 from test_ros_scene import SceneTalker, box_message, ids_of, remove_message, run_to_end
 from test_ros_scene_replay import BATCH, flange_between
 
-from erobs_bt.ros import commands
-from erobs_bt.ros.client import ErobsBtClient
+from erobs_bt.ros.client import commands
+from erobs_bt.ros.client.client import ErobsBtClient
 
 from helpers import LED, move, script
 

@@ -13,7 +13,7 @@ import yaml
 from conftest import Cells
 from ros_fixtures import REPO, NodeProcess
 
-from erobs_bt.ros.node import PARAMETERS, ErobsBtNode
+from erobs_bt.ros.node.node import PARAMETERS, ErobsBtNode
 from erobs_bt.ros.params import SPECS, NodeSettings, coerce_parameter, render_params_file
 
 
@@ -156,7 +156,7 @@ def test_set_parameters_refuses_read_only_and_out_of_range_and_takes_integers_fo
 
 def test_the_plan_cache_byte_bound_is_a_parameter_the_engine_is_built_with() -> None:
     from erobs_bt.cache import DEFAULT_MAX_BYTES
-    from erobs_bt.ros.node import engine_config
+    from erobs_bt.ros.node.node import engine_config
     from erobs_bt.session import build_engine
 
     assert SPECS["cache_max_bytes"].default == DEFAULT_MAX_BYTES and SPECS["cache_max_bytes"].read_only

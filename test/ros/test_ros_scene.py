@@ -15,9 +15,9 @@ import pytest
 from click.testing import CliRunner
 from ros_fixtures import NodeProcess, RosEnvironment, ready_client
 
-from erobs_bt.ros import commands
-from erobs_bt.ros.client import ErobsBtClient, GoalRun, Recorder
-from erobs_bt.ros.qos import latched_qos
+from erobs_bt.ros.client import commands
+from erobs_bt.ros.client.client import ErobsBtClient, GoalRun, Recorder
+from erobs_bt.rosqos import latched_qos
 from erobs_bt.world.kinematics import fk
 
 from helpers import POSES, move, script, wait_for

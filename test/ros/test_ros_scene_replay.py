@@ -13,7 +13,7 @@ import pytest
 from ros_fixtures import NodeProcess, RosEnvironment, ready_client
 from test_ros_scene import SceneTalker, box_message, ids_of, remove_message, run_to_end
 
-from erobs_bt.ros.client import ErobsBtClient
+from erobs_bt.ros.client.client import ErobsBtClient
 from erobs_bt.world.kinematics import fk
 
 from helpers import POSES, move, script

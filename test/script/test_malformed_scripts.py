@@ -110,7 +110,7 @@ def node(ros_env: RosEnvironment) -> Iterator[NodeProcess]:
 
 
 def test_the_node_aborts_every_case_with_the_same_message_and_moves_nothing(node: NodeProcess) -> None:
-    from erobs_bt.ros.client import ErobsBtClient
+    from erobs_bt.ros.client.client import ErobsBtClient
 
     with ErobsBtClient(joint_states=True, domain_id=node.environment.domain_id) as client:
         assert client.wait_for_server(30.0), node.output

@@ -32,9 +32,9 @@ def watch_once_late(domain_id: int, history: list[Any], state: Any, current: Any
     from erobs_bt_interfaces.msg import ExecutionState, TreeSnapshot
     from rclpy.node import Node
 
-    from erobs_bt.ros.client import latched_qos
+    from erobs_bt.ros.client.client import latched_qos
+    from erobs_bt.ros.client.watch import watch_ros
     from erobs_bt.ros.params import SNAPSHOT_DEPTH
-    from erobs_bt.ros.watch import watch_ros
 
     context = init_context(domain_id)
     node = Node("erobs_bt", context=context, start_parameter_services=False)
@@ -72,8 +72,8 @@ def test_watch_once_draws_the_latched_snapshot(private_ros: int) -> None:
     from erobs_bt_interfaces.msg import BehaviourStatus, ExecutionState, TreeSnapshot
     from rclpy.node import Node
 
-    from erobs_bt.ros.client import latched_qos
-    from erobs_bt.ros.watch import watch_ros
+    from erobs_bt.ros.client.client import latched_qos
+    from erobs_bt.ros.client.watch import watch_ros
 
     context = init_context(private_ros)
     node = Node("erobs_bt", context=context, start_parameter_services=False)
@@ -150,8 +150,8 @@ def test_watch_once_waits_for_an_execution_state_that_arrives_after_the_snapshot
     from erobs_bt_interfaces.msg import BehaviourStatus, ExecutionState, TreeSnapshot
     from rclpy.node import Node
 
-    from erobs_bt.ros.client import latched_qos
-    from erobs_bt.ros.watch import watch_ros
+    from erobs_bt.ros.client.client import latched_qos
+    from erobs_bt.ros.client.watch import watch_ros
 
     context = init_context(private_ros)
     node = Node("erobs_bt", context=context, start_parameter_services=False)

@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from erobs_bt.backends.base import ErrorCode, MotionError
 from erobs_bt.backends.scripted import Outcome, ScriptedBackend
 from erobs_bt.orchestrator import ListenerGroup, State
-from erobs_bt.ros.commands import watch
+from erobs_bt.ros.client.commands import watch
 from erobs_bt.viz.watch import picture_from_ros
 from erobs_bt.viz.web import LiveView, start_live_view
 

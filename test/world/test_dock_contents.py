@@ -206,7 +206,7 @@ def test_the_docks_option_sets_the_simulated_cell_and_its_reset() -> None:
 
 def test_the_docks_parameter_is_the_nodes_cell() -> None:
     pytest.importorskip("rclpy")
-    from erobs_bt.ros.node import engine_config
+    from erobs_bt.ros.node.node import engine_config
     from erobs_bt.ros.params import NodeSettings
 
     config = engine_config(NodeSettings.from_values({"docks": "3=pipettor"}))

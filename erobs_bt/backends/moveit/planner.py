@@ -73,7 +73,6 @@ from moveit_msgs.srv import (
 )
 from numpy.typing import NDArray
 from rcl_interfaces.srv import GetParameters
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from std_msgs.msg import String
 
 from erobs_bt.backends.base import ArmSegment, ErrorCode, MotionError
@@ -99,6 +98,7 @@ from erobs_bt.backends.moveit.model import (
 )
 from erobs_bt.backends.ros2_control.link import RosLink, wait_future, wait_ready
 from erobs_bt.planning.cartesian import distance_from_segment
+from erobs_bt.rosqos import latched_qos
 from erobs_bt.script.model import JointPositions, MoveTo
 from erobs_bt.world.cell import CellConfig, Obstacle
 from erobs_bt.world.collision import CollisionModel
@@ -238,9 +238,7 @@ class MoveItPlanner:
                 got.append(message.data)
             arrived.set()
 
-        latched = QoSProfile(
-            depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
-        )
+        latched = latched_qos(1)
         node = self._link.node
         subscription = node.create_subscription(String, topic, take, latched, callback_group=self._link.group)
         try:

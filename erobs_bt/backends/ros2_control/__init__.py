@@ -24,7 +24,7 @@ pipettor            ``erobs_bt_interfaces/action/PipettorCommand``   ``/pipettor
 All names, joint names (with the driver's prefix), tolerances, timeouts and the gripper
 adapters come from a hardware YAML (``config/ur5e_ros2_control.yaml``, loaded and checked
 by :func:`~erobs_bt.backends.ros2_control.config.load_hardware_config`).
-``erobs_bt_sim_hardware`` (:mod:`erobs_bt.ros.sim_hardware`) serves the same interfaces
+``erobs_bt_sim_hardware`` (:mod:`erobs_bt.doubles.sim_hardware`) serves the same interfaces
 from the simulated cell, so this backend runs here exactly as it runs on a cell.
 
 Errors (docs/behaviour.md §3, the replay rules):

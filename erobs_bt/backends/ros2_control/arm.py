@@ -18,13 +18,7 @@ import numpy as np
 from control_msgs.action import FollowJointTrajectory
 from control_msgs.msg import JointTolerance
 from rclpy.action import ActionClient
-from rclpy.qos import (
-    DurabilityPolicy,
-    HistoryPolicy,
-    QoSProfile,
-    ReliabilityPolicy,
-    qos_profile_sensor_data,
-)
+from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool, Float64
 from trajectory_msgs.msg import JointTrajectoryPoint
@@ -38,6 +32,7 @@ from erobs_bt.backends.ros2_control.link import (
     run_action,
     wait_ready,
 )
+from erobs_bt.rosqos import latched_qos
 from erobs_bt.rostime import duration_msg
 from erobs_bt.script.model import JOINT_NAMES, JointPositions
 
@@ -160,12 +155,7 @@ class FollowJointTrajectoryArm:
             Bool,
             hardware.program_running,
             self._on_program_running,
-            QoSProfile(
-                depth=1,
-                history=HistoryPolicy.KEEP_LAST,
-                reliability=ReliabilityPolicy.RELIABLE,
-                durability=DurabilityPolicy.TRANSIENT_LOCAL,
-            ),
+            latched_qos(1),
             callback_group=link.group,
         )
 

@@ -42,8 +42,8 @@ from erobs_bt.backends.moveit.model import (
     segment_from_trajectory,
 )
 from erobs_bt.backends.ros2_control.context import init_context
-from erobs_bt.ros.client import Recorder, latched_qos
-from erobs_bt.ros.sim_move_group import READY_PREFIX, ROS_NODE_NAME
+from erobs_bt.doubles.sim_move_group import READY_PREFIX, ROS_NODE_NAME
+from erobs_bt.ros.client.client import Recorder, latched_qos
 from erobs_bt.script.model import JOINT_NAMES
 from erobs_bt.world.config import load_cell
 from erobs_bt.world.description import GROUP
@@ -162,7 +162,7 @@ class Probe:
 
 @pytest.fixture(scope="module")
 def move_group(ros_env: RosEnvironment) -> Iterator[RosProcess]:
-    command = [sys.executable, "-m", "erobs_bt.ros.sim_move_group", "--speed", str(SPEED), "--no-warm-up"]
+    command = [sys.executable, "-m", "erobs_bt.doubles.sim_move_group", "--speed", str(SPEED), "--no-warm-up"]
     process = RosProcess(ros_env, command, READY_PREFIX).start()
     yield process
     assert process.stop() == 0, process.output
@@ -488,7 +488,7 @@ def slow_probe(ros_env: RosEnvironment) -> Iterator[Probe]:
     command = [
         sys.executable,
         "-m",
-        "erobs_bt.ros.sim_move_group",
+        "erobs_bt.doubles.sim_move_group",
         "--speed",
         str(SPEED),
         "--no-warm-up",
@@ -828,7 +828,7 @@ def unvalidated_probe(ros_env: RosEnvironment) -> Iterator[Probe]:
     command = [
         sys.executable,
         "-m",
-        "erobs_bt.ros.sim_move_group",
+        "erobs_bt.doubles.sim_move_group",
         "--speed",
         str(SPEED),
         "--no-warm-up",

@@ -21,8 +21,8 @@ from ros_fixtures import NodeProcess, RosEnvironment, RosProcess, ros_environmen
 from std_msgs.msg import String
 
 from erobs_bt.backends.ros2_control.context import init_context
-from erobs_bt.ros.client import ErobsBtClient, GoalRun, Recorder, latched_qos
-from erobs_bt.ros.sim_move_group import READY_PREFIX, ROS_NODE_NAME
+from erobs_bt.doubles.sim_move_group import READY_PREFIX, ROS_NODE_NAME
+from erobs_bt.ros.client.client import ErobsBtClient, GoalRun, Recorder, latched_qos
 
 pytestmark = pytest.mark.ros
 
@@ -88,7 +88,7 @@ def ros_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RosEnvironment
 
 @pytest.fixture(scope="module")
 def move_group(ros_env: RosEnvironment) -> Iterator[RosProcess]:
-    command = [sys.executable, "-m", "erobs_bt.ros.sim_move_group", "--speed", str(SPEED)]
+    command = [sys.executable, "-m", "erobs_bt.doubles.sim_move_group", "--speed", str(SPEED)]
     process = RosProcess(ros_env, command, READY_PREFIX).start()
     yield process
     process.stop()

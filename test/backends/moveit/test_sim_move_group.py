@@ -39,9 +39,9 @@ from std_msgs.msg import String
 
 from erobs_bt.backends.moveit.model import pose_msg
 from erobs_bt.backends.ros2_control.context import init_context
-from erobs_bt.ros.client import Recorder, latched_qos
+from erobs_bt.doubles.sim_move_group import READY_PREFIX, ROS_NODE_NAME, read_faults
+from erobs_bt.ros.client.client import Recorder, latched_qos
 from erobs_bt.ros.planning_scene import SceneError, SceneWorld, pose_matrix
-from erobs_bt.ros.sim_move_group import READY_PREFIX, ROS_NODE_NAME, read_faults
 from erobs_bt.script.model import JOINT_NAMES
 from erobs_bt.world import kinematics
 from erobs_bt.world.config import load_cell
@@ -59,13 +59,13 @@ GOAL = START + np.array([0.25, 0.1, -0.1, 0.0, 0.0, 0.0])
 
 
 class MoveGroupProcess(RosProcess):
-    """``python -m erobs_bt.ros.sim_move_group`` with options, in the reserved domain."""
+    """``python -m erobs_bt.doubles.sim_move_group`` with options, in the reserved domain."""
 
     def __init__(self, environment: RosEnvironment, options: list[str]) -> None:
         import sys
 
         super().__init__(
-            environment, [sys.executable, "-m", "erobs_bt.ros.sim_move_group", *options], READY_PREFIX
+            environment, [sys.executable, "-m", "erobs_bt.doubles.sim_move_group", *options], READY_PREFIX
         )
 
 
@@ -649,7 +649,7 @@ def test_the_verb_and_the_console_script_refuse_a_bad_configuration(
     from click.testing import CliRunner
 
     from erobs_bt.cli import main
-    from erobs_bt.ros.sim_move_group import run
+    from erobs_bt.doubles.sim_move_group import run
 
     assert run(["--plan-latency", "-1"]) == 2
     assert "--plan-latency must be >= 0 s" in capsys.readouterr().err

@@ -41,7 +41,7 @@ from erobs_bt.backends.ros2_control.config import (
     parse_hardware_config,
 )
 from erobs_bt.backends.ros2_control.link import wait_ready
-from erobs_bt.ros.client import ErobsBtClient, GoalRun
+from erobs_bt.ros.client.client import ErobsBtClient, GoalRun
 from erobs_bt.script.macros import VisionTargets
 from erobs_bt.script.model import Step
 from erobs_bt.script.parse import parse_script
@@ -426,7 +426,7 @@ def test_a_low_slider_or_a_pause_is_not_a_timeout_the_budget_is_trajectory_time(
     from std_msgs.msg import Float64
     from std_srvs.srv import Trigger
 
-    from erobs_bt.ros.client import latched_qos
+    from erobs_bt.ros.client.client import latched_qos
 
     with ExitStack() as cleanup:
         process = HardwareProcess(private, ["--speed", "2", "--gripper", "hande"]).start()

@@ -25,8 +25,8 @@ from ur_msgs.srv import SetIO
 from erobs_bt.backends.base import ArmSegment
 from erobs_bt.backends.ros2_control.arm import trajectory_goal
 from erobs_bt.backends.ros2_control.config import HardwareConfig
+from erobs_bt.doubles.sim_hardware import parse_faults
 from erobs_bt.planning.timing import time_parameterize
-from erobs_bt.ros.sim_hardware import parse_faults
 from erobs_bt.world.config import load_cell
 from erobs_bt.world.kinematics import ACCELERATION_LIMITS, VELOCITY_LIMITS
 
@@ -284,7 +284,7 @@ def test_a_stopped_program_deactivates_the_trajectory_controller_and_io_still_wo
     from std_msgs.msg import Bool
     from std_srvs.srv import Trigger
 
-    from erobs_bt.ros.client import Recorder, latched_qos
+    from erobs_bt.ros.client.client import Recorder, latched_qos
 
     running: Recorder[bool] = Recorder()
     observer.node.create_subscription(
@@ -332,7 +332,7 @@ def test_speed_scaling_slows_the_trajectory_and_a_pause_holds_it_on_its_path(
     from std_msgs.msg import Float64
     from std_srvs.srv import Trigger
 
-    from erobs_bt.ros.client import Recorder, latched_qos
+    from erobs_bt.ros.client.client import Recorder, latched_qos
 
     scaling: Recorder[float] = Recorder()
     observer.node.create_subscription(
@@ -489,7 +489,7 @@ def test_the_epick_controller_switches_the_vacuum_and_set_io_writes_without_inte
     from epick_msgs.msg import ObjectDetectionStatus
     from rclpy.action import ActionClient
 
-    from erobs_bt.ros.client import Recorder
+    from erobs_bt.ros.client.client import Recorder
 
     statuses: Recorder[int] = Recorder()
     # The ePick driver's topic and QoS (reliable, volatile, depth 10); the ePick is mounted.

@@ -5,9 +5,9 @@ request thread) that turns the orchestrator's state changes, feedback, events, p
 and ticks into the node's publications: ``~/execution_state``, ``~/current_gripper``,
 ``~/preview_trajectory``, ``~/tree_snapshot`` (through a
 :class:`~erobs_bt.ros.snapshots.SnapshotThrottle`, and into the goal's ROS 2 bag),
-``joint_states``, the py_trees_ros snapshot streams (:mod:`erobs_bt.ros.pytrees_streams`,
+``joint_states``, the py_trees_ros snapshot streams (:mod:`erobs_bt.ros.node.pytrees_streams`,
 fed the goal context as blackboard key/values) and EROBS's ``beambot/*`` topics. It
-decides nothing about goals (:mod:`erobs_bt.ros.goal_server` does, around the
+decides nothing about goals (:mod:`erobs_bt.ros.node.goal_server` does, around the
 orchestrator); like py_trees_ros's publishers beside its tree, it only reports.
 
 Joint states come from the backend's listener when it has one (the sim cell: its
@@ -37,11 +37,11 @@ from trajectory_msgs.msg import JointTrajectory
 from erobs_bt.backends.base import Solution
 from erobs_bt.orchestrator import Feedback, Orchestrator, OrchestratorListener, State
 from erobs_bt.ros import convert
-from erobs_bt.ros.nodelog import NodeLog
+from erobs_bt.ros.node.nodelog import NodeLog
+from erobs_bt.ros.node.runlogs import NodeRunLogs
 from erobs_bt.ros.params import RESET_SIMULATION_DONE, SNAPSHOT_DEPTH, NodeSettings
-from erobs_bt.ros.qos import latched_qos
-from erobs_bt.ros.runlogs import NodeRunLogs
 from erobs_bt.ros.snapshots import SnapshotThrottle, TreeState
+from erobs_bt.rosqos import latched_qos
 from erobs_bt.script.model import JOINT_NAMES
 from erobs_bt.script.vocabulary import dock_contents_text
 
@@ -59,10 +59,10 @@ class PublisherBridge(OrchestratorListener):
         log: the node's log.
         closing: set when the node shuts down (no joint state is published from then on).
         run_logs: the goal run logs and bags (``None``: the ``run_logs`` parameter is off).
-        erobs: EROBS's API (:class:`erobs_bt.ros.erobs_api.ErobsApi`), or ``None``.
-        streams_type: :class:`erobs_bt.ros.pytrees_streams.SnapshotStreams`, or ``None``
+        erobs: EROBS's API (:class:`erobs_bt.ros.node.erobs_api.ErobsApi`), or ``None``.
+        streams_type: :class:`erobs_bt.ros.node.pytrees_streams.SnapshotStreams`, or ``None``
             when py_trees_ros's interfaces are not installed.
-        blackboard_type: :class:`erobs_bt.ros.pytrees_streams.BlackboardStreams`, or ``None``
+        blackboard_type: :class:`erobs_bt.ros.node.pytrees_streams.BlackboardStreams`, or ``None``
             as ``streams_type``.
         service_group: the callback group of the stream services.
     """

@@ -34,10 +34,10 @@ def _await_latched(
     """Wait for the latched snapshot and state (see :func:`watch_ros`); returns both, either
     may be ``None``. A snapshot that does not show the state (another goal's, or an older
     tree of the same goal from the latched history:
-    :func:`erobs_bt.ros.client.shows_state`) is waited past until ``timeout`` (then the
+    :func:`erobs_bt.ros.client.client.shows_state`) is waited past until ``timeout`` (then the
     newest one is returned). ``latest`` is read only under ``changed``'s lock: ``tree`` is the
     :class:`~erobs_bt.ros.snapshots.TreeState` of ``snapshot``."""
-    from erobs_bt.ros.client import shows_state
+    from erobs_bt.ros.client.client import shows_state
 
     start = time.monotonic()
     deadline = start + timeout
@@ -94,8 +94,8 @@ def watch_ros(
     from rich.live import Live
 
     from erobs_bt.backends.ros2_control.context import init_context
-    from erobs_bt.ros.client import default_names
-    from erobs_bt.ros.qos import latched_qos
+    from erobs_bt.ros.client.client import default_names
+    from erobs_bt.rosqos import latched_qos
 
     names = default_names(node)
     stop = stop or threading.Event()

@@ -6,10 +6,10 @@ tree node beside its publishers, the node owns no execution logic. It is three p
 * :class:`ErobsBtNode` (this module): the parameters (declared from
   :data:`erobs_bt.ros.params.PARAMETERS`, checked when set), start-up (the engine from
   :func:`erobs_bt.session.build_engine`, exactly as for the CLI) and shutdown;
-* the goal server (:mod:`erobs_bt.ros.goal_server`): the actions and the Trigger
+* the goal server (:mod:`erobs_bt.ros.node.goal_server`): the actions and the Trigger
   services, a loop around the engine that admits a goal (the orchestrator decides),
   runs it, and reports its feedback and result;
-* the publisher bridge (:mod:`erobs_bt.ros.bridge`): the orchestrator's state, progress,
+* the publisher bridge (:mod:`erobs_bt.ros.node.bridge`): the orchestrator's state, progress,
   previews and trees, the joint states, the py_trees_ros snapshot streams and the run
   logs' bags, as ROS topics.
 
@@ -21,7 +21,7 @@ Threading. The orchestrator runs each goal on its own goal thread. The node spin
 :class:`rclpy.executors.MultiThreadedExecutor`: the action servers in a reentrant
 callback group (the execute callback of a running goal blocks its worker thread), the
 Trigger services in mutually exclusive groups (stop in one of its own), each timer in a
-group of its own (:mod:`erobs_bt.ros.goal_server`, :mod:`erobs_bt.ros.bridge`). So
+group of its own (:mod:`erobs_bt.ros.node.goal_server`, :mod:`erobs_bt.ros.node.bridge`). So
 ``executor_threads`` must be at least 3 (one blocked execute callback, one service, one
 timer); the default is 4.
 
@@ -58,9 +58,10 @@ from rclpy.parameter import Parameter
 from erobs_bt.backends.base import FitsCups, MotionBackend, TracksTools
 from erobs_bt.orchestrator import Orchestrator, Result
 from erobs_bt.plan import describe_pose_registry
-from erobs_bt.ros.bridge import PublisherBridge
-from erobs_bt.ros.goal_server import CANCELED_OUTSIDE_ROS, SHUTDOWN_REASON, GoalServer
-from erobs_bt.ros.nodelog import NodeLog
+from erobs_bt.ros.node.bridge import PublisherBridge
+from erobs_bt.ros.node.goal_server import CANCELED_OUTSIDE_ROS, SHUTDOWN_REASON, GoalServer
+from erobs_bt.ros.node.nodelog import NodeLog
+from erobs_bt.ros.node.runlogs import NodeRunLogs
 from erobs_bt.ros.params import (
     ENDPOINTS,
     NODE_NAME,
@@ -73,7 +74,6 @@ from erobs_bt.ros.params import (
     parameters_doc,
 )
 from erobs_bt.ros.process import EXIT_CONFIG, EXIT_EXECUTOR_DIED, serve
-from erobs_bt.ros.runlogs import NodeRunLogs
 from erobs_bt.script.vocabulary import dock_contents_text
 from erobs_bt.session import EngineConfig, build_engine
 from erobs_bt.world.beamline import beamline_warnings
@@ -139,16 +139,16 @@ unit boundary (at once while paused); the action's cancel-all request (zero goal
 and stamp, as ``erobs-bt cancel`` and EROBS's ``stop_robot`` send) cancels whatever runs.
 ``~/tree_snapshot`` carries a goal's whole tree first, then only what changed
 (:mod:`erobs_bt.ros.snapshots`); py_trees_ros viewers open snapshot streams
-(:mod:`erobs_bt.ros.pytrees_streams`). Every goal gets a JSON Lines run log
-(:mod:`erobs_bt.ros.runlogs`). rclpy's parameter services (``~/describe_parameters``,
+(:mod:`erobs_bt.ros.node.pytrees_streams`). Every goal gets a JSON Lines run log
+(:mod:`erobs_bt.ros.node.runlogs`). rclpy's parameter services (``~/describe_parameters``,
 ``~/get_parameters``, ``~/set_parameters``, …) serve the parameters; all are read-only
 except the py_trees_ros ``default_snapshot_*`` ones and rclpy's ``use_sim_time`` (declared
 by every rclpy node; true takes the node's clock from ``/clock``).
 
 The engine (backend, pose registry, parser, plan cache, orchestrator) is assembled by
 :func:`erobs_bt.session.build_engine`, exactly as for the CLI. Around it, ``goal_server``
-(:class:`~erobs_bt.ros.goal_server.GoalServer`) serves the actions and the Trigger services,
-and ``bridge`` (:class:`~erobs_bt.ros.bridge.PublisherBridge`) publishes the topics; the
+(:class:`~erobs_bt.ros.node.goal_server.GoalServer`) serves the actions and the Trigger services,
+and ``bridge`` (:class:`~erobs_bt.ros.node.bridge.PublisherBridge`) publishes the topics; the
 node itself keeps the parameters, start-up and shutdown.
 
 Args:
@@ -245,7 +245,7 @@ class ErobsBtNode(Node):
         self._fit_cup(settings.cup_profile)
 
         self.erobs: Any = None
-        ErobsApi = _optional("erobs_bt.ros.erobs_api", "ErobsApi", self) if settings.erobs_api else None
+        ErobsApi = _optional("erobs_bt.ros.node.erobs_api", "ErobsApi", self) if settings.erobs_api else None
         if ErobsApi is not None:
             self.erobs = ErobsApi(
                 self,
@@ -263,8 +263,8 @@ class ErobsBtNode(Node):
             closing=self._closing,
             run_logs=self.run_logs,
             erobs=self.erobs,
-            streams_type=_optional("erobs_bt.ros.pytrees_streams", "SnapshotStreams", self),
-            blackboard_type=_optional("erobs_bt.ros.pytrees_streams", "BlackboardStreams", self),
+            streams_type=_optional("erobs_bt.ros.node.pytrees_streams", "SnapshotStreams", self),
+            blackboard_type=_optional("erobs_bt.ros.node.pytrees_streams", "BlackboardStreams", self),
             service_group=self._service_group,
         )
         self.goal_server = GoalServer(
@@ -289,17 +289,17 @@ class ErobsBtNode(Node):
                 rate=settings.joint_state_rate,
                 resolve=lambda name: self.resolve_topic_name(name, only_expand=True),
             )
-        #: The live planning scene (:mod:`erobs_bt.ros.scene`); ``None`` with ``backend: moveit``,
+        #: The live planning scene (:mod:`erobs_bt.ros.node.scene`); ``None`` with ``backend: moveit``,
         #: whose scene is move_group's (the node then serves none of its names).
         self.scene: Any = None
         if settings.backend != "moveit":
-            from erobs_bt.ros.scene import NodeScene
+            from erobs_bt.ros.node.scene import NodeScene
 
             self.scene = NodeScene(
                 self, self.backend, self.orchestrator, log=self._log, run_logs=self.run_logs
             )
             listeners.add(self.scene)  # after the run logs: a goal's log is open for its scene record
-        #: The py_trees_ros snapshot streams (:mod:`erobs_bt.ros.pytrees_streams`), or ``None``.
+        #: The py_trees_ros snapshot streams (:mod:`erobs_bt.ros.node.pytrees_streams`), or ``None``.
         self.streams: Any = self.bridge.streams
         #: Where joint states come from: ``"robot"``, ``"listener"`` or ``"timer"``.
         self.joint_state_source = self.bridge.joint_state_source
@@ -399,7 +399,7 @@ class ErobsBtNode(Node):
     def _configure_default_stream(self) -> None:
         if self.streams is None:
             return
-        from erobs_bt.ros.pytrees_streams import StreamParameters
+        from erobs_bt.ros.node.pytrees_streams import StreamParameters
 
         value = {
             name: self.get_parameter(name).value
@@ -481,7 +481,7 @@ class ErobsBtNode(Node):
 
     @property
     def goal_end_gate(self) -> Callable[[str], None] | None:
-        """The goal server's :attr:`~erobs_bt.ros.goal_server.GoalServer.goal_end_gate`
+        """The goal server's :attr:`~erobs_bt.ros.node.goal_server.GoalServer.goal_end_gate`
         (a test's hold on a goal's end, before its terminal status is set)."""
         return self.goal_server.goal_end_gate
 

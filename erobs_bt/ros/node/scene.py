@@ -57,10 +57,10 @@ from rclpy.node import Node
 from erobs_bt.backends.base import JOINT_NAMES, HasCell, MotionBackend, TracksTools, WatchesWorld
 from erobs_bt.orchestrator import Orchestrator, OrchestratorListener
 from erobs_bt.ros.convert import ros_text
-from erobs_bt.ros.nodelog import NodeLog
+from erobs_bt.ros.node.nodelog import NodeLog
+from erobs_bt.ros.node.runlogs import NodeRunLogs
 from erobs_bt.ros.planning_scene import SceneError, SceneWorld, attached_message
-from erobs_bt.ros.qos import latched_qos
-from erobs_bt.ros.runlogs import NodeRunLogs
+from erobs_bt.rosqos import latched_qos
 from erobs_bt.world.cell import Obstacle
 from erobs_bt.world.description import TIP_LINK
 from erobs_bt.world.scene import World

@@ -10,7 +10,7 @@
   when the node is not faulted.
 * ``reset-sim`` — put the simulated cell back in its initial state (``~/reset_simulation``,
   ``std_srvs/srv/Empty``): the answer is the node's log line on ``/rosout``
-  (:meth:`~erobs_bt.ros.client.ErobsBtClient.reset_simulation`); refused (exit 1) while a
+  (:meth:`~erobs_bt.ros.client.client.ErobsBtClient.reset_simulation`); refused (exit 1) while a
   goal runs and on a backend that is not simulated.
 * ``cancel`` — cancel the node's active goal through the action's cancel service with the
   protocol's "cancel all goals" request (zero goal id and stamp). No extra service is
@@ -19,14 +19,13 @@
   already finished is not listed in the answer: "nothing cancelled", exit 1.
 * ``state`` — print the latched execution state, gripper and last tree snapshot.
 * ``scene add-box NAME --size X Y Z --position X Y Z [--frame base_link]``, ``scene remove
-  NAME``, ``scene list`` — the live planning scene (:mod:`erobs_bt.ros.scene`) through
+  NAME``, ``scene list`` — the live planning scene (:mod:`erobs_bt.ros.node.scene`) through
   MoveIt's ``apply_planning_scene`` and ``get_planning_scene`` in the node's namespace.
-* ``watch`` — draw the node's tree in the terminal as it runs (:mod:`erobs_bt.ros.watch`), or
+* ``watch`` — draw the node's tree in the terminal as it runs (:mod:`erobs_bt.ros.client.watch`), or
   a live web view's (``--url``: no ROS).
-* ``sim-hardware`` — run the simulated cell as a hardware node behind ros2_control's
-  interfaces (:mod:`erobs_bt.ros.sim_hardware`), for the ``ros2_control`` backend.
-* ``sim-move-group`` — run the simulated cell behind move_group's interfaces
-  (:mod:`erobs_bt.ros.sim_move_group`), for the ``moveit`` backend and any MoveIt client.
+
+The simulated hardware and move_group nodes' verbs (``sim-hardware``, ``sim-move-group``) are
+in :mod:`erobs_bt.doubles.commands`.
 
 rclpy is imported inside the functions only: the ``erobs-bt`` group must start fast for
 the verbs that do not touch ROS. The lead adds :data:`COMMANDS` to the group.
@@ -53,8 +52,8 @@ from rich.table import Table
 from rich.text import Text
 
 if TYPE_CHECKING:
-    from erobs_bt.ros.client import ErobsBtClient
-    from erobs_bt.ros.node import ErobsBtNode
+    from erobs_bt.ros.client.client import ErobsBtClient
+    from erobs_bt.ros.node.node import ErobsBtNode
 
 from erobs_bt.commandline import EXIT_FAILED, EXIT_INVALID
 from erobs_bt.wording import steps_done
@@ -93,14 +92,14 @@ _timeout_option = click.option(
 
 
 def _client(node: str) -> ErobsBtClient:
-    from erobs_bt.ros.client import ErobsBtClient
+    from erobs_bt.ros.client.client import ErobsBtClient
 
     return ErobsBtClient(node)
 
 
 def _timeout_exit(exc: TimeoutError) -> int:
     """:data:`EXIT_UNREACHABLE` when no node was discovered, else :data:`EXIT_FAILED`."""
-    from erobs_bt.ros.client import NodeUnreachable
+    from erobs_bt.ros.client.client import NodeUnreachable
 
     return EXIT_UNREACHABLE if isinstance(exc, NodeUnreachable) else EXIT_FAILED
 
@@ -203,7 +202,7 @@ def serve(
     """Run the erobs_bt ROS 2 node in this process until Ctrl-C (SIGINT) or SIGTERM,
     with the live web view of its tree (the same pause/resume/cancel as the services)."""
     from erobs_bt.paths import config_file
-    from erobs_bt.ros.node import run
+    from erobs_bt.ros.node.node import run
 
     console = _console()
     params = params_file if params_file is not None else config_file("erobs_bt.yaml")
@@ -501,7 +500,7 @@ def cancel(node: str, timeout: float) -> None:
     3 (its motion runs to its end); to halt now: stop …``): the running unit is not
     interrupted; ``erobs-bt stop`` halts it now.
     """
-    from erobs_bt.ros.client import CANCEL_CODES, cancel_accepted
+    from erobs_bt.ros.client.client import CANCEL_CODES, cancel_accepted
 
     console = _console()
     with _client(node) as client:
@@ -534,7 +533,7 @@ def state(node: str, timeout: float) -> None:
     with _client(node) as client:
         message = client.states.wait_for(lambda _m: True, timeout)
         if message is None:
-            from erobs_bt.ros.client import unreachable
+            from erobs_bt.ros.client.client import unreachable
 
             console.print(
                 f"[red]error[/] {unreachable(f'execution state of {node}', timeout)}", highlight=False
@@ -544,8 +543,8 @@ def state(node: str, timeout: float) -> None:
         docks = client.docks.wait_for(lambda _m: True, 1.0)
         # The latched history may hold older trees (an earlier goal's, or this goal's first
         # one when nobody watched it since): wait for one that shows the state, which the
-        # node sends on subscribing (erobs_bt.ros.client.shows_state).
-        from erobs_bt.ros.client import shows_state
+        # node sends on subscribing (erobs_bt.ros.client.client.shows_state).
+        from erobs_bt.ros.client.client import shows_state
 
         tree = client.trees.wait_for(lambda t: shows_state(t, message), 2.0)
         tree = tree if tree is not None else client.trees.latest()
@@ -578,7 +577,7 @@ def state(node: str, timeout: float) -> None:
 def watch(url: str | None, node: str, token: str | None, once: bool, timeout: float) -> None:
     """Watch a running tree in the terminal (ROS ~/tree_snapshot, or a live view's URL)."""
 
-    from erobs_bt.ros.watch import watch_ros
+    from erobs_bt.ros.client.watch import watch_ros
     from erobs_bt.viz.watch import watch_url
 
     console = _console()
@@ -593,43 +592,6 @@ def watch(url: str | None, node: str, token: str | None, once: bool, timeout: fl
 
 
 #: The ROS verbs, for ``main.add_command`` in :mod:`erobs_bt.cli`.
-@click.command(
-    "sim-hardware",
-    context_settings={"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": []},
-    add_help_option=False,
-)
-@click.pass_context
-def sim_hardware(ctx: click.Context) -> None:
-    """Run the simulated cell as a hardware node (erobs_bt_sim_hardware; --help for its options).
-
-    It serves FollowJointTrajectory, /joint_states, the fitted tool's ParallelGripperCommand or
-    GripperCommand, the ePick's object-detection status, SetIO and the pipettor, as
-    ur_robot_driver and the tools' drivers do on EROBS's cell; run the node with
-    ``-p backend:=ros2_control`` beside it.
-    """
-    from erobs_bt.ros.sim_hardware import run as run_hardware
-
-    sys.exit(run_hardware(list(ctx.args)))
-
-
-@click.command(
-    "sim-move-group",
-    context_settings={"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": []},
-    add_help_option=False,
-)
-@click.pass_context
-def sim_move_group(ctx: click.Context) -> None:
-    """Run the simulated cell as a move_group (erobs_bt_sim_move_group; --help for its options).
-
-    It serves MoveGroup, ExecuteTrajectory, GetMotionPlan, GetCartesianPath, IK/FK and the
-    planning scene by MoveIt's names, planned by the embedded planner, with --plan-latency
-    to stand in for MoveIt's planning time; run the node with ``-p backend:=moveit`` beside it.
-    """
-    from erobs_bt.ros.sim_move_group import run as run_move_group
-
-    sys.exit(run_move_group(list(ctx.args)))
-
-
 @click.group()
 def scene() -> None:
     """The node's live planning scene (MoveIt's apply_planning_scene / get_planning_scene).
@@ -776,7 +738,5 @@ COMMANDS: tuple[click.Command, ...] = (
     clear_cache,
     state,
     watch,
-    sim_hardware,
-    sim_move_group,
     scene,
 )

@@ -63,7 +63,7 @@ from std_srvs.srv import Trigger
 from erobs_bt.backends.base import Solution
 from erobs_bt.orchestrator import Feedback, Orchestrator, Reply, Result, State
 from erobs_bt.ros import convert
-from erobs_bt.ros.qos import latched_qos as _latched
+from erobs_bt.rosqos import latched_qos as _latched
 from erobs_bt.world.tools import EPICK_STATUS_RATE
 
 #: Name of the EROBS action (relative: the node's namespace applies).

@@ -4,9 +4,14 @@ A latched topic keeps its last messages for subscribers that join later: reliabl
 ``TRANSIENT_LOCAL`` durability, history ``KEEP_LAST`` of ``depth`` (ROS 2's replacement for
 ROS 1's latching; py_trees_ros calls the same profile "latched"). Publishers and
 subscribers both use it, so they match: the node's state and snapshot topics
-(:mod:`erobs_bt.ros.node`), the EROBS drop-in API (:mod:`erobs_bt.ros.erobs_api`), the
-py_trees_ros streams (:mod:`erobs_bt.ros.pytrees_streams`), the simulated hardware node
-(:mod:`erobs_bt.ros.sim_hardware`), the client and the watcher.
+(:mod:`erobs_bt.ros.node.node`), the EROBS drop-in API (:mod:`erobs_bt.ros.node.erobs_api`), the
+py_trees_ros streams (:mod:`erobs_bt.ros.node.pytrees_streams`), the test doubles
+(:mod:`erobs_bt.doubles`), the client and the watcher, and the ROS-side drivers (the UR
+driver's ``robot_program_running``, :mod:`erobs_bt.backends.ros2_control.arm`; move_group's
+latched description topics, :mod:`erobs_bt.backends.moveit.planner`).
+
+Below the backends and ``erobs_bt.ros`` beside :mod:`erobs_bt.rostime` (pyproject.toml, the
+import contracts "layers" and "rclpy"): the ROS conversions every ROS-side module shares.
 """
 
 from __future__ import annotations

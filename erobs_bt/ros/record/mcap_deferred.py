@@ -1,6 +1,6 @@
 """A run's MCAP bag opened once the arm first moves, with everything that came before it.
 
-Opening a :class:`~erobs_bt.ros.mcap_record.McapRecorder` costs about 0.2–0.3 s of CPU
+Opening a :class:`~erobs_bt.ros.record.mcap_record.McapRecorder` costs about 0.2–0.3 s of CPU
 (``rclpy``, ``mcap``, the message definitions and their encoders), which ``erobs-bt run``
 would otherwise pay between the user's Enter and the first motion. :class:`DeferredRecorder`
 takes the recorder's place from the start: until the first ``execute_started`` or
@@ -27,7 +27,7 @@ from erobs_bt.goal import Feedback, OrchestratorListener, Result, State
 if TYPE_CHECKING:
     import py_trees
 
-    from erobs_bt.ros.mcap_record import McapRecorder
+    from erobs_bt.ros.record.mcap_record import McapRecorder
 
 #: Run-log events at which the arm starts moving (a trajectory is handed to the controller).
 MOTION_EVENTS = frozenset({"execute_started", "replay_started"})
@@ -36,7 +36,7 @@ MOTION_EVENTS = frozenset({"execute_started", "replay_started"})
 class DeferredRecorder(OrchestratorListener):
     """An orchestrator listener that records to an MCAP bag opened at the first motion.
 
-    Thread-safe like :class:`~erobs_bt.ros.mcap_record.McapRecorder`. Call :meth:`close` at
+    Thread-safe like :class:`~erobs_bt.ros.record.mcap_record.McapRecorder`. Call :meth:`close` at
     the end (it opens the bag first if no motion came).
 
     Args:
@@ -162,7 +162,7 @@ class DeferredRecorder(OrchestratorListener):
             self._opener.start()
 
     def _open(self) -> None:
-        from erobs_bt.ros.mcap_record import McapRecorder
+        from erobs_bt.ros.record.mcap_record import McapRecorder
 
         try:
             recorder = McapRecorder(self.path)

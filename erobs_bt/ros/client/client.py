@@ -74,8 +74,8 @@ from erobs_bt.ros.params import (
     RESET_SIMULATION_REFUSED,
     SNAPSHOT_DEPTH,
 )
-from erobs_bt.ros.qos import latched_qos
 from erobs_bt.ros.snapshots import SnapshotAssembler, TreeState
+from erobs_bt.rosqos import latched_qos
 
 _LOG = logging.getLogger(__name__)
 #: No QoS event handlers on the client's subscriptions. rclpy's defaults (a warning on an

@@ -149,7 +149,7 @@ from erobs_bt.ros.planning_scene import (
     tool_shapes_from_attached,
     world_object,
 )
-from erobs_bt.ros.qos import latched_qos
+from erobs_bt.rosqos import latched_qos
 from erobs_bt.rostime import duration_msg, seconds
 from erobs_bt.script._values import safe_load_yaml
 from erobs_bt.script.model import JOINT_NAMES, Constraints, JointConstraint, OrientationConstraint

@@ -61,13 +61,13 @@ from erobs_bt.orchestrator import (
     Result,
 )
 from erobs_bt.ros import convert
-from erobs_bt.ros.nodelog import NodeLog
+from erobs_bt.ros.node.nodelog import NodeLog
+from erobs_bt.ros.node.runlogs import NodeRunLogs
 from erobs_bt.ros.params import (
     FEEDBACK_DEPTH,
     RESET_SIMULATION_REFUSED,
     NodeSettings,
 )
-from erobs_bt.ros.runlogs import NodeRunLogs
 from erobs_bt.wording import count
 
 __all__ = ["CANCELED_OUTSIDE_ROS", "SHUTDOWN_REASON", "GoalServer"]
@@ -286,7 +286,7 @@ class GoalServer(OrchestratorListener):
         log: the node's log.
         closing: set by :meth:`close` (shared with the publisher bridge).
         run_logs: the goal run logs (told each goal's text before it is submitted), or ``None``.
-        erobs: EROBS's API (:class:`erobs_bt.ros.erobs_api.ErobsApi`), or ``None``.
+        erobs: EROBS's API (:class:`erobs_bt.ros.node.erobs_api.ErobsApi`), or ``None``.
         service_group: the callback group of the Trigger services but stop.
         final_snapshot: ``(goal_id, root)``: send a goal's last tree snapshot (called as the
             goal ends, before its result).
@@ -506,7 +506,7 @@ class GoalServer(OrchestratorListener):
 
         rclpy answers a refused cancel with ``return_code`` 0 (``ERROR_NONE``) and the goal
         left out of ``goals_canceling``: clients read "accepted" as "listed"
-        (:func:`erobs_bt.ros.client.cancel_accepted`).
+        (:func:`erobs_bt.ros.client.client.cancel_accepted`).
         """
         key = _goal_key(goal_handle)
         goal_id = ""

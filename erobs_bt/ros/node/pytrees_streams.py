@@ -95,8 +95,8 @@ from std_msgs.msg import String
 from unique_identifier_msgs.msg import UUID
 
 from erobs_bt.goal import TickTimes
-from erobs_bt.ros.qos import latched_qos
 from erobs_bt.ros.snapshots import BehaviourState, TreeTracker
+from erobs_bt.rosqos import latched_qos
 from erobs_bt.tree.compile import collector_paused
 from erobs_bt.viz.render import drawable_name
 

@@ -43,9 +43,9 @@ LOG_LEVELS = ("debug", "info", "warn", "error", "fatal")
 PACKAGE = "erobs_bt"
 #: Console script → its module (setup.py's entry points).
 MODULES = {
-    "erobs_bt_node": "erobs_bt.ros.node",
-    "erobs_bt_sim_hardware": "erobs_bt.ros.sim_hardware",
-    "erobs_bt_sim_move_group": "erobs_bt.ros.sim_move_group",
+    "erobs_bt_node": "erobs_bt.ros.node.node",
+    "erobs_bt_sim_hardware": "erobs_bt.doubles.sim_hardware",
+    "erobs_bt_sim_move_group": "erobs_bt.doubles.sim_move_group",
 }
 
 

@@ -319,7 +319,7 @@ class McapRecorder(OrchestratorListener):
             UUID derived from the file name and the goal id).
         snapshots: take the tree snapshots here (its own throttle at ``snapshot_rate``,
             serialised as the node serialises them); ``False`` when the caller hands over
-            the node's own (:meth:`record_snapshot`, as :class:`~erobs_bt.ros.runlogs.NodeRunLogs`
+            the node's own (:meth:`record_snapshot`, as :class:`~erobs_bt.ros.node.runlogs.NodeRunLogs`
             does: the same bytes the node publishes).
 
     Raises:
@@ -512,7 +512,7 @@ class McapRecorder(OrchestratorListener):
 
     def record_scene(self, message: Any, stamp: float) -> None:
         """Record one ``moveit_msgs/PlanningScene`` (the node's ``monitored_planning_scene``,
-        :mod:`erobs_bt.ros.scene`), published at ``stamp`` [s]; serialised by rclpy, exactly
+        :mod:`erobs_bt.ros.node.scene`), published at ``stamp`` [s]; serialised by rclpy, exactly
         its bytes (:func:`erobs_bt.ros.cdr.serialize_exact`)."""
         self._write("planning_scene", message, stamp, received=stamp)
 

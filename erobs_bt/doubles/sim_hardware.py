@@ -134,7 +134,7 @@ from erobs_bt.backends.ros2_control.link import fjt_error_name
 from erobs_bt.backends.sim.controller import PathToleranceViolation, SimController, TrajectoryReplaced
 from erobs_bt.backends.sim.faults import FAULT_INTERFACES, FaultInjector, FaultSpec, fault_value
 from erobs_bt.backends.sim.faults import parse_faults as parse_faults_of
-from erobs_bt.ros.qos import latched_qos as _latched
+from erobs_bt.rosqos import latched_qos as _latched
 from erobs_bt.rostime import seconds as _seconds
 from erobs_bt.script.model import JOINT_NAMES
 from erobs_bt.validation import ConfigError, read_yaml, safe_load_yaml

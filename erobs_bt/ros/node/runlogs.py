@@ -6,7 +6,7 @@ accepts, into ``<folder>/<UTC start>_<goal id>_<script>.jsonl`` where ``<script>
 script's ``run_name`` (EROBS scripts carry one; it is not part of the cache key) or, when
 there is none, ``script-`` and the first 8 hex digits of the SHA-256 of its text. Read one
 with ``erobs-bt log FILE``. Beside each log, the goal is recorded as a ROS 2 bag
-(:class:`~erobs_bt.ros.mcap_record.McapRecorder`): ``<same name>.mcap`` with the node's
+(:class:`~erobs_bt.ros.record.mcap_record.McapRecorder`): ``<same name>.mcap`` with the node's
 joint states, state, action feedback and status, and tree snapshots on the node's
 resolved topic names, so ``ros2 bag play`` and Foxglove open a goal. Its tree snapshots
 are the node's own (:meth:`NodeRunLogs.snapshot`: the bytes the node publishes, taken
@@ -62,14 +62,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from erobs_bt.orchestrator import Feedback, OrchestratorListener, Result
-from erobs_bt.ros.mcap_record import RECORDED_EVENTS
+from erobs_bt.ros.record.mcap_record import RECORDED_EVENTS
 from erobs_bt.viz.runlog import DEFAULT_JOINT_RATE, RunLogWriter
 
 if TYPE_CHECKING:
     import py_trees
 
     from erobs_bt.backends.base import MotionBackend, Solution
-    from erobs_bt.ros.mcap_record import McapRecorder
+    from erobs_bt.ros.record.mcap_record import McapRecorder
 
 _LOG = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ KEPT_GOALS = 1000
 
 class _BagCall(NamedTuple):
     """The queue's "call this method of the goal's bag" record. The writer thread makes
-    the goal's :class:`~erobs_bt.ros.mcap_record.McapRecorder` at the goal's first one."""
+    the goal's :class:`~erobs_bt.ros.record.mcap_record.McapRecorder` at the goal's first one."""
 
     method: str
     args: tuple[Any, ...]
@@ -403,7 +403,7 @@ class NodeRunLogs(OrchestratorListener):
 
     def _make_bag(self, goal_id: str) -> McapRecorder | None:
         """The goal's bag, made on the writer thread at its first call (None: cannot be made)."""
-        from erobs_bt.ros.mcap_record import McapRecorder, topic_names
+        from erobs_bt.ros.record.mcap_record import McapRecorder, topic_names
 
         with self._lock:
             bag_path = self._bag_files.get(goal_id)

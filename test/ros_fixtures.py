@@ -15,6 +15,7 @@
   file and overrides.
 * :func:`fastdds_segments` and :func:`orphaned_segments` find Fast DDS shared-memory
   files left behind by processes that are gone (a clean exit leaves none).
+* :func:`action_client` makes an rclpy ``ActionClient`` on a node an executor already spins.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ __all__ = [
     "NodeProcess",
     "RosEnvironment",
     "RosProcess",
+    "action_client",
     "fastdds_segments",
     "orphaned_segments",
     "participant_ports",
@@ -52,6 +54,26 @@ __all__ = [
     "ros_environment",
     "ros_value",
 ]
+
+
+def action_client(node: Any, action_type: Any, name: str, **options: Any) -> Any:
+    """An rclpy ``ActionClient`` of ``name`` on ``node``, safe to make while an executor spins
+    ``node`` in another thread (any executor).
+
+    rclpy's ``ActionClient.__init__`` (Jazzy and Kilted, ``rclpy/action/client.py``) adds the
+    client to the node's waitables *before* it assigns ``_lock``; an executor building its
+    wait set in that window raises ``AttributeError: ... no attribute '_lock'`` and its spin
+    thread ends, so nothing is answered afterwards (the product avoids it by making clients in
+    the executor's thread: ``RosLink.run_in_executor``). Here the lock exists before
+    ``__init__`` runs; ``__init__`` then replaces it with a new one, harmless because nothing
+    else uses the client yet.
+    """
+    from rclpy.action import ActionClient
+
+    client: Any = ActionClient.__new__(ActionClient)
+    client._lock = threading.Lock()
+    client.__init__(node, action_type, name, **options)
+    return client
 
 
 @contextmanager

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 import yaml
-from ros_fixtures import NodeProcess, ros_environment
+from ros_fixtures import NodeProcess, action_client, ros_environment
 
 from erobs_bt.ros.client.client import ErobsBtClient, Recorder, latched_qos
 from erobs_bt.settings import EngineSettings
@@ -58,7 +58,6 @@ class Beambot:
 def beambot(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Beambot]:
     from beambot_interfaces.action import MTCExecution
     from epick_msgs.msg import ObjectDetectionStatus
-    from rclpy.action import ActionClient
     from rclpy.parameter_client import AsyncParameterClient
     from std_msgs.msg import String
 
@@ -93,7 +92,7 @@ def beambot(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Beambot]:
                     lambda m: feedback.add((bytes(m.goal_id.uuid), m.feedback)),
                     100,
                 )
-                mtc = ActionClient(client.node, MTCExecution, "/beambot_execution")
+                mtc = action_client(client.node, MTCExecution, "/beambot_execution")
                 params = AsyncParameterClient(client.node, NODE)
                 assert mtc.wait_for_server(timeout_sec=30.0) and params.wait_for_services(30.0)
                 assert states.wait_for(lambda s: True, 30.0) is not None, "no latched execution_state"

@@ -30,7 +30,7 @@ from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import qos_profile_services_default
-from ros_fixtures import RosEnvironment, RosProcess
+from ros_fixtures import RosEnvironment, RosProcess, action_client
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 
@@ -977,7 +977,7 @@ def test_row11_move_action_plans_from_the_live_state_in_a_temporary_diff(probe: 
     from shape_msgs.msg import SolidPrimitive
 
     go_home(probe)
-    move: Any = ActionClient(probe.node, MoveGroup, "move_action", callback_group=ReentrantCallbackGroup())
+    move: Any = action_client(probe.node, MoveGroup, "move_action", callback_group=ReentrantCallbackGroup())
     read: Any = probe.node.create_client(GetPlanningScene, "get_planning_scene")
     assert move.wait_for_server(30.0) and read.wait_for_service(30.0)
     target = START + np.array([0.2, 0.0, 0.0, 0.0, 0.0, 0.0])

@@ -20,7 +20,7 @@ import pytest
 import yaml
 from action_msgs.msg import GoalStatus
 from hardware_fixtures import HardwareObserver, HardwareProcess, write_hardware_config
-from ros_fixtures import REPO, RosEnvironment, ros_environment
+from ros_fixtures import REPO, RosEnvironment, action_client, ros_environment
 
 from erobs_bt.backends.base import ErrorCode, MotionError, Solution, ToolSegment
 from erobs_bt.backends.ros2_control.backend import Ros2ControlBackend
@@ -166,11 +166,10 @@ def test_the_parallel_gripper_controller_rejects_a_goal_without_exactly_one_posi
     private: RosEnvironment, tmp_path: Path
 ) -> None:
     from control_msgs.action import ParallelGripperCommand
-    from rclpy.action import ActionClient
 
     with ExitStack() as cleanup:
         observer, _ = tool_rig(private, tmp_path, cleanup)
-        client: Any = ActionClient(
+        client: Any = action_client(
             observer.node, ParallelGripperCommand, "/gripper_action_controller/gripper_cmd"
         )
         cleanup.callback(client.destroy)
@@ -198,12 +197,11 @@ def test_a_new_hande_goal_ends_the_running_one_canceled_and_runs(
     private: RosEnvironment, tmp_path: Path
 ) -> None:
     from control_msgs.action import ParallelGripperCommand
-    from rclpy.action import ActionClient
 
     with ExitStack() as cleanup:
         # Speed 0.05: a command lasts 6 s of wall time, so the second arrives while the first runs.
         observer, _ = tool_rig(private, tmp_path, cleanup, speed=0.05)
-        client: Any = ActionClient(
+        client: Any = action_client(
             observer.node, ParallelGripperCommand, "/gripper_action_controller/gripper_cmd"
         )
         cleanup.callback(client.destroy)
@@ -227,11 +225,10 @@ def test_another_clients_hande_goal_fails_our_step_and_the_backend_sends_one_goa
     private: RosEnvironment, tmp_path: Path
 ) -> None:
     from control_msgs.action import ParallelGripperCommand
-    from rclpy.action import ActionClient
 
     with ExitStack() as cleanup:
         observer, backend = tool_rig(private, tmp_path, cleanup, speed=0.05)
-        client: Any = ActionClient(
+        client: Any = action_client(
             observer.node, ParallelGripperCommand, "/gripper_action_controller/gripper_cmd"
         )
         cleanup.callback(client.destroy)

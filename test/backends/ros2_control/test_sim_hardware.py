@@ -19,7 +19,7 @@ from action_msgs.msg import GoalStatus
 from conftest import require_samples
 from control_msgs.action import FollowJointTrajectory
 from hardware_fixtures import HardwareObserver, HardwareProcess
-from ros_fixtures import RosEnvironment, ros_environment
+from ros_fixtures import RosEnvironment, action_client, ros_environment
 from ur_msgs.srv import SetIO
 
 from erobs_bt.backends.base import ArmSegment
@@ -487,7 +487,6 @@ def test_the_epick_controller_switches_the_vacuum_and_set_io_writes_without_inte
 ) -> None:
     from control_msgs.action import GripperCommand
     from epick_msgs.msg import ObjectDetectionStatus
-    from rclpy.action import ActionClient
 
     from erobs_bt.ros.client.client import Recorder
 
@@ -499,7 +498,7 @@ def test_the_epick_controller_switches_the_vacuum_and_set_io_writes_without_inte
     assert statuses.wait_for(lambda s: True, 10.0) is not None, "no object_detection_status"
     assert observer.set_io.wait_for_service(10.0)
     # The vacuum is the ePick driver's epick_gripper_action_controller (GripperCommand, 1 grips).
-    epick: Any = ActionClient(observer.node, GripperCommand, "/epick_gripper_action_controller/gripper_cmd")
+    epick: Any = action_client(observer.node, GripperCommand, "/epick_gripper_action_controller/gripper_cmd")
     assert epick.wait_for_server(10.0)
     since = observer.events.count
     before = statuses.count

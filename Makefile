@@ -6,7 +6,8 @@
 #   make test    setup, then pytest                         PYTEST_ARGS="-k cache -x" to narrow
 #   make test-fast  setup, then the tests without ROS, a browser or a long run (-m "not ros and not browser and not slow")
 #   make run     setup, then run SCRIPT with POSES on the simulated cell (--auto-resume)
-#   make lint    ruff (check + format --check), mypy and lint-imports (the layers, pyproject.toml)
+#   make lint    ruff (check + format --check), mypy, lint-imports (the layers, pyproject.toml) and
+#                scripts/class_sizes.py (a class over 400 lines or 25 methods says why at its top)
 #   make bench   setup, then bench/run_all.py
 #   make clean   remove build trees and caches (keeps .venv);  make distclean  also .venv
 
@@ -19,7 +20,7 @@ SCRIPT ?= config/full_experiment.json
 POSES ?= config/poses.yaml
 RUN_ARGS ?= --auto-resume
 PYTEST_ARGS ?=
-LINT_PATHS ?= erobs_bt test bench setup.py
+LINT_PATHS ?= erobs_bt test bench scripts setup.py
 
 ENV := scripts/env.sh
 
@@ -56,6 +57,7 @@ lint: setup
 	$(VENV)/bin/ruff format --check $(LINT_PATHS)
 	$(VENV)/bin/mypy erobs_bt
 	$(VENV)/bin/lint-imports --no-logo
+	$(VENV)/bin/python scripts/class_sizes.py erobs_bt
 
 bench: setup
 	@if [ -f bench/run_all.py ]; then \

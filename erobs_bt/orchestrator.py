@@ -123,6 +123,11 @@ SHUTDOWN_REASON = "node shutting down"
 class Orchestrator:
     """Runs one goal at a time on a :class:`MotionBackend`.
 
+    Why this class has more than 25 methods: it is the engine's one state machine (docs/behaviour.md) and
+    each public method is one transition request of its API (submit, pause, resume, cancel, stop, reset,
+    clear) taken under one lock; the tree, the goal context and the plan-ahead policy live elsewhere
+    (tree/).
+
     Every public method is thread-safe and may be called from any thread (a ROS
     service or action callback, a CLI signal handler); none blocks on the goal thread
     except :meth:`shutdown`, which joins it.

@@ -51,6 +51,7 @@ __all__ = [
     "JointPositions",
     "JointStateListener",
     "KnowsIfResettable",
+    "KnowsSceneOwner",
     "MeasuresPlayback",
     "MotionBackend",
     "MotionError",
@@ -426,6 +427,21 @@ class KnowsIfResettable(ResetsSimulation, Protocol):
 
 
 @runtime_checkable
+class KnowsSceneOwner(Protocol):
+    """A backend that says which ROS node owns its planning scene's names (``collision_object``,
+    ``planning_scene``, ``apply_planning_scene``, ``get_planning_scene``,
+    ``monitored_planning_scene``): the erobs_bt node serves them only when nobody else does
+    (:class:`erobs_bt.ros.node.scene.NodeScene`)."""
+
+    @property
+    def scene_owner(self) -> str | None:
+        """The fully qualified name of the node that serves the planning scene (``/move_group``
+        when the backend plans through MoveIt, whose world is move_group's), or ``None`` when the
+        backend's world is its own (:meth:`MotionBackend.set_world_obstacles`)."""
+        ...
+
+
+@runtime_checkable
 class HasArm(Protocol):
     """A backend that drives the arm through an arm driver (:class:`erobs_bt.backends.parts.ArmDriver`)."""
 
@@ -458,5 +474,6 @@ ABILITIES: tuple[type, ...] = (
     FitsCups,
     ResetsSimulation,
     KnowsIfResettable,
+    KnowsSceneOwner,
     HasArm,
 )

@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # the CLI imports BACKEND_KINDS for --backend; `validate` nee
         HasArm,
         HasCell,
         KnowsIfResettable,
+        KnowsSceneOwner,
         MotionBackend,
         PlansAcross,
         PlansChained,
@@ -147,7 +148,8 @@ def _cell_or_default(cell: CellConfig | None) -> CellConfig:
 if TYPE_CHECKING:
     # What each kind is, proved by mypy: the motion stack (``sim``, ``ros2_control``, ``moveit``)
     # is a MotionBackend with every optional ability of erobs_bt.backends.base.ABILITIES (only
-    # the ``sim`` assembly's is ``resettable``); the scripted double is a MotionBackend with none
+    # the ``sim`` assembly's is ``resettable``; only the ``moveit`` assembly's scene has an
+    # owner, move_group); the scripted double is a MotionBackend with none
     # (test/backends/test_backend_abilities.py checks the same at run time).
 
     def _abilities_of_the_stack(
@@ -163,9 +165,10 @@ if TYPE_CHECKING:
         TracksTools,
         FitsCups,
         KnowsIfResettable,
+        KnowsSceneOwner,
         HasArm,
     ]:
-        return stack, stack, stack, stack, stack, stack, stack, stack, stack, stack, stack
+        return stack, stack, stack, stack, stack, stack, stack, stack, stack, stack, stack, stack
 
     def _abilities_of_the_scripted_double(double: ScriptedBackend) -> MotionBackend:
         return double

@@ -87,6 +87,9 @@ class Call:
 class ScriptedBackend:
     """A :class:`MotionBackend` whose outcomes are queued by the test.
 
+    Why this class has more than 25 methods: it is a test double of the whole MotionBackend protocol (one
+    method per protocol member) plus the few calls a test uses to queue outcomes and count dispatches.
+
     Args:
         start: initial arm state [rad], or ``None`` for "unknown" (as with mock hardware).
         gripper: the attached gripper.

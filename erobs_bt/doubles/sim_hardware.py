@@ -227,6 +227,13 @@ def _rounded(values: Sequence[float]) -> list[float]:
 class SimHardwareNode(Node):
     """The simulated UR5e, its tools and tool changer behind ros2_control's interfaces.
 
+    Why this class is long: it is a test double of a whole ROS process, ur_robot_driver with its controllers
+    and the tools' drivers (joint_trajectory_controller, the gripper action controllers, the ePick driver,
+    io_and_status_controller, the dashboard's program state), and the conformance rows
+    (docs/conformance/ros2_control*.md) pin each callback to the real component's behaviour. The callbacks
+    share one simulated arm, one tool state and one executor; the behaviour itself lives in backends/sim/
+    (controller, tools).
+
     Args:
         cell: the cell (arm start state, grippers, docks, parts).
         hardware: the interface names, pins and gripper states.

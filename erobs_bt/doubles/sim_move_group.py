@@ -496,6 +496,12 @@ class _Plan:
 class SimMoveGroupNode(Node):
     """The simulated UR5e behind move_group's actions, services and topics (module docstring).
 
+    Why this class is long: it is a test double of a whole ROS process, move_group with its capabilities
+    (planning, Cartesian paths, IK/FK, the planning scene monitor, ExecuteTrajectory, MoveGroup, the
+    execution events), and the conformance rows (docs/conformance/moveit.md) pin each callback to moveit2's
+    source. The callbacks share one planning scene, one simulated arm and one mutually exclusive service
+    group, as move_group's do; the planning itself is erobs_bt.planning's.
+
     Args:
         cell: the cell (arm start state, named states, obstacles, tool tip frames).
         speed: simulated seconds per wall second of execution (> 0).

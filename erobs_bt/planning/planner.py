@@ -402,6 +402,12 @@ def _densify(qs: np.ndarray, step: float) -> tuple[np.ndarray, np.ndarray]:
 class MotionPlanner:
     """Plans single ``moveto`` steps for the simulated UR5e cell.
 
+    Why this class is long: it is the embedded planner's one entry point for every moveto mode (joint, pose,
+    relative, Cartesian, named state) and each mode's path ends in the same validity check, time
+    parameterisation and verification against one collision model and one set of settings. Kinematics,
+    Cartesian lines and timing are modules of their own (world/kinematics.py, planning/cartesian.py,
+    planning/timing.py).
+
     Args:
         collision: the cell's collision model (see :class:`CollisionChecker`); called
             from the planning thread.

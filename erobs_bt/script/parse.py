@@ -982,6 +982,11 @@ def _triple(value: Any, path: str, unit: str, *, minimum: float | None = None) -
 class _Parser:
     """Per-call validation state: the cell's vocabulary, pose resolution, the tracked tool.
 
+    Why this class is long: it holds the state a script is validated in (the cell's vocabulary, the tool
+    attached and the docks at each step), and each task type's checks read and change that state in step
+    order; the rules themselves are named functions of script/vocabulary.py and script/poses.py where they
+    are shared.
+
     While the steps are read in order, ``current`` is the gripper that will be attached at
     that point (``start_gripper``, changed by ``tool_exchange``) and ``docked`` what the
     script itself has put into or taken out of each dock, so a step the attached tool

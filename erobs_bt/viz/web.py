@@ -639,6 +639,10 @@ def _json(status: int, value: Any) -> JSONResponse:
 class LiveView:
     """A live view of an orchestrator: its pictures, stream and controls.
 
+    Why this class has more than 25 methods: it joins an orchestrator's listener, a snapshot thread and the
+    web server's event loop, and each method is one request the console makes or one event it follows; the
+    pictures are made by viz/render.py and viz/scene.py, the HTTP routes by this module's _live_routes.
+
     Create it with :func:`start_live_view` (which also serves it). Pictures are made by a
     snapshot thread; async clients (the event stream, long polls) wait on the server's
     event loop.

@@ -467,6 +467,10 @@ class _ThreadState:
 class CollisionModel:
     """Collision model of the UR5e, its tool, a held object and the cell's obstacles.
 
+    Why this class is long: every query (in_collision, first_contact, check_path, first_hit_of, reach) runs
+    on one coal scene that the tool, the held object and the obstacles change, kept per thread with the
+    allowed-collision matrix; splitting the queries from the scene would expose that per-thread state.
+
     Body names used in :meth:`first_contact` and :attr:`disabled_pairs`: arm links by their
     URDF names (``forearm_link``), tool primitives as ``<gripper>/<shape>`` (``epick/body``),
     obstacles and the held object by their own names.

@@ -14,7 +14,14 @@ from typing import Any
 import pytest
 from ros_fixtures import REPO, ros_environment
 
-from erobs_bt.backends.base import ABILITIES, HasArm, KnowsIfResettable, MeasuresPlayback, MotionBackend
+from erobs_bt.backends.base import (
+    ABILITIES,
+    HasArm,
+    KnowsIfResettable,
+    KnowsSceneOwner,
+    MeasuresPlayback,
+    MotionBackend,
+)
 
 PACKAGE = REPO / "erobs_bt"
 
@@ -60,6 +67,41 @@ def backend_probes(root: Path) -> list[str]:
 
 def test_nothing_outside_the_backends_probes_a_backend_with_getattr() -> None:
     assert backend_probes(PACKAGE) == []
+
+
+def backend_name_branches(root: Path) -> list[str]:
+    """Comparisons with a backend's name (``settings.backend == "moveit"``, ``backend in (...)``)
+    outside ``root/backends`` and the places that choose what to start for a backend kind (the
+    factory's callers: ``ros/node/launching.py``, the CLI's options)."""
+    found = []
+    for path in sorted((root / "ros" / "node").rglob("*.py")):
+        if path.name == "launching.py":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Compare):
+                text = ast.unparse(node)
+                if "backend" in text and any(
+                    isinstance(c, ast.Constant) and c.value in ("sim", "moveit", "ros2_control")
+                    for c in ast.walk(node)
+                ):
+                    found.append(f"{path.relative_to(root.parent)}:{node.lineno}: {text}")
+    return found
+
+
+def test_the_node_asks_the_backend_what_it_can_not_its_name() -> None:
+    """The node decides what to serve by the backend's abilities (issue 35: it branched on
+    ``settings.backend`` to serve the planning scene and the simulated ePick status)."""
+    assert backend_name_branches(PACKAGE) == []
+
+
+def test_the_name_scan_reports_a_branch(tmp_path: Path) -> None:
+    node = tmp_path / "erobs_bt" / "ros" / "node"
+    node.mkdir(parents=True)
+    (node / "node.py").write_text("if settings.backend != 'moveit':\n    pass\nif kind == 'sim':\n    pass\n")
+    assert backend_name_branches(tmp_path / "erobs_bt") == [
+        "erobs_bt/ros/node/node.py:1: settings.backend != 'moveit'"
+    ]
 
 
 def test_the_probe_scan_reports_each_probe(tmp_path: Path) -> None:
@@ -109,6 +151,7 @@ def test_the_sim_stack_has_every_ability_and_a_simulation_to_reset() -> None:
         check_claims(backend, {MotionBackend, *ABILITIES})
         assert isinstance(backend, KnowsIfResettable) and backend.resettable
         assert isinstance(backend, HasArm) and isinstance(backend.arm, MeasuresPlayback)
+        assert isinstance(backend, KnowsSceneOwner) and backend.scene_owner is None  # its own world
     finally:
         backend.close()
 
@@ -143,6 +186,9 @@ def test_the_ros_stacks_have_every_ability_but_no_simulation_to_reset(domain: in
                 check_claims(stack, {MotionBackend, *ABILITIES})
                 assert isinstance(stack, KnowsIfResettable) and not stack.resettable
                 assert isinstance(stack, HasArm) and not isinstance(stack.arm, MeasuresPlayback)
+            # ros2_control plans in the cell's own world; through MoveIt the scene is move_group's.
+            assert isinstance(ros2_control, KnowsSceneOwner) and ros2_control.scene_owner is None
+            assert isinstance(moveit, KnowsSceneOwner) and moveit.scene_owner == "/move_group"
         finally:
             moveit.close()
     finally:

@@ -95,6 +95,7 @@ def MoveItBackend(
         name="moveit",
         label="moveit backend",
         on_close=(own.close,),
+        scene_owner=moveit.name(moveit.node_name),
     )
     if wait_for_state > 0 and not arm.wait_for_state(wait_for_state):
         own.node.get_logger().warning(

@@ -119,6 +119,12 @@ _LOG = logging.getLogger(__name__)
 class MoveItPlanner:
     """Plans with move_group (module docstring); one instance per stack, thread-safe.
 
+    Why this class is long: it is the one client of move_group's planning interfaces (plan_kinematic_path,
+    compute_cartesian_path, compute_ik/fk, the planning scene services and topics, the robot description
+    parameters), and every request shares its state: the model revision, the attached tool, the scene it
+    mirrored into move_group and the in-flight bound. Each method is one request or one conversion of its
+    answer; the message conversions live in erobs_bt/ros/planning_scene.py and moveit/model.py.
+
     Args:
         cell: the cell (tool geometry and tip frames, marker and obstacle frames, the
             revision's prefix).

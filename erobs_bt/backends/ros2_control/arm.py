@@ -109,6 +109,12 @@ def trajectory_goal(segment: ArmSegment, hardware: HardwareConfig) -> Any:
 class FollowJointTrajectoryArm:
     """The arm of the ``ros2_control`` assembly: an :class:`~erobs_bt.backends.parts.ArmDriver`.
 
+    Why this class is long: the arm driver's protocol (joint states, start check, execute, stop) plus what
+    ur_robot_driver adds on the same goal and must be read while it runs: the program state, the speed
+    scaling that stretches the result's budget, and the rest detection that keeps anything else from being
+    commanded while the arm still moves (docs/conformance/ros2_control.md). They share one lock and one
+    joint-state stream.
+
     Listens to the JointState topic (best-effort QoS, which matches reliable publishers
     too) and keeps the latest complete state of the six (prefixed) UR joints; sends each
     arm segment as one FollowJointTrajectory goal.

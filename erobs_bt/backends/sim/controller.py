@@ -256,6 +256,11 @@ class _Active:
 class SimController:
     """A kinematic joint-trajectory controller for the simulated UR5e, in its own thread.
 
+    Why this class is long: it is one control loop (a thread advancing simulated time) and every public
+    method reads or changes that loop's state under one condition variable: trajectory admission, hold,
+    replace, stop ramps, the speed slider and the playback measure. Splitting it would put the loop's state
+    behind a second lock.
+
     Thread safety: every public method may be called from any thread. Listeners and
     future callbacks run on the controller thread, outside its lock.
 

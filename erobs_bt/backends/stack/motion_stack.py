@@ -74,6 +74,9 @@ class MotionStack:
             initial joint state, the tools' outputs) and returns the cell's initial tool
             state (:meth:`reset_simulation`); ``None``: the stack drives no simulation and
             refuses a reset.
+        scene_owner: the ROS node that owns the planning scene's names (``/move_group`` when
+            the planner is MoveIt's), or ``None``: the stack's world is its own
+            (:attr:`scene_owner`).
     """
 
     def __init__(
@@ -93,6 +96,7 @@ class MotionStack:
         label: str = "simulated cell",
         on_close: Sequence[Callable[[], None]] = (),
         reset: Callable[[], ToolState] | None = None,
+        scene_owner: str | None = None,
     ) -> None:
         core = StackCore(
             cell=cell,
@@ -104,6 +108,7 @@ class MotionStack:
         )
         self._core = core
         self._reset = reset
+        self._scene_owner = scene_owner
         self._detector = detector
         self._faults = faults
         self._publishes = bool(publishes_joint_states)
@@ -520,6 +525,12 @@ class MotionStack:
     def resettable(self) -> bool:
         """True when :meth:`reset_simulation` can reset this stack (a simulation it runs)."""
         return self._reset is not None
+
+    @property
+    def scene_owner(self) -> str | None:
+        """The ROS node that owns the planning scene's names, or ``None`` when the stack's world
+        is its own (:class:`~erobs_bt.backends.base.KnowsSceneOwner`)."""
+        return self._scene_owner
 
     def reset_simulation(self) -> str:
         """Put the simulated cell back in its initial state (``~/reset_simulation``).

@@ -324,6 +324,10 @@ def _wait_future(future: Any, timeout: float, what: str) -> Any:
 class ErobsBtClient:
     """Talks to one ``erobs_bt`` node: goals, pause/resume/cancel/stop/reset_fault, latched state.
 
+    Why this class has more than 25 methods: it is the client of every endpoint the node serves (one method
+    per action or service: send, pause, resume, stop, reset_fault, clear_cache, reset_simulation, cancel,
+    the planning scene, parameters), all on one private context and executor.
+
     Usable as a context manager; :meth:`close` shuts the private context down.
 
     Args:

@@ -272,6 +272,10 @@ class _ActionServer(ActionServer):  # type: ignore[type-arg]
 class GoalServer(OrchestratorListener):
     """The node's actions and Trigger services around the orchestrator (module docstring).
 
+    Why this class is long: one action's goal callbacks (goal, cancel, execute) and the Trigger services
+    must agree on one goal's life with the orchestrator; the native and EROBS actions share them, so they
+    stay together.
+
     Serves the native action ``~/execute`` (``ExecuteScript``) and the ``~/pause``,
     ``~/resume``, ``~/stop``, ``~/reset_fault`` and ``~/clear_cache`` Trigger services
     when ``native_api`` is on, and EROBS's ``beambot_execution`` (``MTCExecution``) when

@@ -55,7 +55,7 @@ from rclpy.exceptions import ParameterException
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 
-from erobs_bt.backends.base import FitsCups, MotionBackend, TracksTools
+from erobs_bt.backends.base import FitsCups, KnowsIfResettable, KnowsSceneOwner, MotionBackend, TracksTools
 from erobs_bt.orchestrator import Orchestrator, Result
 from erobs_bt.plan import describe_pose_registry
 from erobs_bt.ros.node.bridge import PublisherBridge
@@ -289,10 +289,14 @@ class ErobsBtNode(Node):
                 rate=settings.joint_state_rate,
                 resolve=lambda name: self.resolve_topic_name(name, only_expand=True),
             )
-        #: The live planning scene (:mod:`erobs_bt.ros.node.scene`); ``None`` with ``backend: moveit``,
-        #: whose scene is move_group's (the node then serves none of its names).
+        #: The live planning scene (:mod:`erobs_bt.ros.node.scene`); ``None`` when the backend's
+        #: scene belongs to another node (``backend: moveit``: move_group's; the node then serves
+        #: none of its names).
         self.scene: Any = None
-        if settings.backend != "moveit":
+        owner = self.backend.scene_owner if isinstance(self.backend, KnowsSceneOwner) else None
+        if owner is not None:
+            self._log.info(f"planning scene: served by {owner} (the backend's scene), not by this node")
+        else:
             from erobs_bt.ros.node.scene import NodeScene
 
             self.scene = NodeScene(
@@ -359,10 +363,13 @@ class ErobsBtNode(Node):
                 self._fit_cup(str(parameter.value))
 
     def _simulated_epick_status(self) -> Callable[[], int | None] | None:
-        """The simulated ePick's object-detection status (sim backend only: with real
-        hardware the ePick driver publishes it)."""
+        """The simulated ePick's object-detection status, when this engine runs the simulation
+        itself (a :attr:`~erobs_bt.backends.base.KnowsIfResettable.resettable` backend: the
+        embedded cell); ``None`` otherwise: with hardware, or a simulated hardware node, the
+        ePick's driver publishes it."""
         backend = self.backend
-        if self.settings.backend != "sim" or not isinstance(backend, TracksTools):
+        simulated = isinstance(backend, KnowsIfResettable) and backend.resettable
+        if not simulated or not isinstance(backend, TracksTools):
             return None
         from erobs_bt.world.tools import epick_object_status
 

@@ -128,6 +128,10 @@ def _keep_latest(kept: dict[str, Any], keep: int) -> None:
 class NodeRunLogs(OrchestratorListener):
     """Writes each goal's events to its own run log (see the module docstring).
 
+    Why this class has more than 25 methods: it is an orchestrator listener (one method per event it
+    records) and each goal's log and bag are written by one writer thread that the methods feed; the bag
+    format itself is ros/record/.
+
     Thread-safe. A log that cannot be opened or written is reported through ``on_error``
     once and skipped: a run log never fails a goal.
 

@@ -3,7 +3,7 @@
 # throw-away ROS log directory).
 #
 #   make setup   system packages, .venv, pinned requirements, ROS interfaces, erobs_bt (-e)
-#   make test    setup, then pytest                         PYTEST_ARGS="-k cache -x" to narrow
+#   make test    setup, then pytest on TEST_WORKERS (2) processes  PYTEST_ARGS="-k cache -x" to narrow
 #   make test-fast  setup, then the tests without ROS, a browser or a long run (-m "not ros and not browser and not slow")
 #   make run     setup, then run SCRIPT with POSES on the simulated cell (--auto-resume)
 #   make lint    ruff (check + format --check), mypy, lint-imports (the layers, pyproject.toml) and
@@ -20,6 +20,9 @@ SCRIPT ?= config/full_experiment.json
 POSES ?= config/poses.yaml
 RUN_ARGS ?= --auto-resume
 PYTEST_ARGS ?=
+# `make test` spreads the test files over this many pytest-xdist workers (CI's machine has 2 cores);
+# TEST_WORKERS=0 runs them in this process.
+TEST_WORKERS ?= 2
 LINT_PATHS ?= erobs_bt test bench scripts setup.py
 
 ENV := scripts/env.sh
@@ -42,7 +45,7 @@ define run_pytest
 endef
 
 test: setup
-	$(call run_pytest,$(PYTEST_ARGS))
+	$(call run_pytest,-n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS))
 
 # The quick tier for a change: the same as `make test` without the markers ros, browser and slow
 # (pyproject.toml). CI runs `make test`, every tier.

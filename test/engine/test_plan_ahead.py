@@ -158,6 +158,8 @@ def test_cancel_or_halt_drops_the_pending_plan_ahead(halt: str) -> None:
     executing, planning = threading.Event(), threading.Event()
     backend.script("execute", Outcome.ok(gate=executing))
     backend.script("plan", Outcome.ok(), Outcome.ok(gate=planning))  # the plan-ahead hangs
+    # Gated outcome threads that other tests of this process left behind are not this test's.
+    others = {t for t in threading.enumerate() if t.name == "scripted-outcome"}
     orchestrator = make_orchestrator(backend, listener=recorder)
     handle = orchestrator.submit(ACROSS_PIPETTOR, dry_run=False)
     wait_for(lambda: handle.context.ahead is not None, message="the plan-ahead")
@@ -179,7 +181,12 @@ def test_cancel_or_halt_drops_the_pending_plan_ahead(halt: str) -> None:
     planning.set()  # the gated planner thread ends without delivering anything
     executing.set()
     wait_for(
-        lambda: not any(t.name == "scripted-outcome" and t.is_alive() for t in threading.enumerate()),
+        lambda: (
+            not any(
+                t.name == "scripted-outcome" and t.is_alive() and t not in others
+                for t in threading.enumerate()
+            )
+        ),
         message="the planner threads to end",
     )
     assert backend.count("run_step") == 0 and backend.count("execute") == 1

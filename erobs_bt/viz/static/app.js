@@ -252,7 +252,10 @@ function renderProgress(s) {
   cache.dataset.cache = s.cache || "";
   const motionEl = document.getElementById("motion");
   const bar = document.getElementById("motion-bar");
-  if (motion && !result) {
+  // A motion of a unit that has ended is no longer executing (its steps table marks them all done).
+  const motionUnit = motion && tree ? tree.entries.find((e) => e.kind === "unit" && e.unit === motion.unit) : null;
+  const ended = motionUnit && motionUnit.status === "SUCCESS";
+  if (motion && !result && !ended) {
     const step = entry && entry.steps ? entry.steps.find((st) => st.step === motion.step) : null;
     motionEl.textContent = `step ${motion.step_of_unit} of ${motion.steps} (script step ${motion.step})` +
       (step ? `: ${step.summary}` : "") +

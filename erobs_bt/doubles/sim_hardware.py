@@ -142,6 +142,7 @@ from erobs_bt.world.config import load_cell
 from erobs_bt.world.kinematics import VELOCITY_LIMITS, fk
 from erobs_bt.world.tools import (
     EPICK_STATUS_RATE,
+    HeldPart,
     ToolState,
     after_motion,
     epick_object_status,
@@ -977,6 +978,52 @@ class SimHardwareNode(Node):
             return True
         return False
 
+    def _gripper_goal_starts(
+        self,
+        goal_handle: ServerGoalHandle[Any, Any, Any],
+        adapter: GripperAdapter,
+        state: str,
+        position: float,
+        max_effort: float | None = None,
+    ) -> bool:
+        """The start of a gripper's goal (GripperCommand, ParallelGripperCommand, the ePick's):
+        the ``gripper_goal`` event (``state``: the cell's role, ``position`` as commanded,
+        ``max_effort`` [N] unless ``None``); a pending fault (``gripper_result`` outcome
+        ``fault``); an abort when another tool is attached (``gripper_result`` outcome
+        ``aborted``, reason ``<tool> attached``).
+
+        Returns:
+            True when the goal goes on; False when it has ended (the caller returns its result).
+        """
+        _, fault = self._take_pending(goal_handle.request)
+        effort = {} if max_effort is None else {"max_effort": max_effort}
+        self._event("gripper_goal", gripper=adapter.gripper, state=state, position=position, **effort)
+        if self._hang_or_fail(goal_handle, fault):
+            self._event("gripper_result", gripper=adapter.gripper, state=state, outcome="fault")
+            return False
+        with self._lock:
+            attached = self._tools.gripper
+        if attached != adapter.gripper:
+            goal_handle.abort()
+            self._event(
+                "gripper_result",
+                gripper=adapter.gripper,
+                state=state,
+                outcome="aborted",
+                reason=f"{attached} attached",
+            )
+            return False
+        return True
+
+    def _move_fingers(self, adapter: GripperAdapter, state: str) -> tuple[str, HeldPart | None]:
+        """Apply a finger gripper's command ``state`` (the cell's role) to the simulated tools at
+        the arm's pose; returns the tool model's message and the part now held, if any."""
+        with self._lock:
+            self._tools, message = gripper_command(
+                self.cell, self._tools, adapter.gripper, state, self.controller.joint_positions()
+            )
+            return message, self._tools.held
+
     def _gripper_executor(self, adapter: GripperAdapter) -> Any:
         """A GripperCommand goal as EROBS's 2FG7 driver (onrobot_2fg7_driver driver_node.py)
         ends it: the fingers close below half their travel (:data:`FINGER_TRAVEL`) and stop on
@@ -991,37 +1038,12 @@ class SimHardwareNode(Node):
             result = GripperCommand.Result(position=0.0, effort=0.0, stalled=False, reached_goal=False)
             closing = position < travel / 2.0
             state = roles.get("grasp" if closing else "release", "")
-            _, fault = self._take_pending(goal_handle.request)
-            self._event(
-                "gripper_goal",
-                gripper=adapter.gripper,
-                state=state,
-                position=position,
-                max_effort=command.max_effort,
-            )
-            if self._hang_or_fail(goal_handle, fault):
-                self._event("gripper_result", gripper=adapter.gripper, state=state, outcome="fault")
-                return result
-            with self._lock:
-                attached = self._tools.gripper
-            if attached != adapter.gripper:
-                goal_handle.abort()
-                self._event(
-                    "gripper_result",
-                    gripper=adapter.gripper,
-                    state=state,
-                    outcome="aborted",
-                    reason=f"{attached} attached",
-                )
+            if not self._gripper_goal_starts(goal_handle, adapter, state, position, command.max_effort):
                 return result
             if not self._wait_simulated(TOOL_COMMAND_TIME, goal_handle):
                 goal_handle.canceled() if goal_handle.is_cancel_requested else goal_handle.abort()
                 return result
-            with self._lock:
-                self._tools, message = gripper_command(
-                    self.cell, self._tools, adapter.gripper, state, self.controller.joint_positions()
-                )
-                held = self._tools.held
+            message, held = self._move_fingers(adapter, state)
             final = position
             if closing and held is not None:  # the fingers stop on the part
                 final = max(position, (grip_width(held.part.shape) - 0.001) / 2.0)
@@ -1095,28 +1117,7 @@ class SimHardwareNode(Node):
             result.state.name = [adapter.joint]
             closing = position < travel / 2.0
             state = roles.get("grasp" if closing else "release", "")
-            _, fault = self._take_pending(goal_handle.request)
-            self._event(
-                "gripper_goal",
-                gripper=adapter.gripper,
-                state=state,
-                position=position,
-                max_effort=params.max_effort,
-            )
-            if self._hang_or_fail(goal_handle, fault):
-                self._event("gripper_result", gripper=adapter.gripper, state=state, outcome="fault")
-                return result
-            with self._lock:
-                attached = self._tools.gripper
-            if attached != adapter.gripper:
-                goal_handle.abort()
-                self._event(
-                    "gripper_result",
-                    gripper=adapter.gripper,
-                    state=state,
-                    outcome="aborted",
-                    reason=f"{attached} attached",
-                )
+            if not self._gripper_goal_starts(goal_handle, adapter, state, position, params.max_effort):
                 return result
             preempted = functools.partial(self._gripper_goal_preempted, goal_handle)
             if not self._wait_simulated(TOOL_COMMAND_TIME, goal_handle, preempted=preempted):
@@ -1142,11 +1143,7 @@ class SimHardwareNode(Node):
                     outcome="canceled" if canceled else "aborted",
                 )
                 return result
-            with self._lock:
-                self._tools, message = gripper_command(
-                    self.cell, self._tools, adapter.gripper, state, self.controller.joint_positions()
-                )
-                held = self._tools.held
+            message, held = self._move_fingers(adapter, state)
             final = position
             if closing and held is not None:  # the fingers stop on the part
                 final = max(position, grip_width(held.part.shape) / 2.0)
@@ -1183,27 +1180,8 @@ class SimHardwareNode(Node):
             grip = goal_handle.request.command.position >= 0.5
             state = roles.get("grasp" if grip else "release", "")
             result = GripperCommand.Result(position=0.0, effort=0.0, stalled=False, reached_goal=False)
-            _, fault = self._take_pending(goal_handle.request)
-            self._event(
-                "gripper_goal",
-                gripper=adapter.gripper,
-                state=state,
-                position=float(goal_handle.request.command.position),
-            )
-            if self._hang_or_fail(goal_handle, fault):
-                self._event("gripper_result", gripper=adapter.gripper, state=state, outcome="fault")
-                return result
-            with self._lock:
-                attached = self._tools.gripper
-            if attached != adapter.gripper:
-                goal_handle.abort()
-                self._event(
-                    "gripper_result",
-                    gripper=adapter.gripper,
-                    state=state,
-                    outcome="aborted",
-                    reason=f"{attached} attached",
-                )
+            position = float(goal_handle.request.command.position)
+            if not self._gripper_goal_starts(goal_handle, adapter, state, position):
                 return result
             if not self._wait_simulated(TOOL_COMMAND_TIME, goal_handle):
                 goal_handle.canceled() if goal_handle.is_cancel_requested else goal_handle.abort()

@@ -5,6 +5,8 @@
 * :mod:`erobs_bt.doubles.sim_move_group` (``erobs_bt_sim_move_group``): MoveIt's move_group
   interfaces, for the ``moveit`` backend and any MoveIt client.
 * :mod:`erobs_bt.doubles.commands`: their ``erobs-bt`` verbs.
+* :mod:`erobs_bt.doubles.process`: what the two nodes share as processes (their ``~/events``,
+  their close, their run).
 
 They stand where the real components stand (separate processes the node reaches over ROS), so
 they sit above both the simulator they run (:mod:`erobs_bt.backends.sim`) and the ROS pieces

@@ -84,9 +84,7 @@ import argparse
 import contextlib
 import functools
 import itertools
-import json
 import math
-import os
 import sys
 import threading
 import time
@@ -106,7 +104,7 @@ from rclpy.action.server import GoalEvent, ServerGoalHandle
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
-from std_msgs.msg import Bool, Float64, String
+from std_msgs.msg import Bool, Float64
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
 from ur_msgs.srv import SetIO
@@ -134,6 +132,7 @@ from erobs_bt.backends.ros2_control.link import fjt_error_name
 from erobs_bt.backends.sim.controller import PathToleranceViolation, SimController, TrajectoryReplaced
 from erobs_bt.backends.sim.faults import FAULT_INTERFACES, FaultInjector, FaultSpec, fault_value
 from erobs_bt.backends.sim.faults import parse_faults as parse_faults_of
+from erobs_bt.doubles.process import NodeEvents, run_sim, stop_controller
 from erobs_bt.rosqos import latched_qos as _latched
 from erobs_bt.rostime import seconds as _seconds
 from erobs_bt.script.model import JOINT_NAMES
@@ -143,6 +142,7 @@ from erobs_bt.world.config import load_cell
 from erobs_bt.world.kinematics import VELOCITY_LIMITS, fk
 from erobs_bt.world.tools import (
     EPICK_STATUS_RATE,
+    HeldPart,
     ToolState,
     after_motion,
     epick_object_status,
@@ -271,7 +271,6 @@ class SimHardwareNode(Node):
         self._tools: ToolState = initial_tool_state(cell, mounted)
         self._voltage = hardware.tool_voltage if mounted != "none" else 0.0
         self._outputs: dict[int, float] = {}
-        self._closing = threading.Event()
         self._goal_count = 0
         self._active: ServerGoalHandle[Any, Any, Any] | None = None
         self._preempted: set[int] = set()
@@ -282,7 +281,8 @@ class SimHardwareNode(Node):
         self._gripper_active: ServerGoalHandle[Any, Any, Any] | None = None
         self._gripper_preempted: set[int] = set()
         self._group = ReentrantCallbackGroup()
-        self._events = self.create_publisher(String, "~/events", _latched(10000))
+        self._events = NodeEvents(self, _latched(10000))
+        self._closing = self._events.closing
         self._joint_pub = self.create_publisher(JointState, hardware.joint_states, 10)
         # The UR program (External Control): io_and_status_controller publishes whether it runs
         # (latched, on change); while it does not, controller_stopper keeps the trajectory
@@ -422,14 +422,12 @@ class SimHardwareNode(Node):
             return self._tools
 
     def _event(self, kind: str, **fields: Any) -> None:
-        if self._closing.is_set() or not self.context.ok():
-            return
-        self._events.publish(String(data=json.dumps({"event": kind, "t": round(time.time(), 4), **fields})))
+        self._events.publish(kind, **fields)
 
     def _publish_joint_state(
         self, names: Sequence[str], positions: Sequence[float], velocities: Sequence[float]
     ) -> None:
-        if self._closing.is_set() or not self.context.ok():
+        if not self._events.live():
             return
         msg = JointState()
         msg.header.stamp = self.get_clock().now().to_msg()
@@ -980,6 +978,52 @@ class SimHardwareNode(Node):
             return True
         return False
 
+    def _gripper_goal_starts(
+        self,
+        goal_handle: ServerGoalHandle[Any, Any, Any],
+        adapter: GripperAdapter,
+        state: str,
+        position: float,
+        max_effort: float | None = None,
+    ) -> bool:
+        """The start of a gripper's goal (GripperCommand, ParallelGripperCommand, the ePick's):
+        the ``gripper_goal`` event (``state``: the cell's role, ``position`` as commanded,
+        ``max_effort`` [N] unless ``None``); a pending fault (``gripper_result`` outcome
+        ``fault``); an abort when another tool is attached (``gripper_result`` outcome
+        ``aborted``, reason ``<tool> attached``).
+
+        Returns:
+            True when the goal goes on; False when it has ended (the caller returns its result).
+        """
+        _, fault = self._take_pending(goal_handle.request)
+        effort = {} if max_effort is None else {"max_effort": max_effort}
+        self._event("gripper_goal", gripper=adapter.gripper, state=state, position=position, **effort)
+        if self._hang_or_fail(goal_handle, fault):
+            self._event("gripper_result", gripper=adapter.gripper, state=state, outcome="fault")
+            return False
+        with self._lock:
+            attached = self._tools.gripper
+        if attached != adapter.gripper:
+            goal_handle.abort()
+            self._event(
+                "gripper_result",
+                gripper=adapter.gripper,
+                state=state,
+                outcome="aborted",
+                reason=f"{attached} attached",
+            )
+            return False
+        return True
+
+    def _move_fingers(self, adapter: GripperAdapter, state: str) -> tuple[str, HeldPart | None]:
+        """Apply a finger gripper's command ``state`` (the cell's role) to the simulated tools at
+        the arm's pose; returns the tool model's message and the part now held, if any."""
+        with self._lock:
+            self._tools, message = gripper_command(
+                self.cell, self._tools, adapter.gripper, state, self.controller.joint_positions()
+            )
+            return message, self._tools.held
+
     def _gripper_executor(self, adapter: GripperAdapter) -> Any:
         """A GripperCommand goal as EROBS's 2FG7 driver (onrobot_2fg7_driver driver_node.py)
         ends it: the fingers close below half their travel (:data:`FINGER_TRAVEL`) and stop on
@@ -994,37 +1038,12 @@ class SimHardwareNode(Node):
             result = GripperCommand.Result(position=0.0, effort=0.0, stalled=False, reached_goal=False)
             closing = position < travel / 2.0
             state = roles.get("grasp" if closing else "release", "")
-            _, fault = self._take_pending(goal_handle.request)
-            self._event(
-                "gripper_goal",
-                gripper=adapter.gripper,
-                state=state,
-                position=position,
-                max_effort=command.max_effort,
-            )
-            if self._hang_or_fail(goal_handle, fault):
-                self._event("gripper_result", gripper=adapter.gripper, state=state, outcome="fault")
-                return result
-            with self._lock:
-                attached = self._tools.gripper
-            if attached != adapter.gripper:
-                goal_handle.abort()
-                self._event(
-                    "gripper_result",
-                    gripper=adapter.gripper,
-                    state=state,
-                    outcome="aborted",
-                    reason=f"{attached} attached",
-                )
+            if not self._gripper_goal_starts(goal_handle, adapter, state, position, command.max_effort):
                 return result
             if not self._wait_simulated(TOOL_COMMAND_TIME, goal_handle):
                 goal_handle.canceled() if goal_handle.is_cancel_requested else goal_handle.abort()
                 return result
-            with self._lock:
-                self._tools, message = gripper_command(
-                    self.cell, self._tools, adapter.gripper, state, self.controller.joint_positions()
-                )
-                held = self._tools.held
+            message, held = self._move_fingers(adapter, state)
             final = position
             if closing and held is not None:  # the fingers stop on the part
                 final = max(position, (grip_width(held.part.shape) - 0.001) / 2.0)
@@ -1098,28 +1117,7 @@ class SimHardwareNode(Node):
             result.state.name = [adapter.joint]
             closing = position < travel / 2.0
             state = roles.get("grasp" if closing else "release", "")
-            _, fault = self._take_pending(goal_handle.request)
-            self._event(
-                "gripper_goal",
-                gripper=adapter.gripper,
-                state=state,
-                position=position,
-                max_effort=params.max_effort,
-            )
-            if self._hang_or_fail(goal_handle, fault):
-                self._event("gripper_result", gripper=adapter.gripper, state=state, outcome="fault")
-                return result
-            with self._lock:
-                attached = self._tools.gripper
-            if attached != adapter.gripper:
-                goal_handle.abort()
-                self._event(
-                    "gripper_result",
-                    gripper=adapter.gripper,
-                    state=state,
-                    outcome="aborted",
-                    reason=f"{attached} attached",
-                )
+            if not self._gripper_goal_starts(goal_handle, adapter, state, position, params.max_effort):
                 return result
             preempted = functools.partial(self._gripper_goal_preempted, goal_handle)
             if not self._wait_simulated(TOOL_COMMAND_TIME, goal_handle, preempted=preempted):
@@ -1145,11 +1143,7 @@ class SimHardwareNode(Node):
                     outcome="canceled" if canceled else "aborted",
                 )
                 return result
-            with self._lock:
-                self._tools, message = gripper_command(
-                    self.cell, self._tools, adapter.gripper, state, self.controller.joint_positions()
-                )
-                held = self._tools.held
+            message, held = self._move_fingers(adapter, state)
             final = position
             if closing and held is not None:  # the fingers stop on the part
                 final = max(position, grip_width(held.part.shape) / 2.0)
@@ -1186,27 +1180,8 @@ class SimHardwareNode(Node):
             grip = goal_handle.request.command.position >= 0.5
             state = roles.get("grasp" if grip else "release", "")
             result = GripperCommand.Result(position=0.0, effort=0.0, stalled=False, reached_goal=False)
-            _, fault = self._take_pending(goal_handle.request)
-            self._event(
-                "gripper_goal",
-                gripper=adapter.gripper,
-                state=state,
-                position=float(goal_handle.request.command.position),
-            )
-            if self._hang_or_fail(goal_handle, fault):
-                self._event("gripper_result", gripper=adapter.gripper, state=state, outcome="fault")
-                return result
-            with self._lock:
-                attached = self._tools.gripper
-            if attached != adapter.gripper:
-                goal_handle.abort()
-                self._event(
-                    "gripper_result",
-                    gripper=adapter.gripper,
-                    state=state,
-                    outcome="aborted",
-                    reason=f"{attached} attached",
-                )
+            position = float(goal_handle.request.command.position)
+            if not self._gripper_goal_starts(goal_handle, adapter, state, position):
                 return result
             if not self._wait_simulated(TOOL_COMMAND_TIME, goal_handle):
                 goal_handle.canceled() if goal_handle.is_cancel_requested else goal_handle.abort()
@@ -1400,15 +1375,10 @@ class SimHardwareNode(Node):
     # -- lifecycle ----------------------------------------------------------------------------
     def close(self) -> None:
         """Stop the arm, end every goal, stop publishing. Idempotent; call before the executor stops."""
-        if self._closing.is_set():
+        if not self._events.begin_close():
             return
-        self._event("shutdown")
-        self._closing.set()
         self._epick_timer.cancel()
-        self.controller.stop()
-        self.controller.wait_idle(5.0)
-        self.controller.remove_listener(self._publish_joint_state)
-        self.controller.shutdown()
+        stop_controller(self.controller, self._publish_joint_state)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -1455,17 +1425,14 @@ def run(argv: Sequence[str]) -> int:
 
     Returns:
         The exit status: 0, 2 for bad arguments or configuration, 3 when the executor died
-        (:func:`erobs_bt.ros.process.serve`).
+        (:func:`erobs_bt.doubles.process.run_sim`).
     """
     from erobs_bt.backends.ros2_control.erobs_files import hardware_for_cell
     from erobs_bt.paths import config_file
-    from erobs_bt.ros.process import serve
 
-    parser = build_parser()
-    args, ros_args = parser.parse_known_args(list(argv))
-    try:
-        if not (args.speed > 0.0) or not (args.rate > 0.0):
-            raise ValueError("--speed and --rate must be > 0")
+    args, ros_args = build_parser().parse_known_args(list(argv))
+
+    def configure() -> Callable[[], SimHardwareNode]:
         cell = load_cell(args.cell if args.cell is not None else config_file("cell.yaml"))
         hardware = hardware_for_cell(
             load_hardware_config(
@@ -1482,22 +1449,7 @@ def run(argv: Sequence[str]) -> int:
             )
         if args.gripper is not None:
             cell.gripper(args.gripper)
-    except (ValueError, OSError) as exc:
-        print(f"{NODE_NAME}: cannot start: {exc}", file=sys.stderr, flush=True)
-        return 2
-
-    def ready(node: SimHardwareNode, discovery: str) -> None:
-        print(
-            f"{READY_PREFIX}: {', '.join(node.servers) or 'no servers'}; {hardware.joint_states} at "
-            f"{args.rate:g} Hz; speed {args.speed:g} "
-            f"(ROS_DOMAIN_ID={os.environ.get('ROS_DOMAIN_ID', '0')}, discovery {discovery})",
-            flush=True,
-        )
-
-    return serve(
-        NODE_NAME,
-        ros_args,
-        lambda: SimHardwareNode(
+        return lambda: SimHardwareNode(
             cell,
             hardware,
             speed=args.speed,
@@ -1505,12 +1457,15 @@ def run(argv: Sequence[str]) -> int:
             gripper=args.gripper,
             rate=args.rate,
             constraints=constraints,
-        ),
-        threads=lambda node: 8,
-        on_ready=ready,
-        start_errors=(ValueError,),
-        poll=0.2,
-    )
+        )
+
+    def ready(node: SimHardwareNode) -> str:
+        return (
+            f"{READY_PREFIX}: {', '.join(node.servers) or 'no servers'}; "
+            f"{node.hardware.joint_states} at {args.rate:g} Hz; speed {args.speed:g}"
+        )
+
+    return run_sim(NODE_NAME, args, ros_args, configure, ready)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

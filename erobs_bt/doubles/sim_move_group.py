@@ -85,16 +85,14 @@ import argparse
 import contextlib
 import copy
 import itertools
-import json
 import math
-import os
 import re
 import sys
 import threading
 import time
 import zlib
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
@@ -137,6 +135,7 @@ from erobs_bt.backends.base import ArmSegment, ErrorCode, MotionError, Trajector
 from erobs_bt.backends.moveit.model import EXECUTION_EVENT_TOPIC, STOP_EVENT, pose_msg
 from erobs_bt.backends.sim.controller import SimController
 from erobs_bt.backends.sim.faults import FaultInjector, FaultSpec, parse_fault_section
+from erobs_bt.doubles.process import NodeEvents, run_sim, stop_controller
 from erobs_bt.planning.planner import MotionPlanner, PlannerConfig
 from erobs_bt.ros.planning_scene import (
     PLANNING_FRAME,
@@ -567,7 +566,6 @@ class SimMoveGroupNode(Node):
         self.plan_latency = float(plan_latency)
         self._planner_config = planner_config if planner_config is not None else PlannerConfig()
         self._lock = threading.RLock()
-        self._closing = threading.Event()
         self._group = ReentrantCallbackGroup()
         # As move_group (docs/conformance/moveit.md, row 3): its planning, kinematics and
         # apply_planning_scene services (and move_action's goal handling) share the node's
@@ -587,7 +585,8 @@ class SimMoveGroupNode(Node):
         # latched topic only (robot_state_publisher's); move_group's parameter is declared, unset.
         self.declare_parameter("robot_description", Parameter.Type.STRING, read_only)
         self.declare_parameter("robot_description_semantic", self.srdf, read_only)
-        self._events = self.create_publisher(String, "~/events", latched_qos(10000))
+        self._events = NodeEvents(self, latched_qos(10000))
+        self._closing = self._events.closing
         for topic, text in (("robot_description", self.urdf), ("robot_description_semantic", self.srdf)):
             self.create_publisher(String, topic, latched_qos()).publish(String(data=text))
         self._scene_pub = self.create_publisher(PlanningScene, "monitored_planning_scene", latched_qos())
@@ -685,14 +684,12 @@ class SimMoveGroupNode(Node):
 
     # -- events and state ----------------------------------------------------------------------
     def _event(self, kind: str, **fields: Any) -> None:
-        if self._closing.is_set() or not self.context.ok():
-            return
-        self._events.publish(String(data=json.dumps({"event": kind, "t": round(time.time(), 4), **fields})))
+        self._events.publish(kind, **fields)
 
     def _publish_joint_state(
         self, names: Sequence[str], positions: Sequence[float], velocities: Sequence[float]
     ) -> None:
-        if self._closing.is_set() or not self.context.ok():
+        if not self._events.live():
             return
         msg = JointState(name=list(JOINT_NAMES), position=[float(q) for q in positions])
         msg.velocity = [float(v) for v in velocities]
@@ -1654,14 +1651,9 @@ class SimMoveGroupNode(Node):
     # -- lifecycle -------------------------------------------------------------------------------
     def close(self) -> None:
         """Stop the arm, end every goal, stop publishing. Idempotent; call before the executor stops."""
-        if self._closing.is_set():
+        if not self._events.begin_close():
             return
-        self._event("shutdown")
-        self._closing.set()
-        self.controller.stop()
-        self.controller.wait_idle(5.0)
-        self.controller.remove_listener(self._publish_joint_state)
-        self.controller.shutdown()
+        stop_controller(self.controller, self._publish_joint_state)
 
 
 def check_fault_calls(faults: FaultInjector) -> None:
@@ -1773,16 +1765,21 @@ def run(argv: Sequence[str]) -> int:
 
     Returns:
         The exit status: 0, 2 for bad arguments or configuration, 3 when the executor died
-        (:func:`erobs_bt.ros.process.serve`).
+        (:func:`erobs_bt.doubles.process.run_sim`).
     """
     from erobs_bt.paths import config_file
-    from erobs_bt.ros.process import serve
 
-    parser = build_parser()
-    args, ros_args = parser.parse_known_args(list(argv))
-    try:
-        if not (args.speed > 0.0) or not (args.rate > 0.0):
-            raise ValueError("--speed and --rate must be > 0")
+    args, ros_args = build_parser().parse_known_args(list(argv))
+    if args.namespace:
+        namespace = args.namespace if args.namespace.startswith("/") else "/" + args.namespace
+        ros_args = [
+            *ros_args,
+            *([] if "--ros-args" in ros_args else ["--ros-args"]),
+            "-r",
+            f"__ns:={namespace}",
+        ]
+
+    def configure() -> Callable[[], SimMoveGroupNode]:
         if not (math.isfinite(args.plan_latency) and args.plan_latency >= 0.0):
             raise ValueError("--plan-latency must be >= 0 s")
         if not (0.0 < args.speed_slider <= 1.0):
@@ -1794,30 +1791,7 @@ def run(argv: Sequence[str]) -> int:
         check_fault_calls(faults)
         if args.gripper is not None:
             cell.gripper(args.gripper)
-    except (ValueError, OSError) as exc:
-        print(f"{NODE_NAME}: cannot start: {exc}", file=sys.stderr, flush=True)
-        return 2
-    if args.namespace:
-        namespace = args.namespace if args.namespace.startswith("/") else "/" + args.namespace
-        ros_args = [
-            *ros_args,
-            *([] if "--ros-args" in ros_args else ["--ros-args"]),
-            "-r",
-            f"__ns:={namespace}",
-        ]
-
-    def ready(node: SimMoveGroupNode, discovery: str) -> None:
-        print(
-            f"{READY_PREFIX}: {', '.join(node.servers)} in {node.get_namespace()}; speed {args.speed:g}; "
-            f"plan latency {args.plan_latency:g} s "
-            f"(ROS_DOMAIN_ID={os.environ.get('ROS_DOMAIN_ID', '0')}, discovery {discovery})",
-            flush=True,
-        )
-
-    return serve(
-        NODE_NAME,
-        ros_args,
-        lambda: SimMoveGroupNode(
+        return lambda: SimMoveGroupNode(
             cell,
             speed=args.speed,
             plan_latency=args.plan_latency,
@@ -1830,12 +1804,15 @@ def run(argv: Sequence[str]) -> int:
             duration_margin=args.goal_duration_margin,
             warm_up=not args.no_warm_up,
             pilz_validate_solution=not args.no_pilz_validate_solution,
-        ),
-        threads=lambda node: 8,
-        on_ready=ready,
-        start_errors=(ValueError,),
-        poll=0.2,
-    )
+        )
+
+    def ready(node: SimMoveGroupNode) -> str:
+        return (
+            f"{READY_PREFIX}: {', '.join(node.servers)} in {node.get_namespace()}; speed {args.speed:g}; "
+            f"plan latency {args.plan_latency:g} s"
+        )
+
+    return run_sim(NODE_NAME, args, ros_args, configure, ready)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

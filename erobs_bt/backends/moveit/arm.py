@@ -27,8 +27,6 @@ most ``motion_timeout``.
 from __future__ import annotations
 
 import logging
-import math
-import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import Future
@@ -36,17 +34,10 @@ from concurrent.futures import Future
 import numpy as np
 from moveit_msgs.action import ExecuteTrajectory
 from rclpy.action import ActionClient
-from rclpy.qos import qos_profile_sensor_data, qos_profile_services_default
-from sensor_msgs.msg import JointState
+from rclpy.qos import qos_profile_services_default
 from std_msgs.msg import String
 
-from erobs_bt.backends.base import (
-    ArmSegment,
-    ErrorCode,
-    JointStateListener,
-    MotionError,
-    as_motion_error,
-)
+from erobs_bt.backends.base import ArmSegment, ErrorCode, JointStateListener, MotionError
 from erobs_bt.backends.moveit.model import (
     EXECUTION_EVENT_TOPIC,
     STOP_EVENT,
@@ -55,7 +46,8 @@ from erobs_bt.backends.moveit.model import (
     succeeded,
     trajectory_of,
 )
-from erobs_bt.backends.ros2_control.link import Goals, RosLink, run_action, wait_ready
+from erobs_bt.backends.ros2_control.arm_state import GoalSlot, JointStateFeed
+from erobs_bt.backends.ros2_control.link import Goals, RosLink, run_action
 from erobs_bt.script.model import JOINT_NAMES, JointPositions
 
 _LOG = logging.getLogger(__name__)
@@ -75,6 +67,10 @@ _REST_STEP = 1e-5
 class ExecuteTrajectoryArm:
     """The arm seen through move_group (module docstring).
 
+    The joint states come through a :class:`~erobs_bt.backends.ros2_control.arm_state.JointStateFeed`
+    (which calls this driver's rest detection with each state), the goals one at a time through a
+    :class:`~erobs_bt.backends.ros2_control.arm_state.GoalSlot`, as in the ``ros2_control`` driver.
+
     Args:
         link: the ROS node the client and subscription live on (started by the caller
             after construction, see :meth:`RosLink.start`).
@@ -86,66 +82,48 @@ class ExecuteTrajectoryArm:
     def __init__(self, link: RosLink, config: MoveItConfig, *, joint_states: str | None = None) -> None:
         self._config = config
         self._topic = joint_states if joint_states is not None else config.name("joint_states")
-        self._index = {name: i for i, name in enumerate(config.joint_names)}
-        self._lock = threading.Lock()
-        self._arrived = threading.Condition(self._lock)
-        self._positions: tuple[float, ...] | None = None
-        self._stamp = -math.inf
-        self._received = 0  # joint states of the arm received
         self._at_rest = False  # the last joint state shows the arm at rest
-        self._listeners: list[JointStateListener] = []
-        self._busy = False
-        self._idle = threading.Event()
-        self._idle.set()
+        self._state = JointStateFeed(
+            link,
+            self._topic,
+            config.joint_names,
+            state_timeout=STATE_TIMEOUT,
+            stale_hint=": is move_group's robot running?",
+            hook=self._on_state,
+        )
         self.goals = Goals()
+        self._slot = GoalSlot(
+            "move_group",
+            thread="execute-trajectory",
+            check_start=self.check_start,
+            generation=self.goals.current,
+        )
         self.sent = 0  # ExecuteTrajectory goals sent
         self._action = config.name("execute_trajectory")
         self._client: ActionClient = ActionClient(
             link.node, ExecuteTrajectory, self._action, callback_group=link.group
-        )
-        self._subscription = link.node.create_subscription(
-            JointState, self._topic, self._on_joint_state, qos_profile_sensor_data, callback_group=link.group
         )
         self._event_topic = config.name(EXECUTION_EVENT_TOPIC)
         self._events = link.node.create_publisher(String, self._event_topic, qos_profile_services_default)
         self.stops_published = 0  # "stop" events published
 
     # -- joint states --------------------------------------------------------------------------
-    def _on_joint_state(self, msg: JointState) -> None:
-        found = [-1] * len(JOINT_NAMES)
-        for k, name in enumerate(msg.name):
-            i = self._index.get(name)
-            if i is not None:
-                found[i] = k
-        if min(found) < 0 or len(msg.position) < len(msg.name):
-            return  # not the arm's message
-        positions = tuple(float(msg.position[k]) for k in found)
-        reported = len(msg.velocity) == len(msg.name)
-        velocities = tuple(float(msg.velocity[k]) for k in found) if reported else (0.0,) * 6
-        with self._lock:
-            if reported:
-                at_rest = max(abs(v) for v in velocities) <= REST_VELOCITY
-            else:
-                before = self._positions
-                at_rest = (
-                    before is not None
-                    and max(abs(a - b) for a, b in zip(positions, before, strict=True)) <= _REST_STEP
-                )
-            self._positions = positions
-            self._at_rest = at_rest
-            self._received += 1
-            self._stamp = time.monotonic()
-            listeners = list(self._listeners)
-            self._arrived.notify_all()
-        for listener in listeners:
-            try:
-                listener(JOINT_NAMES, positions, velocities)
-            except Exception:
-                _LOG.exception("joint-state listener %r failed", listener)
+    def _on_state(
+        self, positions: tuple[float, ...], velocities: tuple[float, ...], reported: bool, now: float
+    ) -> None:
+        """The rest detection (under the feed's lock, before it keeps ``positions``)."""
+        if reported:
+            self._at_rest = max(abs(v) for v in velocities) <= REST_VELOCITY
+        else:
+            before = self._state.positions
+            self._at_rest = (
+                before is not None
+                and max(abs(a - b) for a, b in zip(positions, before, strict=True)) <= _REST_STEP
+            )
 
     def wait_for_state(self, timeout: float) -> bool:
         """Wait up to ``timeout`` [s] for a fresh joint state."""
-        return wait_ready(lambda: time.monotonic() - self._stamp <= STATE_TIMEOUT, timeout)
+        return self._state.wait_for_state(timeout)
 
     def joint_positions(self) -> JointPositions:
         """The live arm state [rad], :data:`JOINT_NAMES` order.
@@ -153,37 +131,25 @@ class ExecuteTrajectoryArm:
         Raises:
             RuntimeError: no state, or none within :data:`STATE_TIMEOUT` (names the topic).
         """
-        with self._lock:
-            positions, age = self._positions, time.monotonic() - self._stamp
-        if positions is None:
-            raise RuntimeError(f"no joint state of {', '.join(self._config.joint_names)} on {self._topic}")
-        if age > STATE_TIMEOUT:
-            raise RuntimeError(
-                f"the joint states on {self._topic} are {age:.1f} s old: is move_group's robot running?"
-            )
-        return positions  # type: ignore[return-value]
+        return self._state.joint_positions()
 
     def add_listener(self, listener: JointStateListener, *, rate: float | None = None) -> None:
         """Call ``listener(names, positions, velocities)`` for every arm state received
         (``rate`` does not apply: the states come at the robot's rate)."""
-        with self._lock:
-            self._listeners.append(listener)
+        self._state.add_listener(listener)
 
     def remove_listener(self, listener: JointStateListener) -> None:
         """Stop notifying ``listener``."""
-        with self._lock:
-            if listener in self._listeners:
-                self._listeners.remove(listener)
+        self._state.remove_listener(listener)
 
     # -- trajectories --------------------------------------------------------------------------
     def is_busy(self) -> bool:
         """True while an ExecuteTrajectory goal is in flight."""
-        with self._lock:
-            return self._busy
+        return self._slot.is_busy()
 
     def wait_idle(self, timeout: float | None = None) -> bool:
         """Block until no goal is in flight; False on timeout [s]."""
-        return self._idle.wait(timeout)
+        return self._slot.wait_idle(timeout)
 
     def check_start(self, positions: Sequence[float], step_index: int) -> None:
         """Refuse a trajectory whose first point is more than ``start_tolerance`` [rad] from
@@ -192,21 +158,7 @@ class ExecuteTrajectoryArm:
         Raises:
             MotionError: ``EXECUTION_FAILED`` naming the joint and the deviation.
         """
-        try:
-            live = np.asarray(self.joint_positions(), dtype=float)
-        except RuntimeError as exc:
-            raise MotionError(
-                ErrorCode.EXECUTION_FAILED, f"trajectory of step {step_index} not sent: {exc}"
-            ) from None
-        deviation = np.abs(np.asarray(positions, dtype=float) - live)
-        worst = int(np.argmax(deviation))
-        if deviation[worst] > self._config.start_tolerance:
-            raise MotionError(
-                ErrorCode.EXECUTION_FAILED,
-                f"trajectory of step {step_index} not sent: it starts {deviation[worst]:.4f} rad from the "
-                f"live robot state at {self._config.joint_names[worst]} "
-                f"(start tolerance {self._config.start_tolerance:g} rad)",
-            )
+        self._state.check_start(positions, step_index, self._config.start_tolerance)
 
     def execute(self, segment: ArmSegment, *, fault: tuple[float, MotionError] | None = None) -> Future[None]:
         """Send ``segment`` as one ExecuteTrajectory goal; returns at once, the future completes
@@ -216,44 +168,11 @@ class ExecuteTrajectoryArm:
         Returns:
             A future that fails with a :class:`MotionError` (module docstring).
         """
-        future: Future[None] = Future()
-        future.set_running_or_notify_cancel()
-        if fault is not None:
-            future.set_exception(
-                MotionError(ErrorCode.EXECUTION_FAILED, "fault injection is done at move_group")
-            )
-            return future
-        with self._lock:
-            if self._busy:
-                future.set_exception(
-                    MotionError(ErrorCode.EXECUTION_FAILED, "goal not sent: a trajectory is executing")
-                )
-                return future
-            self._busy = True
-            self._idle.clear()
-        generation = self.goals.current()
-
-        def send() -> None:
-            try:
-                self._send(segment, generation)
-            except BaseException as exc:
-                future.set_exception(as_motion_error(exc, default=ErrorCode.EXECUTION_FAILED))
-            else:
-                future.set_result(None)
-            finally:
-                with self._lock:
-                    self._busy = False
-                    self._idle.set()
-
-        threading.Thread(target=send, name=f"execute-trajectory-{segment.step_index}", daemon=True).start()
-        return future
+        return self._slot.start(segment, self._send, fault=fault)
 
     def _send(self, segment: ArmSegment, generation: int) -> None:
-        if not segment.points:
-            raise MotionError(
-                ErrorCode.EXECUTION_FAILED, f"trajectory of step {segment.step_index} has no points"
-            )
-        self.check_start(segment.points[0].positions, segment.step_index)
+        """Runs on the slot's thread, after its start check
+        (:meth:`~erobs_bt.backends.ros2_control.arm_state.GoalSlot.start`)."""
         what = f"ExecuteTrajectory {self._action}: trajectory of step {segment.step_index}"
         goal = ExecuteTrajectory.Goal()
         goal.trajectory = trajectory_of(segment, self._config)
@@ -306,20 +225,17 @@ class ExecuteTrajectoryArm:
         end = np.asarray(segment.points[-1].positions, dtype=float)
         order = [segment.joint_names.index(n) for n in JOINT_NAMES]
         target = end[order]
-        deadline = time.monotonic() + STATE_TIMEOUT
-        with self._arrived:
-            while (
-                self._positions is None
-                or float(np.max(np.abs(np.asarray(self._positions) - target))) > c.start_tolerance
-            ):
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise MotionError(
-                        ErrorCode.EXECUTION_FAILED,
-                        f"{what}: MoveIt reported success but the joint states on {self._topic} do not show "
-                        f"the arm at the trajectory's end within {STATE_TIMEOUT:g} s",
-                    )
-                self._arrived.wait(remaining)
+
+        def at_end() -> bool:
+            here = self._state.positions
+            return here is not None and float(np.max(np.abs(np.asarray(here) - target))) <= c.start_tolerance
+
+        if not self._state.wait_for(at_end, STATE_TIMEOUT):
+            raise MotionError(
+                ErrorCode.EXECUTION_FAILED,
+                f"{what}: MoveIt reported success but the joint states on {self._topic} do not show "
+                f"the arm at the trajectory's end within {STATE_TIMEOUT:g} s",
+            )
 
     def _publish_stop(self) -> None:
         """Publish ``stop`` on move_group's ``trajectory_execution_event``."""
@@ -338,22 +254,15 @@ class ExecuteTrajectoryArm:
     def _wait_rest(self, timeout: float) -> bool:
         """Wait up to ``timeout`` [s] for a joint state received from now on that shows the arm
         at rest (:data:`REST_VELOCITY`); False on timeout."""
-        deadline = time.monotonic() + timeout
-        with self._arrived:
-            since = self._received
-            while self._received == since or not self._at_rest:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return False
-                self._arrived.wait(remaining)
-        return True
+        with self._state.lock:
+            since = self._state.received
+        return self._state.wait_for(lambda: self._state.received != since and self._at_rest, timeout)
 
     def stop(self) -> None:
         """Stop the trajectory in flight: ``stop`` on move_group's ``trajectory_execution_event``
         and a cancel of the ExecuteTrajectory goal (module docstring). The driver reports
         idle once the arm is at rest. Non-blocking, idempotent."""
-        with self._lock:
-            busy = self._busy
+        busy = self._slot.is_busy()
         if busy:
             self._publish_stop()
         if self.goals.stop() or busy:
@@ -367,5 +276,4 @@ class ExecuteTrajectoryArm:
     def shutdown(self) -> None:
         """Cancel any goal and drop the listeners. Idempotent."""
         self.stop()
-        with self._lock:
-            self._listeners.clear()
+        self._state.clear_listeners()

@@ -18,20 +18,13 @@ import numpy as np
 from control_msgs.action import FollowJointTrajectory
 from control_msgs.msg import JointTolerance
 from rclpy.action import ActionClient
-from rclpy.qos import qos_profile_sensor_data
-from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool, Float64
 from trajectory_msgs.msg import JointTrajectoryPoint
 
-from erobs_bt.backends.base import ArmSegment, ErrorCode, JointStateListener, MotionError, as_motion_error
+from erobs_bt.backends.base import ArmSegment, ErrorCode, JointStateListener, MotionError
+from erobs_bt.backends.ros2_control.arm_state import GoalSlot, JointStateFeed
 from erobs_bt.backends.ros2_control.config import HardwareConfig
-from erobs_bt.backends.ros2_control.link import (
-    Goals,
-    RosLink,
-    fjt_error_name,
-    run_action,
-    wait_ready,
-)
+from erobs_bt.backends.ros2_control.link import Goals, RosLink, fjt_error_name, run_action
 from erobs_bt.rosqos import latched_qos
 from erobs_bt.rostime import duration_msg
 from erobs_bt.script.model import JOINT_NAMES, JointPositions
@@ -112,12 +105,13 @@ class FollowJointTrajectoryArm:
     Why this class is long: the arm driver's protocol (joint states, start check, execute, stop) plus what
     ur_robot_driver adds on the same goal and must be read while it runs: the program state, the speed
     scaling that stretches the result's budget, and the rest detection that keeps anything else from being
-    commanded while the arm still moves (docs/conformance/ros2_control.md). They share one lock and one
-    joint-state stream.
+    commanded while the arm still moves (docs/conformance/ros2_control.md). They share one joint-state
+    stream.
 
-    Listens to the JointState topic (best-effort QoS, which matches reliable publishers
-    too) and keeps the latest complete state of the six (prefixed) UR joints; sends each
-    arm segment as one FollowJointTrajectory goal.
+    Keeps the latest complete state of the six (prefixed) UR joints from the JointState topic
+    (a :class:`~erobs_bt.backends.ros2_control.arm_state.JointStateFeed`, which calls the rest
+    detection with each state) and sends each arm segment as one FollowJointTrajectory goal
+    (one at a time: a :class:`~erobs_bt.backends.ros2_control.arm_state.GoalSlot`).
 
     Args:
         link: the ROS node to use.
@@ -127,27 +121,25 @@ class FollowJointTrajectoryArm:
     def __init__(self, link: RosLink, hardware: HardwareConfig) -> None:
         self._link = link
         self._hw = hardware
-        self._lock = threading.Lock()
-        self._state_arrived = threading.Condition(self._lock)
-        self._positions: tuple[float, ...] | None = None
-        self._stamp = -math.inf
+        self._lock = threading.Lock()  # the program state and the speed scaling
         self._still_since: float | None = None  # monotonic time since which every state is still
-        self._listeners: list[JointStateListener] = []
-        self._busy = False
-        self._idle = threading.Event()
-        self._idle.set()
+        self._state = JointStateFeed(
+            link,
+            hardware.joint_states,
+            hardware.joint_names,
+            state_timeout=hardware.state_timeout,
+            stale_hint=(
+                f" (state_timeout {hardware.state_timeout:g} s): the driver or its controller is not running"
+            ),
+            hook=self._on_state,
+        )
         self.goals = Goals()
+        self._slot = GoalSlot(
+            "the hardware", thread="fjt-step", check_start=self.check_start, generation=self.goals.current
+        )
         self.sent = 0
-        self._index = {name: i for i, name in enumerate(hardware.joint_names)}
         self._client: ActionClient[Any, Any, Any] = ActionClient(
             link.node, FollowJointTrajectory, hardware.arm_action, callback_group=link.group
-        )
-        self._subscription = link.node.create_subscription(
-            JointState,
-            hardware.joint_states,
-            self._on_joint_state,
-            qos_profile_sensor_data,
-            callback_group=link.group,
         )
         # speed_scaling_state_broadcaster: the speed scaling in percent (SystemDefaultsQoS).
         self._scaling: float | None = None
@@ -195,48 +187,28 @@ class FollowJointTrajectoryArm:
         )
 
     # -- joint states ------------------------------------------------------------------------
-    def _on_joint_state(self, msg: JointState) -> None:
-        found = [-1] * len(JOINT_NAMES)
-        for k, name in enumerate(msg.name):
-            i = self._index.get(name)
-            if i is not None:
-                found[i] = k
-        if min(found) < 0 or len(msg.position) < len(msg.name):
-            return  # not the arm's message (e.g. a gripper's joint state)
-        positions = tuple(float(msg.position[k]) for k in found)
-        velocities = (
-            tuple(float(msg.velocity[k]) for k in found) if len(msg.velocity) == len(msg.name) else (0.0,) * 6
+    def _on_state(
+        self, positions: tuple[float, ...], velocities: tuple[float, ...], reported: bool, now: float
+    ) -> None:
+        """The rest detection (under the feed's lock, before it keeps ``positions``)."""
+        previous, dt = self._state.positions, now - self._state.stamp
+        moved = (
+            previous is not None
+            and max(abs(a - b) for a, b in zip(positions, previous, strict=True))
+            > REST_VELOCITY * dt + _REST_NOISE
         )
-        now = time.monotonic()
-        with self._lock:
-            previous, dt = self._positions, now - self._stamp
-            moved = (
-                previous is not None
-                and max(abs(a - b) for a, b in zip(positions, previous, strict=True))
-                > REST_VELOCITY * dt + _REST_NOISE
-            )
-            if moved or max(abs(v) for v in velocities) > REST_VELOCITY:
-                self._still_since = None
-            elif self._still_since is None:
-                self._still_since = now
-            self._positions = positions
-            self._stamp = now
-            listeners = list(self._listeners)
-            self._state_arrived.notify_all()
-        for listener in listeners:
-            try:
-                listener(JOINT_NAMES, positions, velocities)
-            except Exception:
-                _LOG.exception("joint-state listener %r failed", listener)
+        if moved or max(abs(v) for v in velocities) > REST_VELOCITY:
+            self._still_since = None
+        elif self._still_since is None:
+            self._still_since = now
 
     def state_age(self) -> float:
         """Seconds since the last complete arm state arrived (``inf`` before the first)."""
-        with self._lock:
-            return time.monotonic() - self._stamp
+        return self._state.state_age()
 
     def wait_for_state(self, timeout: float) -> bool:
         """Wait up to ``timeout`` [s] for a fresh joint state."""
-        return wait_ready(lambda: self.state_age() <= self._hw.state_timeout, timeout)
+        return self._state.wait_for_state(timeout)
 
     def wait_for_settled(self, target: Sequence[float], timeout: float) -> bool:
         """Wait up to ``timeout`` [s] until the live state is within the goal tolerance of
@@ -244,19 +216,12 @@ class FollowJointTrajectoryArm:
         goal = np.asarray(target, dtype=float)
 
         def settled() -> bool:
-            here = self._positions
+            here = self._state.positions
             return (
                 here is not None and float(np.max(np.abs(np.asarray(here) - goal))) <= self._hw.goal_tolerance
             )
 
-        deadline = time.monotonic() + timeout
-        with self._state_arrived:
-            while not settled():
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return False
-                self._state_arrived.wait(remaining)
-            return True
+        return self._state.wait_for(settled, timeout)
 
     def wait_for_rest(self, moment: float, timeout: float) -> bool:
         """Wait up to ``timeout`` [s] until the joint states say the arm is at rest: every state
@@ -269,16 +234,18 @@ class FollowJointTrajectoryArm:
         """
         deadline = time.monotonic() + timeout
 
+        state = self._state
+
         def rest() -> bool:
             still = self._still_since
-            return self._stamp > moment and still is not None and self._stamp - still >= REST_WINDOW
+            return state.stamp > moment and still is not None and state.stamp - still >= REST_WINDOW
 
-        with self._state_arrived:
+        with state.arrived:
             while not rest():
                 now = time.monotonic()
-                if now >= deadline or now - self._stamp > self._hw.state_timeout:
+                if now >= deadline or now - state.stamp > self._hw.state_timeout:
                     return False
-                self._state_arrived.wait(min(deadline - now, self._hw.state_timeout))
+                state.arrived.wait(min(deadline - now, self._hw.state_timeout))
             return True
 
     def joint_positions(self) -> JointPositions:
@@ -287,40 +254,25 @@ class FollowJointTrajectoryArm:
         Raises:
             RuntimeError: no state within ``state_timeout`` (names the topic and the age).
         """
-        with self._lock:
-            positions, age = self._positions, time.monotonic() - self._stamp
-        if positions is None:
-            raise RuntimeError(
-                f"no joint state of {', '.join(self._hw.joint_names)} on {self._hw.joint_states}"
-            )
-        if age > self._hw.state_timeout:
-            raise RuntimeError(
-                f"the joint states on {self._hw.joint_states} are {age:.1f} s old "
-                f"(state_timeout {self._hw.state_timeout:g} s): the driver or its controller is not running"
-            )
-        return positions  # type: ignore[return-value]
+        return self._state.joint_positions()
 
     def add_listener(self, listener: JointStateListener, *, rate: float | None = None) -> None:
         """Call ``listener(names, positions, velocities)`` for every arm state received
         (``rate`` does not apply: the states come at the driver's rate)."""
-        with self._lock:
-            self._listeners.append(listener)
+        self._state.add_listener(listener)
 
     def remove_listener(self, listener: JointStateListener) -> None:
         """Stop notifying ``listener``."""
-        with self._lock:
-            if listener in self._listeners:
-                self._listeners.remove(listener)
+        self._state.remove_listener(listener)
 
     # -- trajectories --------------------------------------------------------------------------
     def is_busy(self) -> bool:
         """True while a trajectory goal is in flight."""
-        with self._lock:
-            return self._busy
+        return self._slot.is_busy()
 
     def wait_idle(self, timeout: float | None = None) -> bool:
         """Block until no trajectory is in flight; False on timeout [s]."""
-        return self._idle.wait(timeout)
+        return self._slot.wait_idle(timeout)
 
     def check_start(self, positions: Sequence[float], step_index: int) -> None:
         """Refuse a trajectory whose first point is more than ``start_tolerance`` from the live state.
@@ -337,21 +289,7 @@ class FollowJointTrajectoryArm:
                 ErrorCode.EXECUTION_FAILED,
                 f"trajectory of step {step_index} not sent: {self._program_stopped()}",
             )
-        try:
-            live = np.asarray(self.joint_positions(), dtype=float)
-        except RuntimeError as exc:
-            raise MotionError(
-                ErrorCode.EXECUTION_FAILED, f"trajectory of step {step_index} not sent: {exc}"
-            ) from None
-        deviation = np.abs(np.asarray(positions, dtype=float) - live)
-        worst = int(np.argmax(deviation))
-        if deviation[worst] > self._hw.start_tolerance:
-            raise MotionError(
-                ErrorCode.EXECUTION_FAILED,
-                f"trajectory of step {step_index} not sent: it starts {deviation[worst]:.4f} rad from the "
-                f"live robot state at {self._hw.joint_names[worst]} "
-                f"(start tolerance {self._hw.start_tolerance:g} rad)",
-            )
+        self._state.check_start(positions, step_index, self._hw.start_tolerance)
 
     def execute(self, segment: ArmSegment, *, fault: tuple[float, MotionError] | None = None) -> Future[None]:
         """Send ``segment`` as one FollowJointTrajectory goal; the future completes with its result.
@@ -364,44 +302,11 @@ class FollowJointTrajectoryArm:
         Returns:
             A future that fails with a :class:`MotionError` per the module's table.
         """
-        future: Future[None] = Future()
-        future.set_running_or_notify_cancel()
-        if fault is not None:
-            future.set_exception(
-                MotionError(ErrorCode.EXECUTION_FAILED, "fault injection is done at the hardware")
-            )
-            return future
-        with self._lock:
-            if self._busy:
-                future.set_exception(
-                    MotionError(ErrorCode.EXECUTION_FAILED, "goal not sent: a trajectory is executing")
-                )
-                return future
-            self._busy = True
-            self._idle.clear()
-        generation = self.goals.current()
-
-        def follow() -> None:
-            try:
-                self._follow(segment, generation)
-            except BaseException as exc:
-                future.set_exception(as_motion_error(exc, default=ErrorCode.EXECUTION_FAILED))
-            else:
-                future.set_result(None)
-            finally:
-                with self._lock:
-                    self._busy = False
-                    self._idle.set()
-
-        threading.Thread(target=follow, name=f"fjt-step-{segment.step_index}", daemon=True).start()
-        return future
+        return self._slot.start(segment, self._follow, fault=fault)
 
     def _follow(self, segment: ArmSegment, generation: int) -> None:
-        if not segment.points:
-            raise MotionError(
-                ErrorCode.EXECUTION_FAILED, f"trajectory of step {segment.step_index} has no points"
-            )
-        self.check_start(segment.points[0].positions, segment.step_index)
+        """Runs on the slot's thread, after its start check
+        (:meth:`~erobs_bt.backends.ros2_control.arm_state.GoalSlot.start`)."""
         what = f"FollowJointTrajectory {self._hw.arm_action}: trajectory of step {segment.step_index}"
 
         # The result's timeout counts trajectory time: the scaled controller advances the
@@ -469,7 +374,7 @@ class FollowJointTrajectoryArm:
         order = [segment.joint_names.index(n) for n in JOINT_NAMES]
         target = [end[i] for i in order]
         if not self.wait_for_settled(target, self._hw.state_timeout):
-            if self._stamp <= moment:
+            if self._state.stamp <= moment:
                 raise MotionError(
                     ErrorCode.EXECUTION_FAILED,
                     f"{what}: no joint state on {self._hw.joint_states} within "
@@ -511,5 +416,4 @@ class FollowJointTrajectoryArm:
     def shutdown(self) -> None:
         """Cancel any goal and drop the subscription and the client. Idempotent."""
         self.stop()
-        with self._lock:
-            self._listeners.clear()
+        self._state.clear_listeners()

@@ -154,6 +154,8 @@ class Reply:
 CANCEL_ACCEPTED = "cancel accepted"
 #: The end of that answer while a unit runs: the cancel does not interrupt it, ``stop`` does.
 HALT_NOW = "to halt now: stop (erobs-bt stop, ~/stop)"
+#: The end of the answer to a cancel of a paused goal, and of its result: nothing moves then.
+AT_REST = "the arm is at rest"
 
 #: How the notice of a cache hit replayed without a scene check although it was planned in
 #: another planning-scene revision begins (:func:`unchecked_replay_notice`).

@@ -65,6 +65,7 @@ from erobs_bt.backends.base import (
 from erobs_bt.batching import Unit
 from erobs_bt.cache import PlanCache
 from erobs_bt.goal import (
+    AT_REST,
     CANCEL_ACCEPTED,
     HALT_NOW,
     Feedback,
@@ -466,14 +467,16 @@ class Orchestrator:
     @staticmethod
     def _cancel_notice(goal: GoalHandle, *, paused: bool) -> str:
         """What an accepted cancel of ``goal`` will do, for people: ``cancel accepted: …``
-        (:data:`~erobs_bt.goal.CANCEL_ACCEPTED`). Paused: it ends at once. A unit running (or
+        (:data:`~erobs_bt.goal.CANCEL_ACCEPTED`). Paused: it ends at once, where it is paused
+        (:meth:`_GoalEventsAdapter.paused_at`), the arm at rest. A unit running (or
         planning, or finishing before a requested pause): the goal ends after it, 1-based
         number as in the feedback, and ``stop`` halts now. Before the first unit, or between
         units: it ends before the next one starts."""
         events = goal.context.events if goal.context is not None else None
         unit = events.current if isinstance(events, _GoalEventsAdapter) else None
         if paused:
-            return f"{CANCEL_ACCEPTED}: the goal is paused, so it ends at once"
+            where = events.paused_at() if isinstance(events, _GoalEventsAdapter) else "before its first unit"
+            return f"{CANCEL_ACCEPTED}: the goal is paused {where}, so it ends there at once; {AT_REST}"
         if unit is None:
             return f"{CANCEL_ACCEPTED}: the goal ends before its first unit starts"
         number = unit.index + 1
@@ -717,6 +720,8 @@ class Orchestrator:
                     # A cancel accepted before the goal finished wins over success, even one
                     # that arrived after the last boundary was passed.
                     cancel_message = ctx.cancel_message or "cancelled"
+                    if cancel_message == "cancelled while paused":  # where it ended, for the result
+                        cancel_message = f"{cancel_message} {events.paused_at()}; {AT_REST}"
                     result = Result(GoalStatus.CANCELED, cancel_message, "CANCELED", completed, total)
                     next_state, message = State.IDLE, f"{handle.goal_id} {cancel_message}"
                 elif root_ok:
@@ -825,6 +830,19 @@ class _GoalEventsAdapter(GoalEvents):
         self._announce = False
         self.parked: str | None = None
         self.planning: Unit | None = None  # the unit whose plan phase has started, not ended
+
+    def paused_at(self) -> str:
+        """Where a paused goal stands, for the notice and the result of its cancel:
+        ``after unit 2 of 5 (3 of 9 steps done)``, ``at unit 3 of 5, pause (…)`` (a ``pause``
+        step holds it) or ``before its first unit (0 of 9 steps done)``."""
+        unit = self.current
+        done = f"{self.completed_steps} of {self.total} steps done"
+        if unit is None:
+            return f"before its first unit ({done})"
+        number = f"unit {unit.index + 1} of {len(self.handle.units)}"
+        if self.unit_done:
+            return f"after {number} ({done})"
+        return f"at {number}, {unit.label} ({done})"
 
     def where(self) -> str:
         """``unit 2/5 (batch[2]: moveto, end_effector)`` for the running unit."""

@@ -125,9 +125,18 @@ def test_a_cancel_while_paused_says_the_goal_ends_at_once() -> None:
 
     reply = orchestrator.cancel()
 
-    assert reply.success and reply.message == "cancel accepted: the goal is paused, so it ends at once"
+    # Where it ends (after unit 1 of the 4: its 2 steps done) and that nothing moves (issue u41
+    # item 4), in the reply, the feedback and the result.
+    assert reply.success and reply.message == (
+        "cancel accepted: the goal is paused after unit 1 of 4 (2 of 5 steps done), so it ends "
+        "there at once; the arm is at rest"
+    )
     result = handle.wait(10)
-    assert result.status is GoalStatus.CANCELED and result.error_message == "cancelled while paused"
+    assert result.status is GoalStatus.CANCELED
+    assert (
+        result.error_message
+        == "cancelled while paused after unit 1 of 4 (2 of 5 steps done); the arm is at rest"
+    )
     assert said(recorder, reply.message), "the feedback says it before the result"
 
 

@@ -110,7 +110,8 @@ def test_cancel_while_paused_ends_the_goal() -> None:
     assert orchestrator.cancel().success
     result = handle.wait(10)
     assert result.status is GoalStatus.CANCELED
-    assert result.error_message == "cancelled while paused"
+    assert result.error_message.startswith("cancelled while paused after unit 1 of ")
+    assert result.error_message.endswith("; the arm is at rest")
     assert result.completed_steps == 2
 
 
@@ -130,7 +131,11 @@ def test_pause_step_waits_for_resume_and_cancel_ends_it() -> None:
     wait_for(lambda: orchestrator.state is State.PAUSED)
     orchestrator.cancel()
     result = handle.wait(10)
-    assert result.status is GoalStatus.CANCELED and result.error_message == "cancelled while paused"
+    assert result.status is GoalStatus.CANCELED
+    # Held by the pause step (unit 2 of 3) after its first step: where it ended, at rest.
+    assert result.error_message == (
+        "cancelled while paused at unit 2 of 3, pause (1 of 3 steps done); the arm is at rest"
+    ), result.error_message
     assert result.completed_steps == 1
 
 

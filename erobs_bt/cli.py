@@ -350,24 +350,16 @@ def validate(script: Path, poses: Path | None, cell: Path | None, no_batching: b
     click.echo("\n".join(lines), color=use_color())
 
 
-def _start_docks(cell: Path | None, start_gripper: str) -> dict[int, str | None]:
-    """What the docks of ``cell`` (``None``: the packaged one) hold when a goal with
-    ``start_gripper`` starts on a fresh cell: the cell's dock contents, less the start tool
-    (it is mounted on the arm)."""
-    from erobs_bt.script.vocabulary import CellVocabulary
-
-    vocabulary = CellVocabulary.load(cell) if cell is not None else CellVocabulary.default()
-    return {n: (None if tool == start_gripper else tool) for n, tool in vocabulary.docks.items()}
-
-
 def assumed_docks(cell: Path | None, plan: Any) -> tuple[str, str]:
     """``("1: hande, 2: empty, …", problem)``: the dock contents ``validate`` assumed when the
-    goal starts on a fresh cell, and why its tool exchanges cannot run with them
+    goal starts on a fresh cell (:func:`erobs_bt.script.vocabulary.start_docks`, as the engine
+    does), and why its tool exchanges cannot run with them
     (:func:`erobs_bt.script.parse.dock_problem`; ``""`` when they can)."""
     from erobs_bt.script.parse import dock_problem
-    from erobs_bt.script.vocabulary import dock_contents_text
+    from erobs_bt.script.vocabulary import CellVocabulary, dock_contents_text, start_docks
 
-    docks = _start_docks(cell, plan.script.start_gripper)
+    vocabulary = CellVocabulary.load(cell) if cell is not None else CellVocabulary.default()
+    docks = start_docks(vocabulary.docks, plan.script.start_gripper)
     return dock_contents_text(docks), dock_problem(plan.script.steps, docks)
 
 

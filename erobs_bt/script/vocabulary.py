@@ -200,6 +200,28 @@ def parse_dock_contents(text: str, *, where: str = "--docks") -> dict[int, str |
     return out
 
 
+def start_docks(docks: Mapping[int, str | None], start_gripper: str) -> dict[int, str | None]:
+    """What the docks hold when a goal starts on a fresh cell (just started or reset): the
+    configured contents less the start tool, which the operator took out and mounted; a
+    tool stored in no dock stays off the rack.
+
+    The one rule for it: ``erobs-bt validate`` (its ``docks at start`` line), ``erobs-bt
+    run`` (the same line) and the engine's first goal (:meth:`MotionStack.prepare_goal
+    <erobs_bt.backends.stack.MotionStack.prepare_goal>`, through
+    :func:`erobs_bt.world.tools.initial_tool_state`) all use it. Later goals start from the
+    docks as the earlier ones left them.
+
+    Args:
+        docks: dock number → the tool the cell configuration (or ``--docks``) stores there
+            (``None``: empty).
+        start_gripper: the script's ``start_gripper`` (``none``: the bare flange).
+
+    Returns:
+        dock number → tool (``None``: empty), by ascending number.
+    """
+    return {n: (None if tool == start_gripper else tool) for n, tool in sorted(docks.items())}
+
+
 def dock_contents_text(docks: Mapping[int, str | None]) -> str:
     """``1: hande, 2: empty, …``: what the docks hold, for people (validate, reset-sim, state)."""
     return ", ".join(f"{n}: {tool or 'empty'}" for n, tool in sorted(docks.items())) or "none"

@@ -59,6 +59,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from erobs_bt.motion import ErrorCode, MotionError, ToolSegment
 from erobs_bt.script.model import EndEffector, MoveTo, Step, ToolExchange
+from erobs_bt.script.vocabulary import start_docks
 from erobs_bt.world.cell import CellConfig, Shape, ShapeKind, read_pose
 from erobs_bt.world.collision import CollisionModel
 from erobs_bt.world.kinematics import fk, invert_pose
@@ -358,13 +359,14 @@ def initial_tool_state(cell: CellConfig, gripper: str, cup_profile: str | None =
     """The tool state of a freshly started cell with ``gripper`` attached.
 
     The docks hold what the cell config says, except the attached tool (an operator
-    mounted it). Parts and the pipettor come from the ``parts:`` and ``pipettor:`` sections.
+    mounted it): :func:`erobs_bt.script.vocabulary.start_docks`. Parts and the pipettor come
+    from the ``parts:`` and ``pipettor:`` sections.
 
     Raises:
         ValueError: unknown gripper or cup profile, or invalid ``parts``/``pipettor`` sections.
     """
     cup = cell.gripper(gripper).cup(cup_profile)
-    docks = {d.number: (None if d.gripper == gripper else d.gripper) for d in cell.docks}
+    docks = start_docks({d.number: d.gripper for d in cell.docks}, gripper)
     return ToolState(
         gripper=gripper,
         cup_profile=cup.name if cup is not None else None,

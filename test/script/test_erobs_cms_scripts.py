@@ -190,9 +190,9 @@ def test_the_pipettor_goes_into_its_own_dock_and_the_epick_comes_out_of_its_own(
     result = engine.orchestrator.submit(json.dumps(script), dry_run=False).wait(timeout=600)
     assert result.success, result.error_message
     assert engine.backend.current_gripper() == "epick"
-    # (the 2fg7, on the arm at start as the one tool without a dock, went to the free dock 1
-    # when the pipettor was mounted for the goal: erobs_bt.world.tools.mount_tool)
-    assert dict(engine.backend.dock_contents() or {}) == {1: "2fg7", 2: "pipettor", 3: "hande", 4: None}
+    # (the 2fg7, the stack's guess of the tool on the arm as the one tool without a dock, stays
+    # off the rack when the goal's start_gripper says the pipettor is mounted: start_docks)
+    assert dict(engine.backend.dock_contents() or {}) == {1: None, 2: "pipettor", 3: "hande", 4: None}
     # The load ended at load_approach shifted left 0.1524 m (dock 4 vs reference 3), up 0.15 m.
     registry = engine.registry
     load_approach = registry.get("load_approach") if registry is not None else None

@@ -30,7 +30,13 @@ from erobs_bt.planning.base import Planner
 from erobs_bt.script.model import JointPositions, Step
 from erobs_bt.world.cell import CellConfig, Obstacle
 from erobs_bt.world.scene import TagObject, World
-from erobs_bt.world.tools import DEFAULT_CONTACT_TOLERANCE, PipettorState, ToolState, mount_tool
+from erobs_bt.world.tools import (
+    DEFAULT_CONTACT_TOLERANCE,
+    PipettorState,
+    ToolState,
+    initial_tool_state,
+    mount_tool,
+)
 
 _LOG = logging.getLogger(__name__)
 
@@ -114,6 +120,9 @@ class MotionStack:
         self._publishes = bool(publishes_joint_states)
         self._on_close = tuple(on_close)
         self._closed = False
+        # No goal has started since the stack was built or reset: the tool on the arm is the
+        # cell's guess until the first goal's start_gripper says which it is (prepare_goal).
+        self._at_start = True
         self._plan_pool = Worker(f"{name}-plan")
         self._action_pool = Worker(f"{name}-action")
         self._state = LiveState(core, tool_state)
@@ -272,18 +281,34 @@ class MotionStack:
         """Mount the script's ``start_gripper`` by hand when another tool is attached (logged;
         it changes the model revision), then fit the cup the override asks for.
 
+        The first goal since the stack was built or reset names the tool on the arm at start:
+        the docks are then the cell's less that tool
+        (:func:`~erobs_bt.script.vocabulary.start_docks`, what ``erobs-bt validate`` assumes)
+        and the tool the stack guessed (:func:`~erobs_bt.world.tools.mounted_at_start`) is
+        not racked. Later goals swap by hand (:func:`~erobs_bt.world.tools.mount_tool`: the
+        old tool goes back to a dock).
+
         Raises:
             MotionError: ``EXECUTION_FAILED`` for an unknown gripper, a held part, or an arm
                 that is moving.
         """
         cell = self._core.cell
         state = self._state.tools()
+        at_start, self._at_start = self._at_start, False
         if start_gripper != state.gripper:
             if self._core.arm.is_busy():
                 raise MotionError(
                     ErrorCode.EXECUTION_FAILED, f"cannot mount {start_gripper}: the arm is moving"
                 )
-            state = mount_tool(cell, state, start_gripper)
+            if at_start and state.held is None:
+                # The first goal names the tool on the arm: the docks are the cell's less that
+                # tool (start_docks, as validate says); the guessed tool is not racked.
+                fresh = initial_tool_state(cell, start_gripper)
+                state = replace(
+                    state, gripper=start_gripper, cup_profile=fresh.cup_profile, docks=fresh.docks
+                )
+            else:
+                state = mount_tool(cell, state, start_gripper)
             _LOG.info(
                 "start_gripper %s: the operator mounted it in place of %s", start_gripper, state.gripper
             )
@@ -559,7 +584,9 @@ class MotionStack:
                 f"the {self._core.label} is not a simulation this engine runs: nothing to reset "
                 "(put the cell back by hand, or restart the simulator that drives it)",
             )
-        return self._state.reset(self._reset, self._execution.motion_lock)
+        message = self._state.reset(self._reset, self._execution.motion_lock)
+        self._at_start = True
+        return message
 
     def close(self) -> None:
         """Stop the arm and the tools, shut the workers and the arm driver down, then run the

@@ -547,6 +547,16 @@ def preview(script: Path, **options: Any) -> None:
     sys.exit(_run_goals(script, dry_run=True, auto_resume=None, view_port=None, **options))
 
 
+def _docks_at_start_line(engine: Any, plan: Any) -> str:
+    """``docks at start: 1: hande, 2: pipettor, …``: what the docks of ``engine``'s freshly
+    built cell hold when ``plan``'s goal starts, by the rule the engine applies
+    (:func:`erobs_bt.script.vocabulary.start_docks`) and in ``validate``'s words."""
+    from erobs_bt.script.vocabulary import dock_contents_text, start_docks
+
+    configured = {dock.number: dock.gripper for dock in engine.cell.docks}
+    return f"docks at start: {dock_contents_text(start_docks(configured, plan.script.start_gripper))}"
+
+
 def _run_goals(
     script: Path,
     *,
@@ -644,6 +654,8 @@ def _run_goals(
             highlight=False,
         )
         console.print(registry_line, style="dim", highlight=False, markup=False)
+        if not dry_run and engine.backend.dock_contents() is not None:  # a backend with a tool changer
+            console.print(_docks_at_start_line(engine, plan), highlight=False, markup=False)
         start = engine.backend.joint_positions()
         elsewhere = f"the live view ({live_view.url})" if live_view is not None else ""
         pauses = TerminalPauses(engine.orchestrator, console, Keyboard(), elsewhere=elsewhere)

@@ -2,6 +2,7 @@
 
 * Item 2: ``validate --cell`` and the engine (``run``, the node) compute it by one function,
   :func:`erobs_bt.script.vocabulary.start_docks`; on EROBS's CMS beamline file they agree.
+* Item 3: ``run`` prints the docks it assumed before the first motion, in ``validate``'s words.
 """
 
 from __future__ import annotations
@@ -55,3 +56,19 @@ def test_validate_and_the_engine_start_a_cms_goal_with_the_same_docks() -> None:
         engine.close()
     # The 2fg7 has no dock in the file: it is not put into the free dock 1.
     assert said == assumed == "1: empty, 2: pipettor, 3: empty, 4: epick"
+
+
+def test_run_says_the_docks_it_assumed_before_the_first_motion_in_validates_words(tmp_path: Path) -> None:
+    beamline, script = _cms()
+    runner = CliRunner()
+    validated = runner.invoke(main, ["validate", str(script), "--cell", str(beamline)])
+    assert validated.exit_code == 0, validated.output
+    line = next(t for t in validated.stdout.splitlines() if t.startswith("docks at start: "))
+    assert line == "docks at start: 1: empty, 2: pipettor, 3: empty, 4: epick"
+    args = ["run", str(script), "--cell", str(beamline), "--speed", "1000", "--no-mcap"]
+    done = runner.invoke(main, [*args, "--log", str(tmp_path / "run.jsonl")], env={"COLUMNS": "200"})
+    assert done.exit_code == 0, done.output
+    lines = done.stdout.splitlines()
+    assert lines.count(line) == 1, done.stdout
+    first_unit = next(i for i, t in enumerate(lines) if "run 1/1" in t)
+    assert lines.index(line) < first_unit, "said before the goal is submitted"

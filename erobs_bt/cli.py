@@ -154,7 +154,24 @@ def _docks_callback(ctx: click.Context, _param: click.Parameter, value: str | No
             ctx.meta["erobs_bt.docks"] = parse_dock_contents(value)
         except ValueError as exc:
             raise click.BadParameter(str(exc), ctx=ctx, param=_param) from None
+        _refuse_dock_conflict(ctx, None)
     return value
+
+
+def _refuse_dock_conflict(ctx: click.Context | None, start_gripper: str | None) -> None:
+    """Exit 2 with ``configuration error: <why>`` when the ``--docks`` given contradict each
+    other or ``start_gripper`` (:func:`erobs_bt.script.vocabulary.dock_conflict`); nothing
+    without ``--docks`` (a cell file's docks hold the start tool in its home dock)."""
+    from erobs_bt.script.vocabulary import dock_conflict
+
+    docks = ctx.meta.get("erobs_bt.docks") if ctx is not None else None
+    conflict = dock_conflict(docks, start_gripper) if docks else None
+    if ctx is not None and conflict is not None:
+        if ctx.params.get("as_json"):
+            click.echo(json.dumps({"valid": False, "error": f"configuration error: {conflict}"}))
+        else:
+            print_configuration_error(ValueError(conflict))
+        ctx.exit(EXIT_INVALID)
 
 
 def _cell_callback(ctx: click.Context, _param: click.Parameter, value: Path | None) -> Path | None:
@@ -309,6 +326,7 @@ def validate(script: Path, poses: Path | None, cell: Path | None, no_batching: b
             click.echo(json.dumps({"valid": False, "error": str(exc)}))
             sys.exit(EXIT_INVALID)
         fail_invalid(script, exc)
+    _refuse_dock_conflict(click.get_current_context(silent=True), plan.script.start_gripper)
     report = plan.describe()
     registry = pose_registry_source(cell, poses)  # a beamline's own file, not its compiled copy
     docks_text, dock_issue = assumed_docks(cell, plan)
@@ -592,6 +610,7 @@ def _run_goals(
         print_invalid(script, exc)
         return EXIT_INVALID
     print_warnings(plan)
+    _refuse_dock_conflict(click.get_current_context(silent=True), plan.script.start_gripper)
 
     with _collector_paused():
         from erobs_bt.console import ConsoleProgress, make_console
@@ -603,8 +622,10 @@ def _run_goals(
         console = make_console()
         errors = make_console(stderr=True)
         text = script.read_bytes().decode("utf-8")  # valid UTF-8: the plan was made from these bytes
+        context = click.get_current_context(silent=True)
         config = EngineConfig(
             backend=backend,
+            docks=context.meta.get("erobs_bt.docks") if context is not None else None,
             cell=cell,
             poses=poses,
             faults=faults,

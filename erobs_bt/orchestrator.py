@@ -49,7 +49,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from py_trees.common import Status
@@ -84,6 +84,7 @@ from erobs_bt.plan import NotPreviewableError, plan_goal
 from erobs_bt.script.errors import ScriptError
 from erobs_bt.script.model import Script
 from erobs_bt.script.parse import dock_problem
+from erobs_bt.script.vocabulary import dock_conflict
 from erobs_bt.settings import EngineSettings
 from erobs_bt.tree.compile import compile_tree
 from erobs_bt.tree.context import (
@@ -146,6 +147,10 @@ class Orchestrator:
             held in a :class:`ListenerGroup` (``orchestrator.listener``) that more
             listeners can join.
         safety_period: [s] longest sleep between ticks when nothing happens.
+        stated_docks: what the operator said the docks hold at start (``--docks``, the
+            node's ``docks``), dock number → tool; the first goal since the start or a reset
+            whose ``start_gripper`` they hold in a dock is refused before anything moves
+            (:func:`~erobs_bt.script.vocabulary.dock_conflict`). ``None``: not stated.
 
     Raises:
         ValueError: ``settings.replay_scene_check`` with a backend that cannot check a trajectory
@@ -161,6 +166,7 @@ class Orchestrator:
         cache: PlanCache | None = None,
         listener: OrchestratorListener | None = None,
         safety_period: float = 0.5,
+        stated_docks: Mapping[int, str | None] | None = None,
     ) -> None:
         settings = settings if settings is not None else EngineSettings()
         if settings.replay_scene_check and not backend.checks_replay:
@@ -178,6 +184,10 @@ class Orchestrator:
             else ListenerGroup(*([listener] if listener else []))
         )
         self.safety_period = safety_period
+        # What the operator said the docks hold at start (--docks, the node's docks), checked
+        # against the start tool of the first goal since the start or a reset (_check_stated_docks).
+        self._stated_docks = dict(stated_docks) if stated_docks else None
+        self._docks_as_stated = True
         self._lock = threading.RLock()
         self._wake = threading.Event()
         self._state = State.IDLE
@@ -591,6 +601,7 @@ class Orchestrator:
             return Reply(False, f"reset refused: {exc.detail}")
         finally:
             reservation.release()
+        self._docks_as_stated = True  # the docks hold what was stated again
         self._emit("", "simulation_reset", by=by, cell=cell, previous_goal_id=previous)
         return Reply(True, f"simulation reset: {cell}")
 
@@ -621,6 +632,21 @@ class Orchestrator:
         return goal
 
     # -- the goal thread -----------------------------------------------------------
+    def _check_stated_docks(self, start_gripper: str) -> None:
+        """Refuse the first goal since the start or a reset whose ``start_gripper`` the stated
+        dock contents hold in a dock (:func:`~erobs_bt.script.vocabulary.dock_conflict`),
+        before anything moves; once a goal passes, later goals swap tools by hand.
+
+        Raises:
+            MotionError: ``EXECUTION_FAILED: dock 1 holds the hande, but …``.
+        """
+        if self._stated_docks is None or not self._docks_as_stated:
+            return
+        conflict = dock_conflict(self._stated_docks, start_gripper)
+        if conflict is not None:
+            raise MotionError(ErrorCode.EXECUTION_FAILED, conflict)
+        self._docks_as_stated = False
+
     def _run(self, handle: GoalHandle) -> None:
         ctx = handle.context
         root = handle.root
@@ -630,6 +656,7 @@ class Orchestrator:
         statistics = self.tick_statistics = TickStatistics()
         try:
             if ctx.controls.halt is None:
+                self._check_stated_docks(handle.script.start_gripper)
                 self.backend.prepare_goal(handle.script.start_gripper)
                 docks = self.backend.dock_contents()
                 problem = dock_problem(handle.script.steps, docks) if docks is not None else ""

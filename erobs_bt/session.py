@@ -12,6 +12,7 @@ to the parser (its vocabulary) and the backend factory; :attr:`Engine.cell` keep
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,6 +46,10 @@ class EngineConfig:
         moveit: the ``moveit`` backend's YAML; ``None`` for the packaged ``config/moveit.yaml``.
         ros_namespace: the namespace of a backend's own ROS node (the ``ros2_control``
             backend's link; the ``erobs_bt`` node gives its own); ``None``: ``/``.
+        docks: what the operator said the docks hold at start (``--docks``, the node's
+            ``docks``; already applied to ``cell``), dock number → tool (``None``: empty);
+            the orchestrator refuses a first goal whose start tool they hold in a dock.
+            ``None``: not stated (the cell file's docks).
     """
 
     backend: str = "sim"
@@ -55,6 +60,7 @@ class EngineConfig:
     moveit: Path | None = None
     ros_namespace: str | None = None
     settings: EngineSettings = field(default_factory=EngineSettings)
+    docks: Mapping[int, str | None] | None = None
 
 
 @dataclass
@@ -133,5 +139,6 @@ def build_engine(config: EngineConfig, *, listener: OrchestratorListener | None 
         settings=settings,
         cache=PlanCache(settings.cache_capacity, max_bytes=settings.cache_max_bytes),
         listener=listener,
+        stated_docks=config.docks,
     )
     return Engine(config, cell, backend, parser.registry, orchestrator)

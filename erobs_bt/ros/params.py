@@ -685,13 +685,23 @@ class NodeSettings:
             ValueError: the ``docks`` parameter is malformed (``parameter docks: …``).
         """
         from erobs_bt.plan import pose_registry_file
-        from erobs_bt.script.vocabulary import parse_dock_contents
         from erobs_bt.world.beamline import resolve_cell_file
 
-        docks = parse_dock_contents(self.docks, where="parameter docks") if self.docks else None
+        docks = self.dock_contents()
         # erobs_bt's format or a beamline file, with the docks' contents at start
         cell = resolve_cell_file(self.cell_config or None, docks=docks)
         return cell, pose_registry_file(cell, self.poses_file or None)
+
+    def dock_contents(self) -> dict[int, str | None] | None:
+        """The ``docks`` parameter as dock number → tool (``None``: empty), or ``None`` when
+        it is empty (the cell file's docks).
+
+        Raises:
+            ValueError: malformed (``parameter docks: …``).
+        """
+        from erobs_bt.script.vocabulary import parse_dock_contents
+
+        return parse_dock_contents(self.docks, where="parameter docks") if self.docks else None
 
     def run_log_folder(self) -> Path:
         """The folder run logs go to (``run_log_dir``, else the CLI's default folder)."""

@@ -222,6 +222,53 @@ def start_docks(docks: Mapping[int, str | None], start_gripper: str) -> dict[int
     return {n: (None if tool == start_gripper else tool) for n, tool in sorted(docks.items())}
 
 
+def dock_conflict(docks: Mapping[int, str | None], start_gripper: str | None = None) -> str | None:
+    """Why the dock contents an operator stated for the start (``--docks``, the node's
+    ``docks`` parameter) contradict each other or the script's start tool, or ``None``.
+
+    The one rule, worded once: ``erobs-bt validate`` and ``erobs-bt run`` print it as a
+    ``configuration error:`` (exit 2), :func:`erobs_bt.world.beamline.with_dock_contents`
+    refuses the docks with it, and the orchestrator refuses a goal with it before anything
+    moves. A tool is in one place: in one dock, or on the arm. (A cell file's own docks may
+    hold the start tool: that is its home dock, and the operator took it out; only stated
+    contents are checked against the start tool.)
+
+    Args:
+        docks: dock number → the tool stated to be there at start (``None``: empty).
+        start_gripper: the script's ``start_gripper`` (on the arm at start), or ``None`` to
+            check the docks against each other only.
+
+    Returns:
+        ``dock 1 holds the hande, but the script's start_gripper puts the hande on the arm: a
+        tool is in one place; set --docks without it (the node: its docks parameter), e.g.
+        --docks 1=,4=epick``; ``docks 1 and 2 both hold the hande …`` for a tool in two
+        docks; ``None`` when the contents are consistent.
+    """
+    where: dict[str, int] = {}
+    for number, tool in sorted(docks.items()):
+        if tool is None:
+            continue
+        if tool in where:
+            return (
+                f"docks {where[tool]} and {number} both hold the {tool}, but a tool is in one place; "
+                + _dock_fix({**docks, number: None})
+            )
+        where[tool] = number
+    if start_gripper is not None and start_gripper in where:
+        number = where[start_gripper]
+        return (
+            f"dock {number} holds the {start_gripper}, but the script's start_gripper puts the "
+            f"{start_gripper} on the arm: a tool is in one place; " + _dock_fix({**docks, number: None})
+        )
+    return None
+
+
+def _dock_fix(docks: Mapping[int, str | None]) -> str:
+    """``set --docks without it (…), e.g. --docks 1=,4=epick`` for consistent ``docks``."""
+    spec = ",".join(f"{n}={tool or ''}" for n, tool in sorted(docks.items()))
+    return f"set --docks without it (the node: its docks parameter), e.g. --docks {spec}"
+
+
 def dock_contents_text(docks: Mapping[int, str | None]) -> str:
     """``1: hande, 2: empty, …``: what the docks hold, for people (validate, reset-sim, state)."""
     return ", ".join(f"{n}: {tool or 'empty'}" for n, tool in sorted(docks.items())) or "none"

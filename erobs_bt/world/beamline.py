@@ -70,7 +70,7 @@ from typing import Any
 import yaml
 
 from erobs_bt.script._values import safe_load_yaml
-from erobs_bt.script.vocabulary import dock_contents_text
+from erobs_bt.script.vocabulary import dock_conflict, dock_contents_text
 from erobs_bt.world.cell import DEFAULT_CELL_PATH, CellConfig, CellConfigError, parse_cell
 
 _LOG = logging.getLogger(__name__)
@@ -587,7 +587,8 @@ def with_dock_contents(
     so every reader of the cell sees the same docks.
 
     Raises:
-        CellConfigError: an unknown dock or gripper, or a tool named in two docks (naming
+        CellConfigError: an unknown dock or gripper, or a tool named in two docks
+            (:func:`~erobs_bt.script.vocabulary.dock_conflict`; naming
             the option and the source file).
     """
     source = Path(cell_file) if cell_file is not None else DEFAULT_CELL_PATH
@@ -599,15 +600,16 @@ def with_dock_contents(
         for d in document.get("docks") or []
         if isinstance(d, dict) and isinstance(d.get("number"), int)
     ]
-    for number, tool in docks.items():
+    for number in docks:
         if number not in numbers:
             raise CellConfigError(
                 "docks option",
                 str(number),
                 f"{source} has no dock {number} (docks: {', '.join(map(str, numbers)) or 'none'})",
             )
-        if tool is not None and list(docks.values()).count(tool) > 1:
-            raise CellConfigError("docks option", str(number), f"the {tool} is named in two docks")
+    conflict = dock_conflict(docks)  # a tool in two docks
+    if conflict is not None:
+        raise CellConfigError("docks option", "", conflict)
     document = {**document, "docks": [{"number": n, "gripper": docks.get(n)} for n in numbers]}
     try:
         parse_cell(document, source=f"{source} with docks {dock_contents_text(docks)}")

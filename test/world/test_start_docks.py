@@ -2,6 +2,11 @@
 
 * Item 2: ``validate --cell`` and the engine (``run``, the node) compute it by one function,
   :func:`erobs_bt.script.vocabulary.start_docks`; on EROBS's CMS beamline file they agree.
+* Item 1: dock contents stated for the start (``--docks``, the node's ``docks``) that hold
+  the start tool in a dock, or one tool in two docks, are one problem worded once
+  (:func:`erobs_bt.script.vocabulary.dock_conflict`): ``validate`` and ``run`` exit 2 with
+  ``configuration error: …``; the engine (the node's) refuses such a goal before anything
+  moves and serves the next one.
 * Item 3: ``run`` prints the docks it assumed before the first motion, in ``validate``'s words.
 """
 
@@ -16,10 +21,28 @@ from click.testing import CliRunner
 from conftest import require_samples
 
 from erobs_bt.cli import main
-from erobs_bt.script.vocabulary import dock_contents_text, start_docks
+from erobs_bt.goal import GoalStatus
+from erobs_bt.script.vocabulary import dock_conflict, dock_contents_text, start_docks
 from erobs_bt.session import EngineConfig, build_engine
 from erobs_bt.settings import EngineSettings
-from erobs_bt.world.beamline import resolve_cell_file
+from erobs_bt.world.beamline import resolve_cell_file, with_dock_contents
+
+REPO = Path(__file__).resolve().parents[2]
+POSES = REPO / "config" / "poses.yaml"
+HANDE_MOUNTED = (
+    "dock 1 holds the hande, but the script's start_gripper puts the hande on the arm: a tool is "
+    "in one place; set --docks without it (the node: its docks parameter), e.g. --docks 1=,4=epick"
+)
+TWICE = (
+    "docks 1 and 2 both hold the hande, but a tool is in one place; set --docks without it (the "
+    "node: its docks parameter), e.g. --docks 1=hande,2="
+)
+
+
+def _script(start_gripper: str) -> str:
+    return json.dumps(
+        {"start_gripper": start_gripper, "tasks": [{"task_type": "moveto", "target": "tool_exchange_safe"}]}
+    )
 
 
 def _cms() -> tuple[Path, Path]:
@@ -72,3 +95,70 @@ def test_run_says_the_docks_it_assumed_before_the_first_motion_in_validates_word
     assert lines.count(line) == 1, done.stdout
     first_unit = next(i for i, t in enumerate(lines) if "run 1/1" in t)
     assert lines.index(line) < first_unit, "said before the goal is submitted"
+
+
+def test_a_dock_conflict_is_one_text() -> None:
+    assert dock_conflict({1: "hande", 4: "epick"}, "hande") == HANDE_MOUNTED
+    assert dock_conflict({1: "hande", 2: "hande"}) == TWICE
+    assert dock_conflict({1: "hande", 2: "hande"}, "epick") == TWICE, "the docks first"
+    assert dock_conflict({1: "hande", 4: "epick"}, "none") is None
+    assert dock_conflict({1: None, 3: "pipettor"}, "hande") is None
+
+
+@pytest.mark.parametrize("command", ["validate", "run"])
+@pytest.mark.parametrize(
+    ("docks", "message"), [("1=hande,4=epick", HANDE_MOUNTED), ("1=hande,2=hande", TWICE)]
+)
+def test_validate_and_run_refuse_stated_docks_that_conflict(
+    tmp_path: Path, command: str, docks: str, message: str
+) -> None:
+    script = tmp_path / "hande.json"
+    script.write_text(_script("hande"))
+    args = [command, str(script), "--poses", str(POSES), "--docks", docks]
+    if command == "run":
+        args += ["--speed", "1000", "--no-mcap", "--log", str(tmp_path / "run.jsonl")]
+    done = CliRunner().invoke(main, args, env={"COLUMNS": "400"})
+    assert done.exit_code == 2, done.output
+    assert f"configuration error: {message}\n" in done.output, done.output
+    assert "run 1/1" not in done.output, "nothing ran"
+
+
+def test_validate_json_says_the_conflict_with_the_start_tool(tmp_path: Path) -> None:
+    script = tmp_path / "hande.json"
+    script.write_text(_script("hande"))
+    args = ["validate", str(script), "--poses", str(POSES), "--docks", "1=hande,4=epick", "--json"]
+    done = CliRunner().invoke(main, args)
+    assert done.exit_code == 2
+    assert json.loads(done.stdout) == {"valid": False, "error": f"configuration error: {HANDE_MOUNTED}"}
+
+
+def test_the_engine_refuses_a_goal_whose_start_tool_the_stated_docks_hold() -> None:
+    """The node's engine (the docks parameter → EngineConfig.docks): the goal is refused
+    before anything moves, with 0 steps done, and the next goal runs."""
+    stated = {1: "hande", 4: "epick"}
+    cell = with_dock_contents(None, stated)
+    config = EngineConfig(cell=cell, poses=POSES, docks=stated, settings=EngineSettings(speed=math.inf))
+    engine = build_engine(config)
+    try:
+        before = engine.backend.joint_positions()
+        result = engine.orchestrator.submit(_script("hande"), dry_run=False).wait(timeout=120)
+        assert result.status is GoalStatus.ABORTED and result.completed_steps == 0
+        assert result.error_message == f"EXECUTION_FAILED: {HANDE_MOUNTED}"
+        assert engine.backend.joint_positions() == before, "nothing moved"
+        assert dict(engine.backend.dock_contents() or {}) == {1: "hande", 2: None, 3: None, 4: "epick"}
+        result = engine.orchestrator.submit(_script("none"), dry_run=False).wait(timeout=120)
+        assert result.success, result.error_message
+    finally:
+        engine.close()
+
+
+def test_the_nodes_docks_parameter_is_the_engines_stated_docks() -> None:
+    pytest.importorskip("rclpy")
+    from erobs_bt.ros.node.node import engine_config
+    from erobs_bt.ros.params import NodeSettings
+
+    assert engine_config(NodeSettings.from_values({"docks": "1=hande,4=epick"})).docks == {
+        1: "hande",
+        4: "epick",
+    }
+    assert engine_config(NodeSettings.from_values({})).docks is None

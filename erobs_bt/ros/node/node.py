@@ -111,6 +111,7 @@ def engine_config(settings: NodeSettings, *, namespace: str | None = None) -> En
         hardware=Path(settings.hardware_config) if settings.hardware_config else None,
         moveit=Path(settings.moveit_config) if settings.moveit_config else None,
         settings=settings.engine_settings(),
+        docks=settings.dock_contents(),
     )
 
 

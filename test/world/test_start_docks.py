@@ -162,3 +162,26 @@ def test_the_nodes_docks_parameter_is_the_engines_stated_docks() -> None:
         4: "epick",
     }
     assert engine_config(NodeSettings.from_values({})).docks is None
+
+
+def test_the_node_refuses_such_a_goal_and_serves_the_next(ros_env: object, tmp_path: Path) -> None:
+    """The node with ``docks:=1=hande,4=epick``: a Hand-E goal ends before anything moves with
+    the one text, 0 steps done; the node serves the next goal."""
+    from ros_fixtures import NodeProcess, ready_client
+
+    node = NodeProcess(ros_env, {"docks": "1=hande,4=epick", "run_log_dir": str(tmp_path)})  # type: ignore[arg-type]
+    node.start()
+    try:
+        with ready_client(node) as client:
+            run = client.send(_script("hande"))
+            assert run.accepted, run.rejection
+            result = run.wait(120.0)
+            assert run.status_name == "ABORTED" and result.completed_steps == 0
+            assert result.error_code == "EXECUTION_FAILED"
+            assert result.error_message == f"EXECUTION_FAILED: {HANDE_MOUNTED}"
+            run = client.send(_script("none"))
+            assert run.accepted, run.rejection
+            run.wait(120.0)
+            assert run.status_name == "SUCCEEDED", run.result
+    finally:
+        node.stop()

@@ -66,8 +66,10 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     helpers.RUNNING_MARKERS = frozenset(mark.name for mark in item.iter_markers())
 
 
-#: The real EROBS sample scripts and pose registry: beside the repository, not in it.
-SAMPLES_DIR = Path(__file__).resolve().parents[2] / "shared" / "samples" / "erobs"
+#: The real EROBS sample scripts and pose registry: beside the repository, not in it. Resolved:
+#: where ../shared is a symbolic link, the paths the code reports (it resolves the files it
+#: reads) and the ones the tests expect are the same.
+SAMPLES_DIR = (Path(__file__).resolve().parents[2] / "shared").resolve() / "samples" / "erobs"
 
 #: Set to 1 (``.ci/run`` does) to make a missing ../shared a failure instead of a skip
 #: (one switch for the samples and the upstream type hashes: :mod:`interop`).

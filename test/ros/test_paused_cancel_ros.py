@@ -32,13 +32,16 @@ def test_a_paused_goal_cancelled_through_the_node_says_where_it_ended(
             assert client.wait_for_state("PAUSED", 120.0, since=since) is not None, node.output
             run.cancel()
             assert run.cancel_accepted
-            canceling = client.wait_for_state("CANCELING", 30.0, since=since)
-            assert canceling is not None
-            assert canceling.message == (
-                f"cancel accepted: the goal is paused {PAUSED_AT}, so it ends there at once; "
-                "the arm is at rest"
-            )
             result = run.wait(60.0)
+            # The latched state topic keeps one message: a paused goal passes CANCELING on its way
+            # to IDLE at once, so a client may see IDLE only. Where CANCELING arrived, its message
+            # says where the goal ends; the result (below) says it always.
+            canceling = client.wait_for_state("CANCELING", 1.0, since=since)
+            if canceling is not None:
+                assert canceling.message == (
+                    f"cancel accepted: the goal is paused {PAUSED_AT}, so it ends there at once; "
+                    "the arm is at rest"
+                )
             assert run.status_name == "CANCELED" and result.completed_steps == 1
             assert result.error_message == f"cancelled while paused {PAUSED_AT}; the arm is at rest"
     finally:

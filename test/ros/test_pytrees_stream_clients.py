@@ -63,6 +63,9 @@ class Watchers:
         self.context = init_context(domain_id)
         self.executor = MultiThreadedExecutor(num_threads=4, context=self.context)
         self.nodes: list[Node] = []
+        # Held by each spin_once and by drop: a node is never destroyed while a spin builds a wait
+        # set holding its handles (rclpy raises InvalidHandle there and the spin thread dies).
+        self._spin_lock = threading.Lock()
         self._spinning = threading.Event()
         self._spinning.set()
         self._thread = threading.Thread(target=self._spin, daemon=True)
@@ -70,7 +73,8 @@ class Watchers:
 
     def _spin(self) -> None:
         while self._spinning.is_set() and self.context.ok():
-            self.executor.spin_once(timeout_sec=0.05)
+            with self._spin_lock:
+                self.executor.spin_once(timeout_sec=0.05)
 
     def watcher(self, name: str) -> Watcher:
         node = Node(name, context=self.context, start_parameter_services=False)
@@ -79,9 +83,10 @@ class Watchers:
         return Watcher(node)
 
     def drop(self, watcher: Watcher) -> None:
-        self.executor.remove_node(watcher.node)
-        self.nodes.remove(watcher.node)
-        watcher.node.destroy_node()
+        with self._spin_lock:
+            self.executor.remove_node(watcher.node)
+            self.nodes.remove(watcher.node)
+            watcher.node.destroy_node()
 
     def close(self) -> None:
         self._spinning.clear()

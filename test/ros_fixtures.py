@@ -274,7 +274,7 @@ def ready_client(node: RosProcess, **options: Any) -> Iterator[Any]:
     assert node.environment is not None
     with ErobsBtClient(domain_id=node.environment.domain_id, **options) as client:
         assert client.wait_for_server(30.0), node.output
-        assert client.states.wait_for(lambda m: True, 30.0) is not None, node.output
+        assert client.wait_for_state_stream(30.0), node.output
         yield client
 
 

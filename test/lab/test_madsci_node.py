@@ -213,7 +213,7 @@ def observers(
     try:
         for ns, client in clients.items():
             assert client.wait_for_server(30.0), ros_cells[ns].output
-            assert client.states.wait_for(lambda _m: True, 30.0) is not None
+            assert client.wait_for_state_stream(30.0)
         yield clients
     finally:
         for client in clients.values():

@@ -165,7 +165,7 @@ def test_a_queued_run_script_runs_on_the_node_and_a_deferred_queue_pause_stops_a
 ) -> None:
     with ErobsBtClient(domain_id=node.environment.domain_id) as observer:
         assert observer.wait_for_server(30.0), node.output
-        assert observer.states.wait_for(lambda m: True, 30.0) is not None
+        assert observer.wait_for_state_stream(30.0)
         manager.environment_open()
         manager.wait_for_idle(timeout=WAIT)
         status = manager.status()
@@ -240,7 +240,7 @@ def test_the_readmes_queueserver_client_runs_as_written(
     client = heredoc.group(1)
     with ErobsBtClient(domain_id=node.environment.domain_id) as observer:
         assert observer.wait_for_server(30.0), node.output
-        assert observer.states.wait_for(lambda m: True, 30.0) is not None
+        assert observer.wait_for_state_stream(30.0)
         since = observer.states.count
         done = subprocess.run(
             [sys.executable, "-"],

@@ -66,6 +66,7 @@ def test_every_topic_of_a_node_bag_reads_strictly(cells: Any) -> None:
     )
     with ErobsBtClient("/cell2/erobs_bt", domain_id=cells.environment.domain_id) as client:
         assert client.wait_for_server(30.0), cells.nodes["cell2"].output
+        assert client.wait_for_state_stream(30.0)
         before = client.states.count
         run = client.send(text)
         assert run.accepted, run.rejection

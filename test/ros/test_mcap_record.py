@@ -246,6 +246,7 @@ def test_a_node_goal_is_recorded_beside_its_run_log_on_the_node_topics(cells: An
     client = ErobsBtClient("/cell1/erobs_bt")
     try:
         assert client.wait_for_server(30.0), cells.nodes["cell1"].output
+        assert client.wait_for_state_stream(30.0)
         before = client.states.count
         run = client.send(text)
         assert run.accepted, run.rejection

@@ -146,6 +146,7 @@ def watchers(stream_node: tuple[NodeProcess, int]) -> Iterator[Watchers]:
 def client(stream_node: tuple[NodeProcess, int]) -> Iterator[ErobsBtClient]:
     with ErobsBtClient(NODE, domain_id=stream_node[1]) as erobs:
         assert erobs.wait_for_server(30.0)
+        assert erobs.wait_for_state_stream(30.0)
         yield erobs
 
 

@@ -39,7 +39,7 @@ def clients(cells: Cells) -> Iterator[dict[str, ErobsBtClient]]:
                 f"/{ns}/erobs_bt", joint_states=True, domain_id=cells.environment.domain_id
             )
             assert client.wait_for_server(30.0), cells.nodes[ns].output
-            assert client.states.wait_for(lambda m: True, 30.0) is not None
+            assert client.wait_for_state_stream(30.0)
         yield opened
     finally:
         for client in opened.values():

@@ -114,7 +114,7 @@ def test_the_node_aborts_every_case_with_the_same_message_and_moves_nothing(node
 
     with ErobsBtClient(joint_states=True, domain_id=node.environment.domain_id) as client:
         assert client.wait_for_server(30.0), node.output
-        assert client.states.wait_for(lambda m: True, 30.0) is not None, node.output
+        assert client.wait_for_state_stream(30.0), node.output
         first = client.joint_states.wait_for(lambda m: True, 30.0)
         assert first is not None, node.output
         start = list(first.position)

@@ -530,6 +530,21 @@ class ErobsBtClient:
             time.sleep(0.02)
         return False
 
+    def wait_for_state_stream(self, timeout: float = 10.0) -> bool:
+        """Wait until the node's latched ``~/execution_state`` has reached this client.
+
+        The topic keeps one message (transient local, depth 1), so a subscription that is
+        still being matched when a goal runs receives only that goal's last state. Once the
+        latched state has arrived the node's writer knows this reader, and every later state
+        (``RUNNING`` as well as ``IDLE``) is delivered. Call it before sending a goal whose
+        states you follow.
+
+        Returns:
+            True when a state arrived within ``timeout`` seconds; False otherwise (also for a
+            node started with ``native_api`` off, which publishes no states).
+        """
+        return self.states.wait_for(lambda _message: True, timeout) is not None
+
     # -- goals -----------------------------------------------------------------------
     def _answer_of(self, future: Any, goal_id: Any, timeout: float) -> Any:
         """The server's answer to a goal request: its ``ClientGoalHandle``.

@@ -176,14 +176,24 @@ def probe(move_group: RosProcess) -> Iterator[Probe]:
 
 
 def go_home(probe: Probe) -> None:
-    """Back to the cell's start state (at full speed), so each test starts from it."""
+    """Back to the cell's start state (at full speed), so each test starts from it.
+
+    Returns once ``/joint_states`` has reported the arm at rest at the start: the samples of
+    the way home can reach the probe after the goal's result, and a test that took one of them
+    for its own motion would act before its arm moved.
+    """
     if np.allclose(probe.live(), START, atol=1e-4):
         return
+    since = probe.joint_states.count
     handle = probe.wait(
         probe.execute.send_goal_async(ExecuteTrajectory.Goal(trajectory=probe.plan(START, 1.0)))
     )
     assert handle.accepted
     assert probe.wait(handle.get_result_async()).status == GoalStatus.STATUS_SUCCEEDED
+    home = probe.joint_states.wait_for(
+        lambda m: at_rest(m) and np.allclose(positions(m), START, atol=1e-4), TIMEOUT, since=since
+    )
+    assert home is not None, "the arm did not come to rest at the start"
 
 
 # -- row 1: ExecuteTrajectory ignores a cancel; "stop" on trajectory_execution_event stops ----------

@@ -119,6 +119,7 @@ def node(
 def client(node: NodeProcess) -> Iterator[ErobsBtClient]:
     with ErobsBtClient(domain_id=node.environment.domain_id) as ros_client:
         assert ros_client.wait_for_server(30.0), node.output
+        assert ros_client.wait_for_state_stream(30.0), node.output
         yield ros_client
 
 

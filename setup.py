@@ -6,9 +6,11 @@
 * pip (``scripts/setup.sh`` runs ``pip install -e .``): the console scripts land in the
   venv's ``bin/``. ``install_requires`` holds the version *ranges* the code needs, read from
   ``requirements.txt``, so erobs_bt installs into other stacks; the exact versions of the
-  development venv, transitive ones included, are in ``requirements.lock`` (``pip install
-  -c requirements.lock .[ros]`` reproduces it). The ROS wheels are an extra, because a ROS
-  installation provides rclpy and the message packages itself.
+  development venv, transitive ones included, are in ``requirements-<distro>.lock`` (``pip
+  install -c requirements-jazzy.lock .[ros]`` reproduces the Jazzy one). The ROS wheels are an
+  extra, because a ROS installation provides rclpy and the message packages itself: ``ros`` and
+  ``ros-jazzy`` hold ROS 2 Jazzy's (``requirements-ros-jazzy.txt``; EROBS's cell runs Jazzy),
+  ``ros-kilted`` Kilted's.
 
 ``launch/``, ``config/`` and ``trees/`` are installed under ``share/erobs_bt/`` (see
 :mod:`erobs_bt.paths`, which prefers the source checkout when there is one).
@@ -70,7 +72,11 @@ def data_files(directories: tuple[str, ...]) -> list[tuple[str, list[str]]]:
     return entries
 
 
-INSTALL_REQUIRES, ROS_REQUIRES = read_requirements(HERE / "requirements.txt")
+INSTALL_REQUIRES, _ = read_requirements(HERE / "requirements.txt")
+#: The ROS 2 wheels of each distro the project is set up for; the first is the default.
+ROS_REQUIRES = {
+    distro: read_requirements(HERE / f"requirements-ros-{distro}.txt")[1] for distro in ("jazzy", "kilted")
+}
 # The MADSci node (erobs_bt/madsci/): an extra, as a cell outside a MADSci lab does not need it.
 MADSCI_REQUIRES, _ = read_requirements(HERE / "requirements-madsci.txt")
 
@@ -86,7 +92,11 @@ setup(
     include_package_data=False,
     data_files=data_files(DATA_DIRECTORIES),
     install_requires=INSTALL_REQUIRES,
-    extras_require={"ros": ROS_REQUIRES, "madsci": MADSCI_REQUIRES},
+    extras_require={
+        "ros": ROS_REQUIRES["jazzy"],
+        **{f"ros-{distro}": requires for distro, requires in ROS_REQUIRES.items()},
+        "madsci": MADSCI_REQUIRES,
+    },
     zip_safe=False,
     entry_points={
         "console_scripts": [

@@ -6,8 +6,11 @@
 #
 # What it sets, and why (docs/ros2-from-pypi.md §3, docs/design.md §4 "Safe by default"):
 #   ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST  unless already set: Fast DDS otherwise multicasts
-#                                  out of every interface. (Kilted ignores ROS_LOCALHOST_ONLY.)
-#   FASTDDS_DEFAULT_PROFILES_FILE  config/fastdds_localhost.xml: discovery in ~0.15 s, not ~3 s.
+#                                  out of every interface. (Jazzy deprecates ROS_LOCALHOST_ONLY,
+#                                  Kilted ignores it.)
+#   FASTRTPS_DEFAULT_PROFILES_FILE (Jazzy: Fast DDS 2.14) or FASTDDS_DEFAULT_PROFILES_FILE (Kilted:
+#                                  Fast DDS 3; erobs_bt/rosdistro.py):
+#                                  config/fastdds_localhost.xml: discovery in ~0.15 s, not ~3 s.
 #   ROS_LOG_DIR                    a fresh temporary directory, so ~/.ros/log does not fill up;
 #                                  removed after COMMAND unless it failed and the folder holds
 #                                  something worth reading (a WARN/ERROR/FATAL line, or COMMAND
@@ -16,7 +19,8 @@
 #   PATH                           the venv's bin/ first.
 #   unset RMW_IMPLEMENTATION       only rmw_fastrtps_cpp exists as a wheel; any other value makes
 #                                  `import rclpy` exit with status 102.
-#   unset ROS_LOCALHOST_ONLY       no longer read by Kilted; unset so nobody relies on it.
+#   unset ROS_LOCALHOST_ONLY       deprecated (Jazzy), no longer read (Kilted); unset so nobody
+#                                  relies on it.
 # ROS_DOMAIN_ID is not set here: test fixtures choose a private one per test session/worker.
 
 # Run as a command with SIGINT or SIGTERM ignored (bash ignores INT and QUIT for a background
@@ -37,7 +41,15 @@ _erobs_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 _erobs_venv="${EROBS_VENV:-${_erobs_root}/.venv}"
 
 export ROS_AUTOMATIC_DISCOVERY_RANGE="${ROS_AUTOMATIC_DISCOVERY_RANGE:-LOCALHOST}"
-export FASTDDS_DEFAULT_PROFILES_FILE="${_erobs_root}/config/fastdds_localhost.xml"
+# The venv's Fast DDS decides the name (the table is erobs_bt/rosdistro.py's PROFILES_VARIABLES):
+# the 2.x library (Jazzy) is libfastrtps, the 3.x one (Kilted) libfastdds.
+if compgen -G "${_erobs_venv}/lib/libfastrtps.so*" >/dev/null; then
+  export FASTRTPS_DEFAULT_PROFILES_FILE="${_erobs_root}/config/fastdds_localhost.xml"
+  unset FASTDDS_DEFAULT_PROFILES_FILE
+else
+  export FASTDDS_DEFAULT_PROFILES_FILE="${_erobs_root}/config/fastdds_localhost.xml"
+  unset FASTRTPS_DEFAULT_PROFILES_FILE
+fi
 export AMENT_PREFIX_PATH="${AMENT_PREFIX_PATH:-${_erobs_venv}}"
 export PATH="${_erobs_venv}/bin:${PATH}"
 unset RMW_IMPLEMENTATION ROS_LOCALHOST_ONLY

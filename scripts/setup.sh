@@ -9,11 +9,14 @@
 #      use a system service) and, only if missing, the compiler tool chain, cmake, Python
 #      headers and venv support; `apt-get update` runs only when something has to be installed
 #      (root, or password-less sudo).
-#   2. .venv with python3 (3.11: the ROS wheels on PyPI are cp311 only).
-#   3. pip, then requirements.txt + requirements-build.txt + requirements-dev.txt +
-#      requirements-madsci.txt (the ranges erobs_bt needs; the last is the `madsci` extra, the
-#      MADSci node, which the tests drive) constrained by requirements.lock (the exact version of every package,
-#      transitive ones included), so every venv is the same.
+#   2. .venv with python3 (3.11: the ROS wheels on PyPI are cp311 only). A venv that holds
+#      another ROS 2 distro's rclpy than the lock of EROBS_ROS_DISTRO is made anew (pip would
+#      leave the other distro's middleware libraries behind).
+#   3. pip, then requirements.txt + requirements-ros-<distro>.txt + requirements-build.txt +
+#      requirements-build-<distro>.txt + requirements-dev.txt + requirements-madsci.txt (the
+#      ranges erobs_bt needs; the last is the `madsci` extra, the MADSci node, which the tests
+#      drive) constrained by requirements-<distro>.lock (the exact version of every package,
+#      transitive ones included), so every venv of a distro is the same.
 #   4. the ROS interface packages under interfaces/ (erobs_bt_interfaces, and the subsets of
 #      control_msgs, ur_msgs, py_trees_ros_interfaces, object_recognition_msgs, octomap_msgs and
 #      moveit_msgs that no wheel provides, and beambot_interfaces and epick_msgs), in dependency order
@@ -30,7 +33,8 @@
 # files, interface sources, packaging files; one stamp per interface package, which also covers
 # the interface packages it depends on); a stamp that matches means the step is done.
 #
-# Environment: PYTHON (interpreter for the venv, default python3), EROBS_VENV (default .venv),
+# Environment: EROBS_ROS_DISTRO (jazzy, the default: the distro of EROBS's cell; or kilted),
+# PYTHON (interpreter for the venv, default python3), EROBS_VENV (default .venv),
 # EROBS_SETUP_FORCE=1 (ignore the stamps).
 set -euo pipefail
 
@@ -42,8 +46,13 @@ cd "${ROOT}"
 PYTHON="${PYTHON:-python3}"
 STAMPS="${VENV}/.erobs_bt-setup"
 IFACE_ROOT="${ROOT}/interfaces"
-REQUIREMENTS=(requirements.txt requirements-build.txt requirements-dev.txt requirements-madsci.txt requirements.lock)
-PACKAGING=(setup.py setup.cfg package.xml pyproject.toml resource/erobs_bt requirements.txt requirements-madsci.txt)
+DISTRO="${EROBS_ROS_DISTRO:-jazzy}"
+LOCK="requirements-${DISTRO}.lock"
+ROS_REQUIREMENTS=("requirements-ros-${DISTRO}.txt" "requirements-build-${DISTRO}.txt")
+REQUIREMENTS=(requirements.txt requirements-build.txt requirements-dev.txt requirements-madsci.txt
+  "${ROS_REQUIREMENTS[@]}" "${LOCK}")
+PACKAGING=(setup.py setup.cfg package.xml pyproject.toml resource/erobs_bt requirements.txt requirements-madsci.txt
+  requirements-ros-jazzy.txt requirements-ros-kilted.txt)
 START=${SECONDS}
 
 step() { printf '==> %s\n' "$*"; }
@@ -69,6 +78,11 @@ hash_of() {
 }
 stamp_matches() { [[ "${EROBS_SETUP_FORCE:-0}" != 1 && -f "${STAMPS}/$1" && "$(cat "${STAMPS}/$1")" == "$2" ]]; }
 write_stamp() { mkdir -p "${STAMPS}" && printf '%s\n' "$2" >"${STAMPS}/$1"; }
+
+case "${DISTRO}" in
+  jazzy | kilted) ;;
+  *) die "EROBS_ROS_DISTRO=${DISTRO}: the ROS 2 wheels are set up for jazzy (the default) or kilted" ;;
+esac
 
 # --------------------------------------------------------------------------------------------
 step "1/5 system packages"
@@ -115,7 +129,16 @@ fi
 command -v ninja >/dev/null || info "ninja not found: CMake will use make (slower, still fine)"
 
 # --------------------------------------------------------------------------------------------
-step "2/5 virtual environment ${VENV}"
+step "2/5 virtual environment ${VENV} (ROS 2 ${DISTRO^})"
+locked_rclpy="$(sed -n 's/^ros-rclpy==//p' "${LOCK}")"
+[[ -n "${locked_rclpy}" ]] || die "${LOCK} pins no ros-rclpy"
+if [[ -x "${VENV}/bin/python" ]]; then
+  venv_rclpy="$("${VENV}/bin/python" -c 'import importlib.metadata as m; print(m.version("ros-rclpy"))' 2>/dev/null || true)"
+  if [[ -n "${venv_rclpy}" && "${venv_rclpy}" != "${locked_rclpy}" ]]; then
+    info "the venv holds ros-rclpy ${venv_rclpy}, ${LOCK} pins ${locked_rclpy} (another ROS 2 distro): recreating it"
+    rm -rf -- "${VENV}"
+  fi
+fi
 if [[ -e "${VENV}" ]] && ! "${VENV}/bin/python" -c 'import sys; assert sys.version_info[:2] == (3, 11)' 2>/dev/null; then
   if [[ -f "${VENV}/pyvenv.cfg" ]]; then
     info "existing venv has no working Python 3.11 (moved, or its interpreter is gone): recreating it"
@@ -157,12 +180,12 @@ if stamp_matches deps "${deps_hash}"; then
   info "up to date"
 else
   deps_t=${SECONDS}
-  pip_pin="$(grep -E '^pip==' requirements.lock || true)"
+  pip_pin="$(grep -E '^pip==' "${LOCK}" || true)"
   info "upgrading pip${pip_pin:+ (${pip_pin})}"
   pip_install --upgrade "${pip_pin:-pip}"
-  info "installing the requirements at the versions of requirements.lock (a fresh venv fetches about 1 GB of wheels)"
-  pip_install -c requirements.lock -r requirements.txt -r requirements-build.txt -r requirements-dev.txt \
-    -r requirements-madsci.txt
+  info "installing the requirements at the versions of ${LOCK} (a fresh venv fetches about 1 GB of wheels)"
+  pip_install -c "${LOCK}" -r requirements.txt -r "${ROS_REQUIREMENTS[0]}" -r requirements-build.txt \
+    -r "${ROS_REQUIREMENTS[1]}" -r requirements-dev.txt -r requirements-madsci.txt
   write_stamp deps "${deps_hash}"
   took "${deps_t}"
 fi
@@ -170,7 +193,8 @@ fi
 # --------------------------------------------------------------------------------------------
 step "4/5 ROS interface packages (interfaces/)"
 # The build depends on the ROS wheels and build tooling, not on the test tools.
-build_deps_hash="$(hash_of "python ${py_version}" requirements.txt requirements-build.txt)"
+build_deps_hash="$(hash_of "python ${py_version} ROS 2 ${DISTRO}" requirements.txt requirements-build.txt \
+  "${ROS_REQUIREMENTS[@]}")"
 # Paths relative to interfaces/, so that the stamps do not depend on where the checkout is.
 mapfile -t shared_cmake < <(cd "${IFACE_ROOT}" && find cmake -type f | LC_ALL=C sort)
 shared_hash="$(cd "${IFACE_ROOT}" && hash_of "shared" "${shared_cmake[@]}")"
@@ -198,6 +222,9 @@ for line in "${iface_lines[@]}"; do
     continue
   fi
   mapfile -t pkg_files < <(cd "${pkg_dir}" && find . -path ./build -prune -o -type f -print | LC_ALL=C sort)
+  # One CMake tree per distro (build/<distro>/<wheel tag>), so a Jazzy and a Kilted venv of one
+  # checkout keep each other's trees.
+  build_root="${pkg_dir}/build/${DISTRO}"
   label="deps ${build_deps_hash} shared ${shared_hash}"
   if [[ "${needs}" != - ]]; then
     for dependency in ${needs//,/ }; do label+=" ${dependency} ${iface_hash[${dependency}]:-?}"; done
@@ -213,7 +240,7 @@ for line in "${iface_lines[@]}"; do
   # generator.
   build_deps_changed=1
   stamp_matches "iface-deps-${name}" "${build_deps_hash}" && build_deps_changed=0
-  for cache in "${pkg_dir}"/build/*/CMakeCache.txt; do
+  for cache in "${build_root}"/*/CMakeCache.txt; do
     [[ -f "${cache}" ]] || continue
     tree="$(dirname "${cache}")"
     source_dir="$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "${cache}")"
@@ -226,9 +253,11 @@ for line in "${iface_lines[@]}"; do
     fi
   done
   how=clean
-  compgen -G "${pkg_dir}/build/*/CMakeCache.txt" >/dev/null && how=incremental
-  info "${name}: building with CMake (${how}) and installing ${dist} into the venv"
-  pip_install -v --no-build-isolation --no-deps --force-reinstall "${pkg_dir}"
+  compgen -G "${build_root}/*/CMakeCache.txt" >/dev/null && how=incremental
+  info "${name}: building with CMake (${how}, ROS 2 ${DISTRO^}) and installing ${dist} into the venv"
+  pip_install -v --no-build-isolation --no-deps --force-reinstall \
+    --config-settings="cmake.define.EROBS_BT_ROS_DISTRO=${DISTRO}" \
+    --config-settings="build-dir=build/${DISTRO}/{wheel_tag}" "${pkg_dir}"
   write_stamp "iface-${name}" "${iface_hash[${name}]}"
   write_stamp "iface-deps-${name}" "${build_deps_hash}"
   built=$((built + 1))

@@ -2,7 +2,9 @@
 
 * :func:`load_type_hashes` reads ``../shared/interop/type-hashes.json`` (the upstream hashes,
   computed with the Kilted rosidl tool chain; see the README beside it) into
-  :class:`UpstreamType` records. :func:`require_type_hashes` does the same for a test: when
+  :class:`UpstreamType` records, for the ROS 2 distro of this venv: where the file lists that
+  distro's layout as a variant (control_msgs' FollowJointTrajectory on Jazzy), the variant is
+  the expected hash (:data:`DISTRO_SOURCES`). :func:`require_type_hashes` does the same for a test: when
   ``../shared`` is absent it *skips* with the reason, unless ``EROBS_BT_REQUIRE_SHARED=1`` (CI)
   makes that a failure.
 * :func:`built_type_hash` returns the RIHS01 hash of an importable ROS type (a message,
@@ -36,11 +38,22 @@ from typing import Any
 
 import pytest
 
+from erobs_bt.rosdistro import ros_distro
+
 #: ``../shared/interop`` of this checkout (a worktree's ``../shared`` is /work/shared).
 INTEROP_DIR = Path(__file__).resolve().parents[2] / "shared" / "interop"
 TYPE_HASHES_FILE = INTEROP_DIR / "type-hashes.json"
 #: Set to 1 (CI does) to make a missing ../shared/interop a test failure instead of a skip.
 REQUIRE_SHARED_ENV = "EROBS_BT_REQUIRE_SHARED"
+
+#: The upstream sources (type-hashes.json ``sources`` keys) of the layouts a distro builds where
+#: they are listed as a variant of a type, not as its ``hash``. The file's main hashes are of the
+#: Kilted-era branches; control_msgs' ``jazzy`` branch (5.x) has FollowJointTrajectory without the
+#: Feedback fields ``index`` and ``multi_dof_index`` that master added in 6.3.0.
+DISTRO_SOURCES: Mapping[str, frozenset[str]] = {
+    "jazzy": frozenset({"control_msgs@jazzy"}),
+    "kilted": frozenset(),
+}
 
 
 @dataclass(frozen=True)
@@ -53,7 +66,9 @@ class UpstreamType:
         components: for a srv or action, every generated sub-type (``..._Request``,
             ``..._SendGoal_Event``, ...) and its hash; empty for a msg.
         source: the key under ``sources`` (repository, branch and commit it was computed from).
-        variants: hashes of other upstream layouts (e.g. control_msgs Jazzy); for messages only.
+        variants: the other upstream layouts of the type (``source``, ``hash``, ``components``):
+            those listed as variants that are not this distro's, and the main entry when a
+            variant is.
     """
 
     type: str
@@ -72,19 +87,28 @@ class UpstreamType:
 
 
 class TypeHashes(Mapping[str, UpstreamType]):
-    """The upstream types of type-hashes.json by full type name (``types`` and ``extra_types``)."""
+    """The upstream types of type-hashes.json by full type name (``types`` and ``extra_types``),
+    with the hashes of ``distro``'s layouts (:data:`DISTRO_SOURCES`)."""
 
-    def __init__(self, document: Mapping[str, Any], path: Path) -> None:
+    def __init__(self, document: Mapping[str, Any], path: Path, distro: str) -> None:
         self.path = path
         self.document = document
+        self.distro = distro
         self._types: dict[str, UpstreamType] = {}
         for entry in [*document.get("types", []), *document.get("extra_types", [])]:
+            main = {
+                "source": entry.get("source", ""),
+                "hash": entry["hash"],
+                "components": dict(entry.get("components", {})),
+            }
+            layouts = [main, *entry.get("variants", ())]
+            chosen = next((v for v in layouts[1:] if v["source"] in DISTRO_SOURCES[distro]), main)
             self._types[entry["type"]] = UpstreamType(
                 type=entry["type"],
-                hash=entry["hash"],
-                components=dict(entry.get("components", {})),
-                source=entry.get("source", ""),
-                variants=tuple(entry.get("variants", ())),
+                hash=chosen["hash"],
+                components=dict(chosen.get("components", {})),
+                source=chosen["source"],
+                variants=tuple(v for v in layouts if v is not chosen),
             )
 
     def __getitem__(self, name: str) -> UpstreamType:
@@ -105,8 +129,9 @@ class TypeHashes(Mapping[str, UpstreamType]):
         return sorted({entry.package for entry in self.values()})
 
 
-def load_type_hashes(path: Path | None = None) -> TypeHashes:
-    """Read type-hashes.json (default :data:`TYPE_HASHES_FILE`).
+def load_type_hashes(path: Path | None = None, distro: str | None = None) -> TypeHashes:
+    """Read type-hashes.json (default :data:`TYPE_HASHES_FILE`) with the hashes of ``distro``'s
+    layouts (default: this venv's, :func:`erobs_bt.rosdistro.ros_distro`).
 
     Raises:
         FileNotFoundError: the file (i.e. ../shared) is absent.
@@ -116,7 +141,7 @@ def load_type_hashes(path: Path | None = None) -> TypeHashes:
     document = json.loads(path.read_text(encoding="utf-8"))
     if document.get("hash_version") != "RIHS01" or not document.get("types"):
         raise ValueError(f"{path}: not a RIHS01 type-hash list (hash_version/types missing)")
-    return TypeHashes(document, path)
+    return TypeHashes(document, path, distro or ros_distro())
 
 
 def shared_required() -> bool:

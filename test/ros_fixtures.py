@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Self
 
 from erobs_bt.ros.domain import RosEnvironment, participant_ports, private_domain
+from erobs_bt.rosdistro import SHM_PREFIXES, ros_distro
 
 from helpers import require_marker
 
@@ -60,13 +61,14 @@ def action_client(node: Any, action_type: Any, name: str, **options: Any) -> Any
     """An rclpy ``ActionClient`` of ``name`` on ``node``, safe to make while an executor spins
     ``node`` in another thread (any executor).
 
-    rclpy's ``ActionClient.__init__`` (Jazzy and Kilted, ``rclpy/action/client.py``) adds the
-    client to the node's waitables *before* it assigns ``_lock``; an executor building its
-    wait set in that window raises ``AttributeError: ... no attribute '_lock'`` and its spin
-    thread ends, so nothing is answered afterwards (the product avoids it by making clients in
-    the executor's thread: ``RosLink.run_in_executor``). Here the lock exists before
-    ``__init__`` runs; ``__init__`` then replaces it with a new one, harmless because nothing
-    else uses the client yet.
+    Kilted's ``ActionClient.__init__`` (rclpy 9, ``rclpy/action/client.py``) adds the client to
+    the node's waitables *before* it assigns ``_lock``; an executor building its wait set in
+    that window raises ``AttributeError: ... no attribute '_lock'`` and its spin thread ends,
+    so nothing is answered afterwards (the product avoids it by making clients in the
+    executor's thread: ``RosLink.run_in_executor``). Here the lock exists before ``__init__``
+    runs; ``__init__`` then replaces it with a new one, harmless because nothing else uses the
+    client yet. Jazzy's ActionClient (rclpy 7) has no ``_lock``: there the extra attribute is
+    unused.
     """
     from rclpy.action import ActionClient
 
@@ -278,11 +280,16 @@ def ready_client(node: RosProcess, **options: Any) -> Iterator[Any]:
         yield client
 
 
+#: The name Fast DDS gives its shared-memory files on this venv's distro (erobs_bt.rosdistro).
+SHM_PREFIX = SHM_PREFIXES[ros_distro()]
+
+
 def fastdds_segments() -> set[str]:
-    """Names of Fast DDS shared-memory files in /dev/shm."""
+    """Names of Fast DDS shared-memory files in /dev/shm (``fastrtps_*`` on Jazzy, ``fastdds_*``
+    on Kilted)."""
     if not SHM.is_dir():
         return set()
-    return {name for name in os.listdir(SHM) if "fastdds" in name}
+    return {name for name in os.listdir(SHM) if SHM_PREFIX in name}
 
 
 def _mapped_by_live_processes() -> set[str]:
@@ -304,11 +311,12 @@ def _mapped_by_live_processes() -> set[str]:
     return used
 
 
-_PORT_FILE = re.compile(r"fastdds_port(\d+)")
+_PORT_FILE = re.compile(rf"{SHM_PREFIX}_port(\d+)")
 
 
 def _other_domain(name: str, domain: int | None) -> bool:
-    """True for a port file (``fastdds_port<port>``, ``sem.fastdds_port<port>_mutex``) of a
+    """True for a port file (``fastdds_port<port>``, ``sem.fastdds_port<port>_mutex``; ``fastrtps_``
+    on Jazzy) of a
     domain other than ``domain``: Fast DDS ports are ``7400 + 250 * domain + offset``."""
     match = _PORT_FILE.search(name)
     if domain is None or match is None:

@@ -35,6 +35,8 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from erobs_bt.rosdistro import PROFILES_VARIABLES, profiles_variable
+
 #: RTPS port base (PB) and domain gain (DG): DDSI-RTPS 2.x §9.6.1.1 default port mapping.
 PORT_BASE = 7400
 DOMAIN_GAIN = 250
@@ -223,11 +225,11 @@ class RosEnvironment:
     log_dir: Path
 
 
-#: The variables :func:`private_domain` sets (and restores).
+#: The variables :func:`private_domain` sets (and restores): the profile under either distro's name.
 ROS_VARIABLES = (
     "ROS_DOMAIN_ID",
     "ROS_AUTOMATIC_DISCOVERY_RANGE",
-    "FASTDDS_DEFAULT_PROFILES_FILE",
+    *PROFILES_VARIABLES.values(),
     "ROS_LOG_DIR",
 )
 
@@ -239,7 +241,8 @@ def private_domain(
     """Reserve a domain (:func:`reserved_domain`) and set this process's ROS variables.
 
     Sets ``ROS_DOMAIN_ID``, ``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST``, ``ROS_LOG_DIR`` and,
-    with ``profile``, ``FASTDDS_DEFAULT_PROFILES_FILE``; removes ``RMW_IMPLEMENTATION``. The
+    with ``profile``, the Fast DDS profile variable of this process's ROS 2 distro
+    (:func:`erobs_bt.rosdistro.profiles_variable`); removes ``RMW_IMPLEMENTATION``. The
     previous values come back on exit. The environment is for child processes and for code
     that reads it on purpose (the CLI commands); in-process clients get ``domain_id``.
 
@@ -255,7 +258,7 @@ def private_domain(
             "ROS_LOG_DIR": str(log_dir),
         }
         if profile is not None:
-            values["FASTDDS_DEFAULT_PROFILES_FILE"] = str(profile)
+            values[profiles_variable()] = str(profile)
         saved = {key: os.environ.get(key) for key in ROS_VARIABLES}
         os.environ.update(values)
         os.environ.pop("RMW_IMPLEMENTATION", None)

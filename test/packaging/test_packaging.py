@@ -1,5 +1,6 @@
-"""Dependencies: ranges for the package, exact pins of the whole venv in requirements.lock; the
-venv laid out as an ament prefix (scripts/ament_prefix.py)."""
+"""Dependencies: ranges for the package, exact pins of the whole venv in
+requirements-<distro>.lock (the ROS 2 distro of this venv: erobs_bt.rosdistro); the venv laid out
+as an ament prefix (scripts/ament_prefix.py)."""
 
 from __future__ import annotations
 
@@ -14,13 +15,20 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from erobs_bt.rosdistro import DISTROS, RCLPY_MAJOR, ros_distro
+
 REPO = Path(__file__).resolve().parents[2]
-REQUIREMENT_FILES = (
+#: The distro of this venv, whose requirement files and lock set it up.
+DISTRO = ros_distro()
+COMMON_FILES = (
     "requirements.txt",
     "requirements-build.txt",
     "requirements-dev.txt",
     "requirements-madsci.txt",
 )
+DISTRO_FILES = {d: (f"requirements-ros-{d}.txt", f"requirements-build-{d}.txt") for d in DISTROS}
+REQUIREMENT_FILES = COMMON_FILES + DISTRO_FILES[DISTRO]
+LOCK = f"requirements-{DISTRO}.lock"
 
 
 def lines(path: Path) -> list[str]:
@@ -31,22 +39,22 @@ def lines(path: Path) -> list[str]:
     ]
 
 
-def lock() -> dict[str, str]:
+def lock(name: str = LOCK) -> dict[str, str]:
     pins: dict[str, str] = {}
-    for line in lines(REPO / "requirements.lock"):
+    for line in lines(REPO / name):
         match = re.fullmatch(r"([A-Za-z0-9_.\-]+)==([^\s;]+)", line)
-        assert match, f"requirements.lock: not an exact pin: {line!r}"
+        assert match, f"{name}: not an exact pin: {line!r}"
         pins[canonicalize_name(match[1])] = match[2]
     return pins
 
 
 def test_install_requires_are_ranges_not_pins() -> None:
-    for name in REQUIREMENT_FILES:
+    for name in COMMON_FILES + tuple(f for files in DISTRO_FILES.values() for f in files):
         for line in lines(REPO / name):
             requirement = Requirement(line)
             assert requirement.specifier, f"{name}: {line!r} has no version range"
             assert not any(spec.operator in ("==", "===") for spec in requirement.specifier), (
-                f"{name}: {line!r} is an exact pin; pins belong in requirements.lock"
+                f"{name}: {line!r} is an exact pin; pins belong in the requirements-<distro>.lock files"
             )
 
 
@@ -66,7 +74,7 @@ def test_the_lock_pins_every_installed_package_at_its_installed_version() -> Non
         and canonicalize_name(dist.metadata["Name"]) not in local
     }
     missing = sorted(set(installed) - set(pins))
-    assert not missing, f"installed but not in requirements.lock: {missing}"
+    assert not missing, f"installed but not in {LOCK}: {missing}"
     differing = {name: (installed[name], pins[name]) for name in installed if installed[name] != pins[name]}
     assert not differing, f"installed version != locked version: {differing}"
 
@@ -77,10 +85,23 @@ def test_every_direct_requirement_is_locked_within_its_range() -> None:
         for line in lines(REPO / name):
             requirement = Requirement(line)
             key = canonicalize_name(requirement.name)
-            assert key in pins, f"{name}: {requirement.name} is not in requirements.lock"
+            assert key in pins, f"{name}: {requirement.name} is not in {LOCK}"
             assert requirement.specifier.contains(pins[key], prereleases=True), (
                 f"{name}: the locked {requirement.name}=={pins[key]} is outside {requirement.specifier}"
             )
+
+
+def test_the_distros_locks_differ_only_in_what_comes_from_ros() -> None:
+    """The packages that are not ROS's own have one version for every distro, so the suite runs
+    the same non-ROS code on each; and each lock holds its own distro's rclpy."""
+    locks = {distro: lock(f"requirements-{distro}.lock") for distro in DISTROS}
+    majors = {distro: int(pins["ros-rclpy"].split(".")[0]) for distro, pins in locks.items()}
+    assert majors == {distro: major for major, distro in RCLPY_MAJOR.items()}, majors
+    names = set().union(*locks.values())
+    differing = {name for name in names if len({pins.get(name) for pins in locks.values()}) > 1}
+    # A ROS wheel ros-<name> also installs the distribution <name> (rclpy, std_msgs, rosidl_parser).
+    not_ros = sorted(n for n in differing if not n.startswith("ros-") and f"ros-{n}" not in names)
+    assert not not_ros, f"not ROS packages, yet of other versions in the distros' locks: {not_ros}"
 
 
 def _ament_prefix() -> Any:

@@ -91,7 +91,7 @@ class ExecuteTrajectoryArm:
             stale_hint=": is move_group's robot running?",
             hook=self._on_state,
         )
-        self.goals = Goals()
+        self.goals = Goals(link.run_in_executor)
         self._slot = GoalSlot(
             "move_group",
             thread="execute-trajectory",
@@ -249,7 +249,7 @@ class ExecuteTrajectoryArm:
     def _stop_goal(self, handle: object) -> None:
         """Give up on one goal: ``stop`` (move_group does not stop on a cancel) and cancel it."""
         self._publish_stop()
-        handle.cancel_goal_async()  # type: ignore[attr-defined]
+        self.goals.submit(handle.cancel_goal_async)  # type: ignore[attr-defined]
 
     def _wait_rest(self, timeout: float) -> bool:
         """Wait up to ``timeout`` [s] for a joint state received from now on that shows the arm

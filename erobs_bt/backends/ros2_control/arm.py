@@ -133,7 +133,7 @@ class FollowJointTrajectoryArm:
             ),
             hook=self._on_state,
         )
-        self.goals = Goals()
+        self.goals = Goals(link.run_in_executor)
         self._slot = GoalSlot(
             "the hardware", thread="fjt-step", check_start=self.check_start, generation=self.goals.current
         )

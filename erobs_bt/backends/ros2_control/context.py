@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from rclpy.context import Context
 
-#: The environment variable Kilted's rcl reads for the discovery scope
-#: (``ROS_LOCALHOST_ONLY`` is no longer read; see docs/ros2-from-pypi.md §3).
+#: The environment variable Jazzy's and Kilted's rcl read for the discovery scope
+#: (``ROS_LOCALHOST_ONLY`` is deprecated on Jazzy and no longer read on Kilted; see
+#: docs/ros2-from-pypi.md §3).
 DISCOVERY_RANGE_VARIABLE = "ROS_AUTOMATIC_DISCOVERY_RANGE"
 
 

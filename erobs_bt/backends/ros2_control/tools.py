@@ -205,7 +205,7 @@ class RosTool:
         self.name = name
         self._hw = hardware
         self._io = io
-        self._goals = Goals()  # the tool's goals in flight, for stop()
+        self._goals = Goals(link.run_in_executor)  # the tool's goals in flight, for stop()
         self._adapter = hardware.grippers.get(name)
         kind = self._adapter.adapter if self._adapter is not None else ""
         self._status: ObjectDetectionWatch | None = None

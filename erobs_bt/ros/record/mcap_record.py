@@ -78,6 +78,7 @@ import yaml
 from erobs_bt.orchestrator import Feedback, OrchestratorListener, Result, State
 from erobs_bt.paths import package_share_dir
 from erobs_bt.ros.params import ENDPOINT_NAMES, NODE_NAME
+from erobs_bt.rosdistro import ros_distro
 
 _LOG = logging.getLogger(__name__)
 
@@ -629,8 +630,8 @@ class McapRecorder(OrchestratorListener):
                 }
             ],
             "custom_data": {},
-            # requirements.txt pins ROS 2 Kilted's wheels (ros-rclpy 9.1).
-            "ros_distro": os.environ.get("ROS_DISTRO", "kilted"),
+            # The distro of the rclpy in use (a sourced distribution's ROS_DISTRO first).
+            "ros_distro": os.environ.get("ROS_DISTRO") or ros_distro(),
         }
 
     def close(self) -> None:

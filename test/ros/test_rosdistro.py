@@ -63,7 +63,8 @@ def test_env_sh_exports_the_profile_under_the_distros_name_only() -> None:
     exported = dict(line.split("=", 1) for line in printed.splitlines() if "=" in line)
     profile = str(REPO / "config" / "fastdds_localhost.xml")
     assert exported.get(profiles_variable()) == profile
-    assert all(exported.get(name) is None for name in PROFILES_VARIABLES.values() if name != profiles_variable())
+    others = [name for name in PROFILES_VARIABLES.values() if name != profiles_variable()]
+    assert all(exported.get(name) is None for name in others)
 
 
 def test_private_domain_sets_and_restores_the_distros_profile_variable(

@@ -237,7 +237,10 @@ class Goals:
             self.generation += 1
             handles = list(self._handles.values())
         for handle in handles:
-            self.submit(handle.cancel_goal_async)
+            try:
+                self.submit(handle.cancel_goal_async)
+            except Exception:  # the executor is stuck: the other goals are still cancelled
+                _LOG.exception("stop: could not send the cancel of a goal")
         return len(handles)
 
     def current(self) -> int:

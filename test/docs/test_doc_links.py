@@ -40,6 +40,12 @@ PYTHON_FOLDERS = ("erobs_bt", "test", "bench", "examples", "launch", "scripts")
 #: Folders never read nor matched (environments, builds, caches).
 IGNORED = frozenset({".venv", "node_modules", "build", "install", "log", ".git", "__pycache__"})
 
+
+def _ignored(name: str) -> bool:
+    """A folder no document is in: :data:`IGNORED`, another distro's venv (``.venv-kilted``)."""
+    return name in IGNORED or name.startswith(".venv-") or name.endswith(".egg-info")
+
+
 _CODE = re.compile(r"``.*?``|`[^`]*`")
 _LINK = re.compile(r"\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 _URL = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://\S+")
@@ -51,7 +57,7 @@ _DOCUMENT = re.compile(r"(?<![\w./*<>{}$~-])([\w-]+\.(?:md|txt))\b(?![/\w])")
 
 def _walk(folder: Path) -> Iterator[Path]:
     for path in sorted(folder.iterdir()):
-        if path.name in IGNORED or path.name.endswith(".egg-info"):
+        if _ignored(path.name):
             continue
         if path.is_dir():
             yield from _walk(path)
@@ -94,8 +100,8 @@ def sources() -> list[tuple[Path, str, int]]:
 
 @functools.cache
 def _top_level() -> frozenset[str]:
-    names = {p.name for p in REPO.iterdir() if p.is_dir() and p.name not in IGNORED}
-    names |= {p.name for p in PACKAGE.iterdir() if p.is_dir() and p.name not in IGNORED}
+    names = {p.name for p in REPO.iterdir() if p.is_dir() and not _ignored(p.name)}
+    names |= {p.name for p in PACKAGE.iterdir() if p.is_dir() and not _ignored(p.name)}
     return frozenset(names)
 
 

@@ -5,7 +5,8 @@ the repository's folder: the simulated hardware node and the node with the ros2_
 backend in the background, then ``send``. Only its ``export ROS_DOMAIN_ID=42`` is replaced by
 the test's private domain, and an exit trap ends the two servers (SIGTERM by their PIDs,
 which ``scripts/env.sh`` passes on) and waits for them. It needs no file outside the
-repository (no ``../shared``).
+repository (no ``../shared``). The block names the default venv, ``.venv/`` (ROS 2 Jazzy); under
+another distro's venv (``.venv-kilted``) the test runs it with that venv's programs.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import os
 import re
 import signal
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from readme_snippets import readme_blocks
@@ -31,6 +34,9 @@ def test_the_walk_through_runs_as_written_from_the_repository(ros_env: RosEnviro
     script = re.sub(
         r"^export ROS_DOMAIN_ID=\d+$", f"export ROS_DOMAIN_ID={ros_env.domain_id}", block, flags=re.MULTILINE
     )
+    venv = Path(sys.prefix)
+    if venv != REPO / ".venv":
+        script = script.replace(".venv/bin/", f"{venv}/bin/")
     script = "trap 'kill -TERM $(jobs -p) 2>/dev/null; wait' EXIT\n" + script
     env = {k: v for k, v in ros_env.env.items() if k != "ROS_DOMAIN_ID"}
     process = subprocess.Popen(

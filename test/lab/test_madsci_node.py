@@ -281,7 +281,13 @@ def test_two_cells_run_concurrently_one_goal_each_and_results_match_the_nodes(
     cell1_status = madsci["cell1"].status()
     cell1_view = observers["cell1"].states.latest()
     second = madsci["cell1"].run("run_script", script=TWO_MOVES)
-    busy_state = madsci["cell1"].state()
+    # The unit comes with the goal's feedback, which may reach the MADSci node after the
+    # RUNNING state (another topic): wait until the state names the running unit.
+    busy_state = until(
+        lambda: (state := madsci["cell1"].state())["unit_index"] >= 1 and state,
+        30.0,
+        "cell1's state to name its running unit",
+    )
     long = madsci["cell1"].result("run_script", long_id)
 
     assert short.status == ActionStatus.SUCCEEDED, short

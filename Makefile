@@ -20,6 +20,9 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
 EROBS_ROS_DISTRO ?= jazzy
+ifeq ($(strip $(EROBS_ROS_DISTRO)),)
+override EROBS_ROS_DISTRO := jazzy
+endif
 export EROBS_ROS_DISTRO
 VENV ?= $(if $(filter jazzy,$(EROBS_ROS_DISTRO)),.venv,.venv-$(EROBS_ROS_DISTRO))
 SCRIPT ?= config/full_experiment.json

@@ -60,9 +60,9 @@ def measure(domain_id: int) -> dict[str, list[float]]:
     """Median-able samples [s] of both round trips, interleaved in one run, in ``domain_id``
     (reserved by :func:`bench_ros.ros_domain`, whose variables the servers inherit)."""
     from control_msgs.action import FollowJointTrajectory
-    from rclpy.action import ActionClient
 
     from erobs_bt.backends.base import ArmSegment, Solution, TrajectoryPoint
+    from erobs_bt.backends.ros2_control.action_client import ActionClient
     from erobs_bt.backends.ros2_control.arm import trajectory_goal
     from erobs_bt.backends.ros2_control.backend import Ros2ControlBackend
     from erobs_bt.backends.ros2_control.config import load_hardware_config
@@ -76,7 +76,7 @@ def measure(domain_id: int) -> dict[str, list[float]]:
         backend = Ros2ControlBackend(load_cell(), config, domain_id=domain_id)
         # The raw pair's client: a node of its own with a spinning executor, as the backend has.
         link = RosLink("raw_fjt_client", domain_id=domain_id, start=False)
-        client: ActionClient[Any, Any, Any] = ActionClient(link.node, FollowJointTrajectory, RAW_ACTION)
+        client: ActionClient = ActionClient(link.node, FollowJointTrajectory, RAW_ACTION)
         link.start()  # after the action client exists (RosLink.start)
         try:
             assert client.wait_for_server(TIMEOUT), "raw server not found"

@@ -22,6 +22,7 @@
 #   unset ROS_LOCALHOST_ONLY       deprecated (Jazzy), no longer read (Kilted); unset so nobody
 #                                  relies on it.
 # ROS_DOMAIN_ID is not set here: test fixtures choose a private one per test session/worker.
+# The venv is EROBS_VENV, else .venv (ROS 2 Jazzy), or .venv-kilted with EROBS_ROS_DISTRO=kilted.
 
 # Run as a command with SIGINT or SIGTERM ignored (bash ignores INT and QUIT for a background
 # job of a non-interactive shell, `scripts/env.sh CMD &` in a script), the traps below would be
@@ -38,7 +39,14 @@ if [[ "${BASH_SOURCE[0]}" == "$0" && -r /proc/$$/status ]]; then
 fi
 
 _erobs_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-_erobs_venv="${EROBS_VENV:-${_erobs_root}/.venv}"
+# The venv: EROBS_VENV, else the default one of EROBS_ROS_DISTRO (.venv for Jazzy, .venv-<distro>).
+if [[ -n "${EROBS_VENV:-}" ]]; then
+  _erobs_venv="${EROBS_VENV}"
+elif [[ -n "${EROBS_ROS_DISTRO:-}" && "${EROBS_ROS_DISTRO}" != jazzy ]]; then
+  _erobs_venv="${_erobs_root}/.venv-${EROBS_ROS_DISTRO}"
+else
+  _erobs_venv="${_erobs_root}/.venv"
+fi
 
 export ROS_AUTOMATIC_DISCOVERY_RANGE="${ROS_AUTOMATIC_DISCOVERY_RANGE:-LOCALHOST}"
 # The venv's Fast DDS decides the name (the table is erobs_bt/rosdistro.py's PROFILES_VARIABLES):

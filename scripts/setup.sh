@@ -34,19 +34,21 @@
 # the interface packages it depends on); a stamp that matches means the step is done.
 #
 # Environment: EROBS_ROS_DISTRO (jazzy, the default: the distro of EROBS's cell; or kilted),
-# PYTHON (interpreter for the venv, default python3), EROBS_VENV (default .venv),
+# PYTHON (interpreter for the venv, default python3), EROBS_VENV (default .venv for Jazzy,
+# .venv-kilted for Kilted),
 # EROBS_SETUP_FORCE=1 (ignore the stamps).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-VENV="${EROBS_VENV:-${ROOT}/.venv}"
+DISTRO="${EROBS_ROS_DISTRO:-jazzy}"
+# The default venv of each distro, as the Makefile names it: .venv (Jazzy), .venv-<distro>.
+if [[ "${DISTRO}" == jazzy ]]; then VENV="${EROBS_VENV:-${ROOT}/.venv}"; else VENV="${EROBS_VENV:-${ROOT}/.venv-${DISTRO}}"; fi
 [[ "${VENV}" == /* ]] || VENV="${PWD}/${VENV}"
 cd "${ROOT}"
 
 PYTHON="${PYTHON:-python3}"
 STAMPS="${VENV}/.erobs_bt-setup"
 IFACE_ROOT="${ROOT}/interfaces"
-DISTRO="${EROBS_ROS_DISTRO:-jazzy}"
 LOCK="requirements-${DISTRO}.lock"
 ROS_REQUIREMENTS=("requirements-ros-${DISTRO}.txt" "requirements-build-${DISTRO}.txt")
 REQUIREMENTS=(requirements.txt requirements-build.txt requirements-dev.txt requirements-madsci.txt
@@ -134,7 +136,10 @@ locked_rclpy="$(sed -n 's/^ros-rclpy==//p' "${LOCK}")"
 [[ -n "${locked_rclpy}" ]] || die "${LOCK} pins no ros-rclpy"
 if [[ -x "${VENV}/bin/python" ]]; then
   venv_rclpy="$("${VENV}/bin/python" -c 'import importlib.metadata as m; print(m.version("ros-rclpy"))' 2>/dev/null || true)"
-  if [[ -n "${venv_rclpy}" && "${venv_rclpy}" != "${locked_rclpy}" ]]; then
+  # rclpy's major version is the distro's (7 Jazzy, 9 Kilted); a patch release is just an update.
+  if [[ -n "${venv_rclpy}" && "${venv_rclpy%%.*}" != "${locked_rclpy%%.*}" ]]; then
+    [[ -d "${STAMPS}" ]] ||
+      die "${VENV} holds ros-rclpy ${venv_rclpy} (another ROS 2 distro than ${DISTRO}) and was not made by this script; move it away or set EROBS_VENV"
     info "the venv holds ros-rclpy ${venv_rclpy}, ${LOCK} pins ${locked_rclpy} (another ROS 2 distro): recreating it"
     rm -rf -- "${VENV}"
   fi
@@ -193,8 +198,9 @@ fi
 # --------------------------------------------------------------------------------------------
 step "4/5 ROS interface packages (interfaces/)"
 # The build depends on the ROS wheels and build tooling, not on the test tools.
-build_deps_hash="$(hash_of "python ${py_version} ROS 2 ${DISTRO}" requirements.txt requirements-build.txt \
-  "${ROS_REQUIREMENTS[@]}")"
+# The lock's ROS pins too: a new patch release of a message or generator wheel changes the build.
+build_deps_hash="$(hash_of "python ${py_version} ROS 2 ${DISTRO} $(grep -E '^ros-' "${LOCK}" | tr '\n' ' ')" \
+  requirements.txt requirements-build.txt "${ROS_REQUIREMENTS[@]}")"
 # Paths relative to interfaces/, so that the stamps do not depend on where the checkout is.
 mapfile -t shared_cmake < <(cd "${IFACE_ROOT}" && find cmake -type f | LC_ALL=C sort)
 shared_hash="$(cd "${IFACE_ROOT}" && hash_of "shared" "${shared_cmake[@]}")"

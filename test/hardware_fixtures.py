@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from control_msgs.action import FollowJointTrajectory
-from rclpy.action import ActionClient
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from ros_fixtures import REPO, RosEnvironment, RosProcess
@@ -26,6 +25,7 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 from ur_msgs.srv import SetIO
 
+from erobs_bt.backends.ros2_control.action_client import ActionClient
 from erobs_bt.backends.ros2_control.context import init_context
 from erobs_bt.doubles.sim_hardware import NODE_NAME, READY_PREFIX
 from erobs_bt.ros.client.client import Recorder, latched_qos
@@ -73,7 +73,7 @@ class HardwareObserver:
             String, f"/{NODE_NAME}/events", lambda m: self.events.add(json.loads(m.data)), latched_qos(10000)
         )
         self.node.create_subscription(JointState, "/joint_states", self.joint_states.add, 100)
-        self.trajectory: ActionClient[Any, Any, Any] = ActionClient(
+        self.trajectory: ActionClient = ActionClient(
             self.node, FollowJointTrajectory, "/scaled_joint_trajectory_controller/follow_joint_trajectory"
         )
         self.set_io: Any = self.node.create_client(SetIO, "/io_and_status_controller/set_io")

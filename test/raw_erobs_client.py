@@ -22,6 +22,7 @@ import json
 import sys
 import threading
 import time
+from typing import Any
 
 import rclpy
 from action_msgs.msg import GoalInfo
@@ -94,6 +95,12 @@ def main() -> int:
 
     spinner = threading.Thread(target=spin, daemon=True)
     spinner.start()
+
+    def in_spin(request: Any) -> Any:
+        # Action requests from the spin thread: Jazzy's rclpy (7.x) files a request's future
+        # only after sending it and drops an answer that the spin thread takes before that.
+        return call(executor.create_task(request))
+
     report: dict = {}
     try:
         if not action.wait_for_server(timeout_sec=TIMEOUT):
@@ -106,13 +113,15 @@ def main() -> int:
         # 1. run, pause, resume, result
         feedback = Seen()
         goal = call(
-            action.send_goal_async(
-                MTCExecution.Goal(full_json=first_script, dry_run=False),
-                feedback_callback=lambda m: feedback.add(m.feedback),
+            in_spin(
+                lambda: action.send_goal_async(
+                    MTCExecution.Goal(full_json=first_script, dry_run=False),
+                    feedback_callback=lambda m: feedback.add(m.feedback),
+                )
             )
         )
         report["accepted"] = goal.accepted
-        result_future = goal.get_result_async()
+        result_future = in_spin(goal.get_result_async)
         feedback.wait(lambda f: True, what="the first feedback")
         states_before = len(states.items)
         reply = call(pause.call_async(Trigger.Request()))
@@ -165,8 +174,10 @@ def main() -> int:
 
         # 3. pause step, then cancel everything with an empty CancelGoal request
         states_before = len(states.items)
-        goal = call(action.send_goal_async(MTCExecution.Goal(full_json=second_script, dry_run=False)))
-        result_future = goal.get_result_async()
+        goal = call(
+            in_spin(lambda: action.send_goal_async(MTCExecution.Goal(full_json=second_script, dry_run=False)))
+        )
+        result_future = in_spin(goal.get_result_async)
         states.wait(lambda s: s == "PAUSED", since=states_before, what="PAUSED at the pause step")
         cancel = call(cancel_all.call_async(CancelGoal.Request(goal_info=GoalInfo())))
         report["cancel_all"] = {

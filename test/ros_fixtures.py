@@ -58,24 +58,14 @@ __all__ = [
 
 
 def action_client(node: Any, action_type: Any, name: str, **options: Any) -> Any:
-    """An rclpy ``ActionClient`` of ``name`` on ``node``, safe to make while an executor spins
-    ``node`` in another thread (any executor).
+    """An action client of ``name`` on ``node`` for a test: erobs_bt's
+    :class:`~erobs_bt.backends.ros2_control.action_client.ActionClient`, safe to make while an
+    executor spins ``node`` in another thread, and to send requests from the test's thread
+    (Jazzy's rclpy drops an answer that comes before the request's future is filed; Kilted's
+    assigns its ``_lock`` after joining the wait set; that module says more)."""
+    from erobs_bt.backends.ros2_control.action_client import ActionClient
 
-    Kilted's ``ActionClient.__init__`` (rclpy 9, ``rclpy/action/client.py``) adds the client to
-    the node's waitables *before* it assigns ``_lock``; an executor building its wait set in
-    that window raises ``AttributeError: ... no attribute '_lock'`` and its spin thread ends,
-    so nothing is answered afterwards (the product avoids it by making clients in the
-    executor's thread: ``RosLink.run_in_executor``). Here the lock exists before ``__init__``
-    runs; ``__init__`` then replaces it with a new one, harmless because nothing else uses the
-    client yet. Jazzy's ActionClient (rclpy 7) has no ``_lock``: there the extra attribute is
-    unused.
-    """
-    from rclpy.action import ActionClient
-
-    client: Any = ActionClient.__new__(ActionClient)
-    client._lock = threading.Lock()
-    client.__init__(node, action_type, name, **options)
-    return client
+    return ActionClient(node, action_type, name, **options)
 
 
 @contextmanager

@@ -5,9 +5,10 @@ upstream RIHS01 hashes.
 They were computed from the unmodified upstream file (ros-controls/control_msgs
 ``control_msgs/action/ParallelGripperCommand.action``, ``jazzy`` @ f901df2 = 5.8.0; ``master``
 @ 13dacdd = 6.8.0 has the same file) with rosidl_adapter and
-rosidl_generator_type_description 4.9.5 (the generator of requirements-build.txt), the way
-type-hashes.json's README describes; the type references only sensor_msgs/JointState (from the
-ros-sensor-msgs 5.5.1 wheel), so Jazzy and Kilted share them. The built type's hash is read
+rosidl_generator_type_description 4.9.5 (Kilted's, requirements-build-kilted.txt), the way
+type-hashes.json's README describes; the type references only sensor_msgs/JointState, whose
+hash is the same in the Jazzy (5.3.6) and Kilted (5.5.1) sensor_msgs wheels, so Jazzy and Kilted
+share them (this test passes on both venvs). The built type's hash is read
 from its loaded C type support (:func:`interop.built_type_hash`).
 """
 

@@ -33,7 +33,6 @@ from concurrent.futures import Future
 
 import numpy as np
 from moveit_msgs.action import ExecuteTrajectory
-from rclpy.action import ActionClient
 from rclpy.qos import qos_profile_services_default
 from std_msgs.msg import String
 
@@ -46,6 +45,7 @@ from erobs_bt.backends.moveit.model import (
     succeeded,
     trajectory_of,
 )
+from erobs_bt.backends.ros2_control.action_client import ActionClient
 from erobs_bt.backends.ros2_control.arm_state import GoalSlot, JointStateFeed
 from erobs_bt.backends.ros2_control.link import Goals, RosLink, run_action
 from erobs_bt.script.model import JOINT_NAMES, JointPositions
@@ -91,7 +91,7 @@ class ExecuteTrajectoryArm:
             stale_hint=": is move_group's robot running?",
             hook=self._on_state,
         )
-        self.goals = Goals(link.run_in_executor)
+        self.goals = Goals()
         self._slot = GoalSlot(
             "move_group",
             thread="execute-trajectory",
@@ -249,7 +249,7 @@ class ExecuteTrajectoryArm:
     def _stop_goal(self, handle: object) -> None:
         """Give up on one goal: ``stop`` (move_group does not stop on a cancel) and cancel it."""
         self._publish_stop()
-        self.goals.submit(handle.cancel_goal_async)  # type: ignore[attr-defined]
+        handle.cancel_goal_async()  # type: ignore[attr-defined]
 
     def _wait_rest(self, timeout: float) -> bool:
         """Wait up to ``timeout`` [s] for a joint state received from now on that shows the arm

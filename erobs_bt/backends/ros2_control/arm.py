@@ -17,11 +17,11 @@ from typing import Any
 import numpy as np
 from control_msgs.action import FollowJointTrajectory
 from control_msgs.msg import JointTolerance
-from rclpy.action import ActionClient
 from std_msgs.msg import Bool, Float64
 from trajectory_msgs.msg import JointTrajectoryPoint
 
 from erobs_bt.backends.base import ArmSegment, ErrorCode, JointStateListener, MotionError
+from erobs_bt.backends.ros2_control.action_client import ActionClient
 from erobs_bt.backends.ros2_control.arm_state import GoalSlot, JointStateFeed
 from erobs_bt.backends.ros2_control.config import HardwareConfig
 from erobs_bt.backends.ros2_control.link import Goals, RosLink, fjt_error_name, run_action
@@ -133,12 +133,12 @@ class FollowJointTrajectoryArm:
             ),
             hook=self._on_state,
         )
-        self.goals = Goals(link.run_in_executor)
+        self.goals = Goals()
         self._slot = GoalSlot(
             "the hardware", thread="fjt-step", check_start=self.check_start, generation=self.goals.current
         )
         self.sent = 0
-        self._client: ActionClient[Any, Any, Any] = ActionClient(
+        self._client: ActionClient = ActionClient(
             link.node, FollowJointTrajectory, hardware.arm_action, callback_group=link.group
         )
         # speed_scaling_state_broadcaster: the speed scaling in percent (SystemDefaultsQoS).

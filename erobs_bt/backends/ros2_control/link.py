@@ -85,6 +85,7 @@ class RosLink:
             context = init_context(domain_id)
         self.context = context
         self.node = Node(node_name, context=context, namespace=namespace)
+        self._name = node_name  # for messages, also after close()
         self.group = ReentrantCallbackGroup()
         # Single-threaded: every callback here only records a message or sets an event
         # (the waiting happens on the backend's worker threads), and one thread keeps each
@@ -127,7 +128,7 @@ class RosLink:
             Exception: whatever ``job`` raised.
         """
         spinner = self._thread if self._started and not self._closed else None
-        return run_in_spin_thread(self._executor, spinner, job, timeout, who=self.node.get_name())
+        return run_in_spin_thread(self._executor, spinner, job, timeout, who=self._name)
 
     def close(self) -> None:
         """Stop spinning, join the thread, then shut the executor down and destroy the node."""
@@ -152,24 +153,35 @@ def run_in_spin_thread(
     who: str = "",
 ) -> _T:
     """Run ``job`` in ``spinner``, the thread that spins ``executor``, between two callbacks, and
-    return its result. Runs it at once, here, when ``spinner`` is None (nothing spins yet, or
-    any more) or is this thread.
+    return its result. Runs it at once, here, when ``spinner`` is None, not alive (nothing
+    spins yet, or any more) or is this thread.
 
-    The way to use an rclpy action client from another thread: see :class:`Goals` for why.
+    ``job``'s exception is taken in the executor's thread and raised here: rclpy's executor
+    re-raises a failed task's exception out of ``spin_once``, which would end the spin thread.
 
     Raises:
-        TimeoutError: the executor did not run it within ``timeout`` [s].
+        TimeoutError: the executor did not run it within ``timeout`` [s] (the job is then
+            cancelled if it has not started).
         Exception: whatever ``job`` raised.
     """
-    if spinner is None or threading.current_thread() is spinner:
+    if spinner is None or not spinner.is_alive() or threading.current_thread() is spinner:
         return job()
-    task = executor.create_task(job)
+    outcome: list[tuple[bool, Any]] = []
+
+    def guarded() -> None:
+        try:
+            outcome.append((True, job()))
+        except Exception as error:  # handed to the caller below
+            outcome.append((False, error))
+
+    task = executor.create_task(guarded)
     if not wait_future(task, timeout):
+        task.cancel()
         raise TimeoutError(f"{who or 'rclpy'}: the executor did not run a job within {timeout:g} s")
-    error = task.exception()
-    if error is not None:
-        raise error
-    return task.result()  # type: ignore[no-any-return]
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return value  # type: ignore[no-any-return]
 
 
 def wait_future(future: Any, timeout: float, *, poll: Callable[[], None] | None = None) -> bool:
@@ -200,22 +212,9 @@ def wait_ready(is_ready: Callable[[], bool], timeout: float) -> bool:
 
 
 class Goals:
-    """The goal handles in flight of one action client, so a stop can cancel every one of them.
+    """The goal handles in flight of one action client, so a stop can cancel every one of them."""
 
-    Args:
-        submit: runs the client's requests (send goal, get result, cancel) in the thread that
-            spins the client's node: ``RosLink.run_in_executor``; default, and for a client
-            spun by no executor thread: in the calling thread. Needed on Jazzy: rclpy 7's
-            ActionClient sends a request and only then files its future (ros2/rclpy@85415f7,
-            branch ``jazzy``, rclpy/action/client.py:440-452, 498-504, 550-556) and drops a
-            response that the executor thread takes before that ("Ignoring unexpected goal
-            response", :305), so the future never completes: an accepted goal would look
-            unanswered while the arm moves. Kilted's client files it under a lock that the
-            executor takes too.
-    """
-
-    def __init__(self, submit: Callable[[Callable[[], Any]], Any] | None = None) -> None:
-        self.submit: Callable[[Callable[[], Any]], Any] = submit or _in_this_thread
+    def __init__(self) -> None:
         self._lock = threading.Lock()
         self._handles: dict[int, Any] = {}  # by id(): rclpy goal handles are not hashable
         self.generation = 0
@@ -237,10 +236,7 @@ class Goals:
             self.generation += 1
             handles = list(self._handles.values())
         for handle in handles:
-            try:
-                self.submit(handle.cancel_goal_async)
-            except Exception:  # the executor is stuck: the other goals are still cancelled
-                _LOG.exception("stop: could not send the cancel of a goal")
+            handle.cancel_goal_async()
         return len(handles)
 
     def current(self) -> int:
@@ -270,7 +266,7 @@ def run_action(
         what: names the goal in errors (``FollowJointTrajectory /scaled_…: trajectory of step 3``).
         timeouts: ``server`` and ``acceptance`` [s].
         result_timeout: [s] for the result after acceptance.
-        goals: the registry a stop cancels through; its ``submit`` makes the client's requests.
+        goals: the registry a stop cancels through.
         generation: ``goals.current()`` when the caller committed to the goal (default:
             now); a stop after it cancels the goal, or keeps it from being sent.
         watchdog: called every 50 ms while waiting for the goal response and the result;
@@ -299,8 +295,7 @@ def run_action(
         )
     if goals.current() != generation:
         raise MotionError(ErrorCode.EXECUTION_FAILED, f"{what}: stopped by request (not sent)")
-    submit = goals.submit
-    sent = submit(lambda: client.send_goal_async(goal))
+    sent = client.send_goal_async(goal)
     if not wait_future(sent, timeouts["acceptance"], poll=watchdog):
         raise MotionError(ErrorCode.TIMEOUT, f"{what}: goal acceptance over {timeouts['acceptance']:g} s")
     handle = sent.result()
@@ -308,14 +303,11 @@ def run_action(
         raise MotionError(ErrorCode.EXECUTION_FAILED, f"{what}: goal rejected")
     goals.add(handle)
     if cancel is None:
-
-        def cancel(goal_handle: Any) -> None:
-            submit(goal_handle.cancel_goal_async)
-
+        cancel = _cancel_goal
     try:
         if goals.current() != generation:
             cancel(handle)  # a stop arrived while the goal was being accepted
-        result = submit(handle.get_result_async)
+        result = handle.get_result_async()
 
         def poll() -> None:
             if watchdog is not None:
@@ -346,8 +338,8 @@ def run_action(
     raise MotionError(ErrorCode.EXECUTION_FAILED, f"{what}: goal aborted{_result_detail(wrapped.result)}")
 
 
-def _in_this_thread(call: Callable[[], _T]) -> _T:
-    return call()
+def _cancel_goal(handle: Any) -> None:
+    handle.cancel_goal_async()
 
 
 def _result_detail(result: Any) -> str:

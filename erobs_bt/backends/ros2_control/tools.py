@@ -21,10 +21,10 @@ from typing import Any, ClassVar
 from control_msgs.action import GripperCommand, ParallelGripperCommand
 from epick_msgs.msg import ObjectDetectionStatus
 from erobs_bt_interfaces.action import PipettorCommand
-from rclpy.action import ActionClient
 from ur_msgs.srv import SetIO
 
 from erobs_bt.backends.base import ErrorCode, MotionError
+from erobs_bt.backends.ros2_control.action_client import ActionClient
 from erobs_bt.backends.ros2_control.config import FUN_SET_DIGITAL_OUT, FUN_SET_TOOL_VOLTAGE, HardwareConfig
 from erobs_bt.backends.ros2_control.link import Goals, RosLink, run_action, wait_future, wait_ready
 from erobs_bt.script.model import Pipettor
@@ -122,7 +122,7 @@ class ToolActionClients:
     def __init__(self, link: RosLink) -> None:
         self._link = link
         self._lock = threading.Lock()
-        self._clients: dict[str, tuple[Any, ActionClient[Any, Any, Any]]] = {}
+        self._clients: dict[str, tuple[Any, ActionClient]] = {}
 
     @classmethod
     def of(cls, link: RosLink) -> ToolActionClients:
@@ -133,14 +133,14 @@ class ToolActionClients:
                 registry = cls._registries[link] = cls(link)
             return registry
 
-    def client(self, action_type: Any, name: str) -> ActionClient[Any, Any, Any]:
+    def client(self, action_type: Any, name: str) -> ActionClient:
         """The client of ``name`` with ``action_type``, made now if there is none of that type."""
         with self._lock:
             found = self._clients.get(name)
             if found is not None and found[0] is action_type:
                 return found[1]
 
-            def swap() -> ActionClient[Any, Any, Any]:
+            def swap() -> ActionClient:
                 if found is not None:
                     found[1].destroy()
                 return ActionClient(self._link.node, action_type, name, callback_group=self._link.group)
@@ -205,7 +205,7 @@ class RosTool:
         self.name = name
         self._hw = hardware
         self._io = io
-        self._goals = Goals(link.run_in_executor)  # the tool's goals in flight, for stop()
+        self._goals = Goals()  # the tool's goals in flight, for stop()
         self._adapter = hardware.grippers.get(name)
         kind = self._adapter.adapter if self._adapter is not None else ""
         self._status: ObjectDetectionWatch | None = None
@@ -214,7 +214,7 @@ class RosTool:
         # The gripper's client is made when the tool is commanded (it is then the fitted one).
         self._gripper_type: Any = ParallelGripperCommand if kind == "parallel_gripper" else GripperCommand
         self._clients = ToolActionClients.of(link)
-        self._pipettor: ActionClient[Any, Any, Any] | None = None
+        self._pipettor: ActionClient | None = None
         if name == "pipettor":
             self._pipettor = ActionClient(
                 link.node, PipettorCommand, hardware.pipettor_action, callback_group=link.group

@@ -53,7 +53,6 @@ from action_msgs.srv import CancelGoal
 from erobs_bt_interfaces.action import ExecuteScript
 from erobs_bt_interfaces.msg import ExecutionState, TreeSnapshot
 from rcl_interfaces.msg import Log
-from rclpy.action import ActionClient
 from rclpy.action.client import ClientGoalHandle
 from rclpy.event_handler import SubscriptionEventCallbacks
 from rclpy.executors import SingleThreadedExecutor
@@ -65,8 +64,8 @@ from std_srvs.srv import Empty, Trigger
 from trajectory_msgs.msg import JointTrajectory
 from unique_identifier_msgs.msg import UUID
 
+from erobs_bt.backends.ros2_control.action_client import ActionClient
 from erobs_bt.backends.ros2_control.context import init_context
-from erobs_bt.backends.ros2_control.link import run_in_spin_thread
 from erobs_bt.goal import CANCEL_ACCEPTED
 from erobs_bt.ros.params import (
     ENDPOINTS,
@@ -270,8 +269,6 @@ class GoalRun:
     cancel_accepted: bool | None = None
     _goal_handle: Any = None
     _done: threading.Event = field(default_factory=threading.Event)
-    #: Runs an action-client request in the client's spin thread (ErobsBtClient._in_spin_thread).
-    _submit: Callable[[Callable[[], Any]], Any] = field(default=lambda job: job())
 
     @property
     def status_name(self) -> str:
@@ -311,7 +308,7 @@ class GoalRun:
         """
         if self._goal_handle is None:
             raise RuntimeError("goal was not accepted; nothing to cancel")
-        response = _wait_future(self._submit(self._goal_handle.cancel_goal_async), timeout, "cancel")
+        response = _wait_future(self._goal_handle.cancel_goal_async(), timeout, "cancel")
         self.cancel_accepted = cancel_accepted(response, bytes(self._goal_handle.goal_id.uuid))
         return response
 
@@ -381,7 +378,7 @@ class ErobsBtClient:
         self._assembler = SnapshotAssembler()
         self.previews: Recorder[Any] = Recorder()
         self.joint_states: Recorder[Any] = Recorder(maxlen=1000)
-        self._action: ActionClient[Any, Any, Any] = ActionClient(
+        self._action: ActionClient = ActionClient(
             self.node,
             ExecuteScript,
             self.names["execute"],
@@ -495,14 +492,6 @@ class ErobsBtClient:
         # the executor destroys its guard condition.
         while not self._stop.is_set() and self.context.ok():
             self._executor.spin_once(timeout_sec=0.05)
-
-    def _in_spin_thread(self, job: Callable[[], T]) -> T:
-        """Run an action-client request in the spin thread (rclpy 7, Jazzy, drops a response
-        that arrives before the request's future is filed: see
-        :class:`erobs_bt.backends.ros2_control.link.Goals`)."""
-        return run_in_spin_thread(
-            self._executor, None if self._closed else self._spinner, job, who="erobs_bt client"
-        )
 
     def __enter__(self) -> ErobsBtClient:
         return self
@@ -625,9 +614,7 @@ class ErobsBtClient:
 
         goal_id = UUID(uuid=list(uuid.uuid4().bytes))
         goal_handle = self._answer_of(
-            self._in_spin_thread(
-                lambda: self._action.send_goal_async(goal, feedback_callback=feedback, goal_uuid=goal_id)
-            ),
+            self._action.send_goal_async(goal, feedback_callback=feedback, goal_uuid=goal_id),
             goal_id,
             timeout,
         )
@@ -637,7 +624,6 @@ class ErobsBtClient:
             run._done.set()
             return run
         run._goal_handle = goal_handle
-        run._submit = self._in_spin_thread
 
         def on_result(future: Any) -> None:
             response = future.result()
@@ -649,7 +635,7 @@ class ErobsBtClient:
             # recorded, not before it.
             self._executor.create_task(run._done.set)
 
-        self._in_spin_thread(goal_handle.get_result_async).add_done_callback(on_result)
+        goal_handle.get_result_async().add_done_callback(on_result)
         return run
 
     def _rejection_reason(self, timeout: float = 2.0) -> str:

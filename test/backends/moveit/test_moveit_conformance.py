@@ -25,7 +25,6 @@ from action_msgs.msg import GoalStatus
 from moveit_msgs.action import ExecuteTrajectory
 from moveit_msgs.msg import MoveItErrorCodes
 from moveit_msgs.srv import GetMotionPlan
-from rclpy.action import ActionClient
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
@@ -41,6 +40,7 @@ from erobs_bt.backends.moveit.model import (
     MoveItConfig,
     segment_from_trajectory,
 )
+from erobs_bt.backends.ros2_control.action_client import ActionClient
 from erobs_bt.backends.ros2_control.context import init_context
 from erobs_bt.doubles.sim_move_group import READY_PREFIX, ROS_NODE_NAME
 from erobs_bt.ros.client.client import Recorder, latched_qos

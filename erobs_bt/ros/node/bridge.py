@@ -96,6 +96,7 @@ class PublisherBridge(OrchestratorListener):
         self._docks = ""
         self._goal_context: dict[str, str] = {}
         self._joint_listener: Callable[..., None] | None = None
+        self._closed = False  # close(): the timers' callbacks do nothing any more
 
         native = settings.native_api
         self._state_pub = (
@@ -145,11 +146,15 @@ class PublisherBridge(OrchestratorListener):
         self.joint_state_source = self._connect_joint_states()
 
     def close(self) -> None:
-        """Stop the timers and the joint-state listener (no periodic work may be in flight
-        when the executor shuts down: a handler that outlives the executor's guard condition
-        raises InvalidHandle)."""
-        for timer in self._timers:
-            timer.cancel()
+        """Stop the timers' work and the joint-state listener (no periodic work may be in
+        flight when the executor shuts down: a handler that outlives the executor's guard
+        condition raises InvalidHandle).
+
+        The timers are not cancelled: the executor is still spinning, and Jazzy's rclpy calls
+        a timer it found ready even if it was cancelled since, which fails ("failed to call
+        timer: timer is canceled", an exception nobody retrieves). Their callbacks return at
+        once from now on; the executor's shutdown and the node's destruction end them."""
+        self._closed = True
         if self._joint_listener is not None:
             self._backend.remove_joint_state_listener(self._joint_listener)
 
@@ -372,6 +377,8 @@ class PublisherBridge(OrchestratorListener):
         """``callback`` for a timer: an exception is logged, not raised into the executor."""
 
         def run() -> None:
+            if self._closed:
+                return
             try:
                 callback()
             except Exception as exc:

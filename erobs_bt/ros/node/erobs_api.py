@@ -186,6 +186,7 @@ class ErobsApi:
         self._timer = node.create_timer(
             feedback_period, self._republish, callback_group=MutuallyExclusiveCallbackGroup()
         )
+        self._closed = False  # close(): the timers' callbacks do nothing any more
         self._epick_status = epick_status
         self._epick_pub = None
         self._epick_timer = None
@@ -287,6 +288,8 @@ class ErobsApi:
         return self._answer(reply, response)
 
     def _republish(self) -> None:
+        if self._closed:
+            return
         with self._lock:
             goal, feedback = self._goal, self._last_feedback
         if goal is None or feedback is None or self.orchestrator.state is not State.PAUSED:
@@ -300,13 +303,14 @@ class ErobsApi:
         return self._epick_pub is not None
 
     def _publish_epick(self) -> None:
+        if self._closed:
+            return
         assert self._epick_status is not None and self._epick_pub is not None
         status = self._epick_status()
         if status is not None:
             self._epick_pub.publish(ObjectDetectionStatus(status=status))
 
     def close(self) -> None:
-        """Stop the paused-feedback and ePick-status timers."""
-        self._timer.cancel()
-        if self._epick_timer is not None:
-            self._epick_timer.cancel()
+        """Stop the paused-feedback and ePick-status timers' work (not the timers: see
+        :meth:`erobs_bt.ros.node.bridge.PublisherBridge.close` for why)."""
+        self._closed = True

@@ -47,6 +47,8 @@ from erobs_bt.world import kinematics
 from erobs_bt.world.config import load_cell
 from erobs_bt.world.description import GROUP, srdf_text, urdf_text
 
+from helpers import wait_for
+
 pytestmark = pytest.mark.ros
 
 SPEED = 20.0
@@ -436,6 +438,8 @@ def test_a_cancelled_execution_stops_the_arm_part_way(client: Client) -> None:
     assert client.joint_states.wait_for(moved, TIMEOUT, since=seen) is not None
     assert moveit2.cancel_execution()
     assert not moveit2.wait_until_executed(TIMEOUT)
+    # pymoveit2 records the code in its result callback, which can run after its wait returned.
+    wait_for(lambda: moveit2.get_last_execution_error_code() is not None, TIMEOUT, "the error code")
     code = moveit2.get_last_execution_error_code()
     assert code is not None and code.val == MoveItErrorCodes.PREEMPTED
     here = client.live()

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from typing import Any
 
 import pytest
@@ -68,9 +67,7 @@ def _wait(future: Any, timeout: float) -> bool:
 def test_every_goal_and_result_sent_from_another_thread_is_answered(ros_env: RosEnvironment) -> None:
     from erobs_bt.backends.ros2_control.action_client import ActionClient
 
-    started = time.monotonic()
     assert _serve_and_send(ActionClient, ros_env.domain_id) == (GOALS, GOALS)
-    assert time.monotonic() - started < 120.0
 
 
 def test_a_request_that_raises_is_raised_to_the_caller_and_the_link_spins_on(ros_env: RosEnvironment) -> None:

@@ -172,16 +172,21 @@ def test_a_cancel_taken_before_the_goal_ended_and_decided_after_it_is_refused(
 
     def late_cancel(goal_handle: Any) -> Any:
         callback_entered.set()
-        run = pending[0]
-        run.wait(WAIT)  # the goal's result has been sent: its terminal status is set
+        # Wait until the goal's execute callback has returned: rclpy sets the server's result
+        # future after the terminal status (rclpy/action/server.py ``_execute_goal``: Jazzy
+        # 344-356, Kilted 404-416). Not on the client's result: the client's get_result request
+        # may have been taken in the same wait-set round as this cancel, and the server's
+        # ``execute`` handles the cancel before it (Jazzy 495-502), so it waits behind this call.
+        ended = threading.Event()
+        server._result_futures[bytes(goal_handle.goal_id.uuid)].add_done_callback(lambda _f: ended.set())
+        if not ended.wait(WAIT):
+            decisions.append("the goal's terminal status was not set")  # fails the test below
+            return node.goal_server._on_cancel(goal_handle)
         decision = node.goal_server._on_cancel(goal_handle)
         decisions.append(decision)
         return decision
 
-    pending: list[GoalRun] = []
-
     def at_end(run: GoalRun) -> None:
-        pending.append(run)
         futures.append(run._goal_handle.cancel_goal_async())
         assert callback_entered.wait(WAIT), "the cancel request reached the node's callback"
 
@@ -195,7 +200,7 @@ def test_a_cancel_taken_before_the_goal_ended_and_decided_after_it_is_refused(
         server.register_cancel_callback(node.goal_server._on_cancel)
 
     answer = futures[0].result()
-    assert [d.name for d in decisions] == ["REJECT"]
+    assert [getattr(d, "name", d) for d in decisions] == ["REJECT"]
     assert run.status_name == "SUCCEEDED"
     assert not cancel_accepted(answer, bytes(run._goal_handle.goal_id.uuid))
     # Before: taken for an early cancel, its key stayed in both sets for ever.

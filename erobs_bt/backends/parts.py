@@ -158,6 +158,16 @@ class ToolChanger(Protocol):
         """
         ...
 
+    def exchanged(self, gripper: str, *, what: str) -> None:
+        """A tool exchange has ended, ``gripper`` fitted (``none``: the bare flange), the arm at
+        rest: the cell's drivers follow the new tool (on EROBS's cell its bringup is relaunched
+        for it), returning once they are back.
+
+        Raises:
+            MotionError: ``EXECUTION_FAILED`` naming what did not come back.
+        """
+        ...
+
 
 class Detector(Protocol):
     """Finds fiducial markers for vision steps.

@@ -40,7 +40,10 @@ and the grippers' drivers offer, with the names of a hardware YAML
   never ``stalled``, ``reached_goal`` within 5 mm of the commanded width.
 * Only the fitted tool's gripper action is served (its controller runs only while the tool is
   fitted: EROBS relaunches ros2_control per tool); the server comes and goes with the tool
-  changer (``tool_server`` events).
+  changer (``tool_server`` events). As the relaunched bringup itself (``--tool-config TOOL``,
+  EROBS's ``gripper:=``): only that tool's server, only if it is fitted at start, unchanged by
+  the changer until the next launch; ``--state-file`` keeps the arm, the tools and the voltage
+  from one launch to the next (``erobs_bt/backends/ros2_control/bringup.py`` launches it so).
 * ``control_msgs/action/GripperCommand`` per ``epick`` adapter, as the ePick driver's
   EpickGripperActionController answers: a position >= 0.5 grips, below releases; SUCCEEDED
   with ``reached_goal`` whether a part is held or not (the status topic below tells).
@@ -85,6 +88,7 @@ import contextlib
 import functools
 import itertools
 import math
+import os
 import sys
 import threading
 import time
@@ -132,6 +136,7 @@ from erobs_bt.backends.ros2_control.link import fjt_error_name
 from erobs_bt.backends.sim.controller import PathToleranceViolation, SimController, TrajectoryReplaced
 from erobs_bt.backends.sim.faults import FAULT_INTERFACES, FaultInjector, FaultSpec, fault_value
 from erobs_bt.backends.sim.faults import parse_faults as parse_faults_of
+from erobs_bt.doubles.hardware_state import PhysicalState, load_state, save_state
 from erobs_bt.doubles.process import NodeEvents, run_sim, stop_controller
 from erobs_bt.rosqos import latched_qos as _latched
 from erobs_bt.rostime import seconds as _seconds
@@ -242,6 +247,13 @@ class SimHardwareNode(Node):
         gripper: the tool mounted at start (default: the cell's loose tool).
         rate: joint-state rate [Hz of wall time].
         context: the rclpy context, or ``None`` for the global one.
+        state_file: where the cell's physical state (arm, tools, voltage) is read at start, if
+            it exists, and written at :meth:`close`, so that a relaunch of the bringup finds the
+            cell as it left it (:mod:`erobs_bt.doubles.hardware_state`); ``None``: not kept.
+        tool_config: the tool this bringup was launched for (EROBS's ``gripper:=`` launch
+            argument): only that tool's controller is served, and only when that tool is fitted
+            at start; a tool exchange changes no controller until the next launch. ``None``: the
+            fitted tool's controller follows the tool changer (a cell relaunched by someone else).
 
     Raises:
         ValueError: the hardware config does not fit the cell, or a bad argument.
@@ -258,6 +270,8 @@ class SimHardwareNode(Node):
         rate: float = DEFAULT_RATE,
         context: Any = None,
         constraints: TrajectoryConstraints = UR_DEFAULTS,
+        state_file: Path | None = None,
+        tool_config: str | None = None,
     ) -> None:
         super().__init__(NODE_NAME, context=context)
         check_against_cell(hardware, cell)
@@ -267,9 +281,15 @@ class SimHardwareNode(Node):
         self.speed = float(speed)
         self._faults = FaultInjector(faults)
         self._lock = threading.RLock()
-        mounted = gripper if gripper is not None else mounted_at_start(cell)
-        self._tools: ToolState = initial_tool_state(cell, mounted)
-        self._voltage = hardware.tool_voltage if mounted != "none" else 0.0
+        self._state_file = state_file
+        self._tool_config = tool_config
+        resumed = load_state(state_file) if state_file is not None else None
+        if resumed is None:
+            mounted = gripper if gripper is not None else mounted_at_start(cell)
+            self._tools: ToolState = initial_tool_state(cell, mounted)
+            self._voltage = hardware.tool_voltage if mounted != "none" else 0.0
+        else:
+            mounted, self._tools, self._voltage = resumed.tools.gripper, resumed.tools, resumed.voltage
         self._outputs: dict[int, float] = {}
         self._goal_count = 0
         self._active: ServerGoalHandle[Any, Any, Any] | None = None
@@ -305,7 +325,7 @@ class SimHardwareNode(Node):
             Float64, "~/speed_slider", self._on_speed_slider, _latched(1), callback_group=self._group
         )
         self.controller = SimController(
-            cell.initial_joint_state,
+            cell.initial_joint_state if resumed is None else resumed.joints,
             speed=speed,
             # The controller itself has no start check: the first sample is held to the path
             # tolerance (checked here), and the arm steps onto the first point.
@@ -349,7 +369,16 @@ class SimHardwareNode(Node):
             self._pipettor = self._action_server(
                 PipettorCommand, hardware.pipettor_action, self._execute_pipettor, self._tool_goal("pipettor")
             )
-        self._event("start", gripper=mounted, servers=self.servers, speed=speed)
+        self._event(
+            "start",
+            gripper=mounted,
+            servers=self.servers,
+            speed=speed,
+            resumed=resumed is not None,
+            tool_config=tool_config,
+            joints=list(self.controller.joint_positions()),
+            pid=os.getpid(),
+        )
 
     def _sync_tool_servers(self, *, announce: bool = True) -> None:
         """Serve the fitted tool's gripper action and no other (call under the lock, or before
@@ -358,7 +387,11 @@ class SimHardwareNode(Node):
         is a ``tool_server`` event when ``announce``."""
         if self._faults.down("gripper_command"):
             return
+        if self._tool_config is not None and announce:
+            return  # the controllers of this launch stay as launched
         fitted = self._tools.gripper
+        if self._tool_config is not None and fitted != self._tool_config:
+            return  # launched for another tool: its controller finds no tool to activate
         for gripper in list(self._tool_servers):
             if gripper != fitted:
                 server = self._tool_servers.pop(gripper)
@@ -1379,6 +1412,10 @@ class SimHardwareNode(Node):
             return
         self._epick_timer.cancel()
         stop_controller(self.controller, self._publish_joint_state)
+        if self._state_file is not None:
+            with self._lock:
+                state = PhysicalState(tuple(self.controller.joint_positions()), self._tools, self._voltage)
+            save_state(self._state_file, state)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -1404,6 +1441,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--rate", type=float, default=DEFAULT_RATE, help=f"joint_states rate [Hz] (default {DEFAULT_RATE:g})"
+    )
+    parser.add_argument(
+        "--state-file",
+        type=Path,
+        default=None,
+        help="keep the cell's physical state (arm, tools, tool voltage) in this file across a "
+        "relaunch: read at start if it exists, written at exit",
+    )
+    parser.add_argument(
+        "--tool-config",
+        default=None,
+        help="the tool this bringup is launched for (EROBS's gripper:= launch argument): only its "
+        "controller is served, and only if it is fitted at start (default: the fitted tool's "
+        "controller follows the tool changer)",
     )
     parser.add_argument(
         "--controllers",
@@ -1449,6 +1500,8 @@ def run(argv: Sequence[str]) -> int:
             )
         if args.gripper is not None:
             cell.gripper(args.gripper)
+        if args.tool_config is not None and args.tool_config != "none":
+            cell.gripper(args.tool_config)
         return lambda: SimHardwareNode(
             cell,
             hardware,
@@ -1457,6 +1510,8 @@ def run(argv: Sequence[str]) -> int:
             gripper=args.gripper,
             rate=args.rate,
             constraints=constraints,
+            state_file=args.state_file,
+            tool_config=args.tool_config,
         )
 
     def ready(node: SimHardwareNode) -> str:

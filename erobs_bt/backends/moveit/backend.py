@@ -11,6 +11,7 @@ rules are the stack's, as on every backend.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 
 from erobs_bt.backends.moveit.arm import ExecuteTrajectoryArm
@@ -25,6 +26,7 @@ from erobs_bt.world.cell import CellConfig
 from erobs_bt.world.tools import initial_tool_state, mounted_at_start
 from erobs_bt.world.vision import CalibratedMarkerDetector
 
+_LOG = logging.getLogger(__name__)
 #: The name of the ``moveit`` backend's own ROS node.
 MOVEIT_LINK_NODE_NAME = "erobs_bt_moveit"
 
@@ -82,6 +84,13 @@ def MoveItBackend(
         io = SetIOService(own, hardware)
         tool_drivers = {name: RosTool(name, own, hardware, io) for name in cell.grippers}
         changer = SetIOChanger(io, hardware)
+        if hardware.bringup is not None:
+            # The bringup would restart move_group itself: not launched from this backend.
+            _LOG.warning(
+                "%s: bringup: launched by the ros2_control backend only; with backend moveit the "
+                "cell's bringup is someone else's (nothing is relaunched after a tool exchange)",
+                hardware.source,
+            )
     own.start()  # after the action clients exist (RosLink.start)
     stack = MotionStack(
         cell,

@@ -23,6 +23,7 @@ from trajectory_msgs.msg import JointTrajectoryPoint
 from erobs_bt.backends.base import ArmSegment, ErrorCode, JointStateListener, MotionError
 from erobs_bt.backends.ros2_control.action_client import ActionClient
 from erobs_bt.backends.ros2_control.arm_state import GoalSlot, JointStateFeed
+from erobs_bt.backends.ros2_control.bringup import Check
 from erobs_bt.backends.ros2_control.config import HardwareConfig
 from erobs_bt.backends.ros2_control.link import Goals, RosLink, fjt_error_name, run_action
 from erobs_bt.rosqos import latched_qos
@@ -149,6 +150,7 @@ class FollowJointTrajectoryArm:
         # ur_robot_driver's io_and_status_controller publishes it latched, on change
         # (gpio_controller.cpp): transient local and reliable, so the last value arrives.
         self._program: bool | None = None
+        self._program_reports = 0
         self._program_subscription = link.node.create_subscription(
             Bool,
             hardware.program_running,
@@ -161,6 +163,7 @@ class FollowJointTrajectoryArm:
     def _on_program_running(self, msg: Bool) -> None:
         with self._lock:
             self._program = bool(msg.data)
+            self._program_reports += 1
         _LOG.info("robot program %s (%s)", "running" if msg.data else "not running", self._hw.program_running)
 
     def _on_speed_scaling(self, msg: Float64) -> None:
@@ -178,6 +181,30 @@ class FollowJointTrajectoryArm:
         """Whether the robot program runs, as the driver last said; ``None`` before it said."""
         with self._lock:
             return self._program
+
+    def comeback_checks(self) -> list[Check]:
+        """What of the arm must be back after the bringup is (re)launched, marked now
+        (:class:`~erobs_bt.backends.ros2_control.bringup.Bringup`): the FollowJointTrajectory
+        server, a joint state received after now, the robot program reported running after now
+        (the driver publishes it latched, so a new publisher's first report arrives)."""
+        with self._lock:
+            reports = self._program_reports
+        with self._state.lock:
+            states = self._state.received
+
+        def program_running() -> bool:
+            with self._lock:
+                return self._program_reports > reports and self._program is True
+
+        def joint_state() -> bool:
+            with self._state.lock:
+                return self._state.received > states
+
+        return [
+            (f"FollowJointTrajectory server {self._hw.arm_action}", self._client.server_is_ready),
+            (f"joint state on {self._hw.joint_states}", joint_state),
+            (f"'robot program running' on {self._hw.program_running}", program_running),
+        ]
 
     def _program_stopped(self) -> str:
         return (

@@ -5,6 +5,7 @@ arm and tools over ROS 2 (the interfaces are listed in :mod:`erobs_bt.backends.r
 from __future__ import annotations
 
 from erobs_bt.backends.ros2_control.arm import FollowJointTrajectoryArm
+from erobs_bt.backends.ros2_control.bringup import Bringup, Check
 from erobs_bt.backends.ros2_control.config import HardwareConfig, check_against_cell
 from erobs_bt.backends.ros2_control.link import RosLink
 from erobs_bt.backends.ros2_control.tools import RosTool, SetIOChanger, SetIOService
@@ -52,8 +53,13 @@ def Ros2ControlBackend(
         namespace: the namespace of the stack's own link node (without ``link``), e.g.
             the ``erobs_bt`` node's own; ``None``: ``/``.
 
+    With a ``bringup`` section in ``hardware``, the cell's bringup is launched here for the tool
+    attached at start, relaunched after every tool exchange, and stopped with the stack
+    (:mod:`~erobs_bt.backends.ros2_control.bringup`).
+
     Raises:
         ValueError: the hardware config does not fit the cell (names the key).
+        MotionError: the bringup did not start, or the cell was not back in time.
     """
     check_against_cell(hardware, cell)
     tools = initial_tool_state(cell, gripper if gripper is not None else mounted_at_start(cell))
@@ -64,18 +70,33 @@ def Ros2ControlBackend(
     io = SetIOService(own, hardware)
     tool_drivers = {name: RosTool(name, own, hardware, io) for name in cell.grippers}
     own.start()  # after the action clients exist (RosLink.start)
+    bringup: Bringup | None = None
+    if hardware.bringup is not None:
+
+        def comeback(tool: str) -> list[Check]:
+            driver = tool_drivers.get(tool)
+            own_checks = driver.comeback_checks() if driver is not None else []
+            return [*arm.comeback_checks(), io.comeback_check(), *own_checks]
+
+        bringup = Bringup(hardware.bringup, comeback)
+        try:
+            bringup.launch(tools.gripper, what="start-up")
+        except BaseException:
+            bringup.stop()
+            own.close()
+            raise
     stack = MotionStack(
         cell,
         planner=planner,
         arm=arm,
         tool_drivers=tool_drivers,
-        changer=SetIOChanger(io, hardware),
+        changer=SetIOChanger(io, hardware, bringup),
         detector=detector,
         tool_state=tools,
         publishes_joint_states=True,
         name="ros2_control",
         label="ros2_control backend",
-        on_close=(own.close,),
+        on_close=(own.close,) if bringup is None else (bringup.stop, own.close),
     )
     if wait_for_state > 0 and not arm.wait_for_state(wait_for_state):
         # On the node's ROS logger too, so it shows in the node's output.

@@ -14,6 +14,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from erobs_bt.backends.ros2_control.bringup import BringupConfig, parse_bringup
 from erobs_bt.script.model import JOINT_NAMES
 from erobs_bt.timeouts import ACCEPTANCE_TIMEOUT, DEFAULT_TIMEOUTS, SERVER_WAIT
 from erobs_bt.validation import Checker, join, read_yaml
@@ -162,6 +163,8 @@ class HardwareConfig:
             changer releases the tool at 0 V and holds it powered).
         grippers: adapters by gripper name.
         pipettor_action: the PipettorCommand action.
+        bringup: the cell's per-tool bringup, launched and relaunched by erobs_bt
+            (:mod:`erobs_bt.backends.ros2_control.bringup`); ``None``: someone else's.
         source: the file it was read from.
     """
 
@@ -179,6 +182,7 @@ class HardwareConfig:
     tool_voltage: float = 24.0
     grippers: Mapping[str, GripperAdapter] = field(default_factory=lambda: MappingProxyType({}))
     pipettor_action: str = "/pipettor/command"
+    bringup: BringupConfig | None = None
     source: str = "hardware"
 
     @property
@@ -197,6 +201,7 @@ _TOP_KEYS = (
     "io",
     "grippers",
     "pipettor",
+    "bringup",
 )
 
 
@@ -361,6 +366,7 @@ def parse_hardware_config(data: Any, *, source: str = "hardware") -> HardwareCon
         tool_voltage=tool_voltage(check, io.get("tool_voltage", defaults.tool_voltage), "io.tool_voltage"),
         grippers=MappingProxyType(grippers),
         pipettor_action=name(pipettor.get("action", defaults.pipettor_action), "pipettor.action"),
+        bringup=parse_bringup(check, top.get("bringup")),
         source=source,
     )
 

@@ -25,6 +25,7 @@ from ur_msgs.srv import SetIO
 
 from erobs_bt.backends.base import ErrorCode, MotionError
 from erobs_bt.backends.ros2_control.action_client import ActionClient
+from erobs_bt.backends.ros2_control.bringup import Bringup, Check
 from erobs_bt.backends.ros2_control.config import FUN_SET_DIGITAL_OUT, FUN_SET_TOOL_VOLTAGE, HardwareConfig
 from erobs_bt.backends.ros2_control.link import Goals, RosLink, run_action, wait_future, wait_ready
 from erobs_bt.script.model import Pipettor
@@ -162,6 +163,10 @@ class SetIOService:
         self._hw = hardware
         self._client: Any = link.node.create_client(SetIO, hardware.set_io, callback_group=link.group)
 
+    def comeback_check(self) -> Check:
+        """The SetIO service, to be back after the bringup is (re)launched."""
+        return (f"SetIO service {self._hw.set_io}", self._client.service_is_ready)
+
     def call(self, fun: int, pin: int, state: float, *, what: str) -> None:
         """Call SetIO(fun, pin, state). ``success: true`` means the robot took the write
         (ur_robot_driver's GPIO controller waits for that, gpio_controller.cpp setIO), not
@@ -219,6 +224,16 @@ class RosTool:
             self._pipettor = ActionClient(
                 link.node, PipettorCommand, hardware.pipettor_action, callback_group=link.group
             )
+
+    def comeback_checks(self) -> list[Check]:
+        """What of this tool must be back after the bringup is (re)launched for it: its gripper
+        controller's action server (none for a ``set_io`` adapter or a tool without one)."""
+        adapter = self._adapter
+        if adapter is None or adapter.adapter == "set_io":
+            return []
+        client = self._clients.client(self._gripper_type, adapter.action)
+        kind = self._gripper_type.__name__
+        return [(f"{self.name}'s {kind} server {adapter.action}", client.server_is_ready)]
 
     def command(self, state: str, *, what: str) -> str:
         """Command a gripper state through the tool's adapter; returns a status text.
@@ -345,11 +360,14 @@ class SetIOChanger:
     Args:
         io: the SetIO service.
         hardware: the tool's voltage [V].
+        bringup: the cell's bringup, relaunched for the new tool after an exchange; ``None``:
+            someone else's (nothing is relaunched).
     """
 
-    def __init__(self, io: SetIOService, hardware: HardwareConfig) -> None:
+    def __init__(self, io: SetIOService, hardware: HardwareConfig, bringup: Bringup | None = None) -> None:
         self._io = io
         self._hw = hardware
+        self._bringup = bringup
 
     def set_power(self, on: bool, *, what: str) -> None:
         """Set the tool voltage: ``hardware.tool_voltage`` [V] (0, 12 or 24 on a UR e-series), or 0 V."""
@@ -358,3 +376,13 @@ class SetIOChanger:
 
     def set_locked(self, locked: bool, *, what: str) -> None:
         """Nothing to switch: the changer has no lock output (the tool voltage releases it)."""
+
+    def exchanged(self, gripper: str, *, what: str) -> None:
+        """Relaunch the bringup for ``gripper`` and wait until the cell is back (nothing without
+        a bringup).
+
+        Raises:
+            MotionError: ``EXECUTION_FAILED`` from :meth:`Bringup.launch`.
+        """
+        if self._bringup is not None:
+            self._bringup.launch(gripper, what=what)

@@ -59,3 +59,6 @@ class SimulatedChanger:
     def set_locked(self, locked: bool, *, what: str) -> None:
         """Lock or unlock the simulated changer."""
         self.locked = locked
+
+    def exchanged(self, gripper: str, *, what: str) -> None:
+        """The simulated tools' drivers need no relaunch: no-op."""

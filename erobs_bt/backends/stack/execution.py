@@ -316,11 +316,14 @@ class Execution:
     @contextmanager
     def exchange(self, operation: str) -> Iterator[None]:
         """A tool exchange (``dock`` or ``load``) runs inside: :meth:`play` and
-        :meth:`set_tool_state` switch the changer in EROBS's order. A dock that fails with the
-        tool still locked on gives the tool its voltage back."""
+        :meth:`set_tool_state` switch the changer in EROBS's order; once it has ended, the
+        changer's ``exchanged`` lets the cell's drivers follow the new tool. A dock that fails
+        with the tool still locked on gives the tool its voltage back."""
         self._exchange, self._voltage_cut, self._changer_moved = operation, False, False
         try:
             yield
+            # Ended with the arm at rest: the drivers follow the new tool (EROBS relaunches).
+            self._changer.exchanged(self._state.tools().gripper, what=f"tool_exchange {operation}")
         finally:
             restore = self._exchange == "dock" and self._voltage_cut and not self._changer_moved
             self._exchange = None

@@ -373,6 +373,9 @@ class RecordingChanger:
     def set_locked(self, locked: bool, *, what: str) -> None:
         self.calls.append(("locked", locked, self._arm.joint_positions()))
 
+    def exchanged(self, gripper: str, *, what: str) -> None:
+        """Nothing to relaunch in the simulated cell."""
+
 
 def stack_of(cell: CellConfig) -> tuple[MotionStack, RecordingChanger, dict[str, SimulatedTool]]:
     """The simulated cell's parts, with a changer that records what a tool exchange switches."""

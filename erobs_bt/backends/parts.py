@@ -158,6 +158,11 @@ class ToolChanger(Protocol):
         """
         ...
 
+    def stop(self) -> None:
+        """Interrupt what the changer is doing for an exchange (a relaunch of the cell's
+        bringup in progress fails "stopped by request"); a stop calls it."""
+        ...
+
     def exchanged(self, gripper: str, *, what: str) -> None:
         """A tool exchange has ended, ``gripper`` fitted (``none``: the bare flange), the arm at
         rest: the cell's drivers follow the new tool (on EROBS's cell its bringup is relaunched

@@ -252,8 +252,10 @@ class SimHardwareNode(Node):
             cell as it left it (:mod:`erobs_bt.doubles.hardware_state`); ``None``: not kept.
         tool_config: the tool this bringup was launched for (EROBS's ``gripper:=`` launch
             argument): only that tool's controller is served, and only when that tool is fitted
-            at start; a tool exchange changes no controller until the next launch. ``None``: the
-            fitted tool's controller follows the tool changer (a cell relaunched by someone else).
+            at start; a tool exchange changes no controller until the next launch; the robot
+            program is not running until the dashboard's play (the driver's restart dropped it).
+            ``None``: the fitted tool's controller follows the tool changer and the program runs
+            (a cell relaunched, and its program started, by someone else).
 
     Raises:
         ValueError: the hardware config does not fit the cell, or a bad argument.
@@ -307,9 +309,11 @@ class SimHardwareNode(Node):
         # The UR program (External Control): io_and_status_controller publishes whether it runs
         # (latched, on change); while it does not, controller_stopper keeps the trajectory
         # controller inactive. The dashboard client's play and stop switch it.
-        self._program_running = True
+        # A freshly launched bringup (tool_config) has no program running until the dashboard's
+        # play: the driver's restart dropped External Control (EROBS restarts it after every launch).
+        self._program_running = tool_config is None
         self._program_pub = self.create_publisher(Bool, hardware.program_running, _latched(1))
-        self._program_pub.publish(Bool(data=True))
+        self._program_pub.publish(Bool(data=self._program_running))
         self._dashboard = [
             self.create_service(Trigger, f"{DASHBOARD}/{verb}", handler, callback_group=self._group)
             for verb, handler in (("play", self._on_play), ("stop", self._on_stop), ("pause", self._on_pause))
@@ -355,7 +359,7 @@ class SimHardwareNode(Node):
         )
         # The fitted tool's controller only (EROBS relaunches ros2_control per tool).
         self._tool_servers: dict[str, ActionServer] = {}
-        self._sync_tool_servers(announce=False)  # the start event lists it
+        self._sync_tool_servers(announce=False, at_start=True)  # the start event lists it
         self._epick_pub = self.create_publisher(ObjectDetectionStatus, "/object_detection_status", 10)
         self._epick_timer = self.create_timer(1.0 / EPICK_STATUS_RATE, self._publish_epick_status)
         self._set_io = None
@@ -380,14 +384,14 @@ class SimHardwareNode(Node):
             pid=os.getpid(),
         )
 
-    def _sync_tool_servers(self, *, announce: bool = True) -> None:
+    def _sync_tool_servers(self, *, announce: bool = True, at_start: bool = False) -> None:
         """Serve the fitted tool's gripper action and no other (call under the lock, or before
         spinning): on EROBS's cell a tool's controller runs only while the tool is fitted,
         ros2_control being relaunched for each tool (moveit_lifecycle_manager.py). Each change
         is a ``tool_server`` event when ``announce``."""
         if self._faults.down("gripper_command"):
             return
-        if self._tool_config is not None and announce:
+        if self._tool_config is not None and not at_start:
             return  # the controllers of this launch stay as launched
         fitted = self._tools.gripper
         if self._tool_config is not None and fitted != self._tool_config:

@@ -182,6 +182,10 @@ class FollowJointTrajectoryArm:
         with self._lock:
             return self._program
 
+    def server_check(self) -> Check:
+        """Whether the FollowJointTrajectory server is advertised (in the ROS graph)."""
+        return (f"FollowJointTrajectory server {self._hw.arm_action}", self._client.server_is_ready)
+
     def comeback_checks(self) -> list[Check]:
         """What of the arm must be back after the bringup is (re)launched, marked now
         (:class:`~erobs_bt.backends.ros2_control.bringup.Bringup`): the FollowJointTrajectory
@@ -201,7 +205,7 @@ class FollowJointTrajectoryArm:
                 return self._state.received > states
 
         return [
-            (f"FollowJointTrajectory server {self._hw.arm_action}", self._client.server_is_ready),
+            self.server_check(),
             (f"joint state on {self._hw.joint_states}", joint_state),
             (f"'robot program running' on {self._hw.program_running}", program_running),
         ]

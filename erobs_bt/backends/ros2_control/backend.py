@@ -4,16 +4,23 @@ arm and tools over ROS 2 (the interfaces are listed in :mod:`erobs_bt.backends.r
 
 from __future__ import annotations
 
+import time
+
+from erobs_bt.backends.base import ErrorCode, MotionError
 from erobs_bt.backends.ros2_control.arm import FollowJointTrajectoryArm
 from erobs_bt.backends.ros2_control.bringup import Bringup, Check
 from erobs_bt.backends.ros2_control.config import HardwareConfig, check_against_cell
 from erobs_bt.backends.ros2_control.link import RosLink
-from erobs_bt.backends.ros2_control.tools import RosTool, SetIOChanger, SetIOService
+from erobs_bt.backends.ros2_control.tools import DashboardPlay, RosTool, SetIOChanger, SetIOService
 from erobs_bt.backends.stack import MotionStack
 from erobs_bt.planning.planner import CellPlanner, PlannerConfig
 from erobs_bt.world.cell import CellConfig
 from erobs_bt.world.tools import initial_tool_state, mounted_at_start
 from erobs_bt.world.vision import CalibratedMarkerDetector
+
+#: [s] for the arm to be at rest before the bringup is relaunched (it normally already is: the
+#: exchange's last trajectory succeeded within the controller's stopped-velocity tolerance).
+REST_WAIT = 10.0
 
 
 def Ros2ControlBackend(
@@ -69,35 +76,55 @@ def Ros2ControlBackend(
     arm = FollowJointTrajectoryArm(own, hardware)
     io = SetIOService(own, hardware)
     tool_drivers = {name: RosTool(name, own, hardware, io) for name in cell.grippers}
-    own.start()  # after the action clients exist (RosLink.start)
+    launch = hardware.bringup
+    dashboard = (
+        DashboardPlay(own, launch.play_service) if launch is not None and launch.play_service else None
+    )
+    own.start()  # after the clients exist (RosLink.start)
     bringup: Bringup | None = None
-    if hardware.bringup is not None:
+    if launch is not None:
 
         def comeback(tool: str) -> list[Check]:
             driver = tool_drivers.get(tool)
             own_checks = driver.comeback_checks() if driver is not None else []
             return [*arm.comeback_checks(), io.comeback_check(), *own_checks]
 
-        bringup = Bringup(hardware.bringup, comeback)
-        try:
+        def at_rest(what: str) -> None:
+            if not arm.wait_for_rest(time.monotonic(), REST_WAIT):
+                raise MotionError(
+                    ErrorCode.EXECUTION_FAILED,
+                    f"{what}: the arm is not at rest within {REST_WAIT:g} s ({hardware.joint_states}): "
+                    "the bringup is not relaunched",
+                )
+
+        bringup = Bringup(
+            launch,
+            comeback,
+            gone=lambda: [arm.server_check(), io.comeback_check()],
+            dashboard=dashboard,
+            before_relaunch=at_rest,
+        )
+    try:
+        if bringup is not None:
             bringup.launch(tools.gripper, what="start-up")
-        except BaseException:
+        stack = MotionStack(
+            cell,
+            planner=planner,
+            arm=arm,
+            tool_drivers=tool_drivers,
+            changer=SetIOChanger(io, hardware, bringup),
+            detector=detector,
+            tool_state=tools,
+            publishes_joint_states=True,
+            name="ros2_control",
+            label="ros2_control backend",
+            on_close=(own.close,) if bringup is None else (bringup.stop, own.close),
+        )
+    except BaseException:
+        if bringup is not None:
             bringup.stop()
-            own.close()
-            raise
-    stack = MotionStack(
-        cell,
-        planner=planner,
-        arm=arm,
-        tool_drivers=tool_drivers,
-        changer=SetIOChanger(io, hardware, bringup),
-        detector=detector,
-        tool_state=tools,
-        publishes_joint_states=True,
-        name="ros2_control",
-        label="ros2_control backend",
-        on_close=(own.close,) if bringup is None else (bringup.stop, own.close),
-    )
+        own.close()
+        raise
     if wait_for_state > 0 and not arm.wait_for_state(wait_for_state):
         # On the node's ROS logger too, so it shows in the node's output.
         own.node.get_logger().warning(

@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 from control_msgs.action import GripperCommand, ParallelGripperCommand
 from epick_msgs.msg import ObjectDetectionStatus
 from erobs_bt_interfaces.action import PipettorCommand
+from std_srvs.srv import Trigger
 from ur_msgs.srv import SetIO
 
 from erobs_bt.backends.base import ErrorCode, MotionError
@@ -193,6 +194,32 @@ class SetIOService:
                 ErrorCode.EXECUTION_FAILED,
                 f"{what}: {service}: not written (fun={fun}, pin={pin}, state={state:g})",
             )
+
+
+class DashboardPlay:
+    """ur_robot_driver's dashboard client's ``play`` (``std_srvs/Trigger``): starts the robot
+    program (External Control) after a bringup launch, as EROBS does (moveit_lifecycle_manager.py
+    ``_restart_external_control``). A :class:`~erobs_bt.backends.ros2_control.bringup.Dashboard`.
+
+    Args:
+        link: the ROS node to use.
+        service: the service's name (``/dashboard_client/play``).
+    """
+
+    def __init__(self, link: RosLink, service: str) -> None:
+        self._client: Any = link.node.create_client(Trigger, service, callback_group=link.group)
+
+    def ready(self) -> bool:
+        """Whether the service is served."""
+        return bool(self._client.service_is_ready())
+
+    def play(self, timeout: float) -> str:
+        """Call it; ``""`` on success, else the refusal's message or ``no answer within …``."""
+        response = self._client.call_async(Trigger.Request())
+        if not wait_future(response, timeout):
+            return f"no answer within {timeout:g} s"
+        answer: Any = response.result()
+        return "" if answer.success else f"refused: {answer.message or '(no message)'}"
 
 
 class RosTool:
@@ -376,6 +403,11 @@ class SetIOChanger:
 
     def set_locked(self, locked: bool, *, what: str) -> None:
         """Nothing to switch: the changer has no lock output (the tool voltage releases it)."""
+
+    def stop(self) -> None:
+        """Interrupt a relaunch of the bringup in progress (it fails "stopped by request")."""
+        if self._bringup is not None:
+            self._bringup.interrupt()
 
     def exchanged(self, gripper: str, *, what: str) -> None:
         """Relaunch the bringup for ``gripper`` and wait until the cell is back (nothing without

@@ -60,5 +60,8 @@ class SimulatedChanger:
         """Lock or unlock the simulated changer."""
         self.locked = locked
 
+    def stop(self) -> None:
+        """Nothing runs in the simulated changer: no-op."""
+
     def exchanged(self, gripper: str, *, what: str) -> None:
         """The simulated tools' drivers need no relaunch: no-op."""

@@ -207,9 +207,10 @@ class Execution:
         self.stop_tools()
 
     def stop_tools(self) -> None:
-        """Cancel the tools' commands in flight."""
+        """Cancel the tools' commands in flight and interrupt the tool changer (a relaunch)."""
         for driver in self._tool_drivers.values():
             driver.stop()
+        self._changer.stop()
 
     # -- playing ---------------------------------------------------------------------------------
     def play(self, segments: Sequence[Segment], dispatch: Dispatch) -> None:

@@ -5,13 +5,14 @@ dock or a load the orchestrator kills the bringup and launches it for the new to
 backend does it (``bringup`` in the hardware YAML), with ``erobs_bt_sim_hardware`` as the
 bringup command: ``--tool-config {tool}`` serves only the launched tool's controller, and
 ``--state-file`` keeps the arm, the tools and the voltage across the relaunch (the physical cell
-does not move when its drivers restart). The backend starts and stops that process itself, by
-its own process group.
+does not move when its drivers restart); a freshly launched bringup's robot program waits for the
+dashboard's play, which the backend calls (as EROBS does). The backend starts and stops that
+process itself, by its own process group. (The process handling on its own, without ROS:
+test_bringup_process.py.)
 """
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -21,11 +22,16 @@ from typing import Any
 import numpy as np
 import pytest
 from hardware_fixtures import HardwareObserver, HardwareProcess, write_hardware_config
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.node import Node
 from ros_fixtures import RosEnvironment, ros_environment
+from std_srvs.srv import Trigger
 
 from erobs_bt.backends.base import ErrorCode, MotionError, Solution, ToolSegment
 from erobs_bt.backends.ros2_control.backend import Ros2ControlBackend
 from erobs_bt.backends.ros2_control.config import load_hardware_config, parse_hardware_config
+from erobs_bt.backends.ros2_control.context import init_context
+from erobs_bt.backends.ros2_control.link import wait_ready
 from erobs_bt.script.macros import VisionTargets
 from erobs_bt.script.parse import parse_script
 from erobs_bt.script.poses import PoseRegistry
@@ -74,11 +80,32 @@ def tool_command(backend: Any, state: str, gripper: str = "hande") -> Any:
 
 
 def alive(pid: int) -> bool:
+    """Whether process ``pid`` still runs: it exists and is not a zombie (a killed grandchild
+    waits as one until init reaps it). A PID reused since is not told apart (rare; the tests
+    check within seconds)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
         return False
-    return True
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def play(environment: RosEnvironment) -> None:
+    """Call the hardware's dashboard play, as an operator would."""
+    context = init_context(environment.domain_id)
+    node = Node("operator", context=context, start_parameter_services=False)
+    executor = SingleThreadedExecutor(context=context)
+    try:
+        client = node.create_client(Trigger, "/dashboard_client/play")
+        assert client.wait_for_service(timeout_sec=30.0)
+        future = client.call_async(Trigger.Request())
+        executor.add_node(node)
+        executor.spin_until_future_complete(future, timeout_sec=30.0)
+        assert future.done() and future.result().success
+    finally:
+        executor.shutdown()
+        node.destroy_node()
+        context.try_shutdown()
 
 
 def test_a_tool_exchange_relaunches_the_bringup_for_the_new_tool_and_finds_the_cell_as_it_was(
@@ -104,6 +131,8 @@ def test_a_tool_exchange_relaunches_the_bringup_for_the_new_tool_and_finds_the_c
             assert not np.allclose(start["joints"], load_cell().initial_joint_state, atol=1e-3)
 
         starts = observer.of("start")
+        # Each launch's program was started by the backend through the dashboard's play.
+        assert [e["running"] for e in observer.of("program")] == [True, True, True]
         assert [(s["tool_config"], s["gripper"], s["resumed"]) for s in starts] == [
             ("epick", "epick", False),
             ("none", "none", True),  # launched for the bare flange after the dock
@@ -133,6 +162,8 @@ def test_without_a_relaunch_the_loaded_tool_has_no_controller(
         backend = Ros2ControlBackend(load_cell(), load_hardware_config(config), domain_id=private.domain_id)
         cleanup.callback(backend.close)
         assert backend.arm.wait_for_state(30.0), process.output
+        play(private)  # a freshly launched bringup: its program waits for the dashboard's play
+        assert wait_ready(lambda: backend.arm.program_running() is True, 30.0)
         for step in steps:
             backend.run_step(step).result(TIMEOUT)
         assert backend.current_gripper() == "hande"
@@ -153,36 +184,29 @@ def test_a_bringup_that_exits_fails_the_start_up_quoting_its_output(
         Ros2ControlBackend(load_cell(), config, domain_id=private.domain_id)
 
     assert failure.value.code == ErrorCode.EXECUTION_FAILED
-    assert failure.value.detail == (
+    assert failure.value.detail.startswith(
         "start-up: the bringup for the epick exited with code 4; its output ended: "
-        "no robot at 192.168.1.102 (epick)"
+        "no robot at 192.168.1.102 (epick) ("
     )
 
 
-def test_a_bringup_whose_arm_controller_does_not_come_back_names_it_and_is_stopped(
+def test_a_bringup_whose_arm_controller_does_not_come_back_names_it(
     private: RosEnvironment, tmp_path: Path
 ) -> None:
-    command = [
-        *DOUBLE,
-        "--faults",
-        "[{call: follow_joint_trajectory, outcome: server_unavailable}]",
-        "--tool-config",
-        "{tool}",
-    ]
-    config = load_hardware_config(bringup_config(tmp_path, command, ready_timeout=3))
+    faults = "[{call: follow_joint_trajectory, outcome: server_unavailable}]"
+    command = [*DOUBLE, "--faults", faults, "--tool-config", "{tool}"]
+    config = load_hardware_config(bringup_config(tmp_path, command, ready_timeout=10))
 
     with pytest.raises(MotionError) as failure:
         Ros2ControlBackend(load_cell(), config, domain_id=private.domain_id)
 
     detail = failure.value.detail
     assert detail.startswith(
-        "start-up: the cell was not back within 3 s of launching the bringup for the epick: "
+        "start-up: the cell was not back within 10 s of launching the bringup for the epick: no "
     )
-    missing = detail.split(": no ", 1)[1].split("; its output", 1)[0]
-    # Only the arm's controller is missing: joint states, the program, SetIO and the ePick came.
-    assert (
-        missing == "FollowJointTrajectory server /scaled_joint_trajectory_controller/follow_joint_trajectory"
-    )
+    missing = detail.split(": no ", 1)[1].split("; its output", 1)[0].split("; no ")
+    arm_action = "/scaled_joint_trajectory_controller/follow_joint_trajectory"
+    assert f"FollowJointTrajectory server {arm_action}" in missing
 
 
 @pytest.mark.parametrize(

@@ -148,8 +148,12 @@ def test_the_full_experiment_runs_with_every_motion_and_tool_command_through_the
     ends = [start, *(np.array(r["position"]) for r in results)]
     for goal, before in zip(goals, ends, strict=False):
         assert np.allclose(goal["first"], before, atol=0.01), goal
-    final = observer.joint_states.latest()
-    assert np.allclose(final.position, results[-1]["position"], atol=1e-5)
+    # The observer's own subscription may deliver the final states a little after the result.
+    end = results[-1]["position"]
+    final = observer.joint_states.wait_for(
+        lambda m: np.allclose(m.position, end, atol=1e-5), 10.0, since=observer.joint_states.count - 1
+    )
+    assert final is not None, f"the arm did not end at the last trajectory's end {end}"
 
     io = observer.of("set_io", since)
     epick = [
@@ -340,8 +344,11 @@ def test_stop_cancels_the_controller_goal_and_the_arm_decelerates(rig: Any) -> N
     assert error.code is ErrorCode.EXECUTION_FAILED and "stopped by request" in error.detail
     observer.wait_event("trajectory_cancel", since=since)
     assert observer.wait_event("trajectory_result", since=since)["outcome"] == "canceled"
-    rest = observer.joint_states.latest()
-    assert max(abs(v) for v in rest.velocity) == 0.0
+    # At rest (the backend saw it on its own subscription; the observer's may lag behind it).
+    rest = observer.joint_states.wait_for(
+        lambda m: max(abs(v) for v in m.velocity) == 0.0, 10.0, since=observer.joint_states.count - 1
+    )
+    assert rest is not None, "the arm did not come to rest"
     assert not np.allclose(rest.position, target, atol=1e-3), "the arm ran on to the target"
 
 

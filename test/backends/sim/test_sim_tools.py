@@ -373,6 +373,9 @@ class RecordingChanger:
     def set_locked(self, locked: bool, *, what: str) -> None:
         self.calls.append(("locked", locked, self._arm.joint_positions()))
 
+    def stop(self) -> None:
+        """Nothing to interrupt."""
+
     def exchanged(self, gripper: str, *, what: str) -> None:
         """Nothing to relaunch in the simulated cell."""
 

@@ -13,6 +13,7 @@ import json
 import math
 import socket
 from dataclasses import replace
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
@@ -259,3 +260,14 @@ def require_marker(name: str, what: str) -> None:
             f"{what} in a test that is not marked {name!r}: add @pytest.mark.{name} (or a module "
             f"pytestmark) so that `make test-fast` leaves it out"
         )
+
+
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` still runs: it exists and is not a zombie (a killed grandchild
+    waits as one until init reaps it). A PID reused since is not told apart (rare; the tests
+    check within seconds of the process's end)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"

@@ -38,6 +38,8 @@ from erobs_bt.script.poses import PoseRegistry
 from erobs_bt.validation import ConfigError
 from erobs_bt.world.config import load_cell
 
+from helpers import process_alive
+
 pytestmark = pytest.mark.ros
 
 TIMEOUT = 120.0
@@ -77,17 +79,6 @@ def tool_command(backend: Any, state: str, gripper: str = "hande") -> Any:
     return backend.execute(
         Solution((ToolSegment(0, gripper, state),), backend.model_revision()), replay=False
     )
-
-
-def alive(pid: int) -> bool:
-    """Whether process ``pid`` still runs: it exists and is not a zombie (a killed grandchild
-    waits as one until init reaps it). A PID reused since is not told apart (rare; the tests
-    check within seconds)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def play(environment: RosEnvironment) -> None:
@@ -139,14 +130,14 @@ def test_a_tool_exchange_relaunches_the_bringup_for_the_new_tool_and_finds_the_c
             ("hande", "hande", True),  # for the Hand-E after its load
         ]
         pids = [s["pid"] for s in starts]
-        assert len(set(pids)) == 3 and not any(alive(pid) for pid in pids[:2])
+        assert len(set(pids)) == 3 and not any(process_alive(pid) for pid in pids[:2])
         # The Hand-E's controller is the new process's: a command reaches it.
         since = observer.events.count
         tool_command(backend, "hande_open").result(TIMEOUT)
         goal = observer.wait_event("gripper_goal", since=since)
         assert (goal["gripper"], goal["state"]) == ("hande", "hande_open")
         backend.close()
-        assert not alive(pids[-1]), "the backend stops the bringup it launched"
+        assert not process_alive(pids[-1]), "the backend stops the bringup it launched"
 
 
 def test_without_a_relaunch_the_loaded_tool_has_no_controller(

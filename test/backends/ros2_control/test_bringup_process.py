@@ -19,6 +19,8 @@ from erobs_bt.backends.base import ErrorCode, MotionError
 from erobs_bt.backends.ros2_control.bringup import Bringup, BringupConfig, Check
 from erobs_bt.backends.ros2_control.link import wait_ready
 
+from helpers import process_alive
+
 #: Writes "<its PID> <its child's PID>" to argv[1], then sleeps; the child ignores SIGTERM, so
 #: only the group's SIGKILL ends it.
 PROGRAM = (
@@ -31,17 +33,6 @@ PROGRAM = (
     "print('bringup for', sys.argv[2], flush=True)\n"
     "time.sleep(600)\n"
 )
-
-
-def alive(pid: int) -> bool:
-    """Whether process ``pid`` still runs: it exists and is not a zombie (a killed grandchild
-    waits as one until init reaps it). A PID reused since is not told apart (rare; the tests
-    check within seconds)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def config(tmp_path: Path, **options: Any) -> BringupConfig:
@@ -76,11 +67,11 @@ def test_a_stop_ends_the_whole_process_group_even_a_child_that_ignores_sigterm(t
     bringup = Bringup(config(tmp_path), lambda tool: [started(tmp_path)])
     bringup.launch("hande", what="start-up")
     leader, child = pids(tmp_path)
-    assert alive(leader) and alive(child) and bringup.tool == "hande"
+    assert process_alive(leader) and process_alive(child) and bringup.tool == "hande"
 
     bringup.stop()
 
-    assert not alive(leader) and wait_ready(lambda: not alive(child), 10.0)
+    assert not process_alive(leader) and wait_ready(lambda: not process_alive(child), 10.0)
     assert bringup.tool is None
 
 
@@ -93,8 +84,8 @@ def test_a_relaunch_replaces_the_process_and_keeps_its_output(tmp_path: Path, lo
     bringup.launch("none", what="tool_exchange dock")
 
     second = pids(tmp_path)
-    assert wait_ready(lambda: not any(alive(pid) for pid in first), 10.0) and all(
-        alive(pid) for pid in second
+    assert wait_ready(lambda: not any(process_alive(pid) for pid in first), 10.0) and all(
+        process_alive(pid) for pid in second
     )
     assert bringup.launches == 2 and bringup.tool == "none"
     bringup.stop()
@@ -121,7 +112,7 @@ def test_a_launch_that_is_not_back_in_time_stops_what_it_started(tmp_path: Path)
     )
     assert bringup.tool is None
     leader, child = pids(tmp_path)
-    assert not alive(leader) and wait_ready(lambda: not alive(child), 10.0)
+    assert not process_alive(leader) and wait_ready(lambda: not process_alive(child), 10.0)
 
 
 def test_a_stop_interrupts_a_launch_in_progress(tmp_path: Path) -> None:
@@ -139,7 +130,7 @@ def test_a_stop_interrupts_a_launch_in_progress(tmp_path: Path) -> None:
 
     assert failure.value.detail == "tool_exchange load: stopped by request"
     leader, child = pids(tmp_path)
-    assert not alive(leader) and wait_ready(lambda: not alive(child), 10.0)
+    assert not process_alive(leader) and wait_ready(lambda: not process_alive(child), 10.0)
 
 
 def test_a_second_bringup_beside_one_already_serving_is_refused(tmp_path: Path) -> None:
@@ -214,5 +205,5 @@ def test_a_relaunch_waits_for_the_arm_at_rest_and_refuses_otherwise(tmp_path: Pa
     with pytest.raises(MotionError, match="tool_exchange dock: the arm is not at rest"):
         bringup.launch("none", what="tool_exchange dock")
 
-    assert all(alive(pid) for pid in running), "the running bringup was left alone"
+    assert all(process_alive(pid) for pid in running), "the running bringup was left alone"
     bringup.stop()

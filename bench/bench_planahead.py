@@ -40,7 +40,7 @@ import statistics
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -130,6 +130,8 @@ class Run:
     motion: float = 0.0
     inner: dict[str, float] = field(default_factory=dict)
     rest: dict[str, float] = field(default_factory=dict)
+    #: unit number -> the status of the plan-ahead made for it (``used``, ``discarded``, ...).
+    ahead: dict[int, str] = field(default_factory=dict)
 
     @property
     def overhead(self) -> float:
@@ -137,17 +139,25 @@ class Run:
         return self.duration / self.motion - 1.0 if self.motion > 0 else math.nan
 
 
-def one_run(plan_ahead: bool, speed: float) -> Run:
-    """Run the full example once; the waits from its records."""
+def one_run(plan_ahead: bool, speed: float, config: EngineConfig | None = None) -> Run:
+    """Run the full example once; the waits from its records.
+
+    Args:
+        plan_ahead: the engine setting.
+        speed: the simulated cell's speed (without ``config``).
+        config: the engine to build instead of the simulated cell at ``speed`` (e.g. ``backend:
+            moveit``); its settings' ``plan_ahead`` is replaced by ``plan_ahead``.
+    """
     probe = _Probe()
-    engine = build_engine(
-        EngineConfig(poses=POSES, settings=EngineSettings(speed=speed, plan_ahead=plan_ahead)),
-        listener=probe,
-    )
+    if config is None:
+        config = EngineConfig(poses=POSES, settings=EngineSettings(speed=speed, plan_ahead=plan_ahead))
+    else:
+        config = replace(config, settings=replace(config.settings, plan_ahead=plan_ahead))
+    engine = build_engine(config, listener=probe)
     probe.engine = engine
     stack = engine.backend
     if not isinstance(stack, MotionStack):
-        raise RuntimeError(f"expected the simulated cell's motion stack, got {type(stack).__name__}")
+        raise RuntimeError(f"expected a motion stack, got {type(stack).__name__}")
     instrument = _Instrument(stack)
     try:
         began = time.monotonic()
@@ -167,6 +177,7 @@ def one_run(plan_ahead: bool, speed: float) -> Run:
     runs: list[tuple[int, float, float]] = []  # (unit, start, end) of non-motion units' run phases
     run_start: dict[int, float] = {}
     used = discarded = 0
+    ahead: dict[int, str] = {}
     for record in records:
         event = record["event"]
         if event == "run_started":
@@ -178,6 +189,7 @@ def one_run(plan_ahead: bool, speed: float) -> Run:
         elif event == "execute_started" and record["unit"] in plan_start:
             waits[record["unit"]] = record["mono"] - plan_start[record["unit"]]
         elif event == "plan_ahead":
+            ahead[record["unit"]] = record["status"]
             used += record["status"] == "used"
             discarded += record["status"] in ("discarded", "dropped")
     kinds = unit_kinds()
@@ -202,7 +214,7 @@ def one_run(plan_ahead: bool, speed: float) -> Run:
         "after the last unit (result)": after,
         "elsewhere in units (bookkeeping, devices)": left - before - between - player - after,
     }
-    return Run(waits, planning, duration, used, discarded, instrument.motion, inner, rest)
+    return Run(waits, planning, duration, used, discarded, instrument.motion, inner, rest, ahead)
 
 
 def unit_kinds() -> dict[int, str]:

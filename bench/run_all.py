@@ -38,6 +38,7 @@ SECTIONS: tuple[tuple[str, str], ...] = (
     ("ROS node", "bench_ros"),
     ("snapshot scaling", "bench_snapshots"),
     ("ros2_control backend", "bench_ros2_control"),
+    ("MoveIt backend, whole-goal overhead", "bench_moveit_overhead"),
     ("memory", "bench_memory"),
 )
 #: Longest a section may take [s] (the whole run is meant to stay well under 10 minutes).

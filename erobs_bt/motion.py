@@ -27,6 +27,14 @@ from typing import Any
 
 from erobs_bt.script.model import JOINT_NAMES, JointPositions
 
+#: [rad] Largest deviation (any joint) of the arm's state from a trajectory's first point at
+#: which the trajectory may start: the controllers' start tolerance (ur_robot_driver's cell as
+#: erobs_bt checks it, the hardware YAML's ``start_tolerance``; MoveIt's
+#: ``trajectory_execution.allowed_start_tolerance`` default is the same 0.01). A plan made from a
+#: predicted start (a plan-ahead, a tool exchange's forecast) is used while the live state is
+#: within it.
+START_TOLERANCE = 0.01
+
 
 class ErrorCode(enum.Enum):
     """The prefixes of motion errors; ``value`` is the prefix without the colon."""

@@ -55,16 +55,17 @@ from erobs_bt.backends.base import (
     Solution,
 )
 from erobs_bt.batching import Unit
+from erobs_bt.motion import START_TOLERANCE
 from erobs_bt.script.model import JointPositions, Step
 
 if TYPE_CHECKING:
     from erobs_bt.tree.context import GoalContext
 
 #: [rad] Largest live-state deviation (any joint) from a plan-ahead's start at which the
-#: plan is still used (issue 13). The same figure as the controllers' start tolerance
-#: (``erobs_bt.backends.sim.controller.DEFAULT_START_TOLERANCE``, the hardware YAML's
-#: ``start_tolerance``): a trajectory that starts further away would be rejected anyway.
-PLAN_AHEAD_TOLERANCE = 0.01
+#: plan is still used (issue 13): the controllers' start tolerance
+#: (:data:`erobs_bt.motion.START_TOLERANCE`): a trajectory that starts further away would be
+#: rejected anyway.
+PLAN_AHEAD_TOLERANCE = START_TOLERANCE
 
 #: Task types of units a plan-ahead may look across: they neither move the arm nor change
 #: the robot model (a ``pause`` waits for the operator; the live-state check at the next

@@ -23,6 +23,7 @@ from erobs_bt.backends.stack.execution import Execution
 from erobs_bt.backends.stack.speculation import JOIN_TOLERANCE, Speculation
 from erobs_bt.backends.stack.state import SCENE_HISTORY, LiveState
 from erobs_bt.backends.stack.workers import Worker
+from erobs_bt.motion import START_TOLERANCE
 from erobs_bt.plan import ScriptParser
 from erobs_bt.script.model import MoveTo
 from erobs_bt.world.cell import CellConfig, Obstacle, Pose, Shape
@@ -59,7 +60,7 @@ def _box(name: str, x: float) -> Obstacle:
     )
 
 
-def test_a_forecast_plan_is_taken_only_from_exactly_its_start_tool_state_and_world(
+def test_a_forecast_plan_is_taken_only_from_within_the_start_tolerance_with_its_tool_state_and_world(
     stack: MotionStack,
 ) -> None:
     core = _core(stack)
@@ -73,11 +74,21 @@ def test_a_forecast_plan_is_taken_only_from_exactly_its_start_tool_state_and_wor
 
     assert speculation.forecast_plan(first, q, tools, world) is segment
     assert speculation.forecast_plans_used == 1
-    moved = (q[0] + 1e-6, *q[1:])
+    # Where a real arm stops: a few microradians from the last point (within START_TOLERANCE).
+    settled = (q[0] + 1e-6, *q[1:])
+    assert speculation.forecast_plan(first, settled, tools, world) is segment
+    assert speculation.forecast_plans_used == 2
+    # The nearest of two kept plans is taken.
+    near = (q[0] + 0.004, *q[1:])
+    closer = stack.planner.plan_move(first, near, tools=tools, world=world)
+    speculation.keep_forecast(world, first, near, tools, closer)
+    assert speculation.forecast_plan(first, (q[0] + 0.003, *q[1:]), tools, world) is closer
+    assert speculation.forecast_plan(first, settled, tools, world) is segment
+    moved = (q[0] + START_TOLERANCE + 0.004 + 1e-6, *q[1:])
     assert speculation.forecast_plan(first, moved, tools, world) is None, "another start: plan it"
     other = World.of([_box("crate", 0.5)], where="test")
     assert speculation.forecast_plan(first, q, tools, other) is None, "another world: plan it"
-    assert speculation.forecast_plans_used == 1
+    assert speculation.forecast_plans_used == 4
 
 
 def test_a_move_planned_side_by_side_is_joined_within_the_tolerance_and_replanned_beyond(

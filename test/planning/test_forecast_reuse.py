@@ -15,6 +15,8 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
+import pytest
+
 from erobs_bt.backends.base import ArmSegment
 from erobs_bt.backends.sim.backend import SimBackend
 from erobs_bt.backends.stack import MotionStack
@@ -97,7 +99,21 @@ def test_exchanges_play_their_forecast_motions_identical_to_plans_made_when_they
 def test_a_forecast_from_elsewhere_is_not_played_from_there() -> None:
     before, exchanges, after = _steps()
     fresh, _ = _run(before, exchanges, after, forecast=None)
-    # The forecast starts 0.001 rad from where the arm will be: its first motion is not played.
-    reused, used = _run(before, exchanges, after, forecast=0.001)
+    # The forecast starts 0.02 rad from where the arm will be (beyond the start tolerance,
+    # 0.01 rad): its first motion is not played.
+    reused, used = _run(before, exchanges, after, forecast=0.02)
     assert used < len(fresh), "the first motion is planned from the live state, not the forecast's"
     assert reused == fresh
+
+
+def test_a_forecast_from_where_a_real_arm_stops_is_played() -> None:
+    """On hardware the arm stops microradians off the last point the forecast planned from:
+    within the start tolerance the forecast's motions are played (a plan-ahead's rule), the
+    first from the forecast's own start, the others identical to the ones planned at the step."""
+    before, exchanges, after = _steps()
+    fresh, _ = _run(before, exchanges, after, forecast=None)
+    reused, used = _run(before, exchanges, after, forecast=0.001)
+    assert used == len(fresh) == len(reused), "every motion of both exchanges came from the forecast"
+    assert reused[0].points[0].positions[3] - fresh[0].points[0].positions[3] == pytest.approx(0.001)
+    assert reused[0].points[-1].positions == pytest.approx(fresh[0].points[-1].positions, abs=1e-9)
+    assert reused[1:] == fresh[1:]

@@ -65,6 +65,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from erobs_bt.backends.base import ArmSegment, ErrorCode, JointStateListener, MotionError
+from erobs_bt.motion import START_TOLERANCE
 from erobs_bt.script.model import JOINT_NAMES, JointPositions
 from erobs_bt.world.kinematics import ACCELERATION_LIMITS
 
@@ -72,8 +73,8 @@ _LOG = logging.getLogger(__name__)
 
 #: Default control rate [Hz of simulated time] (the UR e-series control rate, 500 Hz).
 DEFAULT_CONTROL_RATE = 500.0
-#: Default start-state tolerance [rad] (max-norm over the joints).
-DEFAULT_START_TOLERANCE = 0.01
+#: Default start-state tolerance [rad] (max-norm over the joints): :data:`erobs_bt.motion.START_TOLERANCE`.
+DEFAULT_START_TOLERANCE = START_TOLERANCE
 #: Default rate of joint-state notifications [Hz of wall time].
 DEFAULT_STATE_RATE = 50.0
 #: Least wall time [s] one control-loop iteration stands for; at high ``speed`` an

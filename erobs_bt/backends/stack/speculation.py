@@ -11,6 +11,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from erobs_bt.backends.base import ArmSegment, MotionError
 from erobs_bt.backends.stack.core import StackCore
+from erobs_bt.motion import START_TOLERANCE
 from erobs_bt.planning.base import RemotePlanner
 from erobs_bt.script.model import EndEffector, MoveTo, Step
 from erobs_bt.world.scene import World
@@ -66,20 +67,33 @@ class Speculation:
     def forecast_plan(
         self, step: MoveTo, q: Sequence[float], state: ToolState, world: World
     ) -> ArmSegment | None:
-        """A forecast's plan of ``step`` from exactly ``q`` [rad] with ``state`` in ``world``
-        (the newest such), or ``None``: plan it."""
+        """A forecast's plan of ``step`` with ``state`` in ``world`` from within
+        :data:`~erobs_bt.motion.START_TOLERANCE` of ``q`` [rad] (the nearest, the newest of
+        equals), or ``None``: plan it.
+
+        The tolerance is a plan-ahead's (:data:`~erobs_bt.tree.plan_ahead.PLAN_AHEAD_TOLERANCE`):
+        an exchange's first motion starts where the arm really stopped, which on real hardware is
+        never bit for bit the previous trajectory's last point the forecast planned from. The
+        plan played is the forecast's, from its own start: the one the step would plan from there.
+        """
         start = tuple(float(x) for x in q)
+        best: tuple[float, ArmSegment] | None = None
         with self._core.lock:
             for kept, kept_q, kept_state, kept_world, segment in reversed(self._forecast_plans):
-                if kept_q != start or kept_world != world.revision:
+                if kept_world != world.revision:
+                    continue
+                gap = max(abs(a - b) for a, b in zip(kept_q, start, strict=True))
+                if gap > START_TOLERANCE or (best is not None and gap >= best[0]):
                     continue
                 try:
                     same = bool(kept == step and kept_state == state)
                 except (TypeError, ValueError):  # a field without a plain equality: plan it
                     same = False
                 if same:
-                    self.forecast_plans_used += 1
-                    return segment
+                    best = (gap, segment)
+            if best is not None:
+                self.forecast_plans_used += 1
+                return best[1]
         return None
 
     # -- side-by-side requests ---------------------------------------------------------------

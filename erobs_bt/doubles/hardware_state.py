@@ -46,23 +46,43 @@ _DISPATCH: dict[Any, Any] = {**copyreg.dispatch_table, MappingProxyType: lambda 
 
 
 def save_state(path: Path, state: PhysicalState) -> None:
-    """Write ``state`` to ``path`` (atomically: a reader sees the old file or the new one)."""
+    """Write ``state`` to ``path``, readable and writable by this user only, atomically (a
+    reader sees the old file or the new one)."""
     buffer = io.BytesIO()
     pickler = pickle.Pickler(buffer)
     pickler.dispatch_table = _DISPATCH
     pickler.dump(state)
     partial = path.with_name(path.name + ".partial")
-    partial.write_bytes(buffer.getvalue())
+    descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "wb") as output:
+        output.write(buffer.getvalue())
     os.replace(partial, path)
 
 
 def load_state(path: Path) -> PhysicalState | None:
-    """The state written to ``path``, or ``None`` when there is no such file (a first start)."""
+    """The state written to ``path``, or ``None`` when there is no such file (a first start).
+
+    Raises:
+        ValueError: ``<path>: ...``: the file is not this user's own or others may write it (a
+            pickle runs code when read: only the file :func:`save_state` wrote is read), or it
+            is not a state file.
+    """
     try:
-        data = path.read_bytes()
+        status = path.stat()
     except FileNotFoundError:
         return None
-    state = pickle.loads(data)
+    if status.st_uid != os.getuid() or status.st_mode & 0o022:
+        raise ValueError(
+            f"{path}: not read: a state file must belong to this user and be writable only by them "
+            "(the double writes it so; delete it to start from the cell's start state)"
+        )
+    try:
+        state = pickle.loads(path.read_bytes())
+    except Exception as exc:
+        raise ValueError(
+            f"{path}: not a state file of erobs_bt_sim_hardware ({type(exc).__name__}: {exc}); "
+            "delete it to start from the cell's start state"
+        ) from exc
     if not isinstance(state, PhysicalState):
-        raise ValueError(f"{path}: not a state file of erobs_bt_sim_hardware")
+        raise ValueError(f"{path}: not a state file of erobs_bt_sim_hardware; delete it to start afresh")
     return state

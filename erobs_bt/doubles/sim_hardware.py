@@ -1450,15 +1450,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--state-file",
         type=Path,
         default=None,
-        help="keep the cell's physical state (arm, tools, tool voltage) in this file across a "
-        "relaunch: read at start if it exists, written at exit",
+        help="keep the cell's physical state (arm joints, fitted tool, docks, parts, tool voltage) in "
+        "this file across a relaunch: read at start if it exists (it then overrides --gripper), "
+        "written when the node stops on SIGINT/SIGTERM (not on SIGKILL); a file of this double's own, "
+        "private to the user",
     )
     parser.add_argument(
         "--tool-config",
         default=None,
-        help="the tool this bringup is launched for (EROBS's gripper:= launch argument): only its "
-        "controller is served, and only if it is fitted at start (default: the fitted tool's "
-        "controller follows the tool changer)",
+        help="act as the bringup launched for this tool (a cell tool name, or none; EROBS's gripper:= "
+        "launch argument): only its gripper controller is served, only if that tool is fitted at start, "
+        "and the robot program waits for the dashboard's play (/dashboard_client/play). Default: the "
+        "fitted tool's controller follows the tool changer and the program runs",
     )
     parser.add_argument(
         "--controllers",

@@ -54,6 +54,8 @@ Check = tuple[str, Callable[[], bool]]
 BRINGUP_KEYS = ("command", "ready_timeout", "stop_timeout", "power_settle", "drain_timeout", "play_service")
 #: The placeholder of the tool's name in ``command``.
 TOOL_PLACEHOLDER = "{tool}"
+#: :func:`parse_bringup`'s value for a hardware YAML without a ``bringup`` key.
+ABSENT: Any = object()
 
 
 @dataclass(frozen=True)
@@ -91,20 +93,38 @@ class BringupConfig:
         return [arg.replace(TOOL_PLACEHOLDER, tool) for arg in self.command]
 
 
+#: An example command, for the error messages.
+_EXAMPLE = '[ros2, launch, cms_moveit_config, robot_bringup.launch.py, "gripper:={tool}"]'
+
+
 def parse_bringup(check: Checker, value: Any, path: str = "bringup") -> BringupConfig | None:
-    """Check the hardware YAML's ``bringup`` section; ``None`` when it is absent.
+    """Check the hardware YAML's ``bringup`` section; ``None`` when it is absent (call with the
+    sentinel :data:`ABSENT`; an empty section, ``None``, is an error).
 
     Raises:
-        ConfigError: ``<file>: bringup.<key>: <reason>`` (an unknown key, an empty command, a
-            timeout that is not a positive number).
+        ConfigError: ``<file>: bringup.<key>: <reason>`` (an empty section, an unknown key, a
+            command that is not a list of strings or names no ``{tool}``, a timeout that is
+            not a positive number).
     """
-    if value is None:
+    if value is ABSENT:
         return None
+    if value is None:
+        raise check.fail(path, f"empty: give at least its command, e.g. command: {_EXAMPLE} (or remove it)")
     section: Mapping[str, Any] = check.mapping(value, path)
     check.only_keys(section, path, BRINGUP_KEYS)
     where = join(path, "command")
-    raw = check.array(check.required(section, "command", path), where, non_empty=True)
+    given = check.required(section, "command", path)
+    if isinstance(given, str):
+        wanted = f"must be a list of the program and its arguments, e.g. {_EXAMPLE}"
+        raise check.fail(where, f"{wanted} (got the string {given!r})")
+    raw = check.array(given, where, non_empty=True)
     command = tuple(check.string(arg, join(where, i)) for i, arg in enumerate(raw))
+    if not any(TOOL_PLACEHOLDER in arg for arg in command):
+        raise check.fail(
+            where,
+            f"no argument names {TOOL_PLACEHOLDER}: every relaunch would start the same configuration "
+            f"(EROBS passes gripper:={TOOL_PLACEHOLDER}), e.g. {_EXAMPLE}",
+        )
     defaults = BringupConfig(command=command)
 
     def seconds(key: str, default: float, *, positive: bool) -> float:

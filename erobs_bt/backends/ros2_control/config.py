@@ -14,7 +14,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from erobs_bt.backends.ros2_control.bringup import BringupConfig, parse_bringup
+from erobs_bt.backends.ros2_control.bringup import ABSENT, BringupConfig, parse_bringup
 from erobs_bt.script.model import JOINT_NAMES
 from erobs_bt.timeouts import ACCEPTANCE_TIMEOUT, DEFAULT_TIMEOUTS, SERVER_WAIT
 from erobs_bt.validation import Checker, join, read_yaml
@@ -366,7 +366,7 @@ def parse_hardware_config(data: Any, *, source: str = "hardware") -> HardwareCon
         tool_voltage=tool_voltage(check, io.get("tool_voltage", defaults.tool_voltage), "io.tool_voltage"),
         grippers=MappingProxyType(grippers),
         pipettor_action=name(pipettor.get("action", defaults.pipettor_action), "pipettor.action"),
-        bringup=parse_bringup(check, top.get("bringup")),
+        bringup=parse_bringup(check, top.get("bringup", ABSENT)),
         source=source,
     )
 

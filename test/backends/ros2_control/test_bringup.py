@@ -205,12 +205,21 @@ def test_a_bringup_whose_arm_controller_does_not_come_back_names_it(
     [
         ({"command": []}, "hw: bringup.command: must be a non-empty array"),
         ({"command": ["ros2", 3]}, "hw: bringup.command[1]: "),
-        ({"command": ["ros2"], "ready_timeout": 0}, "hw: bringup.ready_timeout: must be"),
+        ({"command": ["ros2", "gripper:={tool}"], "ready_timeout": 0}, "hw: bringup.ready_timeout: must be"),
         ({"command": ["ros2"], "restart": True}, "hw: bringup.restart: unknown key"),
         ({"ready_timeout": 5}, "hw: bringup.command: missing"),
+        (None, "hw: bringup: empty: give at least its command, e.g. command: [ros2, launch, "),
+        (
+            {"command": "ros2 launch cms_moveit_config robot_bringup.launch.py gripper:={tool}"},
+            "hw: bringup.command: must be a list of the program and its arguments, e.g. [ros2, launch, ",
+        ),
+        (
+            {"command": ["ros2", "launch", "gripper:={tools}"]},
+            "hw: bringup.command: no argument names {tool}",
+        ),
     ],
 )
-def test_a_bad_bringup_section_is_named(section: dict[str, Any], message: str) -> None:
+def test_a_bad_bringup_section_is_named(section: Any, message: str) -> None:
     with pytest.raises(ConfigError) as failure:
         parse_hardware_config({"bringup": section}, source="hw")
     assert str(failure.value).startswith(message), str(failure.value)

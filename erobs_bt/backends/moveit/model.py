@@ -33,6 +33,7 @@ from shape_msgs.msg import SolidPrimitive
 from trajectory_msgs.msg import JointTrajectoryPoint
 
 from erobs_bt.backends.base import ArmSegment, ErrorCode, MotionError, TrajectoryPoint
+from erobs_bt.motion import START_TOLERANCE
 from erobs_bt.rostime import duration_msg, seconds
 from erobs_bt.script.model import JOINT_NAMES, Constraints, JointPositions
 from erobs_bt.world.cell import CellConfig, Obstacle, Shape, ToolShape
@@ -132,7 +133,7 @@ class MoveItConfig:
     line_tolerance: float = 0.005
     validate_ptp: bool = True
     min_cartesian_fraction: float = 0.9
-    start_tolerance: float = 0.01
+    start_tolerance: float = START_TOLERANCE
     server_timeout: float = 10.0
     call_timeout: float = 10.0
     acceptance_timeout: float = 10.0

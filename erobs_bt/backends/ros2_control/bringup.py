@@ -176,7 +176,8 @@ class Bringup:
         gone: what must no longer be served once the old process has ended (the arm's and
             SetIO's servers); before the first launch, none of it may be served (another
             bringup would run beside this one).
-        dashboard: how the robot program is started (with ``config.play_service``), or ``None``.
+        dashboard: how the robot program is started (``config.play_service``), or ``None``: by
+            someone else (the caller passes none when ``play_service`` is empty).
         before_relaunch: called before a running bringup is stopped; raises a
             :class:`MotionError` when it must not be (e.g. the arm is not at rest).
     """
@@ -193,7 +194,7 @@ class Bringup:
         self.config = config
         self._checks = checks
         self._gone = gone
-        self._dashboard = dashboard if config.play_service else None
+        self._dashboard = dashboard
         self._before_relaunch = before_relaunch
         self._lock = threading.Lock()
         self._interrupted = threading.Event()

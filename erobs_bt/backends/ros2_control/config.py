@@ -15,6 +15,7 @@ from types import MappingProxyType
 from typing import Any
 
 from erobs_bt.backends.ros2_control.bringup import ABSENT, BringupConfig, parse_bringup
+from erobs_bt.motion import START_TOLERANCE
 from erobs_bt.script.model import JOINT_NAMES
 from erobs_bt.timeouts import ACCEPTANCE_TIMEOUT, DEFAULT_TIMEOUTS, SERVER_WAIT
 from erobs_bt.validation import Checker, join, read_yaml
@@ -171,7 +172,7 @@ class HardwareConfig:
     joint_prefix: str = ""
     joint_states: str = "/joint_states"
     state_timeout: float = 1.0
-    start_tolerance: float = 0.01
+    start_tolerance: float = START_TOLERANCE
     arm_action: str = "/scaled_joint_trajectory_controller/follow_joint_trajectory"
     goal_tolerance: float = 0.005
     goal_time_tolerance: float = 0.5

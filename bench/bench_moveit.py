@@ -242,12 +242,75 @@ def _where(run: Run) -> dict[str, float]:
     return where
 
 
+#: Where EROBS plans and executes a batch, and what its cms move_group loads: the facts behind
+#: the "what would meet the target" paragraph (source read at these commits; line numbers).
+EROBS_PLANNING_FACTS = (
+    "EROBS itself never asks move_group for a plan: its orchestrator builds one MoveIt Task "
+    "Constructor task per batch and plans it in its own process (bondada-a/erobs @ 739cc0c, "
+    "`src/beambot/beambot/stages/base_stages.py` 207-228: its own `beambot_mtc` node; 451-457: "
+    "the task loads the robot model there; 460-528: OMPL and Pilz `PipelinePlanner`s, "
+    "`CartesianPath`, `JointInterpolationPlanner`; MTC's `PipelinePlanner::init` builds the "
+    "planning pipelines in the calling process, moveit_task_constructor `ros2` @ 8e76def, "
+    "`core/src/solvers/pipeline_planner.cpp` 98-119), and hands move_group only the execution "
+    "(`base_stages.py` 728 → MTC `core/src/task.cpp` 282-301, the `execute_task_solution` "
+    "action of the `ExecuteTaskSolutionCapability` its launch file loads). Pilz's "
+    "`plan_sequence_path` (one request for a run of moves) is loaded on EROBS's cms move_group "
+    "(move_group also reads `<pipeline>.capabilities`: moveit2 `jazzy` @ 4d84106, "
+    "`moveit_ros/move_group/src/move_group.cpp` 161-172; the cms "
+    "`pilz_industrial_motion_planner_planning.yaml` lists `MoveGroupSequenceService`), but EROBS "
+    "does not use it, it plans only Pilz's PTP/LIN/CIRC (no way around an obstacle), and "
+    "moveit_msgs' `GetMotionSequence` is not among the interfaces built here (no upstream hashes "
+    "in `../shared/interop` to check them against)."
+)
+
+
+def _moveit_analysis(run: Run, quick: Run, extra: Mapping[str, float], latency: float) -> str:
+    """Where the ``latency`` run's extra seconds over the 0 s run go, the floor that one request
+    at a time sets whatever the order of requests, and what would meet the target (Markdown)."""
+    spent = run.duration - quick.duration
+    floor = run.played * latency
+    floor_share = floor / quick.duration - 1.0
+    unit1 = extra["unit 1's start"]
+    others = extra["other units' starts"]
+    return (
+        f"\n#### Where the {latency:g} s run's extra {spent:.1f} s go, and what would meet the 2 % target\n\n"
+        f"Against the 0 s run ({quick.duration:.1f} s, nearly all of it motion), the run with "
+        f"{latency:g} s plans spends {unit1:+.1f} s waiting for unit 1's plan (a batch is planned "
+        "whole before it moves, as EROBS's MTC task; its moves one request after another), "
+        f"{others:+.1f} s at the other units' starts, "
+        f"{extra['inside tool exchanges']:+.1f} s inside the tool exchanges (their forecasts are "
+        "planned by the same move_group, one request at a time, behind the units' plan-aheads: "
+        "not finished when the exchange runs, and the exchange's own requests queue behind "
+        f"them), {extra['inside vision steps']:+.1f} s inside the vision step (its final motion is "
+        "planned once the marker is seen) and "
+        f"{extra['rest (ticks, dispatch, controller)'] + extra['inside other steps']:+.1f} s "
+        f"elsewhere.\n\nA floor no order of requests can beat: the run played {run.played} arm "
+        "segments, each planned by at least one move_group request (no plan cache in these runs; "
+        f"the planner was asked for {run.moves} moves in all, plan-aheads and forecasts "
+        "included), and move_group serves one request at a time, so the goal holds at least "
+        f"{run.played} × {latency:g} s = {floor:.0f} s of move_group's time: with "
+        f"{quick.duration:.1f} s of motion the overhead cannot go below "
+        f"**{max(floor_share, 0.0) * 100:.0f} %** while every move is one request. Hiding "
+        "(plan-ahead, forecasts, their order) can only approach that floor; the target needs "
+        "fewer requests or plans made outside move_group.\n\n"
+        + EROBS_PLANNING_FACTS
+        + " So the split EROBS itself uses is the way for the `moveit` backend: plan in "
+        "erobs_bt's process on move_group's model (the URDF and SRDF it loaded, its monitored "
+        "scene), as the embedded planner already plans in-process on UR's collision meshes "
+        "(pinocchio + coal), and let move_group execute. It is not built: the embedded planner "
+        "plans on the cell's model (the airo-models UR5e, the cell file's obstacles), not on the "
+        "URDF move_group loaded (EROBS's cms URDF adds a wrist extension, the tool changer's "
+        "robot side and a camera mount) nor on move_group's live scene.\n"
+    )
+
+
 def overhead_section(runs: Mapping[tuple[float | None, bool], Run]) -> str:
     """Issue 39's measure per backend, plan-ahead on: goal wall time ÷ the same goal's wall time
     when planning costs nothing − 1. For ``moveit`` "nothing" is the move_group double with
     ``--plan-latency 0``; for the embedded cell, the motion played (its devices act at once)."""
     rows = []
     verdicts = []
+    analysis = ""
     quick = runs.get((0.0, True))
     embedded = runs.get((None, True))
     if embedded is not None:
@@ -259,6 +322,7 @@ def overhead_section(runs: Mapping[tuple[float | None, bool], Run]) -> str:
                 f"{embedded.motion:.2f} s (motion)",
                 f"**{share * 100:.2f} %**",
                 "≤ 0.2 %",
+                str(embedded.moves),
             ]
             + [f"{v:.2f} s" for v in _where(embedded).values()]
         )
@@ -288,6 +352,7 @@ def overhead_section(runs: Mapping[tuple[float | None, bool], Run]) -> str:
                     f"{quick.duration:.2f} s (0 s plans)",
                     f"**{share * 100:.2f} %**",
                     "≤ 2 % at 2 s" if latency == 2.0 else "–",
+                    str(run.moves),
                 ]
                 + [f"{v:+.2f} s" for v in extra.values()]
             )
@@ -300,6 +365,7 @@ def overhead_section(runs: Mapping[tuple[float | None, bool], Run]) -> str:
                         else f"(target ≤ 2 %: missed by {(share - 0.02) * 100:.2f} points)."
                     )
                 )
+                analysis = _moveit_analysis(run, quick, extra, latency)
     if not rows:
         return ""
     table = markdown_table(
@@ -309,6 +375,7 @@ def overhead_section(runs: Mapping[tuple[float | None, bool], Run]) -> str:
             "when planning costs nothing",
             "overhead",
             "target",
+            "moves planned",
             "wait at unit 1's start",
             "at the other units' starts",
             "planning inside tool exchanges",
@@ -327,7 +394,7 @@ def overhead_section(runs: Mapping[tuple[float | None, bool], Run]) -> str:
         "column is the time spent there. Planning inside compound steps: a tool exchange, vision "
         "or pick step planning its own motions while the arm stands still (bench_planahead's "
         "`_Instrument`).\n\n"
-        f"{table}\n\n{' '.join(verdicts)}\n"
+        f"{table}\n\n{' '.join(verdicts)}\n{analysis}"
     )
 
 

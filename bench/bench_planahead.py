@@ -87,14 +87,29 @@ class _Instrument:
     ``inner``: ``(monotonic start, seconds)`` of every plan made on the stack's action
     thread, i.e. by a compound step (tool exchange, vision, pick) before one of its own
     motions while the arm stands still; ``motion``: the summed duration [s] of every arm
-    segment played (the units' and the compound steps' motions).
+    segment played (the units' and the compound steps' motions); ``moves``: how many moves the
+    stack's planner was asked to plan (``Planner.plan_move`` calls: at the step, ahead, in a
+    forecast, used or not; with ``backend: moveit`` each is at least one move_group request);
+    ``played``: how many arm segments were played (each one planned move).
     """
 
     def __init__(self, stack: MotionStack) -> None:
         self.inner: list[tuple[float, float]] = []
         self.motion = 0.0
         self.playing = 0.0  # wall time in the player [s]
+        self.moves = 0
+        self.played = 0  # arm segments played
+        lock = threading.Lock()
         plan_now, play = stack._plan_now, stack._play
+        planner = stack._core.planner
+        plan_move = planner.plan_move
+
+        def counted_plan_move(*args: Any, **kwargs: Any) -> Any:
+            with lock:
+                self.moves += 1
+            return plan_move(*args, **kwargs)
+
+        planner.plan_move = counted_plan_move  # type: ignore[method-assign]
 
         def timed_plan_now(*args: Any, **kwargs: Any) -> Any:
             if not threading.current_thread().name.endswith("-action"):
@@ -106,7 +121,9 @@ class _Instrument:
                 self.inner.append((began, time.monotonic() - began))
 
         def counted_play(segments: Any, dispatch: Any) -> None:
-            self.motion += sum(s.duration for s in segments if isinstance(s, ArmSegment))
+            arm = [s for s in segments if isinstance(s, ArmSegment)]
+            self.motion += sum(s.duration for s in arm)
+            self.played += len(arm)
             began = time.monotonic()
             try:
                 play(segments, dispatch)
@@ -132,6 +149,10 @@ class Run:
     rest: dict[str, float] = field(default_factory=dict)
     #: unit number -> the status of the plan-ahead made for it (``used``, ``discarded``, ...).
     ahead: dict[int, str] = field(default_factory=dict)
+    #: moves the planner was asked to plan (:class:`_Instrument`'s ``moves``).
+    moves: int = 0
+    #: arm segments played (:class:`_Instrument`'s ``played``).
+    played: int = 0
 
     @property
     def overhead(self) -> float:
@@ -214,7 +235,19 @@ def one_run(plan_ahead: bool, speed: float, config: EngineConfig | None = None) 
         "after the last unit (result)": after,
         "elsewhere in units (bookkeeping, devices)": left - before - between - player - after,
     }
-    return Run(waits, planning, duration, used, discarded, instrument.motion, inner, rest, ahead)
+    return Run(
+        waits,
+        planning,
+        duration,
+        used,
+        discarded,
+        instrument.motion,
+        inner,
+        rest,
+        ahead,
+        instrument.moves,
+        instrument.played,
+    )
 
 
 def unit_kinds() -> dict[int, str]:

@@ -154,7 +154,6 @@ def _docks_callback(ctx: click.Context, _param: click.Parameter, value: str | No
             ctx.meta["erobs_bt.docks"] = parse_dock_contents(value)
         except ValueError as exc:
             raise click.BadParameter(str(exc), ctx=ctx, param=_param) from None
-        _refuse_dock_conflict(ctx, None)
     return value
 
 
@@ -179,6 +178,8 @@ def _cell_callback(ctx: click.Context, _param: click.Parameter, value: Path | No
     applied; see :func:`erobs_bt.world.beamline.resolve_cell_file`); what compiling it warned
     of (a missing ``poses_file``) is printed as ``warning <text>`` on stderr."""
     docks = ctx.meta.get("erobs_bt.docks")
+    # Here, not in --docks' own callback: the eager options (--json among them) are all known.
+    _refuse_dock_conflict(ctx, None)
     if value is None and not docks and not os.environ.get("BEAMBOT_BEAMLINE_CONFIG", "").strip():
         return None  # the packaged cell: nothing to import
     from erobs_bt.world.beamline import beamline_warnings, resolve_cell_file
@@ -308,7 +309,7 @@ def _interruptible() -> None:
 )
 @_CELL_OPTION
 @click.option("--no-batching", is_flag=True, help="One unit per step (enable_batching:=false).")
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option("--json", "as_json", is_flag=True, is_eager=True, help="Print the report as JSON.")
 def validate(script: Path, poses: Path | None, cell: Path | None, no_batching: bool, as_json: bool) -> None:
     """Validate SCRIPT and show its steps, units, cache eligibility and key digest.
 

@@ -477,4 +477,4 @@ def _period(sample_period: float, max_sample_step: float, v_max: np.ndarray) -> 
 
 
 def _tuple(values: np.ndarray) -> tuple[float, ...]:
-    return tuple(float(x) for x in values)
+    return tuple(values.tolist())

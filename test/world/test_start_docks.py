@@ -132,6 +132,24 @@ def test_validate_json_says_the_conflict_with_the_start_tool(tmp_path: Path) -> 
     assert json.loads(done.stdout) == {"valid": False, "error": f"configuration error: {HANDE_MOUNTED}"}
 
 
+@pytest.mark.parametrize("json_first", [False, True])
+def test_validate_json_says_a_tool_in_two_docks_wherever_json_is_given(
+    tmp_path: Path, json_first: bool
+) -> None:
+    """The docks' own conflict (one tool in two docks) is JSON too, whether ``--json`` comes
+    before or after ``--docks`` (it used to be printed as text when ``--docks`` came first)."""
+    script = tmp_path / "hande.json"
+    script.write_text(_script("hande"))
+    options = ["--docks", "1=epick,2=epick"]
+    options = ["--json", *options] if json_first else [*options, "--json"]
+    done = CliRunner().invoke(main, ["validate", str(script), "--poses", str(POSES), *options])
+    assert done.exit_code == 2
+    assert json.loads(done.stdout) == {
+        "valid": False,
+        "error": "configuration error: " + dock_conflict({1: "epick", 2: "epick"}, None),
+    }
+
+
 def test_the_engine_refuses_a_goal_whose_start_tool_the_stated_docks_hold() -> None:
     """The node's engine (the docks parameter → EngineConfig.docks): the goal is refused
     before anything moves, with 0 steps done, and the next goal runs."""

@@ -185,7 +185,12 @@ def measure_node() -> Figures:
     figures = Figures()
     with (
         ros_domain(),
-        node_process({"speed": repr(SPEED), "backend": "sim", "plan_ahead": "false"}) as node,
+        # Every feedback sent (feedback_rate, no thinning): a plan phase of a few milliseconds
+        # is otherwise replaced by its unit's execute feedback before it is sent, and the
+        # pause cycles wait for each phase's announcement.
+        node_process(
+            {"speed": repr(SPEED), "backend": "sim", "plan_ahead": "false", "feedback_rate": "1e6"}
+        ) as node,
         ErobsBtClient(joint_states=True) as client,
     ):
         if not client.wait_for_server(30.0) or client.states.wait_for(lambda m: True, 30.0) is None:

@@ -131,7 +131,14 @@ class RosLink:
         return run_in_spin_thread(self._executor, spinner, job, timeout, who=self._name)
 
     def close(self) -> None:
-        """Stop spinning, join the thread, then shut the executor down and destroy the node."""
+        """Stop spinning, join the thread, then shut the executor down, destroy the node's
+        action clients and servers, and destroy the node.
+
+        The action clients and servers first: they are waitables, which rclpy's
+        ``Node.destroy_node`` leaves alone (Jazzy and Kilted destroy its publishers,
+        subscriptions, clients, services, timers and guard conditions only); a live one keeps
+        the node's handle, so its DDS participant stayed in the domain after the close.
+        """
         if self._closed:
             return
         self._closed = True
@@ -139,6 +146,10 @@ class RosLink:
         if self._started:
             self._thread.join(5.0)
         self._executor.shutdown()
+        for waitable in list(self.node.waitables):
+            destroy = getattr(waitable, "destroy", None)
+            if callable(destroy):
+                destroy()
         self.node.destroy_node()
         if self._own_context:
             self.context.try_shutdown()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -91,3 +92,32 @@ def test_a_closed_link_runs_the_request_in_the_calling_thread(ros_env: RosEnviro
     link = RosLink("spin_thread_closed", domain_id=ros_env.domain_id)
     link.close()
     assert link.run_in_executor(threading.current_thread) is threading.current_thread()
+
+
+def test_closing_a_link_with_action_clients_and_servers_leaves_the_domain(tmp_path: Path) -> None:
+    """rclpy's ``Node.destroy_node`` does not destroy a node's waitables (action clients and
+    servers), and a live one keeps the node's handle: the link's DDS participant stayed in the
+    domain after :meth:`RosLink.close` (seen as ``DomainNotLeft`` when ``make bench`` closed a
+    ``ros2_control`` backend). The link destroys them itself."""
+    from control_msgs.action import FollowJointTrajectory
+    from rclpy.action import ActionServer
+
+    from erobs_bt.backends.ros2_control.action_client import ActionClient
+    from erobs_bt.ros.domain import participant_ports, private_domain
+
+    # A domain of its own (loopback, its log folder), strict: DomainNotLeft if a participant stays.
+    with private_domain(tmp_path / "log") as environment:
+        domain = environment.domain_id
+        link = RosLink("left_domain", domain_id=domain, start=False)
+        ActionClient(link.node, FollowJointTrajectory, "left_domain_fjt")
+        ActionServer(
+            link.node,
+            FollowJointTrajectory,
+            "left_domain_fjt",
+            execute_callback=lambda handle: FollowJointTrajectory.Result(),
+        )
+        link.start()
+        assert participant_ports(domain) != []
+        link.close()
+        assert list(link.node.waitables) == []
+        assert participant_ports(domain) == []

@@ -146,6 +146,7 @@ from erobs_bt.ros.planning_scene import (
     operation_name,
     pose_matrix,
     tool_shapes_from_attached,
+    touch_matrix,
     world_object,
 )
 from erobs_bt.rosqos import latched_qos
@@ -758,6 +759,7 @@ class SimMoveGroupNode(Node):
             scene = PlanningScene(name="erobs_bt_sim", robot_model_name="ur5e", is_diff=False)
             scene.robot_state = self._robot_state(self.controller.joint_positions(), self._attached)
             scene.world.collision_objects = self._world.collision_objects()
+            scene.allowed_collision_matrix = touch_matrix(self._world.obstacles())
             return scene
 
     def _publish_scene(self) -> None:

@@ -38,7 +38,12 @@ from types import MappingProxyType
 from typing import Any
 
 import numpy as np
-from moveit_msgs.msg import AttachedCollisionObject, CollisionObject
+from moveit_msgs.msg import (
+    AllowedCollisionEntry,
+    AllowedCollisionMatrix,
+    AttachedCollisionObject,
+    CollisionObject,
+)
 from numpy.typing import NDArray
 
 from erobs_bt.backends.moveit.model import SHAPE_TYPES, collision_object_msg
@@ -187,6 +192,48 @@ def obstacles_from_collision_object(obj: Any) -> tuple[Obstacle, ...]:
         Obstacle(name=name, shape=shape, frame=PLANNING_FRAME, pose=_world_pose(T))
         for name, (shape, T) in zip(_names(obj.id, len(shapes)), shapes, strict=True)
     )
+
+
+def touch_matrix(obstacles: Iterable[Obstacle]) -> AllowedCollisionMatrix:
+    """The ``moveit_msgs/AllowedCollisionMatrix`` that lets each world object touch its
+    obstacles' ``touch_links`` (the pedestal the base stands on), as move_group reports its
+    matrix: ``entry_names`` and a symmetric ``entry_values[i].enabled[j]`` that is true where the
+    pair is always allowed (moveit2 jazzy @4d84106 ``collision_matrix.cpp`` 394-423).
+
+    Only these pairs are listed: the robot's own pairs come from an SRDF's
+    ``disabled_collisions``, and a robot description without collision geometry has none.
+    """
+    pairs = {(object_id(o.name), link) for o in obstacles for link in o.touch_links}
+    names = sorted({name for pair in pairs for name in pair})
+    index = {name: i for i, name in enumerate(names)}
+    rows = [[False] * len(names) for _ in names]
+    for a, b in pairs:
+        rows[index[a]][index[b]] = rows[index[b]][index[a]] = True
+    return AllowedCollisionMatrix(
+        entry_names=names, entry_values=[AllowedCollisionEntry(enabled=row) for row in rows]
+    )
+
+
+def allowed_touches(matrix: Any, objects: Iterable[str], links: Iterable[str]) -> dict[str, tuple[str, ...]]:
+    """Which of ``links`` each of ``objects`` may touch in a ``moveit_msgs/AllowedCollisionMatrix``
+    (pairs whose entry is true; default entries are not read). Object id -> links, sorted.
+
+    Raises:
+        SceneError: ``entry_values`` do not match ``entry_names`` (MoveIt refuses such a matrix:
+            ``collision_matrix.cpp`` 82-100).
+    """
+    names = list(matrix.entry_names)
+    if len(matrix.entry_values) != len(names) or any(
+        len(e.enabled) != len(names) for e in matrix.entry_values
+    ):
+        raise SceneError("allowed_collision_matrix: entry_values do not match entry_names")
+    wanted, robot = set(objects), set(links)
+    touches: dict[str, set[str]] = {}
+    for i, a in enumerate(names):
+        for j, b in enumerate(names):
+            if matrix.entry_values[i].enabled[j] and a in wanted and b in robot:
+                touches.setdefault(a, set()).add(b)
+    return {name: tuple(sorted(found)) for name, found in touches.items()}
 
 
 def collision_object_from_obstacles(name: str, obstacles: Iterable[Obstacle]) -> CollisionObject:

@@ -55,6 +55,8 @@ STOP_EVENT = "stop"
 
 #: How the ``moveit`` backend commands tools (:attr:`MoveItConfig.tools`).
 TOOL_MODES = ("ros2_control", "simulated")
+#: Where the ``moveit`` backend plans (:attr:`MoveItConfig.planning`).
+PLANNING_MODES = ("move_group", "local")
 
 
 @dataclass(frozen=True)
@@ -117,6 +119,10 @@ class MoveItConfig:
             interfaces, as the ``ros2_control`` backend does) or ``simulated`` (the tool
             bookkeeping only: a simulated move_group such as ``erobs_bt_sim_move_group``,
             whose cell has no tool hardware).
+        planning: where moves are planned: ``move_group`` (its planning services, one request
+            per move) or ``local`` (the embedded planner in this process, on move_group's robot
+            and monitored scene, checked against them; move_group executes:
+            :mod:`erobs_bt.backends.moveit.local`, EROBS's own split).
     """
 
     namespace: str = ""
@@ -142,6 +148,7 @@ class MoveItConfig:
     max_in_flight: int = 1
     plan_ahead_depth: int = 2
     tools: str = "ros2_control"
+    planning: str = "move_group"
 
     def name(self, relative: str) -> str:
         """``relative`` in the move_group's namespace (``compute_ik`` -> ``/ns/compute_ik``)."""
@@ -619,6 +626,7 @@ def parse_moveit_config(data: Any, *, source: str = "") -> MoveItConfig:
         "max_in_flight",
         "plan_ahead_depth",
         "tools",
+        "planning",
     )
     check.only_keys(values, "", allowed)
     settings: dict[str, Any] = {}
@@ -651,6 +659,8 @@ def parse_moveit_config(data: Any, *, source: str = "") -> MoveItConfig:
         )
     if "tools" in values:
         settings["tools"] = check.choice(values["tools"], "tools", TOOL_MODES)
+    if "planning" in values:
+        settings["planning"] = check.choice(values["planning"], "planning", PLANNING_MODES)
     if "pipelines" in values:
         pipelines = []
         for i, item in enumerate(check.array(values["pipelines"], "pipelines", non_empty=True)):

@@ -76,6 +76,7 @@ from rcl_interfaces.srv import GetParameters
 from std_msgs.msg import String
 
 from erobs_bt.backends.base import ArmSegment, ErrorCode, MotionError
+from erobs_bt.backends.moveit.local import LocalPlanning, check_robot, snapshot_of
 from erobs_bt.backends.moveit.model import (
     MoveItConfig,
     attached_tool,
@@ -171,6 +172,7 @@ class MoveItPlanner:
         self._in_flight = threading.BoundedSemaphore(self._config.max_in_flight)
         self._reloads = 0
         self.requests = 0  # planning requests sent (GetMotionPlan + GetCartesianPath)
+        self._local = LocalPlanning(cell, self._config) if self._config.planning == "local" else None
 
     @property
     def config(self) -> MoveItConfig:
@@ -220,6 +222,8 @@ class MoveItPlanner:
                     srdf, group=self._config.group, joint_prefix=self._config.joint_prefix
                 )
                 self._touch_links = rigid_links(urdf, self._config.flange_link)
+                if self._local is not None:
+                    check_robot(urdf, self._config)
             except ValueError as exc:
                 raise MotionError(ErrorCode.PLANNING_FAILED, f"{node}: {exc}") from None
             self._description = (description_digest(urdf, srdf), states)
@@ -372,17 +376,26 @@ class MoveItPlanner:
         Raises:
             MotionError: ``EXECUTION_FAILED`` when the service is missing or does not answer.
         """
-        request = GetPlanningScene.Request()
-        request.components.components = (
-            PlanningSceneComponents.ROBOT_STATE_ATTACHED_OBJECTS | PlanningSceneComponents.WORLD_OBJECT_NAMES
-        )
-        what = f"GetPlanningScene {self._config.name('get_planning_scene')}"
         try:
-            scene = self._call(self._get_scene, request, what=what, where=where).scene
+            scene = self._get_planning_scene(PlanningSceneComponents.WORLD_OBJECT_NAMES, where)
         except MotionError as exc:
             raise MotionError(ErrorCode.EXECUTION_FAILED, exc.detail) from None
         attached = {a.object.id: a.link_name for a in scene.robot_state.attached_collision_objects}
         return attached, {o.id for o in scene.world.collision_objects}
+
+    def _get_planning_scene(self, world: int, where: str) -> PlanningScene:
+        """move_group's planning scene through ``get_planning_scene``: the attached objects and
+        the ``world`` components (``WORLD_OBJECT_NAMES``, or ``WORLD_OBJECT_GEOMETRY`` with the
+        ``ALLOWED_COLLISION_MATRIX``).
+
+        Raises:
+            MotionError: ``PLANNING_FAILED`` when the service is missing or does not answer.
+        """
+        request = GetPlanningScene.Request()
+        request.components.components = PlanningSceneComponents.ROBOT_STATE_ATTACHED_OBJECTS | world
+        what = f"GetPlanningScene {self._config.name('get_planning_scene')}"
+        scene: PlanningScene = self._call(self._get_scene, request, what=what, where=where).scene
+        return scene
 
     def put_object(self, obstacle: Obstacle, *, where: str) -> None:
         """Add (or move) ``obstacle`` in move_group's planning scene: a world ``CollisionObject``
@@ -412,9 +425,22 @@ class MoveItPlanner:
         """Plan one ``moveto`` step from ``start`` [rad] with ``tools`` attached (module docstring),
         in move_group's planning scene (``world`` is not used: :attr:`scene_owner`).
 
+        With ``planning: local`` the embedded planner plans it instead, on move_group's robot (checked
+        when the description is loaded) and in its planning scene as read now
+        (:mod:`erobs_bt.backends.moveit.local`).
+
         Raises:
             MotionError: ``PLANNING_FAILED: <step.path>: <reason>``.
         """
+        if self._local is not None:
+            self.load_description()
+            scene = self._get_planning_scene(
+                PlanningSceneComponents.WORLD_OBJECT_GEOMETRY
+                | PlanningSceneComponents.ALLOWED_COLLISION_MATRIX,
+                step.path,
+            )
+            snapshot = snapshot_of(scene, where=step.path, joint_prefix=self._config.joint_prefix)
+            return self._local.plan_move(step, start, tools=tools, scene=snapshot)
         attached = self.attached_tool(tools)
         kind, goal = self._goal(step, start, tools, attached)
         if kind == "line":

@@ -681,3 +681,85 @@ def test_an_attached_object_is_placed_in_its_links_frame() -> None:
     np.testing.assert_allclose(
         pose_matrix(again.object.primitive_poses[0])[:3, 3], [0.0, 0.0, 0.1], atol=1e-12
     )
+
+
+def test_local_planning_avoids_what_only_move_groups_scene_holds_and_move_group_executes(
+    client: Client,
+) -> None:
+    """``planning: local``: the embedded planner plans in move_group's monitored scene (a box
+    another client put there, which the cell does not have) without one planning request, and
+    move_group executes the plan."""
+    from dataclasses import replace
+
+    from erobs_bt.backends.base import ArmSegment
+    from erobs_bt.backends.moveit.backend import MoveItBackend
+    from erobs_bt.backends.moveit.model import MoveItConfig
+    from erobs_bt.backends.sim.tools import SimulatedChanger, SimulatedTool
+    from erobs_bt.world.cell import Obstacle, Shape
+    from erobs_bt.world.cell import Pose as WorldPose
+    from erobs_bt.world.collision import CollisionModel
+
+    from helpers import moveto
+
+    here = client.live()
+    goal = here + np.array([1.2, 0.0, 0.0, 0.0, 0.0, 0.0])
+    line = np.linspace(here, goal, 41)
+    T_mid = kinematics.fk(line[20])
+    client.moveit2.add_collision_box(
+        id="local_probe",
+        size=(0.08, 0.08, 0.08),
+        position=tuple(T_mid[:3, 3]),
+        quat_xyzw=(0.0, 0.0, 0.0, 1.0),
+        frame_id="base_link",
+    )
+    try:
+        scene = client.call(client.scene_service, GetPlanningScene.Request()).scene
+        assert any(o.id == "local_probe" for o in scene.world.collision_objects)
+        box = Obstacle(
+            name="local_probe",
+            shape=Shape(kind="box", size=(0.08, 0.08, 0.08)),
+            frame="base_link",
+            pose=WorldPose(xyz=tuple(float(v) for v in T_mid[:3, 3])),
+        )
+        checker = CollisionModel(replace(CELL, obstacles=(*CELL.obstacles, box)), gripper="none")
+        assert checker.is_valid(here) and checker.is_valid(goal)
+        assert checker.check_path(line) is not None, "the straight joint move must pass through the box"
+        step = moveto(0, joints=tuple(float(v) for v in goal))
+        tools = ({name: SimulatedTool(name) for name in CELL.grippers}, SimulatedChanger())
+        since = client.events.count
+        with MoveItBackend(
+            CELL,
+            None,
+            MoveItConfig(tools="simulated", planning="local"),
+            tools=tools,
+            gripper="none",
+            domain_id=client.domain_id,
+        ) as stack:
+            solution = stack.plan([step], start=tuple(here)).result(120)
+            (segment,) = [s for s in solution.segments if isinstance(s, ArmSegment)]
+            q = np.array([p.positions for p in segment.points])
+            assert checker.check_path(q) is None, "the local plan goes around move_group's box"
+            np.testing.assert_allclose(q[-1], goal, atol=1e-6)
+            stack.execute(solution, replay=False).result(120)
+            client.wait_at(goal)
+        served = [e for e in client.events.items()[since:] if e["event"] in ("plan", "execute")]
+        assert [e["event"] for e in served] == ["execute"], served
+    finally:
+        client.moveit2.remove_collision_object("local_probe")
+
+
+def test_the_scenes_matrix_lets_the_pedestal_touch_the_base_only(client: Client) -> None:
+    """Row 14: ``get_planning_scene`` answers the allowed-collision matrix as move_group does
+    (names, a symmetric table, true = always allowed); its entries are the world objects' touch links."""
+    from erobs_bt.ros.planning_scene import allowed_touches
+    from erobs_bt.world.cell import ROBOT_LINKS
+
+    scene = client.call(client.scene_service, GetPlanningScene.Request()).scene
+    matrix = scene.allowed_collision_matrix
+    names = list(matrix.entry_names)
+    table = np.array([list(e.enabled) for e in matrix.entry_values], dtype=bool)
+    assert table.shape == (len(names), len(names)) and (table == table.T).all()
+    objects = [o.id for o in scene.world.collision_objects]
+    expected = {o.name: tuple(sorted(o.touch_links)) for o in CELL.obstacles if o.touch_links}
+    assert expected, "the cell has an obstacle with touch links"
+    assert allowed_touches(matrix, objects, ROBOT_LINKS) == expected

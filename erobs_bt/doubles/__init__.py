@@ -11,6 +11,6 @@
 They stand where the real components stand (separate processes the node reaches over ROS), so
 they sit above both the simulator they run (:mod:`erobs_bt.backends.sim`) and the ROS pieces
 they share with the node (:mod:`erobs_bt.rosqos`, :mod:`erobs_bt.ros.process`,
-:mod:`erobs_bt.ros.planning_scene`); nothing but the command line imports them (pyproject.toml,
+:mod:`erobs_bt.backends.moveit.planning_scene`); nothing but the command line imports them (pyproject.toml,
 the import contracts "layers" and "simulator").
 """

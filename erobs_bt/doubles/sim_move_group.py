@@ -133,11 +133,7 @@ from trajectory_msgs.msg import JointTrajectoryPoint
 
 from erobs_bt.backends.base import ArmSegment, ErrorCode, MotionError, TrajectoryPoint
 from erobs_bt.backends.moveit.model import EXECUTION_EVENT_TOPIC, STOP_EVENT, pose_msg
-from erobs_bt.backends.sim.controller import SimController
-from erobs_bt.backends.sim.faults import FaultInjector, FaultSpec, parse_fault_section
-from erobs_bt.doubles.process import NodeEvents, run_sim, stop_controller
-from erobs_bt.planning.planner import MotionPlanner, PlannerConfig
-from erobs_bt.ros.planning_scene import (
+from erobs_bt.backends.moveit.planning_scene import (
     PLANNING_FRAME,
     SceneError,
     SceneWorld,
@@ -149,6 +145,10 @@ from erobs_bt.ros.planning_scene import (
     touch_matrix,
     world_object,
 )
+from erobs_bt.backends.sim.controller import SimController
+from erobs_bt.backends.sim.faults import FaultInjector, FaultSpec, parse_fault_section
+from erobs_bt.doubles.process import NodeEvents, run_sim, stop_controller
+from erobs_bt.planning.planner import MotionPlanner, PlannerConfig
 from erobs_bt.rosqos import latched_qos
 from erobs_bt.rostime import duration_msg, seconds
 from erobs_bt.script._values import safe_load_yaml

@@ -48,15 +48,15 @@ import pinocchio as pin
 
 from erobs_bt.backends.base import ArmSegment, ErrorCode, MotionError
 from erobs_bt.backends.moveit.model import MoveItConfig, tool_object_id
-from erobs_bt.planning.planner import CellPlanner, PlannerConfig
-from erobs_bt.ros.planning_scene import (
+from erobs_bt.backends.moveit.planning_scene import (
     SceneError,
     allowed_touches,
     object_id,
     obstacles_from_collision_object,
 )
+from erobs_bt.planning.planner import CellPlanner, PlannerConfig
 from erobs_bt.script.model import MoveTo
-from erobs_bt.world.cell import ROBOT_LINKS, CellConfig
+from erobs_bt.world.cell import ROBOT_LINKS, CellConfig, Obstacle
 from erobs_bt.world.kinematics import JOINT_LIMITS, fk
 from erobs_bt.world.scene import World
 from erobs_bt.world.tools import ToolState
@@ -172,10 +172,10 @@ def snapshot_of(scene: Any, *, where: str, joint_prefix: str = "") -> SceneSnaps
 
     Raises:
         MotionError: ``PLANNING_FAILED`` for an object the planner cannot model (a mesh, a
-            plane, an unknown frame: :func:`~erobs_bt.ros.planning_scene.obstacles_from_collision_object`),
+            plane, an unknown frame: :func:`~erobs_bt.backends.moveit.planning_scene.obstacles_from_collision_object`),
             naming it.
     """
-    obstacles = []
+    obstacles: list[Obstacle] = []
     try:
         for obj in scene.world.collision_objects:
             obstacles.extend(obstacles_from_collision_object(obj))

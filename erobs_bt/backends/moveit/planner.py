@@ -124,7 +124,7 @@ class MoveItPlanner:
     compute_cartesian_path, compute_ik/fk, the planning scene services and topics, the robot description
     parameters), and every request shares its state: the model revision, the attached tool, the scene it
     mirrored into move_group and the in-flight bound. Each method is one request or one conversion of its
-    answer; the message conversions live in erobs_bt/ros/planning_scene.py and moveit/model.py.
+    answer; the message conversions live in moveit/planning_scene.py and moveit/model.py.
 
     Args:
         cell: the cell (tool geometry and tip frames, marker and obstacle frames, the

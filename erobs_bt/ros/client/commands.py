@@ -681,7 +681,7 @@ def scene_remove(name: str, node: str, timeout: float) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the objects as JSON.")
 def scene_list(node: str, timeout: float, as_json: bool) -> None:
     """List the planning scene's collision objects (id, shapes, centre in base_link [m])."""
-    from erobs_bt.ros.planning_scene import SceneError, obstacles_from_collision_object
+    from erobs_bt.backends.moveit.planning_scene import SceneError, obstacles_from_collision_object
 
     console = _console()
     with _client(node) as client:

@@ -16,7 +16,7 @@ as they change a ``move_group``'s:
   after every change, so a late subscriber and the run's bag get the scene in force.
 
 The conversions and MoveIt's rules (frames, shapes, operations, names) are
-:mod:`erobs_bt.ros.planning_scene`'s, shared with the simulated move_group. A message is
+:mod:`erobs_bt.backends.moveit.planning_scene`'s, shared with the simulated move_group. A message is
 applied as a whole or not at all: a refused one (unknown frame, a cone or mesh, REMOVE of an
 unknown id, a robot link's name, an attached object) is logged as ``<topic>: refused:
 <reason>`` naming the object, changes nothing, and the node keeps serving. A change reaches the
@@ -55,11 +55,11 @@ from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
 
 from erobs_bt.backends.base import JOINT_NAMES, HasCell, MotionBackend, TracksTools, WatchesWorld
+from erobs_bt.backends.moveit.planning_scene import SceneError, SceneWorld, attached_message
 from erobs_bt.orchestrator import Orchestrator, OrchestratorListener
 from erobs_bt.ros.convert import ros_text
 from erobs_bt.ros.node.nodelog import NodeLog
 from erobs_bt.ros.node.runlogs import NodeRunLogs
-from erobs_bt.ros.planning_scene import SceneError, SceneWorld, attached_message
 from erobs_bt.rosqos import latched_qos
 from erobs_bt.world.cell import Obstacle
 from erobs_bt.world.description import TIP_LINK

@@ -352,7 +352,7 @@ def test_row5_the_backend_reads_the_scene_back_after_attaching_and_detaching(pro
 def test_row2_an_attached_tool_touches_only_its_touch_links(probe: Probe) -> None:
     from moveit_msgs.msg import Constraints, JointConstraint
 
-    from erobs_bt.ros.planning_scene import attached_message
+    from erobs_bt.backends.moveit.planning_scene import attached_message
 
     shapes = CELL.gripper("epick").collision_shapes()
     request = GetMotionPlan.Request()

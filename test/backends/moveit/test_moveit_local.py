@@ -124,7 +124,7 @@ def test_planning_is_a_choice_of_the_configuration() -> None:
 
 
 def test_the_matrix_round_trips_touch_links_and_a_malformed_one_is_refused() -> None:
-    from erobs_bt.ros.planning_scene import SceneError, allowed_touches, touch_matrix
+    from erobs_bt.backends.moveit.planning_scene import SceneError, allowed_touches, touch_matrix
     from erobs_bt.world.cell import ROBOT_LINKS
 
     obstacles = [o for o in CELL.obstacles if o.touch_links]

@@ -38,10 +38,10 @@ from shape_msgs.msg import SolidPrimitive
 from std_msgs.msg import String
 
 from erobs_bt.backends.moveit.model import pose_msg
+from erobs_bt.backends.moveit.planning_scene import SceneError, SceneWorld, pose_matrix
 from erobs_bt.backends.ros2_control.context import init_context
 from erobs_bt.doubles.sim_move_group import READY_PREFIX, ROS_NODE_NAME, read_faults
 from erobs_bt.ros.client.client import Recorder, latched_qos
-from erobs_bt.ros.planning_scene import SceneError, SceneWorld, pose_matrix
 from erobs_bt.script.model import JOINT_NAMES
 from erobs_bt.world import kinematics
 from erobs_bt.world.config import load_cell
@@ -664,7 +664,7 @@ def test_the_verb_and_the_console_script_refuse_a_bad_configuration(
 
 
 def test_an_attached_object_is_placed_in_its_links_frame() -> None:
-    from erobs_bt.ros.planning_scene import attached_message, tool_shapes_from_attached
+    from erobs_bt.backends.moveit.planning_scene import attached_message, tool_shapes_from_attached
 
     links = {"flange": np.eye(4), "tool0": np.linalg.inv(kinematics.T_TOOL0_FLANGE)}
     held = AttachedCollisionObject(link_name="tool0", object=_box("probe", (0.0, 0.0, 0.1)))
@@ -751,7 +751,7 @@ def test_local_planning_avoids_what_only_move_groups_scene_holds_and_move_group_
 def test_the_scenes_matrix_lets_the_pedestal_touch_the_base_only(client: Client) -> None:
     """Row 14: ``get_planning_scene`` answers the allowed-collision matrix as move_group does
     (names, a symmetric table, true = always allowed); its entries are the world objects' touch links."""
-    from erobs_bt.ros.planning_scene import allowed_touches
+    from erobs_bt.backends.moveit.planning_scene import allowed_touches
     from erobs_bt.world.cell import ROBOT_LINKS
 
     scene = client.call(client.scene_service, GetPlanningScene.Request()).scene

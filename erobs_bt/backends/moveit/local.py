@@ -172,7 +172,7 @@ def snapshot_of(scene: Any, *, where: str, joint_prefix: str = "") -> SceneSnaps
 
     Raises:
         MotionError: ``PLANNING_FAILED`` for an object the planner cannot model (a mesh, a
-            plane, an unknown frame: :func:`~erobs_bt.backends.moveit.planning_scene.obstacles_from_collision_object`),
+            plane, an unknown frame: :func:`.planning_scene.obstacles_from_collision_object`),
             naming it.
     """
     obstacles: list[Obstacle] = []

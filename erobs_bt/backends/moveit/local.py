@@ -18,7 +18,9 @@ What makes a plan made here safe to run through move_group (:class:`LocalPlannin
   do (:func:`~erobs_bt.world.kinematics.fk`) within :data:`KINEMATICS_TOLERANCE` at seeded
   configurations (a calibrated arm whose URDF carries its own kinematics is refused), and
   every link of the URDF with collision geometry must be one the planner models with UR's
-  collision meshes (:data:`~erobs_bt.world.cell.ROBOT_LINKS`, with ``joint_prefix``). A
+  collision meshes (:data:`~erobs_bt.world.cell.ROBOT_LINKS`, with ``joint_prefix``), and its
+  joint limits must hold the planner's (the position range, and the velocity the planner uses
+  at ``speed_scaling``): MoveIt times with them, and ExecuteTrajectory checks neither. A
   wrist extension, a tool changer's robot side or a camera mount in the URDF (EROBS's cms
   descriptions have all three) is geometry the planner does not have: refused, naming the links.
 * **The world is move_group's monitored scene, as of the plan**: every plan reads the scene's
@@ -57,7 +59,7 @@ from erobs_bt.backends.moveit.planning_scene import (
 from erobs_bt.planning.planner import CellPlanner, PlannerConfig
 from erobs_bt.script.model import MoveTo
 from erobs_bt.world.cell import ROBOT_LINKS, CellConfig, Obstacle
-from erobs_bt.world.kinematics import JOINT_LIMITS, fk
+from erobs_bt.world.kinematics import JOINT_LIMITS, VELOCITY_LIMITS, fk
 from erobs_bt.world.scene import World
 from erobs_bt.world.tools import ToolState
 
@@ -100,8 +102,9 @@ def check_robot(urdf: str, config: MoveItConfig, *, seed: int = 11) -> None:
 
     Raises:
         DescriptionMismatch: links with collision geometry the planner does not model (named),
-            a missing joint or link, or a flange farther than :data:`KINEMATICS_TOLERANCE` from
-            the planner's at a sampled configuration (names it and the deviation).
+            a missing joint or link, joint limits narrower than the planner's (named), or a
+            flange farther than :data:`KINEMATICS_TOLERANCE` from the planner's at a sampled
+            configuration (names it and the deviation).
     """
     prefix = config.joint_prefix
     unknown = [
@@ -131,9 +134,20 @@ def check_robot(urdf: str, config: MoveItConfig, *, seed: int = 11) -> None:
         if joint.nq != 1:
             raise DescriptionMismatch(f"robot_description: {name} is not a revolute joint")
         indices.append(joint.idx_q)
+    low, high = np.asarray(JOINT_LIMITS, dtype=float).T
+    fastest = np.asarray(VELOCITY_LIMITS, dtype=float) * config.speed_scaling
+    for i, (name, q_index) in enumerate(zip(config.joint_names, indices, strict=True)):
+        v_index = model.joints[model.getJointId(name)].idx_v
+        lower, upper = float(model.lowerPositionLimit[q_index]), float(model.upperPositionLimit[q_index])
+        speed = float(model.velocityLimit[v_index])
+        if lower > low[i] + 1e-9 or upper < high[i] - 1e-9 or speed < fastest[i] - 1e-9:
+            raise DescriptionMismatch(
+                f"robot_description limits {name} to [{lower:.4f}, {upper:.4f}] rad and {speed:.4f} rad/s; "
+                f"the local planner moves it in [{low[i]:.4f}, {high[i]:.4f}] rad at up to {fastest[i]:.4f} "
+                "rad/s (speed_scaling applied); plan with move_group (planning: move_group)"
+            )
     data = model.createData()
     base_id, flange_id = model.getFrameId(base), model.getFrameId(flange)
-    low, high = np.asarray(JOINT_LIMITS, dtype=float).T
     rng = np.random.default_rng(seed)
     for q6 in rng.uniform(low, high, (KINEMATICS_SAMPLES, 6)):
         q = pin.neutral(model)

@@ -138,3 +138,16 @@ def test_the_matrix_round_trips_touch_links_and_a_malformed_one_is_refused() -> 
     matrix.entry_values[0].enabled = matrix.entry_values[0].enabled[:-1]
     with pytest.raises(SceneError, match="entry_values do not match"):
         allowed_touches(matrix, names, ROBOT_LINKS)
+
+
+def test_narrower_joint_limits_are_refused_naming_the_joint() -> None:
+    urdf = urdf_text(CELL)
+    pan = urdf.index('<joint name="shoulder_pan_joint"')
+    limit = urdf.index('lower="-6.28318530718" upper="6.28318530718"', pan)
+    narrower = urdf[:limit] + 'lower="-3.14159265359" upper="3.14159265359"' + urdf[limit + 44 :]
+    with pytest.raises(DescriptionMismatch, match=r"limits shoulder_pan_joint to \[-3.1416, 3.1416\] rad"):
+        check_robot(narrower, MoveItConfig())
+    slower = urdf.replace('velocity="3.14159265359"', 'velocity="0.5"')
+    with pytest.raises(DescriptionMismatch, match=r"0.5000 rad/s; .* up to 0.6283 rad/s"):
+        check_robot(slower, MoveItConfig(speed_scaling=0.2))
+    check_robot(slower, MoveItConfig(speed_scaling=0.15))  # 0.47 rad/s fits under 0.5

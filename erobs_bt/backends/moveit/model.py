@@ -122,7 +122,11 @@ class MoveItConfig:
         planning: where moves are planned: ``move_group`` (its planning services, one request
             per move) or ``local`` (the embedded planner in this process, on move_group's robot
             and monitored scene, checked against them; move_group executes:
-            :mod:`erobs_bt.backends.moveit.local`, EROBS's own split).
+            :mod:`erobs_bt.backends.moveit.local`, EROBS's own split). With ``local``,
+            ``speed_scaling``, ``planning_time``, ``cartesian_step`` and ``min_cartesian_fraction``
+            are the embedded planner's; ``pipelines``, ``planning_attempts``, ``jump_threshold``,
+            ``line_tolerance``, ``validate_ptp`` and ``concurrent_requests`` apply to move_group's
+            planning only.
     """
 
     namespace: str = ""

@@ -487,8 +487,9 @@ class MoveItPlanner:
     def concurrent_requests(self) -> int:
         """How many planning requests one unit sends to move_group at once
         (:class:`~erobs_bt.planning.base.RemotePlanner`; ``concurrent_requests`` of the
-        configuration, 1: one after the other)."""
-        return self._config.concurrent_requests
+        configuration, 1: one after the other; always 1 with ``planning: local``, whose plans take
+        milliseconds in this process and would only wait for each other on the planner's model)."""
+        return 1 if self._local is not None else self._config.concurrent_requests
 
     @property
     def plan_ahead_depth(self) -> int:

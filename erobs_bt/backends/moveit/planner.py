@@ -228,10 +228,14 @@ class MoveItPlanner:
                 raise MotionError(ErrorCode.PLANNING_FAILED, f"{node}: {exc}") from None
             self._description = (description_digest(urdf, srdf), states)
             _LOG.info(
-                "move_group %s: description %s, named states %s",
+                "move_group %s: description %s, named states %s%s",
                 node,
                 self._description[0],
                 ", ".join(sorted(states)) or "none",
+                "; planning: local (its robot checked: UR5e's kinematics and joint limits, collision "
+                "geometry on UR's links only)"
+                if self._local is not None
+                else "",
             )
             return self._description
 

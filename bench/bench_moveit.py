@@ -392,7 +392,11 @@ def overhead_section(runs: Mapping[tuple[float | None, bool], Run], local: Run |
                     if share <= 0.02
                     else f"(target ≤ 2 %: missed by {(share - 0.02) * 100:.2f} points)"
                 )
-                + f"; against its own motion ({local.motion:.2f} s played) {own * 100:.2f} %."
+                + f"; against its own motion ({local.motion:.2f} s played) {own * 100:.2f} %: "
+                + ", ".join(f"{k} {v:.2f} s" for k, v in _where(local).items())
+                + ". Below 0 means faster than the 0 s run, whose move_group still computes every plan "
+                "and answers it over ROS; what remains over the motion is mostly execution through "
+                "ExecuteTrajectory (a goal per segment, the arm at rest before the next)."
             )
     if not rows:
         return ""

@@ -26,7 +26,11 @@ What makes a plan made here safe to run through move_group (:class:`LocalPlannin
 * **The world is move_group's monitored scene, as of the plan**: every plan reads the scene's
   world objects (``get_planning_scene``, ``WORLD_OBJECT_GEOMETRY``) and plans around exactly
   those (the cell's obstacles are not added: what move_group does not hold, it would not
-  avoid either); objects of meshes or planes are refused (the planner models primitives).
+  avoid either), each exempt only from the arm links the scene's allowed-collision matrix lets
+  it touch; objects of meshes or planes, an octomap, and arm links padded more than the local
+  model's ``collision.padding`` or scaled up are refused (the planner models none of them).
+  Objects come in move_group's planning frame, the URDF's root, so ``base_link`` must be
+  that root or sit on it unmoved (checked with the robot).
 * **The attached objects are the backend's tools**: the tool of the step is modelled from the
   cell (the geometry :meth:`~.planner.MoveItPlanner.follow` attaches in move_group's scene);
   any other object attached in move_group's scene is refused, naming it.
@@ -148,6 +152,14 @@ def check_robot(urdf: str, config: MoveItConfig, *, seed: int = 11) -> None:
             )
     data = model.createData()
     base_id, flange_id = model.getFrameId(base), model.getFrameId(flange)
+    pin.framesForwardKinematics(model, data, pin.neutral(model))
+    T_root_base = data.oMf[base_id].homogeneous
+    if not np.allclose(T_root_base, np.eye(4), atol=KINEMATICS_TOLERANCE):
+        raise DescriptionMismatch(
+            f"robot_description places {base} at {np.round(T_root_base[:3, 3], 4).tolist()} m (and turned) "
+            "from its root link: move_group reports scene objects in that root frame, which the local "
+            f"planner takes to be {base}; plan with move_group (planning: move_group)"
+        )
     rng = np.random.default_rng(seed)
     for q6 in rng.uniform(low, high, (KINEMATICS_SAMPLES, 6)):
         q = pin.neutral(model)
@@ -179,29 +191,54 @@ class SceneSnapshot:
     attached: dict[str, str]
 
 
-def snapshot_of(scene: Any, *, where: str, joint_prefix: str = "") -> SceneSnapshot:
-    """The :class:`SceneSnapshot` of a ``moveit_msgs/PlanningScene`` read with world geometry
-    and the allowed-collision matrix: a world object may touch the arm links the matrix allows
-    it (the pedestal under ``base_link_inertia``); every other pair is checked.
+def snapshot_of(scene: Any, *, where: str, joint_prefix: str = "", padding: float = 0.0) -> SceneSnapshot:
+    """The :class:`SceneSnapshot` of a ``moveit_msgs/PlanningScene`` read with world geometry,
+    the allowed-collision matrix, the octomap and the links' padding and scale: a world object
+    may touch the arm links the matrix allows it (the pedestal under ``base_link_inertia``);
+    every other pair is checked.
+
+    Args:
+        scene: the scene as ``get_planning_scene`` answered it.
+        where: the step, for messages.
+        joint_prefix: of the arm's link names in move_group's robot.
+        padding: [m] the local model's padding of the arm links (``collision.padding``).
 
     Raises:
-        MotionError: ``PLANNING_FAILED`` for an object the planner cannot model (a mesh, a
-            plane, an unknown frame: :func:`.planning_scene.obstacles_from_collision_object`),
-            naming it.
+        MotionError: ``PLANNING_FAILED`` naming what the planner cannot model: an object of
+            meshes or planes or in an unknown frame
+            (:func:`.planning_scene.obstacles_from_collision_object`), a malformed matrix, an
+            octomap (sensor occupancy), or an arm link padded or scaled beyond the local model.
     """
+    problem = ""
+    if len(scene.world.octomap.octomap.data):
+        problem = (
+            f"it holds an octomap ({scene.world.octomap.octomap.id or 'sensor occupancy'}, frame "
+            f"{scene.world.octomap.header.frame_id or '?'}), which the local planner cannot model"
+        )
+    links = {joint_prefix + link: link for link in ROBOT_LINKS}
+    for entry in scene.link_padding:
+        if entry.link_name in links and entry.padding > padding + 1e-9:
+            problem = (
+                f"{entry.link_name} is padded {entry.padding:g} m, more than the local model's {padding:g} m "
+                "(collision.padding)"
+            )
+    for entry in scene.link_scale:
+        if entry.link_name in links and entry.scale > 1.0 + 1e-9:
+            problem = f"{entry.link_name} is scaled {entry.scale:g}, the local model does not scale links"
     obstacles: list[Obstacle] = []
     try:
         for obj in scene.world.collision_objects:
             obstacles.extend(obstacles_from_collision_object(obj))
-        links = {joint_prefix + link: link for link in ROBOT_LINKS}
         touches = allowed_touches(
             scene.allowed_collision_matrix, (o.id for o in scene.world.collision_objects), links
         )
     except SceneError as exc:
+        problem = f"{exc} (the local planner models box, sphere and cylinder primitives)"
+    if problem:
         raise MotionError(
             ErrorCode.PLANNING_FAILED,
-            f"{where}: move_group's planning scene: {exc} (the local planner models primitives only)",
-        ) from None
+            f"{where}: move_group's planning scene: {problem}; plan with move_group (planning: move_group)",
+        )
     obstacles = [
         replace(o, touch_links=tuple(links[k] for k in touches.get(object_id(o.name), ()))) for o in obstacles
     ]
@@ -237,6 +274,12 @@ class LocalPlanning:
         self._lock = threading.Lock()
         self._planner: CellPlanner | None = None
         self._tools = frozenset(tool_object_id(name) for name in cell.grippers)
+
+    def snapshot(self, scene: Any, *, where: str) -> SceneSnapshot:
+        """:func:`snapshot_of` with this backend's joint prefix and the cell's arm-link padding."""
+        return snapshot_of(
+            scene, where=where, joint_prefix=self._config.joint_prefix, padding=self._cell.collision.padding
+        )
 
     def planner(self, tools: ToolState) -> CellPlanner:
         """The embedded planner (built at the first plan, for ``tools``)."""

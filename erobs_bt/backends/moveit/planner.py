@@ -76,7 +76,7 @@ from rcl_interfaces.srv import GetParameters
 from std_msgs.msg import String
 
 from erobs_bt.backends.base import ArmSegment, ErrorCode, MotionError
-from erobs_bt.backends.moveit.local import LocalPlanning, check_robot, snapshot_of
+from erobs_bt.backends.moveit.local import LocalPlanning, check_robot
 from erobs_bt.backends.moveit.model import (
     MoveItConfig,
     attached_tool,
@@ -389,8 +389,8 @@ class MoveItPlanner:
 
     def _get_planning_scene(self, world: int, where: str) -> PlanningScene:
         """move_group's planning scene through ``get_planning_scene``: the attached objects and
-        the ``world`` components (``WORLD_OBJECT_NAMES``, or ``WORLD_OBJECT_GEOMETRY`` with the
-        ``ALLOWED_COLLISION_MATRIX``).
+        the ``world`` components (``WORLD_OBJECT_NAMES``, or what local planning reads: the
+        world geometry, the allowed-collision matrix, the octomap, the links' padding and scale).
 
         Raises:
             MotionError: ``PLANNING_FAILED`` when the service is missing or does not answer.
@@ -438,12 +438,15 @@ class MoveItPlanner:
         """
         if self._local is not None:
             self.load_description()
+            components = PlanningSceneComponents
             scene = self._get_planning_scene(
-                PlanningSceneComponents.WORLD_OBJECT_GEOMETRY
-                | PlanningSceneComponents.ALLOWED_COLLISION_MATRIX,
+                components.WORLD_OBJECT_GEOMETRY
+                | components.ALLOWED_COLLISION_MATRIX
+                | components.OCTOMAP
+                | components.LINK_PADDING_AND_SCALING,
                 step.path,
             )
-            snapshot = snapshot_of(scene, where=step.path, joint_prefix=self._config.joint_prefix)
+            snapshot = self._local.snapshot(scene, where=step.path)
             return self._local.plan_move(step, start, tools=tools, scene=snapshot)
         attached = self.attached_tool(tools)
         kind, goal = self._goal(step, start, tools, attached)

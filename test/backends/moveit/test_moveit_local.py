@@ -151,3 +151,46 @@ def test_narrower_joint_limits_are_refused_naming_the_joint() -> None:
     with pytest.raises(DescriptionMismatch, match=r"0.5000 rad/s; .* up to 0.6283 rad/s"):
         check_robot(slower, MoveItConfig(speed_scaling=0.2))
     check_robot(slower, MoveItConfig(speed_scaling=0.15))  # 0.47 rad/s fits under 0.5
+
+
+def test_an_octomap_and_padding_or_scale_beyond_the_local_models_are_refused() -> None:
+    from moveit_msgs.msg import LinkPadding, LinkScale
+
+    def refused(scene: PlanningScene) -> str:
+        with pytest.raises(MotionError) as caught:
+            snapshot_of(scene, where="tasks[1]", padding=0.01)
+        return str(caught.value)
+
+    fine = PlanningScene()
+    fine.link_padding = [LinkPadding(link_name="wrist_3_link", padding=0.01)]
+    fine.link_scale = [
+        LinkScale(link_name="wrist_3_link", scale=1.0),
+        LinkScale(link_name="tool_x", scale=2.0),
+    ]
+    assert snapshot_of(fine, where="tasks[1]", padding=0.01).world.obstacles == ()
+    padded = PlanningScene(link_padding=[LinkPadding(link_name="forearm_link", padding=0.02)])
+    assert "forearm_link is padded 0.02 m, more than the local model's 0.01 m" in refused(padded)
+    scaled = PlanningScene(link_scale=[LinkScale(link_name="upper_arm_link", scale=1.1)])
+    assert "upper_arm_link is scaled 1.1" in refused(scaled)
+    mapped = PlanningScene()
+    mapped.world.octomap.octomap.id = "OcTree"
+    mapped.world.octomap.octomap.data = [1, 2, 3]
+    message = refused(mapped)
+    assert message.startswith("PLANNING_FAILED: tasks[1]: move_group's planning scene: it holds an octomap")
+
+
+def test_a_base_link_away_from_the_urdf_root_is_refused() -> None:
+    urdf = urdf_text(CELL)
+    assert urdf.count('<link name="base_link"/>') == 1
+    mounted = urdf.replace(
+        '<link name="base_link"/>',
+        '<link name="world"/><joint name="mount" type="fixed"><parent link="world"/><child link="base_link"/>'
+        '<origin xyz="0 0 0.8" rpy="0 0 0"/></joint><link name="base_link"/>',
+        1,
+    )
+    with pytest.raises(DescriptionMismatch, match=r"places base_link at \[0.0, 0.0, 0.8\] m"):
+        check_robot(mounted, MoveItConfig())
+    at_root = mounted.replace(
+        '<origin xyz="0 0 0.8" rpy="0 0 0"/></joint>', '<origin xyz="0 0 0" rpy="0 0 0"/></joint>'
+    )
+    check_robot(at_root, MoveItConfig())

@@ -77,6 +77,12 @@ KINEMATICS_SAMPLES = 32
 MODELLED_LINKS: frozenset[str] = frozenset(ROBOT_LINKS)
 
 
+#: What every refusal tells the user to do instead.
+USE_MOVE_GROUP = (
+    "plan with move_group instead: set planning: move_group in the moveit configuration (moveit_config)"
+)
+
+
 class DescriptionMismatch(ValueError):
     """move_group's robot is not the robot the local planner models (the message names how)."""
 
@@ -119,8 +125,8 @@ def check_robot(urdf: str, config: MoveItConfig, *, seed: int = 11) -> None:
     if unknown:
         raise DescriptionMismatch(
             f"robot_description has collision geometry on {', '.join(unknown)}, which the local planner "
-            f"does not model (it models UR's own links: {', '.join(sorted(MODELLED_LINKS))}); plan with "
-            "move_group (planning: move_group)"
+            f"does not model (it models UR's own links: {', '.join(sorted(MODELLED_LINKS))}); "
+            f"{USE_MOVE_GROUP}"
         )
     try:
         model = pin.buildModelFromXML(urdf)
@@ -148,7 +154,7 @@ def check_robot(urdf: str, config: MoveItConfig, *, seed: int = 11) -> None:
             raise DescriptionMismatch(
                 f"robot_description limits {name} to [{lower:.4f}, {upper:.4f}] rad and {speed:.4f} rad/s; "
                 f"the local planner moves it in [{low[i]:.4f}, {high[i]:.4f}] rad at up to {fastest[i]:.4f} "
-                "rad/s (speed_scaling applied); plan with move_group (planning: move_group)"
+                f"rad/s (speed_scaling applied); {USE_MOVE_GROUP}"
             )
     data = model.createData()
     base_id, flange_id = model.getFrameId(base), model.getFrameId(flange)
@@ -158,7 +164,7 @@ def check_robot(urdf: str, config: MoveItConfig, *, seed: int = 11) -> None:
         raise DescriptionMismatch(
             f"robot_description places {base} at {np.round(T_root_base[:3, 3], 4).tolist()} m (and turned) "
             "from its root link: move_group reports scene objects in that root frame, which the local "
-            f"planner takes to be {base}; plan with move_group (planning: move_group)"
+            f"planner takes to be {base}; {USE_MOVE_GROUP}"
         )
     rng = np.random.default_rng(seed)
     for q6 in rng.uniform(low, high, (KINEMATICS_SAMPLES, 6)):
@@ -174,7 +180,7 @@ def check_robot(urdf: str, config: MoveItConfig, *, seed: int = 11) -> None:
             raise DescriptionMismatch(
                 f"robot_description's {flange} is {offset * 1e3:.3f} mm and {angle:.2e} rad from the "
                 f"local planner's at joints {np.round(q6, 4).tolist()} rad (calibrated kinematics?); "
-                "plan with move_group (planning: move_group)"
+                f"{USE_MOVE_GROUP}"
             )
 
 
@@ -237,7 +243,7 @@ def snapshot_of(scene: Any, *, where: str, joint_prefix: str = "", padding: floa
     if problem:
         raise MotionError(
             ErrorCode.PLANNING_FAILED,
-            f"{where}: move_group's planning scene: {problem}; plan with move_group (planning: move_group)",
+            f"{where}: move_group's planning scene: {problem}; {USE_MOVE_GROUP}",
         )
     obstacles = [
         replace(o, touch_links=tuple(links[k] for k in touches.get(object_id(o.name), ()))) for o in obstacles
@@ -307,6 +313,6 @@ class LocalPlanning:
                 ErrorCode.PLANNING_FAILED,
                 f"{step.path}: move_group's planning scene has {', '.join(foreign)} attached, which the "
                 "local planner does not model (it models the cell's tools on "
-                f"{self._config.flange_link!r}); plan with move_group (planning: move_group)",
+                f"{self._config.flange_link!r}); {USE_MOVE_GROUP}",
             )
         return self.planner(tools).plan_move(step, start, tools=tools, world=scene.world)

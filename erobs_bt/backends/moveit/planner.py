@@ -237,6 +237,13 @@ class MoveItPlanner:
                 if self._local is not None
                 else "",
             )
+            if self._local is not None:
+                # On the node's own log too (the ROS console and /rosout), where an operator looks.
+                self._link.node.get_logger().info(
+                    f"planning: local: {node}'s robot_description checked (UR5e's kinematics and joint "
+                    "limits, collision geometry on UR's links only, base_link at the root); plans are "
+                    "made here in move_group's planning scene, move_group executes them"
+                )
             return self._description
 
     def _latched_text(self, name: str) -> str:

@@ -15,6 +15,8 @@ from test_moveit_e2e import FULL_EXPERIMENT, POSES, SPEED, MoveGroupEvents, fini
 from erobs_bt.doubles.sim_move_group import READY_PREFIX
 from erobs_bt.ros.client.client import ErobsBtClient
 
+from helpers import wait_for
+
 pytestmark = pytest.mark.ros
 
 
@@ -44,22 +46,29 @@ def observer(ros_env: RosEnvironment) -> Iterator[MoveGroupEvents]:
 
 
 @pytest.fixture(scope="module")
-def client(
+def node(
     ros_env: RosEnvironment, observer: MoveGroupEvents, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[ErobsBtClient]:
+) -> Iterator[NodeProcess]:
     moveit = tmp_path_factory.mktemp("moveit") / "moveit.yaml"
     moveit.write_text("tools: simulated\nplanning: local\n")
-    node = NodeProcess(ros_env, {"backend": "moveit", "moveit_config": str(moveit), "poses_file": str(POSES)})
-    node.start()
-    with ErobsBtClient(domain_id=ros_env.domain_id) as ros_client:
+    process = NodeProcess(
+        ros_env, {"backend": "moveit", "moveit_config": str(moveit), "poses_file": str(POSES)}
+    )
+    process.start()
+    yield process
+    assert process.stop() == 0, process.output
+
+
+@pytest.fixture(scope="module")
+def client(node: NodeProcess) -> Iterator[ErobsBtClient]:
+    with ErobsBtClient(domain_id=node.environment.domain_id) as ros_client:
         assert ros_client.wait_for_server(30.0), node.output
         assert ros_client.wait_for_state_stream(30.0), node.output
         yield ros_client
-    assert node.stop() == 0, node.output
 
 
 def test_the_full_experiment_is_planned_here_and_executed_by_move_group(
-    client: ErobsBtClient, observer: MoveGroupEvents
+    client: ErobsBtClient, observer: MoveGroupEvents, node: NodeProcess
 ) -> None:
     since = observer.events.count
     result = finish(client, client.send(FULL_EXPERIMENT.read_text()))
@@ -69,3 +78,6 @@ def test_the_full_experiment_is_planned_here_and_executed_by_move_group(
     results = observer.wait_count("execute_result", len(executed), since)
     assert len(executed) >= 20 and {r["outcome"] for r in results} == {"succeeded"}
     assert not observer.of("plan", since), "move_group was asked for no plan"
+    # The operator sees on the node's own log that move_group's robot was checked.
+    line = "planning: local: /move_group's robot_description checked"
+    wait_for(lambda: line in node.output, 30.0, f"{line!r} in the node's output")

@@ -461,6 +461,7 @@ def test_path_and_goal_tolerances_while_moving_and_after_goal_time(tmp_path: Any
 
             # Path tolerance erased, goal_time 0.05 s: 2 rad in 0.1 s ends far behind the goal.
             start = live(watcher)
+            second = watcher.events.count
             goal = trajectory_goal(too_fast(start, 2.0, 0.1), HW)
             goal.path_tolerance = [JointTolerance(name=n, position=-1.0) for n in HW.joint_names]
             goal.goal_time_tolerance.sec, goal.goal_time_tolerance.nanosec = 0, 50_000_000
@@ -469,15 +470,22 @@ def test_path_and_goal_tolerances_while_moving_and_after_goal_time(tmp_path: Any
             assert wrapped.result.error_code == FollowJointTrajectory.Result.GOAL_TOLERANCE_VIOLATED
             assert "goal_time_tolerance exceeding by" in wrapped.result.error_string
 
-            # goal_time 0 (the controller's and the goal's): it waits until the arm is there.
-            since = watcher.events.count
-            here = np.array(watcher.wait_event("trajectory_rest", since=0)["position"])
+            # goal_time 0 (the controller's and the goal's): it waits until the arm is there. From
+            # where the aborted goal left the arm at rest (its own rest event; the first goal's
+            # came earlier).
+            here = np.array(watcher.wait_event("trajectory_rest", since=second)["position"])
             goal = trajectory_goal(too_fast(here, -1.0, 0.1), HW)
             goal.path_tolerance = [JointTolerance(name=n, position=-1.0) for n in HW.joint_names]
             goal.goal_time_tolerance.sec, goal.goal_time_tolerance.nanosec = 0, 0
+            sent = watcher.joint_states.count
             wrapped = wait(send(watcher, goal)[1])
             assert wrapped.status == GoalStatus.STATUS_SUCCEEDED, wrapped.result.error_string
-            assert abs(live(watcher)[0] - (here[0] - 1.0)) < 0.005
+            # The joint states that show it (the latest one received may be older than the result).
+            target = here[0] - 1.0
+            there = watcher.joint_states.wait_for(
+                lambda m: abs(m.position[0] - target) < 0.005, 10.0, since=sent
+            )
+            assert there is not None, f"the arm is at {live(watcher)[0]:.4f} rad, not {target:.4f}"
         finally:
             watcher.close()
             assert process.stop() == 0, process.output

@@ -31,6 +31,8 @@ FULL_EXPERIMENT = REPO / "config" / "full_experiment.json"
 POSES = REPO / "config" / "poses.yaml"
 SPEED = 20.0
 GOAL_TIMEOUT = 300.0
+#: The node's moveit configuration (a module importing these fixtures may set its own).
+MOVEIT_YAML = "tools: simulated\n"
 
 
 class MoveGroupEvents:
@@ -87,8 +89,10 @@ def ros_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RosEnvironment
 
 
 @pytest.fixture(scope="module")
-def move_group(ros_env: RosEnvironment) -> Iterator[RosProcess]:
-    command = [sys.executable, "-m", "erobs_bt.doubles.sim_move_group", "--speed", str(SPEED)]
+def move_group(ros_env: RosEnvironment, request: pytest.FixtureRequest) -> Iterator[RosProcess]:
+    """The simulated move_group, with the using module's ``MOVE_GROUP_OPTIONS`` (default none)."""
+    options = list(getattr(request.module, "MOVE_GROUP_OPTIONS", ()))
+    command = [sys.executable, "-m", "erobs_bt.doubles.sim_move_group", "--speed", str(SPEED), *options]
     process = RosProcess(ros_env, command, READY_PREFIX).start()
     yield process
     process.stop()
@@ -103,10 +107,14 @@ def observer(move_group: RosProcess) -> Iterator[MoveGroupEvents]:
 
 @pytest.fixture(scope="module")
 def node(
-    ros_env: RosEnvironment, observer: MoveGroupEvents, tmp_path_factory: pytest.TempPathFactory
+    ros_env: RosEnvironment,
+    observer: MoveGroupEvents,
+    tmp_path_factory: pytest.TempPathFactory,
+    request: pytest.FixtureRequest,
 ) -> Iterator[NodeProcess]:
+    """The node with ``backend: moveit`` and the using module's ``MOVEIT_YAML``."""
     moveit = tmp_path_factory.mktemp("moveit") / "moveit.yaml"
-    moveit.write_text("tools: simulated\n")
+    moveit.write_text(getattr(request.module, "MOVEIT_YAML", MOVEIT_YAML))
     process = NodeProcess(
         ros_env, {"backend": "moveit", "moveit_config": str(moveit), "poses_file": str(POSES)}
     )

@@ -5,14 +5,11 @@ and goal runner it uses)."""
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Iterator
-
 import pytest
-from ros_fixtures import NodeProcess, RosEnvironment, RosProcess, ros_environment
-from test_moveit_e2e import FULL_EXPERIMENT, POSES, SPEED, MoveGroupEvents, finish
+import test_moveit_e2e as e2e
+from ros_fixtures import NodeProcess
+from test_moveit_e2e import FULL_EXPERIMENT, MoveGroupEvents, finish
 
-from erobs_bt.doubles.sim_move_group import READY_PREFIX
 from erobs_bt.ros.client.client import ErobsBtClient
 
 from helpers import wait_for
@@ -20,51 +17,13 @@ from helpers import wait_for
 pytestmark = pytest.mark.ros
 
 
-@pytest.fixture(scope="module")
-def ros_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RosEnvironment]:
-    with ros_environment(tmp_path_factory.mktemp("ros_log")) as environment:
-        yield environment
+#: The node plans here (the fixtures of test_moveit_e2e.py read these two).
+MOVEIT_YAML = "tools: simulated\nplanning: local\n"
+#: A plan latency no run could hide: a single planning request would show in the goal's time too.
+MOVE_GROUP_OPTIONS = ("--plan-latency", "30")
 
-
-@pytest.fixture(scope="module")
-def observer(ros_env: RosEnvironment) -> Iterator[MoveGroupEvents]:
-    # A plan latency no run could hide: a single planning request would show in the goal's time too.
-    command = [
-        sys.executable,
-        "-m",
-        "erobs_bt.doubles.sim_move_group",
-        "--speed",
-        str(SPEED),
-        "--plan-latency",
-        "30",
-    ]
-    process = RosProcess(ros_env, command, READY_PREFIX).start()
-    watcher = MoveGroupEvents(ros_env.domain_id)
-    yield watcher
-    watcher.close()
-    process.stop()
-
-
-@pytest.fixture(scope="module")
-def node(
-    ros_env: RosEnvironment, observer: MoveGroupEvents, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[NodeProcess]:
-    moveit = tmp_path_factory.mktemp("moveit") / "moveit.yaml"
-    moveit.write_text("tools: simulated\nplanning: local\n")
-    process = NodeProcess(
-        ros_env, {"backend": "moveit", "moveit_config": str(moveit), "poses_file": str(POSES)}
-    )
-    process.start()
-    yield process
-    assert process.stop() == 0, process.output
-
-
-@pytest.fixture(scope="module")
-def client(node: NodeProcess) -> Iterator[ErobsBtClient]:
-    with ErobsBtClient(domain_id=node.environment.domain_id) as ros_client:
-        assert ros_client.wait_for_server(30.0), node.output
-        assert ros_client.wait_for_state_stream(30.0), node.output
-        yield ros_client
+# test_moveit_e2e.py's fixtures, in this module's own domain (pytest finds them by these names).
+ros_env, move_group, observer, node, client = e2e.ros_env, e2e.move_group, e2e.observer, e2e.node, e2e.client
 
 
 def test_the_full_experiment_is_planned_here_and_executed_by_move_group(

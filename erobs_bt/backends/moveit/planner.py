@@ -228,14 +228,10 @@ class MoveItPlanner:
                 raise MotionError(ErrorCode.PLANNING_FAILED, f"{node}: {exc}") from None
             self._description = (description_digest(urdf, srdf), states)
             _LOG.info(
-                "move_group %s: description %s, named states %s%s",
+                "move_group %s: description %s, named states %s",
                 node,
                 self._description[0],
                 ", ".join(sorted(states)) or "none",
-                "; planning: local (its robot checked: UR5e's kinematics and joint limits, collision "
-                "geometry on UR's links only)"
-                if self._local is not None
-                else "",
             )
             if self._local is not None:
                 # On the node's own log too (the ROS console and /rosout), where an operator looks.
